@@ -1,0 +1,280 @@
+/*
+ * jsonlines.c - a SwiftPaging source plugin serving the lines of a JSON Lines file as items.
+ *
+ * Plugin id: "jsonlines" (kind SOURCE, THREAD_SAFE: the instance is read-only after create).
+ *
+ * Config keys:
+ *   path               string, required. The JSON Lines file (one JSON value per line). The host
+ *                      resolves relative paths before the config reaches the plugin. A missing or
+ *                      unreadable file fails create with PAGING_ERR_INVALID_CONFIG naming the path.
+ *   default_page_size  integer, optional (default 20). Used when a request's page_size is 0.
+ *
+ * The whole file is read at create. Empty lines (also "\r"-only lines) are skipped; a trailing
+ * "\r" and a leading UTF-8 byte-order mark are dropped. Each remaining line is served verbatim as
+ * one item (it is not validated as JSON here).
+ *
+ * Keys are decimal line indexes as UTF-8 text ("0", "20", ...); the refresh key is "0". There is
+ * no key_chain: each page carries its neighbours' keys:
+ *   next = key + item_count, or the PAGING_PAGE_NEXT_END flag when the last line was served;
+ *   prev = max(0, key - page_size), or the PAGING_PAGE_PREV_END flag when key == 0.
+ * For a PREPEND request with a next_key (the first loaded page), at most next_key - key lines are
+ * served, so a clamped prev key never repeats lines already loaded.
+ * A key that is not a decimal integer in 0...line_count fails the fetch with
+ * PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
+ *
+ * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
+ *                               -I Sources/CPaging/include Plugins/JSONLines/jsonlines.c -o libjsonlines.so
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paging/paging.h"
+
+typedef struct jsonl_line {
+    size_t offset; /* byte offset of the line in jsonl_state.data */
+    size_t len;    /* length without the line terminator */
+} jsonl_line;
+
+typedef struct jsonl_state {
+    paging_source_t source; /* first member: `self` points here */
+    const paging_host_t *host;
+    uint8_t *data;          /* whole file */
+    jsonl_line *lines;      /* non-empty lines */
+    size_t line_count;
+    uint32_t default_page_size;
+} jsonl_state;
+
+static const paging_plugin_descriptor_t jsonl_descriptor = {
+    PAGING_ABI_VERSION_INIT,
+    "jsonlines",
+    "JSON Lines file",
+    "1.0.0",
+    "Serves the lines of a JSON Lines file as items; keys are decimal line indexes.",
+    PAGING_PLUGIN_SOURCE,
+    PAGING_PLUGIN_THREAD_SAFE
+};
+
+/* ---- file loading ---------------------------------------------------------------------- */
+
+/* Reads the whole file at `path` into a malloc'ed buffer; returns 0 and sets errno on failure. */
+static int jsonl_read_file(const char *path, uint8_t **out_data, size_t *out_len)
+{
+    FILE *f = fopen(path, "rb");
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    if (f == NULL) return 0;
+    for (;;) {
+        size_t n;
+        if (cap - len < 65536) {
+            size_t ncap = cap ? cap * 2 : 65536;
+            uint8_t *nbuf = (uint8_t *)realloc(buf, ncap);
+            if (nbuf == NULL) { free(buf); fclose(f); errno = ENOMEM; return 0; }
+            buf = nbuf;
+            cap = ncap;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) break;
+    }
+    if (ferror(f)) { int e = errno ? errno : EIO; free(buf); fclose(f); errno = e; return 0; }
+    fclose(f);
+    *out_data = buf;
+    *out_len = len;
+    return 1;
+}
+
+/* Splits data[0..len) into non-empty lines; returns 0 on allocation failure. */
+static int jsonl_index_lines(jsonl_state *st, size_t len)
+{
+    size_t cap = 0, pos = 0;
+    if (len >= 3 && st->data[0] == 0xEF && st->data[1] == 0xBB && st->data[2] == 0xBF) pos = 3;
+    while (pos < len) {
+        const uint8_t *nl = (const uint8_t *)memchr(st->data + pos, '\n', len - pos);
+        size_t end = nl ? (size_t)(nl - st->data) : len;
+        size_t line_len = end - pos;
+        if (line_len > 0 && st->data[pos + line_len - 1] == '\r') line_len--;
+        if (line_len > 0) {
+            if (st->line_count == cap) {
+                size_t ncap = cap ? cap * 2 : 256;
+                jsonl_line *nl2 = (jsonl_line *)realloc(st->lines, ncap * sizeof *nl2);
+                if (nl2 == NULL) return 0;
+                st->lines = nl2;
+                cap = ncap;
+            }
+            st->lines[st->line_count].offset = pos;
+            st->lines[st->line_count].len = line_len;
+            st->line_count++;
+        }
+        pos = end + 1;
+    }
+    return 1;
+}
+
+/* ---- source functions ------------------------------------------------------------------ */
+
+/* Parses a decimal key ("0", "20"); returns 0 when it is not a plain non-negative integer. */
+static int jsonl_parse_key(paging_bytes_t key, size_t *out)
+{
+    size_t i, v = 0;
+    if (key.len == 0 || key.len > 19 || key.data == NULL) return 0;
+    for (i = 0; i < key.len; i++) {
+        if (key.data[i] < '0' || key.data[i] > '9') return 0;
+        if (v > ((size_t)-1 - 9) / 10) return 0;
+        v = v * 10 + (size_t)(key.data[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+static paging_bytes_t jsonl_key_bytes(char *buf, size_t cap, size_t value)
+{
+    paging_bytes_t b;
+    int n = snprintf(buf, cap, "%lu", (unsigned long)value);
+    b.data = (const uint8_t *)buf;
+    b.len = n > 0 ? (size_t)n : 0;
+    return b;
+}
+
+static paging_status_t jsonl_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    jsonl_state *st = (jsonl_state *)self;
+    paging_bytes_t zero;
+    zero.data = (const uint8_t *)"0";
+    zero.len = 1;
+    return st->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
+}
+
+static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t *request, uint64_t fetch_id)
+{
+    jsonl_state *st = (jsonl_state *)self;
+    const paging_host_t *h = st->host;
+    size_t key, page_size, count, i, limit;
+    uint32_t flags = 0;
+    char buf[32];
+    paging_bytes_t kb;
+
+    if (!jsonl_parse_key(request->key, &key) || key > st->line_count) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "jsonlines: key is not a line index in 0...%lu",
+                 (unsigned long)st->line_count);
+        h->fetch_fail(h, fetch_id, PAGING_ERR_INVALID_REQUEST, msg);
+        return PAGING_OK;
+    }
+    page_size = request->page_size ? request->page_size : st->default_page_size;
+    count = page_size;
+    if (request->kind == PAGING_REQUEST_PREPEND && request->next_key != NULL
+        && jsonl_parse_key(*request->next_key, &limit) && limit > key && limit - key < count) {
+        count = limit - key;
+    }
+    if (count > st->line_count - key) count = st->line_count - key;
+
+    for (i = 0; i < count; i++) {
+        paging_bytes_t item;
+        item.data = st->data + st->lines[key + i].offset;
+        item.len = st->lines[key + i].len;
+        if (h->fetch_add_item(h, fetch_id, item) != PAGING_OK) return PAGING_OK; /* id finished (cancelled) */
+    }
+    if (key + count >= st->line_count) {
+        flags |= PAGING_PAGE_NEXT_END;
+    } else {
+        kb = jsonl_key_bytes(buf, sizeof buf, key + count);
+        h->fetch_set_next_key(h, fetch_id, &kb);
+    }
+    if (key == 0) {
+        flags |= PAGING_PAGE_PREV_END;
+    } else {
+        kb = jsonl_key_bytes(buf, sizeof buf, key > page_size ? key - page_size : 0);
+        h->fetch_set_prev_key(h, fetch_id, &kb);
+    }
+    h->fetch_set_flags(h, fetch_id, flags);
+    h->fetch_complete(h, fetch_id);
+    return PAGING_OK;
+}
+
+static void jsonl_destroy(paging_source_t *self)
+{
+    jsonl_state *st = (jsonl_state *)self;
+    free(st->lines);
+    free(st->data);
+    free(st);
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_host_t *host,
+                                            const paging_config_t *config)
+{
+    char msg[1200];
+    const char *path;
+    jsonl_state *st;
+    size_t len = 0;
+    int64_t dps;
+
+    if (plugin_id == NULL || strcmp(plugin_id, "jsonlines") != 0) {
+        host->config_fail(config, PAGING_ERR_NOT_FOUND, "jsonlines: unknown plugin id");
+        return NULL;
+    }
+    path = host->config_string(config, "path");
+    if (path == NULL || path[0] == '\0') {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
+                          "jsonlines: config `path` (string) is required");
+        return NULL;
+    }
+    dps = host->config_int(config, "default_page_size", 20);
+    if (dps < 1 || dps > 1000000) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
+                          "jsonlines: config `default_page_size` must be in 1...1000000");
+        return NULL;
+    }
+    st = (jsonl_state *)calloc(1, sizeof *st);
+    if (st == NULL) {
+        host->config_fail(config, PAGING_ERR_INTERNAL, "jsonlines: out of memory");
+        return NULL;
+    }
+    if (!jsonl_read_file(path, &st->data, &len)) {
+        snprintf(msg, sizeof msg, "jsonlines: cannot read '%.1000s': %s", path, strerror(errno));
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        free(st);
+        return NULL;
+    }
+    if (!jsonl_index_lines(st, len)) {
+        host->config_fail(config, PAGING_ERR_INTERNAL, "jsonlines: out of memory");
+        jsonl_destroy(&st->source);
+        return NULL;
+    }
+    st->host = host;
+    st->default_page_size = (uint32_t)dps;
+    st->source.plugin_data = st;
+    st->source.refresh_key = jsonl_refresh_key;
+    st->source.key_chain = NULL;   /* keys come with each page */
+    st->source.fetch = jsonl_fetch;
+    st->source.cancel = NULL;      /* fetch completes before it returns */
+    st->source.destroy = jsonl_destroy;
+    snprintf(msg, sizeof msg, "jsonlines: loaded %lu lines from '%.1000s'",
+             (unsigned long)st->line_count, path);
+    host->log(host, PAGING_LOG_DEBUG, msg);
+    return &st->source;
+}
+
+static uint32_t jsonl_plugin_count(void) { return 1; }
+
+static const paging_plugin_descriptor_t *jsonl_descriptor_at(uint32_t index)
+{
+    return index == 0 ? &jsonl_descriptor : NULL;
+}
+
+static const paging_plugin_entry_t jsonl_entry = {
+    PAGING_ABI_VERSION_INIT,
+    jsonl_plugin_count,
+    jsonl_descriptor_at,
+    jsonl_create_source,
+    NULL
+};
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void)
+{
+    return &jsonl_entry;
+}

@@ -1,0 +1,60 @@
+import Synchronization
+
+/// Fans values out to any number of `AsyncStream` subscribers.
+///
+/// Yields happen under the lock so every subscriber sees values in the same order. A
+/// subscriber's buffer is unbounded: a consumer that stops iterating should cancel its task,
+/// which ends its stream and unsubscribes it.
+final class Broadcast<Element: Sendable>: Sendable {
+    private struct Subscribers {
+        var nextID = 0
+        var continuations: [Int: AsyncStream<Element>.Continuation] = [:]
+    }
+
+    private let subscribers = Mutex(Subscribers())
+    /// Read without the lock so that publishing costs nothing while nobody listens.
+    private let subscriberCount = Atomic<Int>(0)
+
+    init() {}
+
+    /// A new stream that receives every value yielded from now on, starting with `initial`.
+    func subscribe(initial: Element? = nil) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+        let id = subscribers.withLock { state -> Int in
+            let id = state.nextID
+            state.nextID += 1
+            state.continuations[id] = continuation
+            if let initial { continuation.yield(initial) }
+            subscriberCount.add(1, ordering: .relaxed)
+            return id
+        }
+        continuation.onTermination = { [weak self] _ in self?.unsubscribe(id) }
+        return stream
+    }
+
+    var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
+
+    func yield(_ value: @autoclosure () -> Element) {
+        guard hasSubscribers else { return }
+        subscribers.withLock { state in
+            guard !state.continuations.isEmpty else { return }
+            let value = value()
+            for continuation in state.continuations.values { continuation.yield(value) }
+        }
+    }
+
+    private func unsubscribe(_ id: Int) {
+        subscribers.withLock { state in
+            if state.continuations.removeValue(forKey: id) != nil {
+                subscriberCount.subtract(1, ordering: .relaxed)
+            }
+        }
+    }
+
+    deinit {
+        // Ends every stream, so consumers' loops finish with the owner.
+        for continuation in subscribers.withLock({ Array($0.continuations.values) }) {
+            continuation.finish()
+        }
+    }
+}

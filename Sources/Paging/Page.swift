@@ -1,0 +1,42 @@
+/// A page of values and the request that produced it.
+///
+/// A page carries the keys of its neighbours. By default they come from the request's key chain;
+/// a source that learns them from the response (a cursor, a `Link` header) passes them to
+/// ``init(request:values:prevKey:nextKey:)`` and they override the chain. A `nil` key means there
+/// is no page in that direction.
+public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    public var request: PagingRequest<Key>
+    public var values: [Value]
+    /// The key of the page before this one, or `nil` at the start of the data.
+    public var prevKey: Key?
+    /// The key of the page after this one, or `nil` at the end of the data.
+    public var nextKey: Key?
+
+    /// A page whose neighbours are those of the request's key chain.
+    public init(request: PagingRequest<Key>, values: [Value]) {
+        self.init(request: request, values: values,
+                  prevKey: request.keyChain.prevKey, nextKey: request.keyChain.nextKey)
+    }
+
+    /// A page whose neighbours the source read from the response.
+    public init(request: PagingRequest<Key>, values: [Value], prevKey: Key?, nextKey: Key?) {
+        self.request = request
+        self.values = values
+        self.prevKey = prevKey
+        self.nextKey = nextKey
+    }
+
+    /// The key of this page.
+    public var key: Key { request.key }
+
+    /// Whether the page holds as many values as were asked for. The ``PaginationManager``
+    /// requests an incomplete last (or first) page again, replacing it, before moving on.
+    public var isComplete: Bool { values.count >= request.params.pageSize }
+}
+
+extension Page: CustomStringConvertible {
+    public var description: String {
+        "Page(\(request.kind), key: \(key), \(values.count) values, "
+            + "prev: \(prevKey.map { "\($0)" } ?? "nil"), next: \(nextKey.map { "\($0)" } ?? "nil"))"
+    }
+}

@@ -1,0 +1,285 @@
+import Synchronization
+
+/// Keeps a paged list: refresh replaces it, prepend and append grow it at their ends, and every
+/// change is published as a ``PaginationManagerOutput``.
+///
+/// - An incomplete last page (fewer values than the page size) is requested again by the next
+///   append and replaced, as in the original SwiftPaging; then paging moves on.
+/// - A direction reaches its end when the page there has no key beyond it.
+/// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
+///   once the list holds more values than that; they are loaded again when paging goes back.
+/// - With ``Configuration/prefetchDistance``, ``itemVisible(at:)`` loads the next page when the
+///   item on screen is that close to an end.
+/// - A refresh cancels the prepends and appends in flight; their pages are dropped.
+/// - A failed load becomes that direction's ``LoadState/failed(_:)`` state; the values stay,
+///   and ``retry()`` loads again.
+///
+/// Adding a page costs O(log pages) (see ``PagedValues``), whatever the list's length.
+///
+/// # Thread safety
+/// Every method may be called from any task, concurrently. One load per direction runs at a
+/// time: asking for an append while one is loading does nothing.
+public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    public struct Configuration: Sendable {
+        /// Values a page asks for.
+        public var pageSize: Int
+        /// The most values kept; `nil` keeps everything.
+        public var maxSize: Int?
+        /// How close (in items) to an end ``itemVisible(at:)`` starts loading the next page.
+        public var prefetchDistance: Int
+        /// The retry policy of every request.
+        public var retryPolicy: RetryPolicy
+        /// User info sent with every request.
+        public var userInfo: [String: String]
+
+        public init(pageSize: Int, maxSize: Int? = nil, prefetchDistance: Int = 0,
+                    retryPolicy: RetryPolicy = .none, userInfo: [String: String] = [:]) {
+            precondition(pageSize > 0, "pageSize must be positive, got \(pageSize)")
+            self.pageSize = pageSize
+            self.maxSize = maxSize
+            self.prefetchDistance = max(0, prefetchDistance)
+            self.retryPolicy = retryPolicy
+            self.userInfo = userInfo
+        }
+    }
+
+    public let pager: Pager<Key, Value>
+    public let configuration: Configuration
+
+    private let state = Mutex(State())
+    private let broadcast = Broadcast<PaginationManagerOutput<Key, Value>>()
+
+    public init(pager: Pager<Key, Value>, configuration: Configuration) {
+        self.pager = pager
+        self.configuration = configuration
+    }
+
+    /// A manager over a new ``Pager`` of `source` and `interceptors`.
+    public convenience init(
+        source: some PagingSource<Key, Value>,
+        pageSize: Int,
+        interceptors: [any PagingInterceptor<Key, Value>] = [],
+        maxSize: Int? = nil,
+        prefetchDistance: Int = 0,
+        retryPolicy: RetryPolicy = .none
+    ) {
+        self.init(pager: Pager(source: source, interceptors: interceptors),
+                  configuration: Configuration(pageSize: pageSize, maxSize: maxSize,
+                                               prefetchDistance: prefetchDistance, retryPolicy: retryPolicy))
+    }
+
+    /// The current output.
+    public var output: PaginationManagerOutput<Key, Value> { state.withLock { $0.output } }
+
+    /// A stream that starts with the current output and then gets every change. Any number of
+    /// consumers can iterate their own streams at once.
+    public func outputs() -> AsyncStream<PaginationManagerOutput<Key, Value>> {
+        state.withLock { broadcast.subscribe(initial: $0.output) }
+    }
+
+    /// Loads the first page, replacing every value once it arrives. `userInfo` is added to the
+    /// configured user info of this refresh (e.g. ``PagingUserInfoKey/hardRefresh``).
+    @discardableResult
+    public func refresh(userInfo: [String: String] = [:]) -> Task<Void, Never> {
+        start(.refresh, userInfo: userInfo)
+    }
+
+    /// Loads the page before the first one.
+    @discardableResult
+    public func prepend() -> Task<Void, Never> { start(.prepend, userInfo: [:]) }
+
+    /// Loads the page after the last one (or the last one again when it was incomplete).
+    @discardableResult
+    public func append() -> Task<Void, Never> { start(.append, userInfo: [:]) }
+
+    /// Loads again in every direction whose last load failed.
+    @discardableResult
+    public func retry() -> Task<Void, Never> {
+        Task {
+            let failed = state.withLock { state in
+                PagingRequestKind.allCases.filter { state.output[$0].error != nil }
+            }
+            for kind in failed { await load(kind, userInfo: kind == .refresh ? nil : [:]) }
+        }
+    }
+
+    /// Tells the manager which item is on screen; within ``Configuration/prefetchDistance`` of
+    /// an end that can load more, it starts loading the next page there.
+    public func itemVisible(at index: Int) {
+        let distance = configuration.prefetchDistance
+        let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
+            let output = state.output
+            guard !output.isRefreshing, !output.values.isEmpty else { return (false, false) }
+            return (output.appendState.isIdle && index >= output.values.count - 1 - distance,
+                    output.prependState.isIdle && index <= distance)
+        }
+        if appendNow { append() }
+        if prependNow { prepend() }
+    }
+
+    /// Runs one load in the caller's task and returns when its page is applied (or dropped).
+    /// A prepend or append with no page loaded yet refreshes instead. Does nothing while a load
+    /// in the same direction is in flight, or when that direction's end is reached.
+    ///
+    /// - Parameter userInfo: added to the configured user info; for a refresh, `nil` reuses
+    ///   that of the last refresh.
+    public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:]) async {
+        guard let plan = plan(kind, userInfo: userInfo) else { return }
+        let result: Result<Page<Key, Value>, any Error>
+        do {
+            result = .success(try await pager.load(plan.request))
+        } catch {
+            result = .failure(error)
+        }
+        state.withLock { state in
+            state.apply(result, of: plan, maxSize: configuration.maxSize)
+            broadcast.yield(state.output)
+        }
+    }
+
+    // MARK: - Internals
+
+    private func start(_ kind: PagingRequestKind, userInfo: [String: String]) -> Task<Void, Never> {
+        state.withLock { state in
+            let id = state.nextTaskID
+            state.nextTaskID += 1
+            let task = Task {
+                defer { self.state.withLock { _ = $0.tasks.removeValue(forKey: id) } }
+                await self.load(kind, userInfo: userInfo)
+            }
+            if kind != .refresh { state.tasks[id] = task }
+            return task
+        }
+    }
+
+    /// Decides the request of a load and marks its direction loading, or returns `nil` when
+    /// there is nothing to load.
+    private func plan(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Plan? {
+        let (plan, cancelled) = state.withLock { state -> (Plan?, [Task<Void, Never>]) in
+            var kind = kind
+            if kind != .refresh && state.output.values.isEmpty {
+                guard !state.output.isRefreshing else { return (nil, []) }
+                kind = .refresh
+            }
+            var cancelled: [Task<Void, Never>] = []
+            var params = PagingRequestParams(pageSize: configuration.pageSize,
+                                             retryPolicy: configuration.retryPolicy,
+                                             userInfo: configuration.userInfo)
+            let anchor: Page<Key, Value>?
+            let key: Key
+            switch kind {
+            case .refresh:
+                if let userInfo { state.refreshUserInfo = userInfo }
+                params.userInfo.merge(state.refreshUserInfo) { $1 }
+                state.generation &+= 1
+                cancelled = Array(state.tasks.values)
+                state.tasks = [:]
+                state.output.prependState = .idle
+                state.output.appendState = .idle
+                anchor = nil
+                key = pager.source.refreshKey
+            case .append:
+                guard !state.output.isRefreshing, !state.output.isAppending,
+                      let last = state.output.values.lastPage else { return (nil, []) }
+                if last.isComplete {
+                    guard let next = last.nextKey else {
+                        state.output.appendState = .endReached
+                        return (nil, [])
+                    }
+                    key = next
+                } else {
+                    key = last.key
+                }
+                anchor = last
+            case .prepend:
+                guard !state.output.isRefreshing, !state.output.isPrepending,
+                      let first = state.output.values.firstPage else { return (nil, []) }
+                guard let previous = first.prevKey else {
+                    state.output.prependState = .endReached
+                    return (nil, [])
+                }
+                key = previous
+                anchor = first
+            }
+            params.userInfo.merge(userInfo ?? [:]) { $1 }
+            state.output[kind] = .loading
+            broadcast.yield(state.output)
+            let request = pager.request(kind, key: key, params: params)
+            return (Plan(request: request, generation: state.generation, anchorKey: anchor?.key), cancelled)
+        }
+        for task in cancelled { task.cancel() }
+        return plan
+    }
+
+    private struct Plan {
+        var request: PagingRequest<Key>
+        var generation: UInt64
+        /// The key of the page the load extends (the last page for an append, the first for a
+        /// prepend); the page is applied only if it is still there.
+        var anchorKey: Key?
+        var kind: PagingRequestKind { request.kind }
+    }
+
+    private struct State {
+        var output = PaginationManagerOutput<Key, Value>()
+        /// Bumped by every refresh; a load planned in an older generation is dropped.
+        var generation: UInt64 = 0
+        var refreshUserInfo: [String: String] = [:]
+        var tasks: [UInt64: Task<Void, Never>] = [:]
+        var nextTaskID: UInt64 = 0
+
+        mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?) {
+            guard plan.generation == generation else { return }
+            let kind = plan.kind
+            let page: Page<Key, Value>
+            switch result {
+            case .failure(let error):
+                if error is CancellationError || error as? PagingError == .supersededByRefresh {
+                    output[kind] = .idle
+                } else {
+                    output[kind] = .failed(error)
+                    output.lastError = error
+                }
+                return
+            case .success(let loaded):
+                page = loaded
+            }
+            switch kind {
+            case .refresh:
+                output.values = PagedValues().appending(page)
+                output.refreshState = .idle
+                output.prependState = page.prevKey == nil ? .endReached : .idle
+                output.appendState = page.nextKey == nil ? .endReached : .idle
+            case .append:
+                guard let last = output.values.lastPage, last.key == plan.anchorKey else {
+                    output.appendState = .idle
+                    return
+                }
+                output.values = last.key == page.key
+                    ? output.values.replacingLast(with: page) : output.values.appending(page)
+                output.appendState = page.nextKey == nil ? .endReached : .idle
+                if trim(maxSize, dropping: .prepend) { output.prependState = .idle }
+            case .prepend:
+                guard let first = output.values.firstPage, first.key == plan.anchorKey else {
+                    output.prependState = .idle
+                    return
+                }
+                output.values = output.values.prepending(page)
+                output.prependState = page.prevKey == nil ? .endReached : .idle
+                if trim(maxSize, dropping: .append) { output.appendState = .idle }
+            }
+        }
+
+        /// Drops pages at one end while more than `maxSize` values are held, keeping at least
+        /// one page; `true` when any page was dropped.
+        private mutating func trim(_ maxSize: Int?, dropping end: PagingRequestKind) -> Bool {
+            guard let maxSize else { return false }
+            var dropped = false
+            while output.values.count > maxSize, output.values.pageCount > 1 {
+                output.values = end == .prepend ? output.values.droppingFirst() : output.values.droppingLast()
+                dropped = true
+            }
+            return dropped
+        }
+    }
+}

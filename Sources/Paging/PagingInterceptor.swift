@@ -1,0 +1,49 @@
+/// What an interceptor decides about a request.
+public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Sendable {
+    /// Pass the request (the same, or rewritten) on to the next interceptor or the source.
+    /// With `handleAfterwards`, the interceptor's ``PagingInterceptor/handle(page:)`` sees the page.
+    case proceed(PagingRequest<Key>, handleAfterwards: Bool)
+    /// Answer the request with this page; the interceptors after this one and the source are skipped.
+    case complete(Page<Key, Value>)
+}
+
+/// A step between the caller and the source that can inspect, rewrite or answer requests
+/// (logging, caching, a database).
+///
+/// Interceptors run in order on the way in; the page comes back to those that asked for it,
+/// in reverse order. Both requirements have defaults, so a pass-through interceptor that only
+/// watches pages is a few lines:
+///
+/// ```swift
+/// struct PageCounter: PagingInterceptor {
+///     let counter: Counter
+///     func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Repo> {
+///         .proceed(request, handleAfterwards: true)
+///     }
+///     func handle(page: Page<Int, Repo>) async { counter.add(page.values.count) }
+/// }
+/// ```
+///
+/// # Thread safety
+/// The ``Pager`` calls an interceptor from many tasks at once: keep shared state behind a lock
+/// or in an actor.
+public protocol PagingInterceptor<Key, Value>: Sendable {
+    associatedtype Key: Hashable & Sendable
+    associatedtype Value: Sendable
+
+    /// Decides what happens to the request. Throwing fails the load with that error (the
+    /// source is not called and nothing is retried). The default proceeds unchanged.
+    func intercept(request: PagingRequest<Key>) async throws -> PagingInterceptResult<Key, Value>
+
+    /// Sees the page of a request this interceptor proceeded with `handleAfterwards: true`.
+    /// The default does nothing.
+    func handle(page: Page<Key, Value>) async
+}
+
+extension PagingInterceptor {
+    public func intercept(request: PagingRequest<Key>) async throws -> PagingInterceptResult<Key, Value> {
+        .proceed(request, handleAfterwards: false)
+    }
+
+    public func handle(page: Page<Key, Value>) async {}
+}

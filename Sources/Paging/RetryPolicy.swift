@@ -1,0 +1,72 @@
+/// How the ``Pager`` retries a failed fetch: how many times, for which errors, and how long it
+/// waits in between. Each retry calls the source's fetch again.
+public struct RetryPolicy: Sendable {
+    /// Retries after the first attempt; `0` means no retry.
+    public var maxRetries: Int
+    /// The wait before each retry.
+    public var backoff: Backoff
+    /// Whether an error is worth retrying. The default, ``isRetryable(_:)``, retries
+    /// everything but cancellation and errors that say they are permanent.
+    public var condition: @Sendable (any Error) -> Bool
+
+    public init(
+        maxRetries: Int,
+        backoff: Backoff = Backoff(),
+        condition: @escaping @Sendable (any Error) -> Bool = RetryPolicy.isRetryable
+    ) {
+        self.maxRetries = max(0, maxRetries)
+        self.backoff = backoff
+        self.condition = condition
+    }
+
+    /// Never retry.
+    public static let none = RetryPolicy(maxRetries: 0)
+
+    /// The default condition: `false` for cancellation, the error's own answer when it is a
+    /// ``RetryClassifiedError``, `true` otherwise.
+    @Sendable public static func isRetryable(_ error: any Error) -> Bool {
+        if error is CancellationError { return false }
+        if let classified = error as? any RetryClassifiedError { return classified.isRetryable }
+        return true
+    }
+
+    /// Exponential backoff with jitter: the n-th retry waits `initial * multiplier^(n-1)`, at
+    /// most `maximum`, of which a random fraction up to `jitter` is taken off.
+    public struct Backoff: Sendable {
+        public var initial: Duration
+        public var multiplier: Double
+        public var maximum: Duration
+        /// From 0 (always the full delay) to 1 (anything from zero to the full delay).
+        public var jitter: Double
+
+        public init(initial: Duration = .milliseconds(200), multiplier: Double = 2,
+                    maximum: Duration = .seconds(30), jitter: Double = 0.2) {
+            self.initial = initial
+            self.multiplier = max(1, multiplier)
+            self.maximum = maximum
+            self.jitter = min(1, max(0, jitter))
+        }
+
+        /// No wait between retries.
+        public static let immediate = Backoff(initial: .zero, jitter: 0)
+
+        /// The wait before retry number `attempt` (1-based), with `random` in 0..<1.
+        public func delay(forAttempt attempt: Int, random: Double = Double.random(in: 0..<1)) -> Duration {
+            let grown = initial * power(multiplier, max(0, attempt - 1))
+            let capped = min(grown, maximum)
+            return capped * (1 - jitter * random)
+        }
+    }
+}
+
+/// An error that knows whether retrying can help (a timeout can; a bad request cannot).
+public protocol RetryClassifiedError: Error {
+    var isRetryable: Bool { get }
+}
+
+/// `base` to a whole power, stopping once it is far past any sensible delay.
+private func power(_ base: Double, _ exponent: Int) -> Double {
+    var result = 1.0
+    for _ in 0..<exponent where result < 1e12 { result *= base }
+    return result
+}

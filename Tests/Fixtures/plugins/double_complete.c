@@ -1,0 +1,69 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/double_complete.c -o libdouble_complete.so */
+/*
+ * Misbehaving fixture: source "double-complete" completes every fetch twice. The host must accept
+ * the first fetch_complete and reject the second with PAGING_ERR_INVALID_ARGUMENT (and log it),
+ * without crashing or delivering a second page. The plugin logs what the second call returned:
+ *   "double-complete: second fetch_complete returned <code>"   (expected code 8)
+ * Each page holds one item, the JSON string "\"once\"", with both END flags; refresh key "0".
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "paging/paging.h"
+
+typedef struct fixture { paging_source_t base; const paging_host_t *host; } fixture;
+
+static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    fixture *f = (fixture *)self;
+    paging_bytes_t k;
+    k.data = (const uint8_t *)"0";
+    k.len = 1;
+    return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
+}
+
+static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    fixture *f = (fixture *)self;
+    const paging_host_t *h = f->host;
+    paging_bytes_t item;
+    paging_status_t second;
+    char msg[96];
+    (void)request;
+    item.data = (const uint8_t *)"\"once\"";
+    item.len = 6;
+    h->fetch_add_item(h, id, item);
+    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    h->fetch_complete(h, id);
+    second = h->fetch_complete(h, id); /* deliberate misuse */
+    snprintf(msg, sizeof msg, "double-complete: second fetch_complete returned %u", (unsigned)second);
+    h->log(h, PAGING_LOG_INFO, msg);
+    return PAGING_OK;
+}
+
+static void fx_destroy(paging_source_t *self) { free(self); }
+
+static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    fixture *f = (fixture *)calloc(1, sizeof *f);
+    (void)plugin_id;
+    if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    f->host = host;
+    f->base.plugin_data = f;
+    f->base.refresh_key = fx_refresh_key;
+    f->base.key_chain = NULL;
+    f->base.fetch = fx_fetch;
+    f->base.cancel = NULL;
+    f->base.destroy = fx_destroy;
+    return &f->base;
+}
+
+static const paging_plugin_descriptor_t fx_descriptor = {
+    PAGING_ABI_VERSION_INIT, "double-complete", "Double complete (fixture)", "1.0.0",
+    "Completes every fetch twice.", PAGING_PLUGIN_SOURCE, 0
+};
+static uint32_t fx_count(void) { return 1; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, fx_create, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

@@ -1,0 +1,116 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -pthread -Wl,-z,nodelete -I Sources/CPaging/include Tests/Fixtures/plugins/foreign_thread.c -o libforeign_thread.so */
+/*
+ * Misbehaving fixture: source "foreign-thread" completes each fetch from a new detached pthread
+ * after sleeping 10 ms: it adds one item (the request's key as a JSON string, e.g. "\"0\""), sets
+ * both END flags, completes, and logs "foreign-thread: late fetch_complete returned <code>".
+ * Refresh key "0".
+ *
+ * DELIBERATE MISUSE: the thread does not stop at destroy(). If the source is destroyed within
+ * 10 ms of a fetch, the thread calls host->fetch_add_item/fetch_set_flags/fetch_complete/log
+ * AFTER destroy() has returned - outside the lifetime host.h promises for the host table. This
+ * tests the host's promise that completions for a destroyed source's ids are ignored (and
+ * logged), so the host must keep each paging_host_t (and what host_data points to) readable
+ * after destroy(): e.g. never free host tables, or keep them until the process ends.
+ * The thread never touches the (freed) instance: it copies the host pointer, the fetch id and
+ * the key into its own allocation before fetch() returns.
+ * Build with -Wl,-z,nodelete (line 1) so a dlclose cannot unmap the code a sleeping thread will
+ * return to; a host loading with RTLD_NODELETE gets the same effect.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "paging/paging.h"
+
+typedef struct fixture { paging_source_t base; const paging_host_t *host; } fixture;
+
+typedef struct job {
+    const paging_host_t *host; /* outlives the instance only by the host's promise (see above) */
+    uint64_t fetch_id;
+    size_t key_len;
+    uint8_t item[1];           /* "\"<key>\"" - over-allocated */
+} job;
+
+static void *fx_thread(void *arg)
+{
+    job *j = (job *)arg;
+    const paging_host_t *h = j->host;
+    struct timespec ts;
+    paging_bytes_t item;
+    paging_status_t rc;
+    char msg[96];
+    ts.tv_sec = 0;
+    ts.tv_nsec = 10 * 1000 * 1000;
+    nanosleep(&ts, NULL);
+    item.data = j->item;
+    item.len = j->key_len + 2;
+    h->fetch_add_item(h, j->fetch_id, item);
+    h->fetch_set_flags(h, j->fetch_id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    rc = h->fetch_complete(h, j->fetch_id);
+    snprintf(msg, sizeof msg, "foreign-thread: late fetch_complete returned %u", (unsigned)rc);
+    h->log(h, PAGING_LOG_INFO, msg);
+    free(j);
+    return NULL;
+}
+
+static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    fixture *f = (fixture *)self;
+    paging_bytes_t k;
+    k.data = (const uint8_t *)"0";
+    k.len = 1;
+    return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
+}
+
+static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    fixture *f = (fixture *)self;
+    size_t klen = request->key.len;
+    job *j = (job *)malloc(sizeof *j + klen + 2);
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc;
+    if (j == NULL) return PAGING_ERR_INTERNAL;
+    j->host = f->host;
+    j->fetch_id = id;
+    j->key_len = klen;
+    j->item[0] = '"';
+    if (klen) memcpy(j->item + 1, request->key.data, klen); /* request is borrowed: copy */
+    j->item[klen + 1] = '"';
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, fx_thread, j);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) { free(j); return PAGING_ERR_INTERNAL; }
+    return PAGING_OK;
+}
+
+static void fx_destroy(paging_source_t *self) { free(self); } /* threads keep running */
+
+static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    fixture *f = (fixture *)calloc(1, sizeof *f);
+    (void)plugin_id;
+    if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    f->host = host;
+    f->base.plugin_data = f;
+    f->base.refresh_key = fx_refresh_key;
+    f->base.key_chain = NULL;
+    f->base.fetch = fx_fetch;
+    f->base.cancel = NULL;
+    f->base.destroy = fx_destroy;
+    return &f->base;
+}
+
+static const paging_plugin_descriptor_t fx_descriptor = {
+    PAGING_ABI_VERSION_INIT, "foreign-thread", "Foreign thread (fixture)", "1.0.0",
+    "Completes each fetch from a new thread after 10 ms, even after destroy.", PAGING_PLUGIN_SOURCE, 0
+};
+static uint32_t fx_count(void) { return 1; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, fx_create, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

@@ -1,0 +1,65 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/never_complete.c -o libnever_complete.so */
+/*
+ * Misbehaving fixture: source "never-complete" accepts every fetch (returns PAGING_OK) and never
+ * completes or fails it. It has no cancel function (cancel == NULL), so the host's timeout or
+ * cancellation must stop waiting on its own. Refresh key "0". Counts fetches and logs at destroy:
+ *   "never-complete: destroyed after <n> fetches"
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "paging/paging.h"
+
+typedef struct fixture { paging_source_t base; const paging_host_t *host; unsigned long fetches; } fixture;
+
+static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    fixture *f = (fixture *)self;
+    paging_bytes_t k;
+    k.data = (const uint8_t *)"0";
+    k.len = 1;
+    return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
+}
+
+static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    fixture *f = (fixture *)self;
+    (void)request;
+    (void)id;
+    f->fetches++; /* serialized: no lock needed */
+    return PAGING_OK; /* accepted ... and forgotten (deliberate misuse) */
+}
+
+static void fx_destroy(paging_source_t *self)
+{
+    fixture *f = (fixture *)self;
+    char msg[96];
+    snprintf(msg, sizeof msg, "never-complete: destroyed after %lu fetches", f->fetches);
+    f->host->log(f->host, PAGING_LOG_INFO, msg);
+    free(f);
+}
+
+static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    fixture *f = (fixture *)calloc(1, sizeof *f);
+    (void)plugin_id;
+    if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    f->host = host;
+    f->base.plugin_data = f;
+    f->base.refresh_key = fx_refresh_key;
+    f->base.key_chain = NULL;
+    f->base.fetch = fx_fetch;
+    f->base.cancel = NULL;
+    f->base.destroy = fx_destroy;
+    return &f->base;
+}
+
+static const paging_plugin_descriptor_t fx_descriptor = {
+    PAGING_ABI_VERSION_INIT, "never-complete", "Never complete (fixture)", "1.0.0",
+    "Accepts every fetch and never completes it.", PAGING_PLUGIN_SOURCE, 0
+};
+static uint32_t fx_count(void) { return 1; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, fx_create, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

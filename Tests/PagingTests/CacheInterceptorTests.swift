@@ -1,0 +1,153 @@
+import Paging
+import PagingTesting
+import Testing
+
+@Suite("CacheInterceptor")
+struct CacheInterceptorTests {
+    func request(_ key: Int, pageSize: Int = 3, userInfo: [String: String] = [:]) -> PagingRequest<Int> {
+        PagingRequest(kind: .append, keyChain: PagingKeyChain(key: key), params: params(pageSize: pageSize, userInfo: userInfo))
+    }
+
+    @Test func secondRequest_isServedFromTheCache() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [CacheInterceptor<Int, Int>()])
+        _ = try await pager.load(request(1))
+        let cached = try await pager.load(request(1))
+        #expect(cached.values == [3, 4, 5])
+        #expect(source.fetchCount == 1)
+        _ = try await pager.load(request(1, pageSize: 4))
+        _ = try await pager.load(request(1, userInfo: ["query": "swift"]))
+        #expect(source.fetchCount == 3)
+    }
+
+    @Test func leastRecentlyUsed_isEvictedFirst() async throws {
+        let cache = CacheInterceptor<Int, Int>(maxEntries: 3)
+        for key in [1, 2, 3] { await cache.handle(page: Page(request: request(key), values: [key])) }
+        #expect(cache.keysByRecency == [3, 2, 1])
+        // A hit makes 1 the most recent; inserting 4 then evicts 2.
+        guard case .complete = try await cache.intercept(request: request(1)) else {
+            Issue.record("expected a hit"); return
+        }
+        await cache.handle(page: Page(request: request(4), values: [4]))
+        #expect(cache.keysByRecency == [4, 1, 3])
+        guard case .proceed = try await cache.intercept(request: request(2)) else {
+            Issue.record("2 should have been evicted"); return
+        }
+        #expect(cache.count == 3)
+    }
+
+    @Test func entries_expireAfterTheirTimeToLive() async throws {
+        let clock = ManualClock()
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(60), clock: clock.pagingClock)
+        await cache.handle(page: Page(request: request(1), values: [1]))
+        clock.advance(by: .seconds(59))
+        guard case .complete(let page) = try await cache.intercept(request: request(1)) else {
+            Issue.record("expected a hit before expiry"); return
+        }
+        #expect(page.values == [1])
+        clock.advance(by: .seconds(2))
+        guard case .proceed = try await cache.intercept(request: request(1)) else {
+            Issue.record("expected a miss after expiry"); return
+        }
+        #expect(cache.count == 0)
+    }
+
+    @Test func hardRefresh_emptiesTheCache_andGoesToTheSource() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cache = CacheInterceptor<Int, Int>()
+        let pager = Pager(source: source, interceptors: [cache])
+        _ = try await pager.load(request(0))
+        _ = try await pager.load(request(1))
+        _ = try await pager.load(request(0, userInfo: [PagingUserInfoKey.hardRefresh: "true"]))
+        #expect(source.fetchCount == 3)
+        #expect(cache.keysByRecency == [0])
+        // The page stored by the hard refresh serves ordinary requests.
+        _ = try await pager.load(request(0))
+        #expect(source.fetchCount == 3)
+    }
+
+    @Test func cachedPage_keepsTheKeysTheSourceReturned() async throws {
+        let cache = CacheInterceptor<Int, Int>()
+        await cache.handle(page: Page(request: request(1), values: [1], prevKey: nil, nextKey: 7))
+        guard case .complete(let page) = try await cache.intercept(request: request(1)) else {
+            Issue.record("expected a hit"); return
+        }
+        #expect(page.nextKey == 7)
+        #expect(page.prevKey == nil)
+    }
+
+    @Test func concurrentRequests_stayWithinTheBound() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(200))
+        let cache = CacheInterceptor<Int, Int>(maxEntries: 16)
+        let pager = Pager(source: source, interceptors: [cache])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for index in 0..<250 {
+                        let key = (index * 7 + task * 13) % 200
+                        let page = try await pager.load(self.request(key))
+                        #expect(page.values == Array(key * 3 ..< key * 3 + 3))
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(cache.count <= 16)
+        #expect(Set(cache.keysByRecency).count == cache.count)
+    }
+}
+
+@Suite("LoggingInterceptor")
+struct LoggingInterceptorTests {
+    /// A key that counts how often it is turned into text.
+    struct TracedKey: Hashable, Sendable, CustomStringConvertible {
+        static let formatted = Journal()
+        let value: Int
+        var description: String {
+            Self.formatted.add("\(value)")
+            return "\(value)"
+        }
+    }
+
+    struct TracedSource: PagingSource {
+        var refreshKey: TracedKey { TracedKey(value: 0) }
+        func fetch(request: PagingRequest<TracedKey>) async throws -> Page<TracedKey, Int> {
+            Page(request: request, values: [request.key.value])
+        }
+    }
+
+    @Test func logsRequestsAndPages_atTheirLevels() async throws {
+        let journal = Journal()
+        let logging = LoggingInterceptor<Int, Int>(minimumLevel: .debug) { level, message in
+            journal.add("\(level): \(message)")
+        }
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(2)), interceptors: [logging])
+        _ = try await pager.load(pager.request(.append, key: 1, params: params()))
+        #expect(journal.all.count == 2)
+        #expect(journal.all[0].hasPrefix("debug: request append(key: 1"))
+        #expect(journal.all[1].hasPrefix("info: received Page(append, key: 1, 3 values"))
+    }
+
+    @Test func levelAboveInfo_dropsDebugAndInfo() async throws {
+        let journal = Journal()
+        let logging = LoggingInterceptor<Int, Int>(minimumLevel: .warning) { _, message in journal.add(message) }
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(2)), interceptors: [logging])
+        _ = try await pager.load(pager.request(.append, key: 1, params: params()))
+        #expect(journal.all.isEmpty)
+    }
+
+    @Test func levelOff_buildsNoString() async throws {
+        let logged = Journal()
+        let logging = LoggingInterceptor<TracedKey, Int>(minimumLevel: .off) { _, message in logged.add(message) }
+        let pager = Pager(source: TracedSource(), interceptors: [logging])
+        let before = TracedKey.formatted.all.count
+        _ = try await pager.load(PagingRequest(kind: .append, keyChain: PagingKeyChain(key: TracedKey(value: 5)), params: params()))
+        #expect(TracedKey.formatted.all.count == before)
+        #expect(logged.all.isEmpty)
+
+        let verbose = LoggingInterceptor<TracedKey, Int>(minimumLevel: .trace) { _, message in logged.add(message) }
+        let loud = Pager(source: TracedSource(), interceptors: [verbose])
+        _ = try await loud.load(PagingRequest(kind: .append, keyChain: PagingKeyChain(key: TracedKey(value: 6)), params: params()))
+        #expect(TracedKey.formatted.all.count > before)
+    }
+}

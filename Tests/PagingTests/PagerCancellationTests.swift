@@ -1,0 +1,120 @@
+import Paging
+import PagingTesting
+import Synchronization
+import Testing
+
+@Suite("Pager: refresh and cancellation")
+struct PagerCancellationTests {
+    @Test func refreshDuringAppend_dropsTheAppendsPage_andNeverPublishesIt() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let collector = StateCollector(pager.states())
+        async let append = Result { try await pager.load(pager.request(.append, key: 1, params: params())) }
+        await source.waitUntilSuspended()
+        let refreshed = try await pager.load(pager.refreshRequest(params: params()))
+        #expect(refreshed.values == [0, 1, 2])
+        source.release(key: 1)
+        let result = await append
+        #expect(throws: PagingError.supersededByRefresh) { try result.get() }
+        let states = await collector.wait { $0.count >= 4 }
+        #expect(states.map(\.label) == ["loading 1", "loading 0", "loaded 0", "cancelled 1"])
+    }
+
+    @Test func refresh_cancelsTheFetchOfASentAppend() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let append = pager.send(pager.request(.append, key: 1, params: params()))
+        await source.waitUntilSuspended()
+        _ = try await pager.send(pager.refreshRequest(params: params())).value
+        // The suspended fetch was cancelled, not released.
+        #expect(await eventually { source.suspendedCount == 0 })
+        await #expect(throws: (any Error).self) { try await append.value }
+        #expect(append.isCancelled)
+    }
+
+    @Test func cancellingTheCaller_cancelsItsFetch() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let collector = StateCollector(pager.states())
+        let task = Task { try await pager.load(pager.request(.append, key: 1, params: params())) }
+        await source.waitUntilSuspended()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(source.suspendedCount == 0)
+        let states = await collector.wait { $0.count >= 2 }
+        #expect(states.map(\.label) == ["loading 1", "cancelled 1"])
+    }
+
+    @Test func whenTheCallerRunningASharedFetchIsCancelled_anotherCallerTakesOver() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let request = pager.request(.append, key: 1, params: params())
+        let owner = Task { try await pager.load(request) }
+        await source.waitUntilSuspended()
+        let joiner = Task { try await pager.load(request) }
+        try await Task.sleep(for: .milliseconds(20))
+        owner.cancel()
+        let page = try await joiner.value
+        #expect(page.values == [3, 4, 5])
+        #expect(source.fetchCount == 2)
+        await #expect(throws: CancellationError.self) { try await owner.value }
+    }
+
+    @Test func cancellingAJoiner_leavesTheSharedFetchRunning() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let request = pager.request(.append, key: 1, params: params())
+        let owner = Task { try await pager.load(request) }
+        await source.waitUntilSuspended()
+        let joiner = Task { try await pager.load(request) }
+        try await Task.sleep(for: .milliseconds(20))
+        joiner.cancel()
+        await #expect(throws: CancellationError.self) { try await joiner.value }
+        source.release(key: 1)
+        #expect(try await owner.value.values == [3, 4, 5])
+        #expect(source.fetchCount == 1)
+    }
+
+    @Test func manyConsumers_eachSeeEveryState() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source)
+        let collectors = (0..<5).map { _ in StateCollector(pager.states()) }
+        for key in 0..<3 { _ = try await pager.load(pager.request(.append, key: key, params: params())) }
+        for collector in collectors {
+            let states = await collector.wait { $0.count >= 6 }
+            #expect(states.map(\.label) == ["loading 0", "loaded 0", "loading 1", "loaded 1", "loading 2", "loaded 2"])
+        }
+    }
+
+    @Test func hundredConcurrentCallers_getTheirPages() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(10))
+        let journal = Journal()
+        let cache = CacheInterceptor<Int, Int>(maxEntries: 4)
+        let pager = Pager(source: source, interceptors: [RecordingInterceptor(name: "r", journal: journal), cache])
+        let collector = StateCollector(pager.states())
+        try await withThrowingTaskGroup(of: (Int, [Int]).self) { group in
+            for caller in 0..<100 {
+                group.addTask {
+                    let key = caller % 10
+                    let kind: PagingRequestKind = caller % 7 == 0 ? .refresh : .append
+                    do {
+                        let page = try await pager.load(pager.request(kind, key: key, params: params()))
+                        return (key, page.values)
+                    } catch PagingError.supersededByRefresh {
+                        return (key, Array(key * 3 ..< key * 3 + 3))
+                    }
+                }
+            }
+            for try await (key, values) in group {
+                #expect(values == Array(key * 3 ..< key * 3 + 3))
+            }
+        }
+        #expect(journal.all.count >= 100)
+        _ = collector.all
+    }
+}

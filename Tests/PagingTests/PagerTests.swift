@@ -1,0 +1,239 @@
+import Paging
+import PagingTesting
+import Testing
+
+@Suite("Pager: the chain")
+struct PagerChainTests {
+    @Test func interceptorsRunInOrder_andPagesComeBackInReverse() async throws {
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [
+            RecordingInterceptor(name: "a", journal: journal),
+            RecordingInterceptor(name: "b", journal: journal, handleAfterwards: false),
+            RecordingInterceptor(name: "c", journal: journal),
+        ])
+        let page = try await pager.load(pager.request(.append, key: 1, params: params()))
+        #expect(page.values == [3, 4, 5])
+        #expect(journal.all == ["a.intercept(1)", "b.intercept(1)", "c.intercept(1)", "c.handle(1)", "a.handle(1)"])
+    }
+
+    @Test func completingInterceptor_skipsTheRestAndTheSource() async throws {
+        struct Answering: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .complete(Page(request: request, values: [42]))
+            }
+        }
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [
+            RecordingInterceptor(name: "before", journal: journal),
+            Answering(),
+            RecordingInterceptor(name: "after", journal: journal),
+        ])
+        let page = try await pager.load(pager.request(.append, key: 1, params: params()))
+        #expect(page.values == [42])
+        #expect(source.fetchCount == 0)
+        #expect(journal.all == ["before.intercept(1)", "before.handle(1)"])
+    }
+
+    @Test func rewrittenRequest_reachesTheSource() async throws {
+        struct Rewriting: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                var request = request
+                request.keyChain = PagingKeyChain(key: 2)
+                return .proceed(request, handleAfterwards: false)
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [Rewriting()])
+        let page = try await pager.load(pager.request(.append, key: 0, params: params()))
+        #expect(page.values == [6, 7, 8])
+        #expect(source.fetchedKeys == [2])
+    }
+
+    @Test func throwingInterceptor_failsTheLoad_withoutCallingTheSource() async throws {
+        struct Refusing: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                throw ScriptedError("refused")
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [Refusing()])
+        await #expect(throws: ScriptedError("refused")) {
+            try await pager.load(pager.request(.append, key: 0, params: params()))
+        }
+        #expect(source.fetchCount == 0)
+    }
+
+    @Test func pageKeysFromTheSource_overrideTheKeyChain() async throws {
+        struct CursorSource: PagingSource {
+            let refreshKey = "start"
+            func fetch(request: PagingRequest<String>) async throws -> Page<String, Int> {
+                Page(request: request, values: [1], prevKey: nil, nextKey: "cursor-2")
+            }
+        }
+        let pager = Pager(source: CursorSource())
+        let page = try await pager.load(pager.refreshRequest(params: params()))
+        #expect(page.nextKey == "cursor-2")
+        #expect(page.prevKey == nil)
+    }
+}
+
+@Suite("Pager: failures and retries")
+struct PagerFailureTests {
+    @Test func sourceFails_thenTheNextAppendSucceeds_andTheStreamGoesOn() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .fail(ScriptedError("offline")))
+        let pager = Pager(source: source)
+        let collector = StateCollector(pager.states())
+        let request = pager.request(.append, key: 1, params: params())
+        await #expect(throws: ScriptedError("offline")) { try await pager.load(request) }
+        let page = try await pager.load(request)
+        #expect(page.values == [3, 4, 5])
+        let states = await collector.wait { $0.count >= 4 }
+        #expect(states.map(\.label) == ["loading 1", "failed 1", "loading 1", "loaded 1"])
+    }
+
+    @Test func retryPolicy_fetchesAgain_untilItSucceeds() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .fail(ScriptedError("1")), .fail(ScriptedError("2")))
+        let pager = Pager(source: source)
+        let retry = RetryPolicy(maxRetries: 3, backoff: .immediate)
+        let page = try await pager.load(pager.request(.append, key: 0, params: params(retry: retry)))
+        #expect(page.values == [0, 1, 2])
+        #expect(source.fetchCount == 3)
+    }
+
+    @Test func retryPolicy_givesUpAfterMaxRetries() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .fail(ScriptedError("1")), .fail(ScriptedError("2")), .fail(ScriptedError("3")))
+        let pager = Pager(source: source)
+        let retry = RetryPolicy(maxRetries: 1, backoff: .immediate)
+        await #expect(throws: ScriptedError("2")) {
+            try await pager.load(pager.request(.append, key: 0, params: params(retry: retry)))
+        }
+        #expect(source.fetchCount == 2)
+    }
+
+    @Test func retryConditionFalse_meansNoRetry() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .fail(ScriptedError("bad request", isRetryable: false)))
+        let pager = Pager(source: source)
+        let retry = RetryPolicy(maxRetries: 5, backoff: .immediate)
+        await #expect(throws: ScriptedError("bad request", isRetryable: false)) {
+            try await pager.load(pager.request(.append, key: 0, params: params(retry: retry)))
+        }
+        #expect(source.fetchCount == 1)
+
+        source.script(key: 1, .fail(ScriptedError("retryable, but the condition says no")))
+        let never = RetryPolicy(maxRetries: 5, backoff: .immediate, condition: { _ in false })
+        await #expect(throws: ScriptedError.self) {
+            try await pager.load(pager.request(.append, key: 1, params: params(retry: never)))
+        }
+        #expect(source.fetchCount(forKey: 1) == 1)
+    }
+
+    @Test func backoff_growsExponentially_isCapped_andJitterOnlyShortensIt() {
+        let backoff = RetryPolicy.Backoff(initial: .milliseconds(100), multiplier: 2, maximum: .milliseconds(500), jitter: 0.5)
+        #expect(backoff.delay(forAttempt: 1, random: 0) == .milliseconds(100))
+        #expect(backoff.delay(forAttempt: 2, random: 0) == .milliseconds(200))
+        #expect(backoff.delay(forAttempt: 3, random: 0) == .milliseconds(400))
+        #expect(backoff.delay(forAttempt: 4, random: 0) == .milliseconds(500))
+        #expect(backoff.delay(forAttempt: 60, random: 0) == .milliseconds(500))
+        #expect(backoff.delay(forAttempt: 2, random: 0.999) > .milliseconds(100))
+        #expect(backoff.delay(forAttempt: 2, random: 1) == .milliseconds(100))
+    }
+
+    @Test func retries_arePublishedAsStates() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .fail(ScriptedError("1")))
+        let pager = Pager(source: source)
+        let collector = StateCollector(pager.states())
+        _ = try await pager.load(pager.request(.append, key: 0, params: params(retry: RetryPolicy(maxRetries: 1, backoff: .immediate))))
+        let states = await collector.wait { $0.count >= 3 }
+        #expect(states.map(\.label) == ["loading 0", "retrying 0", "loaded 0"])
+    }
+}
+
+@Suite("Pager: deduplication")
+struct PagerDeduplicationTests {
+    @Test func twoConcurrentIdenticalAppends_makeOneFetch_andBothGetThePage() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let pager = Pager(source: source)
+        let request = pager.request(.append, key: 1, params: params())
+        async let first = pager.load(request)
+        await source.waitUntilSuspended()
+        async let second = pager.load(request)
+        // Let the second caller join before the fetch ends.
+        try await Task.sleep(for: .milliseconds(20))
+        source.release(key: 1)
+        let pages = try await [first, second]
+        #expect(pages.map(\.values) == [[3, 4, 5], [3, 4, 5]])
+        #expect(source.fetchCount == 1)
+    }
+
+    @Test func differentPageSizes_areFetchedApart() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend, .suspend)
+        let pager = Pager(source: source)
+        async let first = pager.load(pager.request(.append, key: 1, params: params(pageSize: 3)))
+        async let second = pager.load(pager.request(.append, key: 1, params: params(pageSize: 4)))
+        await source.waitUntilSuspended(count: 2)
+        source.release(key: 1)
+        _ = try await [first, second]
+        #expect(source.fetchCount == 2)
+    }
+
+    @Test func disabledDeduplication_fetchesEveryRequest() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend, .suspend)
+        let pager = Pager(source: source, deduplication: .disabled)
+        let request = pager.request(.append, key: 1, params: params())
+        async let first = pager.load(request)
+        async let second = pager.load(request)
+        await source.waitUntilSuspended(count: 2)
+        source.release(key: 1)
+        _ = try await [first, second]
+        #expect(source.fetchCount == 2)
+    }
+
+    @Test func reuseWindow_answersARepeat_untilTheWindowPasses() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .milliseconds(250), clock: clock.pagingClock))
+        let request = pager.request(.append, key: 1, params: params())
+        _ = try await pager.load(request)
+        clock.advance(by: .milliseconds(200))
+        let repeated = try await pager.load(request)
+        #expect(repeated.values == [3, 4, 5])
+        #expect(source.fetchCount == 1)
+        clock.advance(by: .milliseconds(100))
+        _ = try await pager.load(request)
+        #expect(source.fetchCount == 2)
+    }
+
+    @Test func failedSharedFetch_failsEveryCaller() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspendThenFail(ScriptedError("server down")))
+        let pager = Pager(source: source)
+        let request = pager.request(.append, key: 1, params: params())
+        async let first = Result { try await pager.load(request) }
+        await source.waitUntilSuspended()
+        async let second = Result { try await pager.load(request) }
+        try await Task.sleep(for: .milliseconds(20))
+        source.release(key: 1)
+        let results = await [first, second]
+        #expect(source.fetchCount == 1)
+        for result in results {
+            #expect(throws: ScriptedError("server down")) { try result.get() }
+        }
+    }
+}
+
+extension Result where Failure == any Error {
+    init(catching body: () async throws -> Success) async {
+        do { self = .success(try await body()) } catch { self = .failure(error) }
+    }
+}

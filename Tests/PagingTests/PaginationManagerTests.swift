@@ -1,0 +1,186 @@
+import Foundation
+import Paging
+import PagingTesting
+import Testing
+
+@Suite("PaginationManager")
+struct PaginationManagerTests {
+    func manager(
+        _ source: ScriptedPagingSource<Int>, pageSize: Int = 3, maxSize: Int? = nil,
+        prefetchDistance: Int = 0, interceptors: [any PagingInterceptor<Int, Int>] = []
+    ) -> PaginationManager<Int, Int> {
+        PaginationManager(source: source, pageSize: pageSize, interceptors: interceptors,
+                          maxSize: maxSize, prefetchDistance: prefetchDistance)
+    }
+
+    @Test func refreshThenAppends_growTheList_untilTheEnd() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        #expect(manager.output.prependState.isEndReached)
+        await manager.append().value
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(0..<9))
+        #expect(manager.output.appendState.isEndReached)
+        await manager.append().value
+        #expect(source.fetchCount == 3)
+    }
+
+    @Test func appendWithNothingLoaded_refreshes() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+    }
+
+    @Test func refresh_replacesEverything() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        await manager.refresh().value
+        await manager.append().value
+        source.setPages([[10, 11, 12], [13, 14, 15]])
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [10, 11, 12])
+        #expect(manager.output.appendState.isIdle)
+    }
+
+    @Test func prepend_addsAtTheStart_fromAMiddleRefreshKey() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3), refreshKey: 2)
+        let manager = manager(source)
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [6, 7, 8])
+        await manager.prepend().value
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == Array(0..<9))
+        #expect(manager.output.prependState.isEndReached)
+        #expect(manager.output.appendState.isEndReached)
+    }
+
+    @Test func incompleteLastPage_isRequestedAgain_andReplaced() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3]])
+        let manager = manager(source)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2, 3])
+        source.setPages([[0, 1, 2], [3, 4, 5], [6]])
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2, 3, 4, 5])
+        #expect(manager.output.values.pageCount == 2)
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(0...6))
+        #expect(source.fetchedKeys == [0, 1, 1, 2])
+    }
+
+    @Test func failedAppend_isAState_keepsTheValues_andRetryLoadsIt() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .fail(ScriptedError("offline")))
+        let manager = manager(source)
+        await manager.refresh().value
+        await manager.append().value
+        let failed = manager.output
+        #expect(failed.appendState.error as? ScriptedError == ScriptedError("offline"))
+        #expect(failed.lastError as? ScriptedError == ScriptedError("offline"))
+        #expect(Array(failed.values) == [0, 1, 2])
+        await manager.retry().value
+        #expect(Array(manager.output.values) == Array(0..<6))
+        #expect(manager.output.appendState.isIdle)
+    }
+
+    @Test func retryAfterFailures_givesTheSameListAsARunWithoutFailures() async throws {
+        let clean = ScriptedPagingSource(pages: numberedPages(6))
+        let flaky = ScriptedPagingSource(pages: numberedPages(6))
+        for key in [0, 2, 3, 5] { flaky.script(key: key, .fail(ScriptedError("flaky \(key)"))) }
+        let reference = manager(clean)
+        let recovering = manager(flaky)
+        for _ in 0..<6 { await reference.append().value }
+        while !recovering.output.appendState.isEndReached {
+            await recovering.append().value
+            if recovering.output.appendState.error != nil || recovering.output.refreshState.error != nil {
+                await recovering.retry().value
+            }
+        }
+        #expect(Array(recovering.output.values) == Array(reference.output.values))
+    }
+
+    @Test func refreshDuringAppend_dropsTheAppendsPage() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        await manager.refresh().value
+        source.script(key: 1, .suspend)
+        let append = manager.append()
+        await source.waitUntilSuspended()
+        #expect(manager.output.isAppending)
+        await manager.refresh().value
+        await append.value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        #expect(manager.output.appendState.isIdle)
+        #expect(source.suspendedCount == 0)
+    }
+
+    @Test func maxSize_dropsFarPages_andTheyLoadAgain() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(5))
+        let manager = manager(source, maxSize: 6)
+        await manager.refresh().value
+        for _ in 0..<4 { await manager.append().value }
+        #expect(Array(manager.output.values) == Array(9..<15))
+        #expect(manager.output.prependState.isIdle)
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == Array(6..<12))
+        #expect(manager.output.appendState.isIdle)
+        await manager.prepend().value
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == Array(0..<6))
+        #expect(manager.output.prependState.isEndReached)
+        #expect(source.fetchedKeys == [0, 1, 2, 3, 4, 2, 1, 0])
+    }
+
+    @Test func prefetch_loadsWhenTheVisibleItemIsNearTheEnd() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(4))
+        let manager = manager(source, prefetchDistance: 1)
+        await manager.refresh().value
+        manager.itemVisible(at: 0)
+        #expect(source.fetchCount == 1)
+        manager.itemVisible(at: 1)
+        #expect(await eventually { manager.output.values.count == 6 })
+        manager.itemVisible(at: 3)
+        try await Task.sleep(for: .milliseconds(20))
+        #expect(manager.output.values.count == 6)
+    }
+
+    @Test func outputs_startWithTheCurrentOutput_andFollowEveryChange() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(2))
+        let manager = manager(source)
+        await manager.refresh().value
+        var iterator = manager.outputs().makeAsyncIterator()
+        #expect(await iterator.next().map { Array($0.values) } == [0, 1, 2])
+        await manager.append().value
+        let loading = await iterator.next()
+        #expect(loading?.isAppending == true)
+        let loaded = await iterator.next()
+        #expect(loaded.map { Array($0.values) } == Array(0..<6))
+        #expect(loaded?.isAppending == false)
+    }
+
+    @Test func codableValues_travelThroughTheManager() async throws {
+        struct Repo: Codable, Equatable, Sendable {
+            let id: Int
+            let name: String
+        }
+        struct RepoSource: PagingSource {
+            let refreshKey = 0
+            func keyChain(for key: Int) -> PagingKeyChain<Int> {
+                PagingKeyChain(key: key, prevKey: key > 0 ? key - 1 : nil, nextKey: key < 1 ? key + 1 : nil)
+            }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Repo> {
+                let json = #"[{"id": \#(request.key * 2), "name": "a"}, {"id": \#(request.key * 2 + 1), "name": "b"}]"#
+                return Page(request: request, values: try JSONDecoder().decode([Repo].self, from: Data(json.utf8)))
+            }
+        }
+        let manager = PaginationManager(source: RepoSource(), pageSize: 2)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(Array(manager.output.values) == [Repo(id: 0, name: "a"), Repo(id: 1, name: "b"),
+                                                  Repo(id: 2, name: "a"), Repo(id: 3, name: "b")])
+    }
+}

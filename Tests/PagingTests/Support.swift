@@ -1,0 +1,87 @@
+import Paging
+import PagingTesting
+import Synchronization
+
+/// Pages of consecutive integers: page n holds n*size ..< (n+1)*size.
+func numberedPages(_ count: Int, size: Int = 3) -> [[Int]] {
+    (0..<count).map { page in Array(page * size ..< (page + 1) * size) }
+}
+
+func params(pageSize: Int = 3, retry: RetryPolicy = .none, userInfo: [String: String] = [:]) -> PagingRequestParams {
+    PagingRequestParams(pageSize: pageSize, retryPolicy: retry, userInfo: userInfo)
+}
+
+/// Records what interceptors see, in order, across tasks.
+final class Journal: Sendable {
+    private let entries = Mutex<[String]>([])
+    func add(_ entry: String) { entries.withLock { $0.append(entry) } }
+    var all: [String] { entries.withLock { $0 } }
+}
+
+/// An interceptor that records its calls under a name.
+struct RecordingInterceptor: PagingInterceptor {
+    let name: String
+    let journal: Journal
+    var handleAfterwards = true
+
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        journal.add("\(name).intercept(\(request.key))")
+        return .proceed(request, handleAfterwards: handleAfterwards)
+    }
+
+    func handle(page: Page<Int, Int>) async {
+        journal.add("\(name).handle(\(page.key))")
+    }
+}
+
+/// Collects states from a pager's stream in the background.
+final class StateCollector: Sendable {
+    private final class States: Sendable {
+        let list = Mutex<[PagingState<Int, Int>]>([])
+    }
+
+    private let states = States()
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<PagingState<Int, Int>>) {
+        task = Task { [states] in
+            for await state in stream { states.list.withLock { $0.append(state) } }
+        }
+    }
+
+    var all: [PagingState<Int, Int>] { states.list.withLock { $0 } }
+
+    /// Waits until `predicate` holds for the collected states (or about 5 s pass).
+    func wait(until predicate: ([PagingState<Int, Int>]) -> Bool) async -> [PagingState<Int, Int>] {
+        for _ in 0..<5_000 {
+            let current = all
+            if predicate(current) { return current }
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+        return all
+    }
+
+    deinit { task.cancel() }
+}
+
+extension PagingState {
+    /// A short label: "loading 1", "loaded 1", "failed 1", "cancelled 1", "retrying 1".
+    var label: String {
+        switch self {
+        case .loading(let request): "loading \(request.key)"
+        case .retrying(let request, _, _): "retrying \(request.key)"
+        case .loaded(let page): "loaded \(page.key)"
+        case .failed(let request, _): "failed \(request.key)"
+        case .cancelled(let request): "cancelled \(request.key)"
+        }
+    }
+}
+
+/// Waits until `condition` holds, polling (about 5 s at most).
+func eventually(_ condition: () -> Bool) async -> Bool {
+    for _ in 0..<5_000 {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+    return condition()
+}
