@@ -34,20 +34,29 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     public var keysByRecency: [Key] { cache.withLock { $0.keysByRecency.map(\.key) } }
 
     public func intercept(request: PagingRequest<Key>) async throws -> PagingInterceptResult<Key, Value> {
-        if request.params.isHardRefresh {
-            cache.withLock { $0.removeAll() }
-            return .proceed(request, handleAfterwards: true)
-        }
-        let key = CacheKey(request)
-        let now = clock.now()
-        if let cached = cache.withLock({ $0.value(for: key, now: now) }) {
-            return .complete(Page(request: request, values: cached.values,
-                                  prevKey: cached.prevKey, nextKey: cached.nextKey))
-        }
+        if let page = cachedPage(for: request) { return .complete(page) }
         return .proceed(request, handleAfterwards: true)
     }
 
     public func handle(page: Page<Key, Value>) async {
+        store(page)
+    }
+
+    /// The cached page answering `request`, or `nil` on a miss. A hard refresh empties the
+    /// cache and misses. The synchronous core of ``intercept(request:)``.
+    public func cachedPage(for request: PagingRequest<Key>) -> Page<Key, Value>? {
+        if request.params.isHardRefresh {
+            cache.withLock { $0.removeAll() }
+            return nil
+        }
+        let key = CacheKey(request)
+        let now = clock.now()
+        guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
+        return Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
+    }
+
+    /// Caches `page` under its request. The synchronous core of ``handle(page:)``.
+    public func store(_ page: Page<Key, Value>) {
         let key = CacheKey(page.request)
         let now = clock.now()
         cache.withLock { $0.insert(page, for: key, now: now) }

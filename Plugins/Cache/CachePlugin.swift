@@ -1,0 +1,46 @@
+// The cache interceptor as a plugin: answers requests from the pages it has seen, for a time,
+// up to a number of pages (least recently used evicted first), O(1) a request.
+//
+// Config:
+//   ttl_seconds  how long a page is served (default 600)
+//   max_entries  how many pages are kept (default 1000)
+// A request with the param hard_refresh = "true" empties the cache and goes to the source.
+import Paging
+import PagingPluginKit
+
+final class CachePlugin: InterceptorPlugin {
+    static let info = PluginInfo(
+        id: "cache", name: "Cache", version: "1.0.0",
+        description: "In-memory page cache with a time to live and an LRU bound", isThreadSafe: true)
+
+    private let cache: CacheInterceptor<[UInt8], [UInt8]>
+
+    init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
+        let ttl = config.int("ttl_seconds", default: 600)
+        let maxEntries = config.int("max_entries", default: 1_000)
+        guard ttl > 0 else { throw .invalidConfig("ttl_seconds: expected a positive number of seconds, got \(ttl)") }
+        guard maxEntries > 0 else { throw .invalidConfig("max_entries: expected a positive count, got \(maxEntries)") }
+        cache = CacheInterceptor(timeToLive: .seconds(ttl), maxEntries: maxEntries)
+    }
+
+    func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
+        guard let page = cache.cachedPage(for: Self.request(request)) else { return .proceed(observe: true) }
+        return .complete(PageContent(items: page.values, prevKey: page.prevKey, nextKey: page.nextKey,
+                                     isFirst: page.prevKey == nil, isLast: page.nextKey == nil))
+    }
+
+    func handle(_ page: PagingPluginPage) {
+        let content = page.content
+        cache.store(Page(request: Self.request(page.request), values: content.items,
+                         prevKey: content.isFirst ? nil : content.prevKey,
+                         nextKey: content.isLast ? nil : content.nextKey))
+    }
+
+    private static func request(_ request: PagingPluginRequest) -> PagingRequest<[UInt8]> {
+        PagingRequest(kind: .append, keyChain: PagingKeyChain(key: request.key),
+                      params: PagingRequestParams(pageSize: request.pageSize, userInfo: request.params))
+    }
+}
+
+@c(paging_plugin_entry)
+public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(CachePlugin.self) }

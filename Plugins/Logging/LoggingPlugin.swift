@@ -1,0 +1,45 @@
+// The logging interceptor as a plugin: logs each request and page through the host's log.
+//
+// Config:
+//   level  "trace" | "debug" | "info" | "warning" | "error" | "off" (default "info"):
+//          requests are logged at debug, pages at info; below the level nothing is formatted.
+//   label  text put before every line (default: none).
+import PagingPluginKit
+
+final class LoggingPlugin: InterceptorPlugin {
+    static let info = PluginInfo(
+        id: "logging", name: "Logging", version: "1.0.0",
+        description: "Logs every request and page through the host's log", isThreadSafe: true)
+
+    private static let levels = ["trace", "debug", "info", "warning", "error", "off"]
+
+    private let host: PluginHost
+    private let level: Int
+    private let prefix: String
+
+    init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
+        let name = config.string("level") ?? "info"
+        guard let level = Self.levels.firstIndex(of: name) else {
+            throw .invalidConfig("level: expected one of \(Self.levels.joined(separator: ", ")), got \"\(name)\"")
+        }
+        self.host = host
+        self.level = level
+        prefix = config.string("label").map { "\($0): " } ?? ""
+    }
+
+    func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
+        if level <= 1 {
+            host.log(.debug, "\(prefix)request \(request.kind) key \(request.keyText) page size \(request.pageSize)")
+        }
+        return .proceed(observe: level <= 2)
+    }
+
+    func handle(_ page: PagingPluginPage) {
+        guard level <= 2 else { return }
+        let next = page.content.isLast ? "end" : page.content.nextKey.map { String(decoding: $0, as: UTF8.self) } ?? "?"
+        host.log(.info, "\(prefix)page \(page.request.kind) key \(page.request.keyText): \(page.content.items.count) items, next \(next)")
+    }
+}
+
+@c(paging_plugin_entry)
+public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(LoggingPlugin.self) }

@@ -1,0 +1,609 @@
+/*
+ * sqlite_store.c - a SwiftPaging interceptor plugin keeping pages in a SQLite database file, so
+ * pages loaded once are served from disk (also after a restart) instead of from the source.
+ * It plays the role of CoreDataInterceptor: a persistent store in front of the source.
+ *
+ * Plugin id: "sqlite-store" (kind INTERCEPTOR; not THREAD_SAFE: the host serializes calls on an
+ * instance). Links against the system libsqlite3.
+ *
+ * Config keys:
+ *   path               string, required. The database file; created when missing. The host
+ *                      resolves relative paths before the config reaches the plugin. A missing
+ *                      key, an unopenable file, a file that is not a SQLite database or one with
+ *                      a newer schema fails create with PAGING_ERR_INVALID_CONFIG naming the key,
+ *                      the path and SQLite's error.
+ *   namespace          string, optional (default "default"). Pages are stored and looked up under
+ *                      this name; instances with different namespaces share a file safely.
+ *   busy_timeout_ms    integer, optional (default 5000, 0...2147483647). How long a call waits
+ *                      for another process holding the write lock.
+ *   crash_after_items  integer, optional (default -1). TEST HOOK for the durability test only:
+ *                      when >= 0, handle() calls _exit(137) right after inserting that many items
+ *                      of a page, inside the open write transaction. Never set it in production.
+ *
+ * Behaviour:
+ *   intercept(): a REFRESH request with param hard_refresh = "true" deletes every page of the
+ *   namespace (one transaction) and proceeds. Otherwise the page stored under (namespace,
+ *   request key, request page_size) is answered with COMPLETE (items, stored prev/next keys and
+ *   flags) when it is complete: item_count >= page_size, or flags has PAGING_PAGE_NEXT_END (the
+ *   last page is complete even when short). Anything else proceeds and observes. A read error
+ *   is logged at WARNING and the request proceeds: the store is a cache, never a failure.
+ *   handle(): stores the page, replacing the one with the same namespace/key/page_size. A write
+ *   error (disk full, lock timeout) is logged at ERROR and the page is simply not stored.
+ *
+ * File format, schema version 1 (refused when meta.schema_version is not 1):
+ *   CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+ *       -- one row: ('schema_version', 1)
+ *   CREATE TABLE pages (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+ *       prev_key BLOB, next_key BLOB,        -- NULL: the source gave no key
+ *       flags INTEGER NOT NULL,              -- PAGING_PAGE_* bits
+ *       item_count INTEGER NOT NULL,
+ *       stored_at INTEGER NOT NULL,          -- Unix time in milliseconds
+ *       PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;
+ *   CREATE TABLE items (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+ *       position INTEGER NOT NULL,           -- 0-based
+ *       item BLOB NOT NULL,                  -- one JSON value, bytes as given
+ *       PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;
+ *   The file uses journal_mode=WAL and synchronous=NORMAL.
+ *
+ * Atomicity: each page write (and each namespace clear) is one BEGIN IMMEDIATE ... COMMIT
+ * transaction, and each lookup reads the page row and its items inside one read transaction
+ * (one snapshot) and checks the item count, so a reader only ever sees whole pages: a process
+ * killed mid-write leaves the previous state of the page (or no page), never half a page.
+ * With synchronous=NORMAL a committed page can be lost on power failure (not on a process
+ * crash); the database stays consistent either way. Several processes may share the file.
+ *
+ * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
+ *     -I Sources/CPaging/include Plugins/SQLite/sqlite_store.c -lsqlite3 -o libsqlite-store.so
+ */
+#define _POSIX_C_SOURCE 200809L /* _exit, clock_gettime */
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "paging/paging.h"
+
+#define SQLS_SCHEMA_VERSION 1
+
+typedef struct sqls_span {
+    size_t offset; /* into sqls_state.buf */
+    size_t len;
+} sqls_span;
+
+typedef struct sqls_state {
+    paging_interceptor_t interceptor; /* first member: `self` points here */
+    const paging_host_t *host;
+    sqlite3 *db;
+    char *ns;                 /* namespace, NUL-terminated */
+    int64_t crash_after_items;
+    /* prepared once at create, reused */
+    sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
+    sqlite3_stmt *get_page, *get_items;
+    sqlite3_stmt *put_page, *del_items, *put_item;
+    sqlite3_stmt *clear_pages, *clear_items;
+    /* read buffer: a page is read whole before anything is handed to the host */
+    uint8_t *buf;
+    size_t buf_cap;
+    sqls_span *spans;
+    size_t span_cap;
+} sqls_state;
+
+static const paging_plugin_descriptor_t sqls_descriptor = {
+    PAGING_ABI_VERSION_INIT,
+    "sqlite-store",
+    "SQLite page store",
+    "1.0.0",
+    "Stores loaded pages in a SQLite file and serves complete pages from it.",
+    PAGING_PLUGIN_INTERCEPTOR,
+    0
+};
+
+static const char sqls_schema_meta[] =
+    "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;";
+
+static const char sqls_schema_v1[] =
+    "CREATE TABLE IF NOT EXISTS pages ("
+    " namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,"
+    " prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,"
+    " stored_at INTEGER NOT NULL,"
+    " PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS items ("
+    " namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,"
+    " position INTEGER NOT NULL, item BLOB NOT NULL,"
+    " PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;";
+
+/* ---- helpers --------------------------------------------------------------------------- */
+
+static void sqls_log(sqls_state *st, uint32_t level, const char *what)
+{
+    char msg[1200];
+    snprintf(msg, sizeof msg, "sqlite-store: %.500s: %.600s", what, sqlite3_errmsg(st->db));
+    st->host->log(st->host, level, msg);
+}
+
+/* Runs a one-shot statement (BEGIN, COMMIT, a DELETE...) and resets it. Returns SQLite's code. */
+static int sqls_exec(sqlite3_stmt *stmt)
+{
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    return rc == SQLITE_ROW ? SQLITE_DONE : rc;
+}
+
+/* Ends any open transaction without keeping its changes. */
+static void sqls_abort(sqls_state *st)
+{
+    if (!sqlite3_get_autocommit(st->db)) sqls_exec(st->rollback);
+}
+
+/* Binds bytes as a BLOB; zero-length data binds an empty BLOB (never NULL). The bytes must stay
+ * valid until the statement is reset (they are the host's, borrowed for the current call). */
+static int sqls_bind_bytes(sqlite3_stmt *stmt, int index, paging_bytes_t b)
+{
+    if (b.len > 0x7fffffff) return SQLITE_TOOBIG;
+    return sqlite3_bind_blob(stmt, index, b.len ? (const void *)b.data : (const void *)"",
+                             (int)b.len, SQLITE_STATIC);
+}
+
+static int sqls_bind_opt_bytes(sqlite3_stmt *stmt, int index, const paging_bytes_t *b)
+{
+    return b == NULL ? sqlite3_bind_null(stmt, index) : sqls_bind_bytes(stmt, index, *b);
+}
+
+/* Binds ?1 namespace, ?2 key, ?3 page_size. */
+static int sqls_bind_page_id(sqls_state *st, sqlite3_stmt *stmt, const paging_request_t *req)
+{
+    int rc = sqlite3_bind_text(stmt, 1, st->ns, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqls_bind_bytes(stmt, 2, req->key);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt, 3, (sqlite3_int64)req->page_size);
+    return rc;
+}
+
+static void sqls_done(sqlite3_stmt *stmt)
+{
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+}
+
+static int64_t sqls_now_ms(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
+    return (int64_t)ts.tv_sec * 1000 + (int64_t)(ts.tv_nsec / 1000000);
+}
+
+static int sqls_param_is(const paging_request_t *req, const char *name, const char *value)
+{
+    size_t i, nlen = strlen(name), vlen = strlen(value);
+    for (i = 0; i < req->param_count; i++) {
+        const paging_param_t *p = &req->params[i];
+        if (p->name.len == nlen && (nlen == 0 || memcmp(p->name.data, name, nlen) == 0))
+            return p->value.len == vlen && (vlen == 0 || memcmp(p->value.data, value, vlen) == 0);
+    }
+    return 0;
+}
+
+/* Appends bytes to the read buffer as span `index`; returns 0 when out of memory. */
+static int sqls_buffer(sqls_state *st, size_t index, size_t used, const void *data, size_t len)
+{
+    if (index >= st->span_cap) {
+        size_t ncap = st->span_cap ? st->span_cap * 2 : 64;
+        sqls_span *ns;
+        while (ncap <= index) ncap *= 2;
+        ns = (sqls_span *)realloc(st->spans, ncap * sizeof *ns);
+        if (ns == NULL) return 0;
+        st->spans = ns;
+        st->span_cap = ncap;
+    }
+    if (st->buf_cap - used < len) {
+        size_t ncap = st->buf_cap ? st->buf_cap : 4096;
+        uint8_t *nb;
+        while (ncap - used < len) ncap *= 2;
+        nb = (uint8_t *)realloc(st->buf, ncap);
+        if (nb == NULL) return 0;
+        st->buf = nb;
+        st->buf_cap = ncap;
+    }
+    if (len) memcpy(st->buf + used, data, len);
+    st->spans[index].offset = used;
+    st->spans[index].len = len;
+    return 1;
+}
+
+/* Reads a nullable BLOB column into the buffer as span `index`; *present = 0 for NULL. */
+static int sqls_buffer_column(sqls_state *st, sqlite3_stmt *stmt, int col, size_t index,
+                              size_t *used, int *present)
+{
+    const void *data;
+    size_t len;
+    *present = sqlite3_column_type(stmt, col) != SQLITE_NULL;
+    data = sqlite3_column_blob(stmt, col);
+    len = (size_t)sqlite3_column_bytes(stmt, col);
+    if (!*present) len = 0;
+    if (!sqls_buffer(st, index, *used, data, len)) return 0;
+    *used += len;
+    return 1;
+}
+
+/* ---- intercept ------------------------------------------------------------------------- */
+
+/* Deletes every page of the namespace in one transaction. */
+static void sqls_clear_namespace(sqls_state *st)
+{
+    int rc = sqls_exec(st->begin_write);
+    if (rc == SQLITE_DONE) {
+        sqlite3_bind_text(st->clear_items, 1, st->ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st->clear_pages, 1, st->ns, -1, SQLITE_STATIC);
+        rc = sqls_exec(st->clear_items);
+        if (rc == SQLITE_DONE) rc = sqls_exec(st->clear_pages);
+        sqlite3_clear_bindings(st->clear_items);
+        sqlite3_clear_bindings(st->clear_pages);
+        if (rc == SQLITE_DONE) rc = sqls_exec(st->commit);
+    }
+    if (rc != SQLITE_DONE) {
+        sqls_log(st, PAGING_LOG_ERROR, "hard refresh: cannot clear the namespace");
+        sqls_abort(st);
+    }
+}
+
+/* Reads the stored page for `req` into the buffer: span 0 = prev key, 1 = next key, 2.. = items.
+ * Returns 1 when a complete page was read, 0 when there is none (or it is incomplete), -1 on a
+ * read error (already logged). Both statements run in one read transaction (one snapshot). */
+static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t *flags,
+                          size_t *count, int *has_prev, int *has_next)
+{
+    size_t used = 0, n = 0;
+    sqlite3_int64 item_count = 0;
+    int rc, found = 0, nomem = 0;
+
+    rc = sqls_exec(st->begin_read);
+    if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_WARNING, "read: cannot begin"); return -1; }
+
+    rc = sqls_bind_page_id(st, st->get_page, req);
+    if (rc == SQLITE_OK) rc = sqlite3_step(st->get_page);
+    if (rc == SQLITE_ROW) {
+        *flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
+        item_count = sqlite3_column_int64(st->get_page, 3);
+        if (item_count >= (sqlite3_int64)req->page_size || (*flags & PAGING_PAGE_NEXT_END)) {
+            found = 1;
+            nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, has_prev)
+                    || !sqls_buffer_column(st, st->get_page, 1, 1, &used, has_next);
+        }
+        rc = SQLITE_DONE;
+    }
+    sqls_done(st->get_page);
+
+    if (rc == SQLITE_DONE && found && !nomem) {
+        rc = sqls_bind_page_id(st, st->get_items, req);
+        if (rc == SQLITE_OK) {
+            while ((rc = sqlite3_step(st->get_items)) == SQLITE_ROW) {
+                const void *data = sqlite3_column_blob(st->get_items, 0);
+                size_t len = (size_t)sqlite3_column_bytes(st->get_items, 0);
+                if (!sqls_buffer(st, 2 + n, used, data, len)) { nomem = 1; break; }
+                used += len;
+                n++;
+            }
+        }
+        sqls_done(st->get_items);
+        if (nomem) rc = SQLITE_DONE;
+    }
+    if (rc == SQLITE_DONE) rc = sqls_exec(st->commit);
+    if (rc != SQLITE_DONE || nomem) {
+        if (nomem)
+            st->host->log(st->host, PAGING_LOG_WARNING, "sqlite-store: read: out of memory");
+        else
+            sqls_log(st, PAGING_LOG_WARNING, "read: cannot read the page");
+        sqls_abort(st);
+        return -1;
+    }
+    if (found && (sqlite3_int64)n != item_count) {
+        st->host->log(st->host, PAGING_LOG_WARNING,
+                      "sqlite-store: read: stored item count does not match the items; ignoring the page");
+        return 0;
+    }
+    *count = n;
+    return found;
+}
+
+static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_t *request,
+                               paging_intercept_out_t *out)
+{
+    sqls_state *st = (sqls_state *)self;
+    const paging_host_t *h = st->host;
+    uint32_t flags = 0;
+    size_t count = 0, i;
+    int has_prev = 0, has_next = 0;
+    paging_bytes_t b;
+
+    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true")) {
+        sqls_clear_namespace(st);
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
+    if (sqls_read_page(st, request, &flags, &count, &has_prev, &has_next) != 1)
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+
+    /* The whole page is in the buffer: hand it over. */
+    for (i = 0; i < count; i++) {
+        b.data = st->buf + st->spans[2 + i].offset;
+        b.len = st->spans[2 + i].len;
+        if (h->out_add_item(out, b) != PAGING_OK) {
+            h->log(h, PAGING_LOG_WARNING, "sqlite-store: host refused an item; loading from the source");
+            return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+        }
+    }
+    if (has_prev) {
+        b.data = st->buf + st->spans[0].offset;
+        b.len = st->spans[0].len;
+        h->out_set_prev_key(out, &b);
+    }
+    if (has_next) {
+        b.data = st->buf + st->spans[1].offset;
+        b.len = st->spans[1].len;
+        h->out_set_next_key(out, &b);
+    }
+    h->out_set_flags(out, flags);
+    return PAGING_INTERCEPT_COMPLETE;
+}
+
+/* ---- handle ---------------------------------------------------------------------------- */
+
+static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    sqls_state *st = (sqls_state *)self;
+    const paging_request_t *req = page->request;
+    size_t i;
+    int rc;
+
+    if (req == NULL || (page->item_count > 0 && page->items == NULL)) {
+        st->host->log(st->host, PAGING_LOG_ERROR, "sqlite-store: handle: malformed page; not stored");
+        return;
+    }
+    rc = sqls_exec(st->begin_write);
+    if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
+
+    /* Replace: drop the old page's items, then write the page row and the new items. */
+    rc = sqls_bind_page_id(st, st->del_items, req);
+    if (rc == SQLITE_OK) rc = sqls_exec(st->del_items);
+    sqlite3_clear_bindings(st->del_items);
+
+    if (rc == SQLITE_DONE) {
+        rc = sqls_bind_page_id(st, st->put_page, req);
+        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 4, page->prev_key);
+        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 5, page->next_key);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 6, (sqlite3_int64)page->flags);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 7, (sqlite3_int64)page->item_count);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 8, (sqlite3_int64)sqls_now_ms());
+        if (rc == SQLITE_OK) rc = sqls_exec(st->put_page);
+        sqlite3_clear_bindings(st->put_page);
+    }
+
+    if (rc == SQLITE_DONE) {
+        rc = sqls_bind_page_id(st, st->put_item, req);
+        for (i = 0; rc == SQLITE_OK && i < page->item_count; i++) {
+            if ((int64_t)i == st->crash_after_items) _exit(137); /* test hook: see the top comment */
+            rc = sqlite3_bind_int64(st->put_item, 4, (sqlite3_int64)i);
+            if (rc == SQLITE_OK) rc = sqls_bind_bytes(st->put_item, 5, page->items[i]);
+            if (rc == SQLITE_OK) rc = sqls_exec(st->put_item);
+            if (rc == SQLITE_DONE) rc = SQLITE_OK;
+        }
+        sqlite3_clear_bindings(st->put_item);
+        if (rc == SQLITE_OK && (int64_t)page->item_count == st->crash_after_items) _exit(137);
+        if (rc == SQLITE_OK) rc = sqls_exec(st->commit);
+    }
+    if (rc != SQLITE_DONE) {
+        sqls_log(st, PAGING_LOG_ERROR, "write: page not stored");
+        sqls_abort(st);
+    }
+}
+
+/* ---- create / destroy ------------------------------------------------------------------ */
+
+static void sqls_destroy(paging_interceptor_t *self)
+{
+    sqls_state *st = (sqls_state *)self;
+    sqlite3_stmt **stmts[11];
+    size_t i;
+    stmts[0] = &st->begin_read;  stmts[1] = &st->begin_write; stmts[2] = &st->commit;
+    stmts[3] = &st->rollback;    stmts[4] = &st->get_page;    stmts[5] = &st->get_items;
+    stmts[6] = &st->put_page;    stmts[7] = &st->del_items;   stmts[8] = &st->put_item;
+    stmts[9] = &st->clear_pages; stmts[10] = &st->clear_items;
+    for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
+        sqlite3_finalize(*stmts[i]);
+        *stmts[i] = NULL;
+    }
+    if (st->db != NULL && !sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_close(st->db);
+    free(st->spans);
+    free(st->buf);
+    free(st->ns);
+    free(st);
+}
+
+/* Fails create with INVALID_CONFIG naming the path and SQLite's error, and frees `st`. */
+static paging_interceptor_t *sqls_fail_db(sqls_state *st, const paging_config_t *config,
+                                          const char *path, const char *what)
+{
+    char msg[1600];
+    snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
+             st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+    sqls_destroy(&st->interceptor);
+    return NULL;
+}
+
+static int sqls_prepare(sqls_state *st, sqlite3_stmt **stmt, const char *sql)
+{
+    return sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) == SQLITE_OK;
+}
+
+/* Creates or checks the schema. Returns 1, or 0 after config_fail (st freed). */
+static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const char *path)
+{
+    sqlite3_stmt *stmt = NULL;
+    sqlite3_int64 version = 0;
+    int rc;
+
+    if (sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        sqls_fail_db(st, config, path, "cannot lock the database");
+        return 0;
+    }
+    if (sqlite3_exec(st->db, sqls_schema_meta, NULL, NULL, NULL) != SQLITE_OK
+        || sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE name = 'schema_version'", -1,
+                              &stmt, NULL) != SQLITE_OK) {
+        sqls_fail_db(st, config, path, "cannot create the schema");
+        return 0;
+    }
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_ROW) version = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+        sqls_fail_db(st, config, path, "cannot read the schema version");
+        return 0;
+    }
+    if (rc == SQLITE_ROW && version != SQLS_SCHEMA_VERSION) {
+        char msg[1400];
+        snprintf(msg, sizeof msg,
+                 "sqlite-store: config `path` '%.1000s': the file has schema version %lld, this "
+                 "plugin supports version %d%s", path, (long long)version, SQLS_SCHEMA_VERSION,
+                 version > SQLS_SCHEMA_VERSION ? " (written by a newer plugin)" : "");
+        st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        sqls_destroy(&st->interceptor);
+        return 0;
+    }
+    if ((rc == SQLITE_DONE
+         && sqlite3_exec(st->db, "INSERT INTO meta (name, value) VALUES ('schema_version', 1)",
+                         NULL, NULL, NULL) != SQLITE_OK)
+        || sqlite3_exec(st->db, sqls_schema_v1, NULL, NULL, NULL) != SQLITE_OK
+        || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        sqls_fail_db(st, config, path, "cannot create the schema");
+        return 0;
+    }
+    return 1;
+}
+
+static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, const paging_host_t *host,
+                                                     const paging_config_t *config)
+{
+    char msg[1400];
+    const char *path, *ns;
+    sqls_state *st;
+    int64_t busy;
+    sqlite3_stmt *stmt = NULL;
+    int rc;
+
+    if (plugin_id == NULL || strcmp(plugin_id, "sqlite-store") != 0) {
+        host->config_fail(config, PAGING_ERR_NOT_FOUND, "sqlite-store: unknown plugin id");
+        return NULL;
+    }
+    path = host->config_string(config, "path");
+    if (path == NULL || path[0] == '\0') {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
+                          "sqlite-store: config `path` (string) is required: the database file");
+        return NULL;
+    }
+    ns = host->config_string(config, "namespace");
+    if (ns == NULL) ns = "default";
+    busy = host->config_int(config, "busy_timeout_ms", 5000);
+    if (busy < 0 || busy > 0x7fffffff) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
+                          "sqlite-store: config `busy_timeout_ms` must be in 0...2147483647");
+        return NULL;
+    }
+    st = (sqls_state *)calloc(1, sizeof *st);
+    if (st != NULL) st->ns = (char *)malloc(strlen(ns) + 1);
+    if (st == NULL || st->ns == NULL) {
+        host->config_fail(config, PAGING_ERR_INTERNAL, "sqlite-store: out of memory");
+        free(st);
+        return NULL;
+    }
+    memcpy(st->ns, ns, strlen(ns) + 1);
+    st->host = host;
+    st->crash_after_items = host->config_int(config, "crash_after_items", -1);
+
+    rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) return sqls_fail_db(st, config, path, "cannot open the database");
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, (int)busy);
+
+    /* journal_mode=WAL answers with the mode in effect; it also fails on a non-database file.
+     * Switching a new file to WAL returns SQLITE_BUSY at once (without the busy handler) while
+     * another process does the same, so it is retried for up to busy_timeout_ms. */
+    rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode=WAL", -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+        int64_t waited = 0;
+        while ((rc = sqlite3_step(stmt)) != SQLITE_ROW && (rc & 0xff) == SQLITE_BUSY && waited < busy) {
+            sqlite3_reset(stmt);
+            waited += sqlite3_sleep(10);
+        }
+    }
+    if (rc != SQLITE_ROW) {
+        sqlite3_finalize(stmt);
+        return sqls_fail_db(st, config, path, "cannot set journal_mode=WAL");
+    }
+    if (strcmp((const char *)sqlite3_column_text(stmt, 0), "wal") != 0) {
+        snprintf(msg, sizeof msg, "sqlite-store: '%.1000s': journal mode is '%.50s', not 'wal'; "
+                 "other processes may be blocked while it is written", path,
+                 (const char *)sqlite3_column_text(stmt, 0));
+        host->log(host, PAGING_LOG_WARNING, msg);
+    }
+    sqlite3_finalize(stmt);
+    if (sqlite3_exec(st->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
+        return sqls_fail_db(st, config, path, "cannot set synchronous=NORMAL");
+    if (!sqls_open_schema(st, config, path)) return NULL;
+
+    if (!sqls_prepare(st, &st->begin_read, "BEGIN")
+        || !sqls_prepare(st, &st->begin_write, "BEGIN IMMEDIATE")
+        || !sqls_prepare(st, &st->commit, "COMMIT")
+        || !sqls_prepare(st, &st->rollback, "ROLLBACK")
+        || !sqls_prepare(st, &st->get_page,
+                         "SELECT prev_key, next_key, flags, item_count FROM pages"
+                         " WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
+        || !sqls_prepare(st, &st->get_items,
+                         "SELECT item FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3"
+                         " ORDER BY position")
+        || !sqls_prepare(st, &st->put_page,
+                         "INSERT OR REPLACE INTO pages (namespace, key, page_size, prev_key, next_key,"
+                         " flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
+        || !sqls_prepare(st, &st->del_items,
+                         "DELETE FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
+        || !sqls_prepare(st, &st->put_item,
+                         "INSERT INTO items (namespace, key, page_size, position, item)"
+                         " VALUES (?1, ?2, ?3, ?4, ?5)")
+        || !sqls_prepare(st, &st->clear_pages, "DELETE FROM pages WHERE namespace = ?1")
+        || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE namespace = ?1"))
+        return sqls_fail_db(st, config, path, "cannot prepare statements");
+
+    st->interceptor.plugin_data = st;
+    st->interceptor.intercept = sqls_intercept;
+    st->interceptor.handle = sqls_handle;
+    st->interceptor.destroy = sqls_destroy;
+    snprintf(msg, sizeof msg, "sqlite-store: opened '%.1000s' (namespace '%.200s')", path, st->ns);
+    host->log(host, PAGING_LOG_DEBUG, msg);
+    return &st->interceptor;
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+static uint32_t sqls_plugin_count(void) { return 1; }
+
+static const paging_plugin_descriptor_t *sqls_descriptor_at(uint32_t index)
+{
+    return index == 0 ? &sqls_descriptor : NULL;
+}
+
+static const paging_plugin_entry_t sqls_entry = {
+    PAGING_ABI_VERSION_INIT,
+    sqls_plugin_count,
+    sqls_descriptor_at,
+    NULL,
+    sqls_create_interceptor
+};
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void)
+{
+    return &sqls_entry;
+}

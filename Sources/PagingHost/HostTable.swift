@@ -1,0 +1,361 @@
+import CPaging
+import Foundation
+import Synchronization
+
+/// The level of a plugin's log line (`PAGING_LOG_*`).
+public enum PluginLogLevel: UInt32, Sendable, Comparable, CustomStringConvertible {
+    case trace = 0, debug, info, warning, error
+
+    public static func < (lhs: PluginLogLevel, rhs: PluginLogLevel) -> Bool { lhs.rawValue < rhs.rawValue }
+
+    public var description: String {
+        switch self {
+        case .trace: "trace"
+        case .debug: "debug"
+        case .info: "info"
+        case .warning: "warning"
+        case .error: "error"
+        }
+    }
+}
+
+/// Receives the log lines of plugins, and the host's own lines about their misbehaviour:
+/// the level, the plugin ("id (path)") and the message. Called from any thread.
+public typealias PluginLogSink = @Sendable (PluginLogLevel, String, String) -> Void
+
+/// Limits on what one fetch or intercept may hand back, so that a runaway plugin fails its
+/// load instead of exhausting memory.
+public struct PluginLimits: Sendable {
+    public var maxItemsPerPage: Int
+    public var maxPageBytes: Int
+    /// How long the host waits for a fetch to complete before failing it with a timeout.
+    public var fetchTimeout: Duration
+
+    public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30)) {
+        self.maxItemsPerPage = maxItemsPerPage
+        self.maxPageBytes = maxPageBytes
+        self.fetchTimeout = fetchTimeout
+    }
+}
+
+/// The host side of one plugin instance: what `paging_host_t.host_data` points to.
+///
+/// Instances, and their `paging_host_t`, are never freed: a misbehaving plugin that calls the
+/// host after `destroy()` (from a thread it forgot) then meets a finished instance that
+/// refuses the call, instead of freed memory. Each costs a few hundred bytes.
+final class PluginInstance: Sendable {
+    let label: String
+    let sink: PluginLogSink
+    let limits: PluginLimits
+    let fetches = Mutex<[UInt64: PendingFetch]>([:])
+    let destroyed = Atomic<Bool>(false)
+    nonisolated(unsafe) private(set) var table: UnsafeMutablePointer<paging_host_t>!
+
+    init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
+        self.label = label
+        self.sink = sink
+        self.limits = limits
+        let table = UnsafeMutablePointer<paging_host_t>.allocate(capacity: 1)
+        table.initialize(to: hostTableTemplate)
+        table.pointee.host_data = Unmanaged.passRetained(self).toOpaque()
+        self.table = table
+    }
+
+    func log(_ level: PluginLogLevel, _ message: String) {
+        sink(level, label, message)
+    }
+
+    static func from(_ host: UnsafePointer<paging_host_t>?) -> PluginInstance? {
+        guard let data = host?.pointee.host_data else { return nil }
+        return Unmanaged<PluginInstance>.fromOpaque(data).takeUnretainedValue()
+    }
+}
+
+/// A key a plugin set, cleared, or left alone.
+enum KeyOverride: Sendable {
+    case unset
+    case key(PluginKey)
+    case cleared
+}
+
+/// What a plugin builds for a page: items, keys and flags.
+struct PageBuilder: Sendable {
+    var items: [PluginItem] = []
+    var bytes = 0
+    var prevKey = KeyOverride.unset
+    var nextKey = KeyOverride.unset
+    var flags: UInt32 = 0
+
+    /// Adds an item within the limits; returns the problem otherwise.
+    mutating func add(_ item: paging_bytes_t, limits: PluginLimits) -> String? {
+        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
+        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
+        guard self.bytes + bytes.count <= limits.maxPageBytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        self.bytes += bytes.count
+        items.append(PluginItem(bytes: bytes))
+        return nil
+    }
+
+    func page(for request: PluginRequest) -> PluginPage {
+        func resolve(_ override: KeyOverride, end: UInt32, chain: PluginKey?) -> PluginKey? {
+            if flags & end != 0 { return nil }
+            switch override {
+            case .unset: return chain
+            case .key(let key): return key
+            case .cleared: return nil
+            }
+        }
+        return PluginPage(request: request, values: items,
+                          prevKey: resolve(prevKey, end: PAGING_PAGE_PREV_END, chain: request.keyChain.prevKey),
+                          nextKey: resolve(nextKey, end: PAGING_PAGE_NEXT_END, chain: request.keyChain.nextKey))
+    }
+}
+
+/// A fetch between `fetch()` and its completion.
+struct PendingFetch: Sendable {
+    var builder = PageBuilder()
+    var result: FetchResult?
+    var waiter: CheckedContinuation<FetchResult, Never>?
+}
+
+enum FetchResult: Sendable {
+    case completed(PageBuilder)
+    case failed(PluginStatus, String)
+}
+
+/// Copies borrowed bytes; `nil` for NULL data with a non-zero length.
+func copyBytes(_ bytes: paging_bytes_t) -> [UInt8]? {
+    guard bytes.len > 0 else { return [] }
+    guard let data = bytes.data, bytes.len <= Int.max else { return nil }
+    return Array(UnsafeBufferPointer(start: data, count: Int(bytes.len)))
+}
+
+/// Copies an optional borrowed key: `.cleared` for NULL, `nil` for invalid bytes.
+func copyKey(_ key: UnsafePointer<paging_bytes_t>?) -> KeyOverride? {
+    guard let key else { return .cleared }
+    return copyBytes(key.pointee).map { .key(PluginKey(bytes: $0)) }
+}
+
+func string(_ message: UnsafePointer<CChar>?) -> String {
+    message.map { String(cString: $0) } ?? ""
+}
+
+// MARK: - Fetch completion
+
+extension PluginInstance {
+    /// Applies `change` to a pending fetch; an unknown or finished id, or a change that reports
+    /// a problem, is refused and logged.
+    func updateFetch(_ id: UInt64, _ function: String, _ change: (inout PendingFetch) -> String?) -> paging_status_t {
+        let outcome = fetches.withLock { fetches -> (paging_status_t, String?, CheckedContinuation<FetchResult, Never>?, FetchResult?) in
+            guard var fetch = fetches[id], fetch.result == nil else {
+                return (PAGING_ERR_INVALID_ARGUMENT, "\(function) for unknown or finished fetch id \(id)", nil, nil)
+            }
+            if let problem = change(&fetch) {
+                // A bad argument fails the fetch: its page could not be what the plugin meant.
+                fetch.result = .failed(.invalidArgument, "\(function): \(problem)")
+                fetches[id] = fetch
+                return (PAGING_ERR_INVALID_ARGUMENT, "\(function): \(problem)", resumeIfFinished(id, &fetches), fetch.result)
+            }
+            fetches[id] = fetch
+            return (PAGING_OK, nil, resumeIfFinished(id, &fetches), fetch.result)
+        }
+        if let message = outcome.1 { log(.error, message) }
+        if let waiter = outcome.2, let result = outcome.3 { waiter.resume(returning: result) }
+        return outcome.0
+    }
+
+    /// Removes a finished fetch that has a waiter and returns the waiter to resume.
+    private func resumeIfFinished(
+        _ id: UInt64, _ fetches: inout [UInt64: PendingFetch]
+    ) -> CheckedContinuation<FetchResult, Never>? {
+        guard let fetch = fetches[id], fetch.result != nil, let waiter = fetch.waiter else { return nil }
+        fetches[id] = nil
+        return waiter
+    }
+}
+
+// MARK: - The table
+
+/// The functions every instance's table holds; `host_data` is set per instance.
+nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
+    var table = paging_host_t()
+    table.abi_version = PluginABIVersion.host.cValue
+
+    table.log = { host, level, message in
+        guard let instance = PluginInstance.from(host) else { return }
+        instance.log(PluginLogLevel(rawValue: level) ?? .info, string(message))
+    }
+
+    table.config_json = { config in PluginConfig.from(config)?.jsonCString }
+    table.config_string = { config, key in PluginConfig.from(config)?.string(for: string(key)) }
+    table.config_int = { config, key, fallback in PluginConfig.from(config)?.int(for: string(key)) ?? fallback }
+    table.config_bool = { config, key, fallback in
+        PluginConfig.from(config)?.bool(for: string(key)).map { $0 ? 1 : 0 } ?? fallback
+    }
+    table.config_double = { config, key, fallback in PluginConfig.from(config)?.double(for: string(key)) ?? fallback }
+    table.config_fail = { config, code, message in
+        PluginConfig.from(config)?.failure = (PluginStatus(rawValue: code), string(message))
+    }
+
+    table.out_set_key = { out, key in
+        InterceptOut.update(out, "out_set_key") { out in
+            guard let bytes = copyBytes(key) else { return "a key with NULL data and length \(key.len)" }
+            out.key = PluginKey(bytes: bytes)
+            return nil
+        }
+    }
+    table.out_set_page_size = { out, size in
+        InterceptOut.update(out, "out_set_page_size") { out in
+            guard size > 0 else { return "a page size of 0" }
+            out.pageSize = Int(size)
+            return nil
+        }
+    }
+    table.out_set_param = { out, name, value in
+        InterceptOut.update(out, "out_set_param") { out in
+            guard let name = copyBytes(name), let value = copyBytes(value) else { return "a param with NULL data" }
+            out.params[String(decoding: name, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+            return nil
+        }
+    }
+    table.out_add_item = { out, item in
+        InterceptOut.update(out, "out_add_item") { out in out.page.add(item, limits: out.limits) }
+    }
+    table.out_set_prev_key = { out, key in
+        InterceptOut.update(out, "out_set_prev_key") { out in
+            guard let key = copyKey(key) else { return "a key with NULL data" }
+            out.page.prevKey = key
+            return nil
+        }
+    }
+    table.out_set_next_key = { out, key in
+        InterceptOut.update(out, "out_set_next_key") { out in
+            guard let key = copyKey(key) else { return "a key with NULL data" }
+            out.page.nextKey = key
+            return nil
+        }
+    }
+    table.out_set_flags = { out, flags in
+        InterceptOut.update(out, "out_set_flags") { out in
+            out.page.flags = flags
+            return nil
+        }
+    }
+    table.out_fail = { out, code, message in
+        InterceptOut.update(out, "out_fail") { out in
+            out.failure = (PluginStatus(rawValue: code), string(message))
+            return nil
+        }
+    }
+
+    table.keys_set = { out, slot, key in
+        KeysOut.update(out) { out in
+            guard slot <= PAGING_KEY_NEXT else { return "keys_set: unknown slot \(slot)" }
+            guard let key = copyKey(key) else { return "keys_set: a key with NULL data" }
+            out.keys[Int(slot)] = key
+            return nil
+        }
+    }
+
+    table.fetch_add_item = { host, id, item in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        return instance.updateFetch(id, "fetch_add_item") { $0.builder.add(item, limits: instance.limits) }
+    }
+    table.fetch_set_prev_key = { host, id, key in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        return instance.updateFetch(id, "fetch_set_prev_key") { fetch in
+            guard let key = copyKey(key) else { return "a key with NULL data" }
+            fetch.builder.prevKey = key
+            return nil
+        }
+    }
+    table.fetch_set_next_key = { host, id, key in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        return instance.updateFetch(id, "fetch_set_next_key") { fetch in
+            guard let key = copyKey(key) else { return "a key with NULL data" }
+            fetch.builder.nextKey = key
+            return nil
+        }
+    }
+    table.fetch_set_flags = { host, id, flags in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        return instance.updateFetch(id, "fetch_set_flags") { fetch in
+            fetch.builder.flags = flags
+            return nil
+        }
+    }
+    table.fetch_complete = { host, id in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        return instance.updateFetch(id, "fetch_complete") { fetch in
+            fetch.result = .completed(fetch.builder)
+            return nil
+        }
+    }
+    table.fetch_fail = { host, id, code, message in
+        guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
+        let message = string(message)
+        return instance.updateFetch(id, "fetch_fail") { fetch in
+            fetch.result = .failed(PluginStatus(rawValue: code == PAGING_OK ? PAGING_ERR_INTERNAL : code), message)
+            return nil
+        }
+    }
+    return table
+}()
+
+// MARK: - Result builders handed to one call
+
+/// The result of one `intercept()` call, on the caller's stack; `paging_intercept_out_t *`
+/// points to it for the duration of the call.
+struct InterceptOut {
+    static let liveMagic: UInt64 = 0x5041_4749_4E47_4F55 // "PAGINGOU"
+
+    var magic = InterceptOut.liveMagic
+    let limits: PluginLimits
+    var key: PluginKey?
+    var pageSize: Int?
+    var params: [String: String] = [:]
+    var page = PageBuilder()
+    var failure: (PluginStatus, String)?
+    /// The first misuse of a builder function; it fails the intercept.
+    var misuse: String?
+
+    init(limits: PluginLimits) {
+        self.limits = limits
+    }
+
+    static func update(_ out: OpaquePointer?, _ function: String, _ change: (inout InterceptOut) -> String?) -> paging_status_t {
+        guard let raw = UnsafeMutableRawPointer(out) else { return PAGING_ERR_INVALID_ARGUMENT }
+        let pointer = raw.assumingMemoryBound(to: InterceptOut.self)
+        guard pointer.pointee.magic == liveMagic else { return PAGING_ERR_INVALID_ARGUMENT }
+        if let problem = change(&pointer.pointee) {
+            if pointer.pointee.misuse == nil { pointer.pointee.misuse = "\(function): \(problem)" }
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        return PAGING_OK
+    }
+}
+
+/// The result of one `refresh_key()` or `key_chain()` call, by slot.
+struct KeysOut {
+    static let liveMagic: UInt64 = 0x5041_4749_4E47_4B4F // "PAGINGKO"
+
+    var magic = KeysOut.liveMagic
+    var keys: [KeyOverride] = [.unset, .unset, .unset]
+    var misuse: String?
+
+    static func update(_ out: OpaquePointer?, _ change: (inout KeysOut) -> String?) -> paging_status_t {
+        guard let raw = UnsafeMutableRawPointer(out) else { return PAGING_ERR_INVALID_ARGUMENT }
+        let pointer = raw.assumingMemoryBound(to: KeysOut.self)
+        guard pointer.pointee.magic == liveMagic else { return PAGING_ERR_INVALID_ARGUMENT }
+        if let problem = change(&pointer.pointee) {
+            if pointer.pointee.misuse == nil { pointer.pointee.misuse = problem }
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        return PAGING_OK
+    }
+
+    func key(_ slot: UInt32) -> PluginKey? {
+        if case .key(let key) = keys[Int(slot)] { return key }
+        return nil
+    }
+}

@@ -1,0 +1,149 @@
+import CPaging
+import Paging
+import Synchronization
+
+/// A source plugin from a loaded library, as a ``PagingSource`` of the engine.
+///
+/// A fetch gets a fresh integer id and waits for the plugin to complete it through the host
+/// table, from any thread. A fetch completed twice, or after it was finished, cancelled or
+/// timed out, is refused and logged; a fetch not completed within ``PluginLimits/fetchTimeout``
+/// fails with a retryable timeout; cancelling the caller's task calls the plugin's `cancel`.
+public final class LoadedSource: PagingSource, @unchecked Sendable {
+    public typealias Key = PluginKey
+    public typealias Value = PluginItem
+
+    public let descriptor: PluginDescriptor
+    public let library: PluginLibrary
+    public let refreshKey: PluginKey
+    let instance: PluginInstance
+    private let plugin: UnsafeMutablePointer<paging_source_t>
+    private let calls: SerializedCalls
+
+    private static let nextFetchID = Atomic<UInt64>(1)
+
+    init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
+         plugin: UnsafeMutablePointer<paging_source_t>) throws(PluginLoadError) {
+        self.library = library
+        self.descriptor = descriptor
+        self.instance = instance
+        self.plugin = plugin
+        calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        var out = KeysOut()
+        let status = withUnsafeMutablePointer(to: &out) { plugin.pointee.refresh_key?(plugin, OpaquePointer($0)) }
+        out.magic = 0
+        guard status == PAGING_OK, out.misuse == nil else {
+            plugin.pointee.destroy?(plugin)
+            throw .createFailed(path: library.path, id: descriptor.id, status: PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
+                                message: out.misuse ?? "refresh_key failed")
+        }
+        refreshKey = out.key(PAGING_KEY_CURRENT) ?? PluginKey(bytes: [])
+    }
+
+    deinit { destroy() }
+
+    /// The plugin's key chain, or no neighbours when it has no `key_chain` (its pages carry
+    /// their keys) or the call fails (logged).
+    public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
+        guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
+        var out = KeysOut()
+        let status = calls.run { [plugin] in
+            CView.withBytes(key.bytes) { bytes in
+                withUnsafeMutablePointer(to: &out) { keyChain(plugin, bytes, OpaquePointer($0)) }
+            }
+        }
+        out.magic = 0
+        guard status == PAGING_OK, out.misuse == nil else {
+            instance.log(.warning, "key_chain(\(key)) failed: \(out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description)")
+            return PagingKeyChain(key: key)
+        }
+        return PagingKeyChain(key: key, prevKey: out.key(PAGING_KEY_PREV), nextKey: out.key(PAGING_KEY_NEXT))
+    }
+
+    public func fetch(request: PluginRequest) async throws -> PluginPage {
+        let id = Self.nextFetchID.add(1, ordering: .relaxed).oldValue
+        instance.fetches.withLock { $0[id] = PendingFetch() }
+        let status = calls.run { [plugin] () -> UInt32? in
+            guard let fetch = plugin.pointee.fetch else { return nil }
+            return CView.withRequest(request) { fetch(plugin, $0, id) }
+        }
+        guard status == PAGING_OK else {
+            instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
+            throw PluginError(PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
+                              status == nil ? "the plugin was destroyed" : "fetch refused the request", plugin: instance.label)
+        }
+        // A plugin that completed inside fetch() needs no waiting.
+        let result = instance.fetches.withLock { fetches -> FetchResult? in
+            guard let result = fetches[id]?.result else { return nil }
+            fetches[id] = nil
+            return result
+        }
+        let finished: FetchResult
+        if let result { finished = result } else { finished = await waitForCompletion(of: id) }
+        switch finished {
+        case .completed(let builder):
+            return builder.page(for: request)
+        case .failed(let status, let message):
+            if status == .cancelled, Task.isCancelled { throw CancellationError() }
+            throw PluginError(status, message, plugin: instance.label)
+        }
+    }
+
+    private func waitForCompletion(of id: UInt64) async -> FetchResult {
+        let timeout = instance.limits.fetchTimeout
+        let timer = Task { [instance] in
+            try await Task.sleep(for: timeout)
+            instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout)"))
+        }
+        defer { timer.cancel() }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = instance.fetches.withLock { fetches -> FetchResult? in
+                    guard let result = fetches[id]?.result else {
+                        fetches[id]?.waiter = continuation
+                        return nil
+                    }
+                    fetches[id] = nil
+                    return result
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            self.cancel(id)
+        }
+    }
+
+    private func cancel(_ id: UInt64) {
+        instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled"))
+        calls.runUnserialized { plugin.pointee.cancel?(plugin, id) }
+    }
+
+    /// Destroys the plugin instance: fetches in flight fail, later completions are refused.
+    /// Called by deinit if not before.
+    public func destroy() {
+        calls.close { [plugin] in plugin.pointee.destroy?(plugin) }
+        instance.destroyed.store(true, ordering: .releasing)
+        let pending = instance.fetches.withLock { fetches in
+            defer { fetches = [:] }
+            return fetches.values.compactMap(\.waiter)
+        }
+        for waiter in pending { waiter.resume(returning: .failed(.cancelled, "the source was destroyed")) }
+    }
+}
+
+extension PluginInstance {
+    /// Finishes a fetch on the host's side (timeout, cancellation); a no-op once it finished.
+    func finishFetch(_ id: UInt64, _ result: FetchResult) {
+        let waiter = fetches.withLock { fetches -> CheckedContinuation<FetchResult, Never>? in
+            guard var fetch = fetches[id], fetch.result == nil else { return nil }
+            fetch.result = result
+            if let waiter = fetch.waiter {
+                fetches[id] = nil
+                return waiter
+            }
+            fetches[id] = fetch
+            return nil
+        }
+        if case .failed(.timeout, let message) = result, waiter != nil { log(.error, message) }
+        waiter?.resume(returning: result)
+    }
+}

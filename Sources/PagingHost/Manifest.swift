@@ -1,0 +1,224 @@
+import Foundation
+import Paging
+
+/// A pipeline described in JSON: one source, an ordered list of interceptors, and the settings
+/// of the requests that run through them.
+///
+/// ```json
+/// {
+///   "source": { "plugin": "jsonlines", "config": { "path": "repos.jsonl" } },
+///   "interceptors": [
+///     { "plugin": "logging", "config": { "level": "info" } },
+///     { "plugin": "./plugins/libcounter.so", "sha256": "9f2c…" }
+///   ],
+///   "page_size": 20,
+///   "retry": { "max_retries": 3, "initial_backoff_ms": 200 },
+///   "timeout_ms": 10000
+/// }
+/// ```
+///
+/// Unknown keys are errors, and every error names the file, the JSON path and what was expected.
+public struct Manifest: Sendable {
+    /// One plugin of the pipeline.
+    public struct PluginReference: Sendable {
+        /// A name (`lib<name>.so` on the search path) or a path to a `.so` (relative to the manifest).
+        public var plugin: String
+        /// Which plugin of the library; needed only when it holds several of this kind.
+        public var id: String?
+        /// The library's expected SHA-256, in hex; a mismatch refuses it.
+        public var sha256: String?
+        /// The plugin's `config` object.
+        public var config: JSONValue
+        /// Where the reference stands in the manifest, e.g. `$.interceptors[1]`.
+        public var jsonPath: String
+    }
+
+    /// The manifest's file, as given.
+    public var file: String
+    public var source: PluginReference
+    public var interceptors: [PluginReference]
+    public var pageSize: Int
+    public var retryPolicy: RetryPolicy
+    public var fetchTimeout: Duration
+    public var maxSize: Int?
+    public var prefetchDistance: Int
+    public var maxItemsPerPage: Int
+    /// Sent with every request (a query, for instance).
+    public var userInfo: [String: String]
+
+    /// The folder relative paths resolve against.
+    public var folder: String { URL(fileURLWithPath: file).deletingLastPathComponent().path }
+
+    /// Reads and checks the manifest at `path`.
+    public static func load(path: String) throws(ManifestError) -> Manifest {
+        let bytes = try readFile(path)
+        return try parse(bytes, file: path)
+    }
+
+    /// Checks a manifest's text; `file` names it in errors and anchors relative paths.
+    public static func parse(_ bytes: [UInt8], file: String) throws(ManifestError) -> Manifest {
+        let root: JSONValue
+        do {
+            root = try JSONValue.parse(bytes)
+        } catch {
+            throw ManifestError(file: file, path: "$", message: "malformed JSON: \(error)")
+        }
+        let reader = Reader(file: file)
+        let top = JSONValue.object(try reader.object(root, at: "$", allowed: [
+            "source", "interceptors", "page_size", "retry", "timeout_ms", "max_size",
+            "prefetch_distance", "max_items_per_page", "user_info",
+        ]))
+        guard let sourceValue = top["source"] else {
+            throw ManifestError(file: file, path: "$.source", message: "missing; expected the source plugin, an object with \"plugin\"")
+        }
+        let source = try reader.plugin(sourceValue, at: "$.source")
+        var interceptors: [PluginReference] = []
+        if let list = top["interceptors"] {
+            guard case .array(let values) = list else { throw reader.expected("an array of plugin objects", list, at: "$.interceptors") }
+            for (index, value) in values.enumerated() {
+                interceptors.append(try reader.plugin(value, at: "$.interceptors[\(index)]"))
+            }
+        }
+        let pageSize = try reader.int(top["page_size"], at: "$.page_size", in: 1...100_000) ?? 20
+        let timeoutMs = try reader.int(top["timeout_ms"], at: "$.timeout_ms", in: 1...86_400_000) ?? 30_000
+        let maxSize = try reader.int(top["max_size"], at: "$.max_size", in: pageSize...Int(Int32.max))
+        let prefetch = try reader.int(top["prefetch_distance"], at: "$.prefetch_distance", in: 0...100_000) ?? 0
+        let maxItems = try reader.int(top["max_items_per_page"], at: "$.max_items_per_page", in: 1...10_000_000) ?? 100_000
+        var userInfo: [String: String] = [:]
+        if let info = top["user_info"] {
+            for (key, value) in try reader.object(info, at: "$.user_info", allowed: nil) {
+                guard case .string(let text) = value else { throw reader.expected("a string", value, at: "$.user_info.\(key)") }
+                userInfo[key] = text
+            }
+        }
+        return Manifest(
+            file: file, source: source, interceptors: interceptors, pageSize: pageSize,
+            retryPolicy: try top["retry"].map { value throws(ManifestError) in try reader.retry(value, at: "$.retry") } ?? .none,
+            fetchTimeout: .milliseconds(timeoutMs), maxSize: maxSize, prefetchDistance: prefetch,
+            maxItemsPerPage: maxItems, userInfo: userInfo)
+    }
+
+    /// Reads a whole file, with an error for each way it can fail.
+    static func readFile(_ path: String) throws(ManifestError) -> [UInt8] {
+        func failure(_ message: String) -> ManifestError { ManifestError(file: path, path: nil, message: message) }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw failure(String(cString: strerror(errno))) }
+        if info.st_mode & S_IFMT == S_IFDIR { throw failure("is a folder, expected a manifest file") }
+        guard info.st_size <= 16 << 20 else { throw failure("is \(info.st_size) bytes; a manifest is at most 16 MiB") }
+        guard let handle = fopen(path, "rb") else { throw failure(String(cString: strerror(errno))) }
+        defer { fclose(handle) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = fread(&buffer, 1, buffer.count, handle)
+            bytes.append(contentsOf: buffer[..<count])
+            if count < buffer.count {
+                if ferror(handle) != 0 { throw failure(String(cString: strerror(errno))) }
+                return bytes
+            }
+            if bytes.count > 16 << 20 { throw failure("is larger than 16 MiB") }
+        }
+    }
+}
+
+/// What is wrong with a manifest: the file, the JSON path (when the problem is inside it) and
+/// what was expected.
+public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let file: String
+    public let path: String?
+    public let message: String
+
+    public init(file: String, path: String?, message: String) {
+        self.file = file
+        self.path = path
+        self.message = message
+    }
+
+    public var description: String {
+        path.map { "\(file): \($0): \(message)" } ?? "\(file): \(message)"
+    }
+}
+
+/// Checks values against what the manifest expects, naming the path in every error.
+private struct Reader {
+    let file: String
+
+    func expected(_ what: String, _ value: JSONValue, at path: String) -> ManifestError {
+        ManifestError(file: file, path: path, message: "expected \(what), got \(value.kindDescription)")
+    }
+
+    func object(_ value: JSONValue, at path: String, allowed: Set<String>?) throws(ManifestError) -> [(key: String, value: JSONValue)] {
+        guard case .object(let members) = value else { throw expected("an object", value, at: path) }
+        var seen: Set<String> = []
+        for member in members {
+            if let allowed, !allowed.contains(member.key) {
+                throw ManifestError(file: file, path: "\(path).\(member.key)",
+                                    message: "unknown key; expected one of \(allowed.sorted().joined(separator: ", "))")
+            }
+            guard seen.insert(member.key).inserted else {
+                throw ManifestError(file: file, path: "\(path).\(member.key)", message: "the key appears twice")
+            }
+        }
+        return members
+    }
+
+    func int(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>) throws(ManifestError) -> Int? {
+        guard let value else { return nil }
+        guard case .int(let number) = value else { throw expected("an integer", value, at: path) }
+        guard let result = Int(exactly: number), range.contains(result) else {
+            throw ManifestError(file: file, path: path, message: "\(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
+        }
+        return result
+    }
+
+    func number(_ value: JSONValue?, at path: String, in range: ClosedRange<Double>) throws(ManifestError) -> Double? {
+        guard let value else { return nil }
+        let number: Double
+        switch value {
+        case .int(let integer): number = Double(integer)
+        case .double(let double): number = double
+        default: throw expected("a number", value, at: path)
+        }
+        guard range.contains(number) else {
+            throw ManifestError(file: file, path: path, message: "\(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
+        }
+        return number
+    }
+
+    func string(_ value: JSONValue?, at path: String) throws(ManifestError) -> String? {
+        guard let value else { return nil }
+        guard case .string(let text) = value else { throw expected("a string", value, at: path) }
+        return text
+    }
+
+    func plugin(_ value: JSONValue, at path: String) throws(ManifestError) -> Manifest.PluginReference {
+        let members = try object(value, at: path, allowed: ["plugin", "id", "sha256", "config"])
+        func member(_ key: String) -> JSONValue? { members.first { $0.key == key }?.value }
+        guard let plugin = try string(member("plugin"), at: "\(path).plugin") else {
+            throw ManifestError(file: file, path: "\(path).plugin", message: "missing; expected a plugin name or a path to a .so")
+        }
+        guard !plugin.isEmpty else {
+            throw ManifestError(file: file, path: "\(path).plugin", message: "empty; expected a plugin name or a path to a .so")
+        }
+        let sha256 = try string(member("sha256"), at: "\(path).sha256")
+        if let sha256, sha256.count != 64 || !sha256.allSatisfy(\.isHexDigit) {
+            throw ManifestError(file: file, path: "\(path).sha256", message: "expected 64 hex digits, got \"\(sha256)\"")
+        }
+        let config = member("config") ?? .object([])
+        guard case .object = config else { throw expected("an object", config, at: "\(path).config") }
+        return Manifest.PluginReference(plugin: plugin, id: try string(member("id"), at: "\(path).id"),
+                                        sha256: sha256?.lowercased(), config: config, jsonPath: path)
+    }
+
+    func retry(_ value: JSONValue, at path: String) throws(ManifestError) -> RetryPolicy {
+        let members = try object(value, at: path, allowed: ["max_retries", "initial_backoff_ms", "max_backoff_ms", "multiplier", "jitter"])
+        func member(_ key: String) -> JSONValue? { members.first { $0.key == key }?.value }
+        let maxRetries = try int(member("max_retries"), at: "\(path).max_retries", in: 0...100) ?? 3
+        let initial = try int(member("initial_backoff_ms"), at: "\(path).initial_backoff_ms", in: 0...3_600_000) ?? 200
+        let maximum = try int(member("max_backoff_ms"), at: "\(path).max_backoff_ms", in: initial...3_600_000) ?? max(initial, 30_000)
+        let multiplier = try number(member("multiplier"), at: "\(path).multiplier", in: 1...100) ?? 2
+        let jitter = try number(member("jitter"), at: "\(path).jitter", in: 0...1) ?? 0.2
+        return RetryPolicy(maxRetries: maxRetries, backoff: RetryPolicy.Backoff(
+            initial: .milliseconds(initial), multiplier: multiplier, maximum: .milliseconds(maximum), jitter: jitter))
+    }
+}

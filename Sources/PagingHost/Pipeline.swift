@@ -1,0 +1,93 @@
+import Foundation
+import Paging
+
+/// A manifest's plugins, loaded and composed into a ``Pager``: the source, and the
+/// interceptors in manifest order.
+///
+/// Config values under the key `path`, or a key ending in `_path`, that are relative paths are
+/// resolved against the manifest's folder before the plugin sees them.
+public final class Pipeline: Sendable {
+    public let manifest: Manifest
+    public let source: LoadedSource
+    public let interceptors: [LoadedInterceptor]
+    public let pager: PluginPager
+
+    /// Loads every plugin of `manifest`. Each failure is a ``ManifestError`` naming the
+    /// manifest, the JSON path of the plugin and the loader's reason.
+    ///
+    /// - Parameters:
+    ///   - searchPath: where plugin names are found; the standard one by default.
+    ///   - sink: where the plugins' log lines go.
+    ///   - extraInterceptors: in-process interceptors placed before the manifest's.
+    public init(
+        manifest: Manifest,
+        searchPath: PluginSearchPath? = nil,
+        sink: @escaping PluginLogSink,
+        extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = []
+    ) throws(ManifestError) {
+        let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
+        let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, fetchTimeout: manifest.fetchTimeout)
+        func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
+            do {
+                let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
+                if let pinned = reference.sha256 {
+                    let actual: String
+                    do { actual = try SHA256.hex(ofFile: path) } catch {
+                        throw PluginLoadError.unreadable(path: path, reason: "\(error.localizedDescription)")
+                    }
+                    guard actual == pinned else { throw PluginLoadError.checksumMismatch(path: path, expected: pinned, actual: actual) }
+                }
+                return try PluginLibrary.open(path: path)
+            } catch let error as PluginLoadError {
+                throw manifest.error(at: reference, error)
+            } catch {
+                throw manifest.error(at: reference, .unreadable(path: reference.plugin, reason: "\(error)"))
+            }
+        }
+        func config(_ reference: Manifest.PluginReference) -> JSONValue {
+            guard case .object(let members) = reference.config else { return reference.config }
+            return .object(members.map { member in
+                guard member.key == "path" || member.key.hasSuffix("_path"),
+                      case .string(let path) = member.value, !path.isEmpty, !path.hasPrefix("/") else { return member }
+                return (member.key, .string(URL(fileURLWithPath: manifest.folder).appendingPathComponent(path).standardizedFileURL.path))
+            })
+        }
+
+        let sourceLibrary = try library(manifest.source)
+        do {
+            source = try sourceLibrary.makeSource(id: manifest.source.id, config: config(manifest.source), sink: sink, limits: limits)
+        } catch {
+            throw manifest.error(at: manifest.source, error)
+        }
+        var loaded: [LoadedInterceptor] = []
+        for reference in manifest.interceptors {
+            let interceptorLibrary = try library(reference)
+            do {
+                loaded.append(try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference), sink: sink, limits: limits))
+            } catch {
+                throw manifest.error(at: reference, error)
+            }
+        }
+        interceptors = loaded
+        self.manifest = manifest
+        pager = Pager(source: source, interceptors: extraInterceptors + loaded)
+    }
+
+    /// The parameters of the manifest's requests.
+    public var requestParams: PagingRequestParams {
+        PagingRequestParams(pageSize: manifest.pageSize, retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo)
+    }
+
+    /// A ``PaginationManager`` over the pipeline, with the manifest's settings.
+    public func makeManager() -> PaginationManager<PluginKey, PluginItem> {
+        PaginationManager(pager: pager, configuration: .init(
+            pageSize: manifest.pageSize, maxSize: manifest.maxSize, prefetchDistance: manifest.prefetchDistance,
+            retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo))
+    }
+}
+
+extension Manifest {
+    func error(at reference: PluginReference, _ error: PluginLoadError) -> ManifestError {
+        ManifestError(file: file, path: "\(reference.jsonPath) (plugin \"\(reference.plugin)\")", message: error.description)
+    }
+}

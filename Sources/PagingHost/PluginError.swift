@@ -1,0 +1,58 @@
+import CPaging
+import Paging
+
+/// A status code of the plugin ABI (`PAGING_OK`, `PAGING_ERR_*`).
+public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt32
+
+    public init(rawValue: UInt32) {
+        self.rawValue = rawValue
+    }
+
+    public static let ok = PluginStatus(rawValue: PAGING_OK)
+    public static let cancelled = PluginStatus(rawValue: PAGING_ERR_CANCELLED)
+    public static let transient = PluginStatus(rawValue: PAGING_ERR_TRANSIENT)
+    public static let timeout = PluginStatus(rawValue: PAGING_ERR_TIMEOUT)
+    public static let invalidConfig = PluginStatus(rawValue: PAGING_ERR_INVALID_CONFIG)
+    public static let invalidRequest = PluginStatus(rawValue: PAGING_ERR_INVALID_REQUEST)
+    public static let notFound = PluginStatus(rawValue: PAGING_ERR_NOT_FOUND)
+    public static let `internal` = PluginStatus(rawValue: PAGING_ERR_INTERNAL)
+    public static let invalidArgument = PluginStatus(rawValue: PAGING_ERR_INVALID_ARGUMENT)
+
+    /// Transient failures and timeouts are worth retrying; nothing else is.
+    public var isRetryable: Bool { self == .transient || self == .timeout }
+
+    public var description: String {
+        switch self {
+        case .ok: "ok"
+        case .cancelled: "cancelled"
+        case .transient: "transient"
+        case .timeout: "timeout"
+        case .invalidConfig: "invalid config"
+        case .invalidRequest: "invalid request"
+        case .notFound: "not found"
+        case .internal: "internal"
+        case .invalidArgument: "invalid argument"
+        default: "status \(rawValue)"
+        }
+    }
+}
+
+/// A failure reported by a plugin, or by the host about a plugin's behaviour, during a load.
+/// Its status decides whether the retry policy retries it.
+public struct PluginError: Error, RetryClassifiedError, CustomStringConvertible {
+    public let status: PluginStatus
+    public let message: String
+    /// The plugin that failed, as "id (library path)".
+    public let plugin: String
+
+    public init(_ status: PluginStatus, _ message: String, plugin: String) {
+        self.status = status
+        self.message = message
+        self.plugin = plugin
+    }
+
+    public var isRetryable: Bool { status.isRetryable }
+
+    public var description: String { "\(plugin): \(status): \(message)" }
+}

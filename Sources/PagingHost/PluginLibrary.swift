@@ -1,0 +1,226 @@
+import CPaging
+import Foundation
+import Synchronization
+
+/// The ABI version a library or the host was built against.
+public struct PluginABIVersion: Sendable, Equatable, CustomStringConvertible {
+    public var major: UInt32
+    public var minor: UInt32
+    public var patch: UInt32
+
+    init(_ version: paging_version_t) {
+        major = version.major
+        minor = version.minor
+        patch = version.patch
+    }
+
+    /// The version this host implements.
+    public static let host = PluginABIVersion(paging_version_t(
+        major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH))
+
+    var cValue: paging_version_t { paging_version_t(major: major, minor: minor, patch: patch) }
+
+    public var description: String { "\(major).\(minor).\(patch)" }
+}
+
+/// Whether a plugin is a source or an interceptor.
+public enum PluginKind: String, Sendable {
+    case source
+    case interceptor
+
+    init?(_ raw: UInt32) {
+        switch raw {
+        case PAGING_PLUGIN_SOURCE: self = .source
+        case PAGING_PLUGIN_INTERCEPTOR: self = .interceptor
+        default: return nil
+        }
+    }
+}
+
+/// What a library says about one of its plugins.
+public struct PluginDescriptor: Sendable {
+    public let id: String
+    public let name: String
+    public let version: String
+    public let description: String
+    public let kind: PluginKind
+    /// The plugin accepts overlapping calls; otherwise the host serializes them.
+    public let isThreadSafe: Bool
+    public let abiVersion: PluginABIVersion
+}
+
+/// Why a plugin library or plugin could not be loaded. Every case names the file.
+public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible {
+    case fileNotFound(path: String)
+    case notAFile(path: String)
+    case unreadable(path: String, reason: String)
+    case notASharedObject(path: String, reason: String)
+    case loadFailed(path: String, reason: String)
+    case noEntrySymbol(path: String)
+    case invalidEntry(path: String, reason: String)
+    case abiMajorMismatch(path: String, library: PluginABIVersion, host: PluginABIVersion)
+    case unknownPlugin(path: String, id: String, available: [String])
+    case ambiguousPlugin(path: String, kind: PluginKind, available: [String])
+    case wrongKind(path: String, id: String, expected: PluginKind, actual: PluginKind)
+    case createFailed(path: String, id: String, status: PluginStatus, message: String)
+    case checksumMismatch(path: String, expected: String, actual: String)
+    case pluginNotFound(name: String, searched: [String])
+
+    public var description: String {
+        switch self {
+        case .fileNotFound(let path):
+            "\(path): no such file"
+        case .notAFile(let path):
+            "\(path): is a folder, expected a shared library file"
+        case .unreadable(let path, let reason):
+            "\(path): cannot be read: \(reason)"
+        case .notASharedObject(let path, let reason):
+            "\(path): not a shared object (\(reason))"
+        case .loadFailed(let path, let reason):
+            "\(path): dlopen failed: \(reason)"
+        case .noEntrySymbol(let path):
+            "\(path): no '\(PAGING_PLUGIN_ENTRY_SYMBOL_NAME)' symbol: not a SwiftPaging plugin"
+        case .invalidEntry(let path, let reason):
+            "\(path): invalid plugin entry: \(reason)"
+        case .abiMajorMismatch(let path, let library, let host):
+            "\(path): built for plugin ABI \(library), this host implements \(host) (the major versions must match)"
+        case .unknownPlugin(let path, let id, let available):
+            "\(path): has no plugin '\(id)' (it has: \(available.isEmpty ? "none" : available.joined(separator: ", ")))"
+        case .ambiguousPlugin(let path, let kind, let available):
+            "\(path): holds several \(kind) plugins (\(available.joined(separator: ", "))); name one with \"id\""
+        case .wrongKind(let path, let id, let expected, let actual):
+            "\(path): plugin '\(id)' is \(actual == .source ? "a source" : "an interceptor"), expected \(expected == .source ? "a source" : "an interceptor")"
+        case .createFailed(let path, let id, let status, let message):
+            "\(path): plugin '\(id)' could not be created: \(status): \(message)"
+        case .checksumMismatch(let path, let expected, let actual):
+            "\(path): sha256 is \(actual), the manifest pins \(expected)"
+        case .pluginNotFound(let name, let searched):
+            "plugin '\(name)': lib\(name).so not found in \(searched.joined(separator: ", "))"
+        }
+    }
+}
+
+let PAGING_PLUGIN_ENTRY_SYMBOL_NAME = "paging_plugin_entry"
+
+/// A plugin library opened with dlopen: its entry, ABI version and plugin descriptors.
+///
+/// Libraries are opened with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE` and never closed:
+/// unloading a Swift library breaks the host's later dynamic casts, and plugin instances may
+/// outlive any one owner. Opening the same path again returns the same library.
+///
+/// # Thread safety
+/// Immutable; safe from any thread.
+public final class PluginLibrary: @unchecked Sendable {
+    public let path: String
+    public let abiVersion: PluginABIVersion
+    public let descriptors: [PluginDescriptor]
+    let entry: UnsafePointer<paging_plugin_entry_t>
+
+    private static let opened = Mutex<[String: PluginLibrary]>([:])
+
+    private init(path: String, entry: UnsafePointer<paging_plugin_entry_t>,
+                 abiVersion: PluginABIVersion, descriptors: [PluginDescriptor]) {
+        self.path = path
+        self.entry = entry
+        self.abiVersion = abiVersion
+        self.descriptors = descriptors
+    }
+
+    /// Opens the library at `path` and reads its descriptors.
+    public static func open(path: String) throws(PluginLoadError) -> PluginLibrary {
+        let path = URL(fileURLWithPath: path).standardizedFileURL.path
+        if let library = opened.withLock({ $0[path] }) { return library }
+        try checkFile(path)
+        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw .loadFailed(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
+        }
+        guard let symbol = dlsym(handle, PAGING_PLUGIN_ENTRY_SYMBOL_NAME) else {
+            throw .noEntrySymbol(path: path)
+        }
+        let entryFunction = unsafeBitCast(symbol, to: paging_plugin_entry_fn.self)
+        guard let entry = entryFunction() else {
+            throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
+        }
+        let version = PluginABIVersion(entry.pointee.abi_version)
+        guard paging_version_is_compatible(PluginABIVersion.host.cValue, entry.pointee.abi_version) != 0 else {
+            throw .abiMajorMismatch(path: path, library: version, host: .host)
+        }
+        let library = PluginLibrary(path: path, entry: entry, abiVersion: version,
+                                    descriptors: try readDescriptors(entry, path: path))
+        return opened.withLock { opened in
+            if let existing = opened[path] { return existing }
+            opened[path] = library
+            return library
+        }
+    }
+
+    /// The descriptor of plugin `id` of `kind`; with no id, the library's only plugin of that kind.
+    public func descriptor(id: String?, kind: PluginKind) throws(PluginLoadError) -> PluginDescriptor {
+        if let id {
+            guard let descriptor = descriptors.first(where: { $0.id == id }) else {
+                throw .unknownPlugin(path: path, id: id, available: descriptors.map(\.id))
+            }
+            guard descriptor.kind == kind else {
+                throw .wrongKind(path: path, id: id, expected: kind, actual: descriptor.kind)
+            }
+            return descriptor
+        }
+        let ofKind = descriptors.filter { $0.kind == kind }
+        if ofKind.count == 1 { return ofKind[0] }
+        if ofKind.isEmpty, let other = descriptors.first {
+            throw .wrongKind(path: path, id: other.id, expected: kind, actual: other.kind)
+        }
+        if ofKind.isEmpty { throw .unknownPlugin(path: path, id: "(any \(kind))", available: []) }
+        throw .ambiguousPlugin(path: path, kind: kind, available: ofKind.map(\.id))
+    }
+
+    /// Refuses what dlopen would fail on with a less clear message, or would not refuse at all.
+    private static func checkFile(_ path: String) throws(PluginLoadError) {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+            throw .fileNotFound(path: path)
+        }
+        if isDirectory.boolValue { throw .notAFile(path: path) }
+        guard let file = fopen(path, "rb") else {
+            throw .unreadable(path: path, reason: String(cString: strerror(errno)))
+        }
+        defer { fclose(file) }
+        var magic = [UInt8](repeating: 0, count: 4)
+        let read = fread(&magic, 1, 4, file)
+        guard read == 4, magic == [0x7F, 0x45, 0x4C, 0x46] else {
+            throw .notASharedObject(path: path, reason: read < 4 ? "the file is too short" : "no ELF header")
+        }
+    }
+
+    private static func readDescriptors(
+        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String
+    ) throws(PluginLoadError) -> [PluginDescriptor] {
+        guard let count = entry.pointee.plugin_count, let describe = entry.pointee.descriptor else {
+            throw .invalidEntry(path: path, reason: "plugin_count or descriptor is NULL")
+        }
+        let total = count()
+        guard total <= 1_000 else { throw .invalidEntry(path: path, reason: "plugin_count() returned \(total)") }
+        var descriptors: [PluginDescriptor] = []
+        for index in 0..<total {
+            guard let raw = describe(index) else {
+                throw .invalidEntry(path: path, reason: "descriptor(\(index)) returned NULL")
+            }
+            let d = raw.pointee
+            guard let id = d.id.map({ String(cString: $0) }), !id.isEmpty else {
+                throw .invalidEntry(path: path, reason: "descriptor \(index) has no id")
+            }
+            guard let kind = PluginKind(d.kind) else {
+                throw .invalidEntry(path: path, reason: "plugin '\(id)' has unknown kind \(d.kind)")
+            }
+            descriptors.append(PluginDescriptor(
+                id: id,
+                name: d.name.map { String(cString: $0) } ?? id,
+                version: d.version.map { String(cString: $0) } ?? "",
+                description: d.description.map { String(cString: $0) } ?? "",
+                kind: kind,
+                isThreadSafe: d.flags & PAGING_PLUGIN_THREAD_SAFE != 0,
+                abiVersion: PluginABIVersion(d.abi_version)))
+        }
+        return descriptors
+    }
+}

@@ -1,0 +1,204 @@
+import CPaging
+import Foundation
+import Synchronization
+
+/// Builds a library's `paging_plugin_entry` from Swift plugin types. A Swift plugin library is
+/// its types plus one export line:
+///
+/// ```swift
+/// @c(paging_plugin_entry)
+/// public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(LoggingPlugin.self) }
+/// ```
+///
+/// The first call builds the entry and the descriptors; later calls return the same pointer.
+public enum PluginExport {
+    private static let built = Mutex<UnsafeRawPointer?>(nil)
+
+    public static func entry(_ types: any SwiftPlugin.Type...) -> UnsafeRawPointer {
+        built.withLock { built in
+            if let built { return built }
+            registry = Registry(types: types)
+            let entry = UnsafeMutablePointer<paging_plugin_entry_t>.allocate(capacity: 1)
+            entry.initialize(to: paging_plugin_entry_t(
+                abi_version: paging_version_t(major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH),
+                plugin_count: { UInt32(PluginExport.registry.types.count) },
+                descriptor: { index in
+                    let descriptors = PluginExport.registry.descriptors
+                    return index < descriptors.count ? UnsafePointer(descriptors[Int(index)]) : nil
+                },
+                create_source: { id, host, config in PluginExport.createSource(id, host, config) },
+                create_interceptor: { id, host, config in PluginExport.createInterceptor(id, host, config) }))
+            built = UnsafeRawPointer(entry)
+            return built!
+        }
+    }
+
+    /// The library's plugin types and their C descriptors; set once, by the first `entry` call,
+    /// before the host can reach anything that reads it.
+    nonisolated(unsafe) static var registry = Registry(types: [])
+
+    struct Registry {
+        let types: [any SwiftPlugin.Type]
+        let descriptors: [UnsafeMutablePointer<paging_plugin_descriptor_t>]
+
+        init(types: [any SwiftPlugin.Type]) {
+            self.types = types
+            descriptors = types.map { type in
+                let info = type.info
+                let descriptor = UnsafeMutablePointer<paging_plugin_descriptor_t>.allocate(capacity: 1)
+                descriptor.initialize(to: paging_plugin_descriptor_t(
+                    abi_version: paging_version_t(major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH),
+                    id: UnsafePointer(strdup(info.id)), name: UnsafePointer(strdup(info.name)),
+                    version: UnsafePointer(strdup(info.version)), description: UnsafePointer(strdup(info.description)),
+                    kind: type is any SourcePlugin.Type ? PAGING_PLUGIN_SOURCE : PAGING_PLUGIN_INTERCEPTOR,
+                    flags: info.isThreadSafe ? PAGING_PLUGIN_THREAD_SAFE : 0))
+                return descriptor
+            }
+        }
+
+        func type(_ id: UnsafePointer<CChar>?) -> (any SwiftPlugin.Type)? {
+            guard let id else { return nil }
+            let name = String(cString: id)
+            return types.first { $0.info.id == name }
+        }
+    }
+
+    private static func make<Plugin>(
+        _ type: (any SwiftPlugin.Type)?, _ id: UnsafePointer<CChar>?,
+        _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
+    ) -> Plugin? {
+        guard let host else { return nil }
+        guard let type else {
+            let name = id.map { String(cString: $0) } ?? "(null)"
+            host.pointee.config_fail?(config, PAGING_ERR_NOT_FOUND, "this library has no plugin '\(name)' of that kind")
+            return nil
+        }
+        do {
+            return try type.init(host: PluginHost(table: host), config: PluginConfig(host: host, config: config)) as? Plugin
+        } catch {
+            error.message.withCString { host.pointee.config_fail?(config, error.status, $0) }
+            return nil
+        }
+    }
+
+    static func createInterceptor(
+        _ id: UnsafePointer<CChar>?, _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
+    ) -> UnsafeMutablePointer<paging_interceptor_t>? {
+        let type = registry.type(id).flatMap { $0 is any InterceptorPlugin.Type ? $0 : nil }
+        guard let host, let plugin: any InterceptorPlugin = make(type, id, host, config) else { return nil }
+        let table = UnsafeMutablePointer<paging_interceptor_t>.allocate(capacity: 1)
+        table.initialize(to: paging_interceptor_t(
+            plugin_data: Unmanaged.passRetained(InterceptorBox(plugin, host: host)).toOpaque(),
+            intercept: { table, request, out in
+                guard let table, let request else { return PAGING_INTERCEPT_FAIL }
+                return InterceptorBox.from(table).intercept(request, out)
+            },
+            handle: { table, page in
+                guard let table, let page else { return }
+                let box = InterceptorBox.from(table)
+                box.plugin.handle(PagingPluginPage(request: PagingPluginRequest(page.pointee.request), content: PageContent(page)))
+            },
+            destroy: { table in
+                guard let table else { return }
+                Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).release()
+                table.deinitialize(count: 1)
+                table.deallocate()
+            }))
+        return table
+    }
+
+    static func createSource(
+        _ id: UnsafePointer<CChar>?, _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
+    ) -> UnsafeMutablePointer<paging_source_t>? {
+        let type = registry.type(id).flatMap { $0 is any SourcePlugin.Type ? $0 : nil }
+        guard let host, let plugin: any SourcePlugin = make(type, id, host, config) else { return nil }
+        let table = UnsafeMutablePointer<paging_source_t>.allocate(capacity: 1)
+        table.initialize(to: paging_source_t(
+            plugin_data: Unmanaged.passRetained(SourceBox(plugin, host: PluginHost(table: host))).toOpaque(),
+            refresh_key: { table, out in
+                guard let table else { return PAGING_ERR_INVALID_ARGUMENT }
+                let box = SourceBox.from(table)
+                return withKey(box.plugin.refreshKey) { box.host.table.pointee.keys_set?(out, PAGING_KEY_CURRENT, $0) ?? PAGING_ERR_INTERNAL }
+            },
+            key_chain: { table, key, out in
+                guard let table else { return PAGING_ERR_INVALID_ARGUMENT }
+                let box = SourceBox.from(table)
+                guard let chain = box.plugin.keyChain(for: bytes(key)) else { return PAGING_OK }
+                let keysSet = box.host.table.pointee.keys_set
+                if let prev = chain.prev { _ = withKey(prev) { keysSet?(out, PAGING_KEY_PREV, $0) } }
+                if let next = chain.next { _ = withKey(next) { keysSet?(out, PAGING_KEY_NEXT, $0) } }
+                return PAGING_OK
+            },
+            fetch: { table, request, id in
+                guard let table, let request else { return PAGING_ERR_INVALID_ARGUMENT }
+                let box = SourceBox.from(table)
+                box.plugin.fetch(PagingPluginRequest(request), completion: FetchCompletion(host: box.host, id: id))
+                return PAGING_OK
+            },
+            cancel: { table, id in
+                guard let table else { return }
+                SourceBox.from(table).plugin.cancel(fetch: id)
+            },
+            destroy: { table in
+                guard let table else { return }
+                Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).release()
+                table.deinitialize(count: 1)
+                table.deallocate()
+            }))
+        return table
+    }
+}
+
+final class InterceptorBox {
+    let plugin: any InterceptorPlugin
+    /// The host table, which the interceptor needs to build its result.
+    let host: UnsafePointer<paging_host_t>
+
+    init(_ plugin: any InterceptorPlugin, host: UnsafePointer<paging_host_t>) {
+        self.plugin = plugin
+        self.host = host
+    }
+
+    static func from(_ table: UnsafeMutablePointer<paging_interceptor_t>) -> InterceptorBox {
+        Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).takeUnretainedValue()
+    }
+
+    func intercept(_ request: UnsafePointer<paging_request_t>, _ out: OpaquePointer?) -> UInt32 {
+        switch plugin.intercept(PagingPluginRequest(request)) {
+        case .proceed(let observe, let key, let pageSize, let params):
+            if let key { _ = key.withUnsafeBufferPointer { host.pointee.out_set_key?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) } }
+            if let pageSize { _ = host.pointee.out_set_page_size?(out, UInt32(clamping: pageSize)) }
+            for (name, value) in params {
+                _ = withKey(Array(name.utf8)) { name in
+                    withKey(Array(value.utf8)) { value in host.pointee.out_set_param?(out, name.pointee, value.pointee) }
+                }
+            }
+            return observe ? PAGING_INTERCEPT_PROCEED_AND_OBSERVE : PAGING_INTERCEPT_PROCEED
+        case .complete(let page):
+            for item in page.items {
+                _ = item.withUnsafeBufferPointer { host.pointee.out_add_item?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
+            }
+            if let prev = page.prevKey { _ = withKey(prev) { host.pointee.out_set_prev_key?(out, $0) } }
+            if let next = page.nextKey { _ = withKey(next) { host.pointee.out_set_next_key?(out, $0) } }
+            _ = host.pointee.out_set_flags?(out, page.flags)
+            return PAGING_INTERCEPT_COMPLETE
+        case .fail(let failure):
+            _ = failure.message.withCString { host.pointee.out_fail?(out, failure.status, $0) }
+            return PAGING_INTERCEPT_FAIL
+        }
+    }
+}
+
+final class SourceBox {
+    let plugin: any SourcePlugin
+    let host: PluginHost
+
+    init(_ plugin: any SourcePlugin, host: PluginHost) {
+        self.plugin = plugin
+        self.host = host
+    }
+
+    static func from(_ table: UnsafeMutablePointer<paging_source_t>) -> SourceBox {
+        Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).takeUnretainedValue()
+    }
+}

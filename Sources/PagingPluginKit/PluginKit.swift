@@ -1,0 +1,252 @@
+import CPaging
+import Foundation
+import Synchronization
+
+/// What a plugin says about itself (its descriptor).
+public struct PluginInfo: Sendable {
+    public var id: String
+    public var name: String
+    public var version: String
+    public var description: String
+    /// The plugin accepts overlapping calls; otherwise the host serializes them.
+    public var isThreadSafe: Bool
+
+    public init(id: String, name: String, version: String, description: String, isThreadSafe: Bool = false) {
+        self.id = id
+        self.name = name
+        self.version = version
+        self.description = description
+        self.isThreadSafe = isThreadSafe
+    }
+}
+
+/// A failure a plugin reports: a status class (which decides retries) and a message.
+public struct PluginFailure: Error, Sendable, CustomStringConvertible {
+    public var status: paging_status_t
+    public var message: String
+
+    public init(_ status: paging_status_t, _ message: String) {
+        self.status = status
+        self.message = message
+    }
+
+    public static func invalidConfig(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INVALID_CONFIG, message) }
+    public static func transient(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_TRANSIENT, message) }
+    public static func invalidRequest(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INVALID_REQUEST, message) }
+    public static func `internal`(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INTERNAL, message) }
+
+    public var description: String { message }
+}
+
+/// The request a plugin sees, copied out of the host's borrowed view.
+public struct PagingPluginRequest: Sendable {
+    public enum Kind: Sendable { case refresh, prepend, append }
+
+    public var kind: Kind
+    public var pageSize: Int
+    /// Keys are bytes, by convention UTF-8 text.
+    public var key: [UInt8]
+    public var prevKey: [UInt8]?
+    public var nextKey: [UInt8]?
+    /// The request's user info.
+    public var params: [String: String]
+
+    /// The key as text.
+    public var keyText: String { String(decoding: key, as: UTF8.self) }
+
+    init(_ view: UnsafePointer<paging_request_t>) {
+        let request = view.pointee
+        switch request.kind {
+        case PAGING_REQUEST_PREPEND: kind = .prepend
+        case PAGING_REQUEST_APPEND: kind = .append
+        default: kind = .refresh
+        }
+        pageSize = Int(request.page_size)
+        key = bytes(request.key)
+        prevKey = request.prev_key.map { bytes($0.pointee) }
+        nextKey = request.next_key.map { bytes($0.pointee) }
+        var params: [String: String] = [:]
+        if let list = request.params {
+            for param in UnsafeBufferPointer(start: list, count: request.param_count) {
+                params[String(decoding: bytes(param.name), as: UTF8.self)] = String(decoding: bytes(param.value), as: UTF8.self)
+            }
+        }
+        self.params = params
+    }
+}
+
+/// A page a plugin hands back (or sees in `handle`): items (one JSON value each), keys, ends.
+public struct PageContent: Sendable {
+    public var items: [[UInt8]]
+    /// `nil`: the key chain applies (unless `isFirst`).
+    public var prevKey: [UInt8]?
+    /// `nil`: the key chain applies (unless `isLast`).
+    public var nextKey: [UInt8]?
+    /// There is no page before this one.
+    public var isFirst: Bool
+    /// There is no page after this one.
+    public var isLast: Bool
+
+    public init(items: [[UInt8]], prevKey: [UInt8]? = nil, nextKey: [UInt8]? = nil, isFirst: Bool = false, isLast: Bool = false) {
+        self.items = items
+        self.prevKey = prevKey
+        self.nextKey = nextKey
+        self.isFirst = isFirst
+        self.isLast = isLast
+    }
+
+    /// A page of JSON texts with text keys.
+    public init(jsonItems: [String], prevKey: String? = nil, nextKey: String? = nil, isFirst: Bool = false, isLast: Bool = false) {
+        self.init(items: jsonItems.map { Array($0.utf8) }, prevKey: prevKey.map { Array($0.utf8) },
+                  nextKey: nextKey.map { Array($0.utf8) }, isFirst: isFirst, isLast: isLast)
+    }
+
+    var flags: UInt32 { (isFirst ? PAGING_PAGE_PREV_END : 0) | (isLast ? PAGING_PAGE_NEXT_END : 0) }
+
+    init(_ view: UnsafePointer<paging_page_t>) {
+        let page = view.pointee
+        items = page.items.map { UnsafeBufferPointer(start: $0, count: page.item_count).map(bytes) } ?? []
+        prevKey = page.prev_key.map { bytes($0.pointee) }
+        nextKey = page.next_key.map { bytes($0.pointee) }
+        isFirst = page.flags & PAGING_PAGE_PREV_END != 0
+        isLast = page.flags & PAGING_PAGE_NEXT_END != 0
+    }
+}
+
+/// A page an interceptor's `handle` sees: the request it answers and its content.
+public struct PagingPluginPage: Sendable {
+    public var request: PagingPluginRequest
+    public var content: PageContent
+}
+
+func bytes(_ view: paging_bytes_t) -> [UInt8] {
+    guard let data = view.data, view.len > 0 else { return [] }
+    return Array(UnsafeBufferPointer(start: data, count: view.len))
+}
+
+/// The plugin's `config` object, readable during `init` only.
+public struct PluginConfig {
+    let host: UnsafePointer<paging_host_t>
+    let config: OpaquePointer?
+
+    /// The whole object as JSON text.
+    public var json: String { host.pointee.config_json?(config).map { String(cString: $0) } ?? "{}" }
+
+    public func string(_ key: String) -> String? {
+        host.pointee.config_string?(config, key).map { String(cString: $0) }
+    }
+
+    public func int(_ key: String, default fallback: Int) -> Int {
+        Int(host.pointee.config_int?(config, key, Int64(fallback)) ?? Int64(fallback))
+    }
+
+    public func bool(_ key: String, default fallback: Bool) -> Bool {
+        (host.pointee.config_bool?(config, key, fallback ? 1 : 0) ?? (fallback ? 1 : 0)) != 0
+    }
+
+    public func double(_ key: String, default fallback: Double) -> Double {
+        host.pointee.config_double?(config, key, fallback) ?? fallback
+    }
+
+    /// Decodes the whole object.
+    public func decode<T: Decodable>(_ type: T.Type) throws -> T {
+        try JSONDecoder().decode(type, from: Data(json.utf8))
+    }
+}
+
+/// The host, as a plugin instance sees it: logging, and completing fetches.
+///
+/// # Thread safety
+/// Every method may be called from any thread while the instance lives.
+public struct PluginHost: @unchecked Sendable {
+    let table: UnsafePointer<paging_host_t>
+
+    public enum LogLevel: UInt32, Sendable { case trace = 0, debug, info, warning, error }
+
+    /// The host's ABI version.
+    public var abiVersion: paging_version_t { table.pointee.abi_version }
+
+    /// Logs a message; `message` is built only when called.
+    public func log(_ level: LogLevel, _ message: String) {
+        message.withCString { table.pointee.log?(table, level.rawValue, $0) }
+    }
+}
+
+/// The one completion of a source's fetch. Call ``succeed(_:)`` or ``fail(_:)`` exactly once,
+/// from any thread; the host refuses (and logs) any later call.
+public struct FetchCompletion: Sendable {
+    public let host: PluginHost
+    public let id: UInt64
+
+    @discardableResult
+    public func succeed(_ page: PageContent) -> Bool {
+        let table = host.table
+        for item in page.items {
+            let status = item.withUnsafeBufferPointer { table.pointee.fetch_add_item?(table, id, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
+            guard status == PAGING_OK else { return false }
+        }
+        if let prev = page.prevKey { _ = withKey(prev) { table.pointee.fetch_set_prev_key?(table, id, $0) } }
+        if let next = page.nextKey { _ = withKey(next) { table.pointee.fetch_set_next_key?(table, id, $0) } }
+        if page.flags != 0 { _ = table.pointee.fetch_set_flags?(table, id, page.flags) }
+        return table.pointee.fetch_complete?(table, id) == PAGING_OK
+    }
+
+    @discardableResult
+    public func fail(_ failure: PluginFailure) -> Bool {
+        let table = host.table
+        return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
+    }
+}
+
+func withKey<R>(_ key: [UInt8], _ body: (UnsafePointer<paging_bytes_t>) -> R) -> R {
+    key.withUnsafeBufferPointer { buffer in
+        var view = paging_bytes_t(data: buffer.baseAddress, len: buffer.count)
+        return withUnsafePointer(to: &view, body)
+    }
+}
+
+/// What an interceptor decides about a request.
+public enum InterceptDecision: Sendable {
+    /// Go on, optionally rewriting the key, page size or params; with `observe`, `handle` sees the page.
+    case proceed(observe: Bool, key: [UInt8]? = nil, pageSize: Int? = nil, params: [String: String] = [:])
+    /// Answer with this page.
+    case complete(PageContent)
+    /// Fail the load.
+    case fail(PluginFailure)
+}
+
+/// A plugin written in Swift: the descriptor and creation. Adopt ``InterceptorPlugin`` or
+/// ``SourcePlugin``, then export the library's types with ``PluginExport/entry(_:)``.
+public protocol SwiftPlugin: AnyObject, Sendable {
+    static var info: PluginInfo { get }
+    /// Creates an instance; throwing refuses the config (the message reaches the user).
+    init(host: PluginHost, config: PluginConfig) throws(PluginFailure)
+}
+
+/// An interceptor written in Swift. Calls are serialized unless ``PluginInfo/isThreadSafe``.
+public protocol InterceptorPlugin: SwiftPlugin {
+    func intercept(_ request: PagingPluginRequest) -> InterceptDecision
+    /// Sees the page of a request this plugin proceeded with `observe: true`. Default: nothing.
+    func handle(_ page: PagingPluginPage)
+}
+
+extension InterceptorPlugin {
+    public func handle(_ page: PagingPluginPage) {}
+}
+
+/// A source written in Swift.
+public protocol SourcePlugin: SwiftPlugin {
+    /// The key a refresh starts from.
+    var refreshKey: [UInt8] { get }
+    /// The neighbours of `key`, or `nil` when pages carry their keys (the default).
+    func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)?
+    /// Starts fetching; completes through `completion` exactly once, from any thread.
+    func fetch(_ request: PagingPluginRequest, completion: FetchCompletion)
+    /// Asks an in-flight fetch to stop; it should still complete (fail with CANCELLED). Default: nothing.
+    func cancel(fetch id: UInt64)
+}
+
+extension SourcePlugin {
+    public func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)? { nil }
+    public func cancel(fetch id: UInt64) {}
+}
