@@ -71,7 +71,7 @@ private final class ServerState: Sendable {
     let port: UInt16
     let idleTimeout: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
-    let inner = Mutex(Inner())
+    let inner = PThreadLock(Inner())
     let requestCount = Atomic<Int>(0)
     let connectionCount = Atomic<Int>(0)
     let threads = DispatchGroup()

@@ -36,8 +36,9 @@ public struct PluginSearchPath: Sendable {
         throw .pluginNotFound(name: plugin, searched: folders)
     }
 
-    /// The folder of /proc/self/exe.
-    static func executableFolder() -> String? {
+    /// The folder of the running executable (/proc/self/exe): for `pager` and for tests, the
+    /// built products folder.
+    public static func executableFolder() -> String? {
         var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
         let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
         guard length > 0 else { return nil }

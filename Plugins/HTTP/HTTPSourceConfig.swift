@@ -1,0 +1,344 @@
+// The http source's configuration: parsing and validating the plugin's `config` object, the
+// URL template, and the headers (with ${VARIABLE} expansion from the environment).
+//
+// See HTTPSourcePlugin.swift for the reference of every key.
+import Foundation
+import CPaging
+import PagingPluginKit
+
+/// How keys work: what the key of a page is, and how its neighbours are found.
+enum Pagination: Sendable, Equatable {
+    /// Keys are page numbers (decimal text) from `first`.
+    case page(first: Int)
+    /// Keys are item offsets (decimal text) from `first`.
+    case offset(first: Int)
+    /// Keys are cursors read from the body at the `next` (and optionally `prev`) pointers.
+    case cursor(next: JSONPointer, prev: JSONPointer?, first: String)
+    /// Keys are URLs from the Link header; "" stands for the `url` template.
+    case link
+
+    var typeName: String {
+        switch self {
+        case .page: "page"
+        case .offset: "offset"
+        case .cursor: "cursor"
+        case .link: "link"
+        }
+    }
+}
+
+/// The `url` template, split once at create time into literal text and placeholders.
+struct URLTemplate: Sendable {
+    enum Part: Sendable, Equatable {
+        case literal(String)
+        case key
+        case pageSize
+        case offset
+        case param(String)
+    }
+
+    let text: String
+    let parts: [Part]
+
+    /// Parses `text`; throws a config error naming `url` for an unknown or unterminated placeholder.
+    init(_ text: String) throws(PluginFailure) {
+        self.text = text
+        var parts: [Part] = []
+        var literal = ""
+        var rest = Substring(text)
+        while let open = rest.firstIndex(of: "{") {
+            literal += rest[..<open]
+            guard let close = rest[open...].firstIndex(of: "}") else {
+                throw .invalidConfig("url: unterminated placeholder at \"\(rest[open...])\"; expected {key}, {pageSize}, {offset} or {param.NAME}")
+            }
+            let name = rest[rest.index(after: open)..<close]
+            let part: Part
+            switch name {
+            case "key": part = .key
+            case "pageSize": part = .pageSize
+            case "offset": part = .offset
+            default:
+                guard name.hasPrefix("param."), name.count > 6 else {
+                    throw .invalidConfig("url: unknown placeholder {\(name)}; expected {key}, {pageSize}, {offset} or {param.NAME}")
+                }
+                part = .param(String(name.dropFirst(6)))
+            }
+            if !literal.isEmpty { parts.append(.literal(literal)) }
+            literal = ""
+            parts.append(part)
+            rest = rest[rest.index(after: close)...]
+        }
+        literal += rest
+        if !literal.isEmpty { parts.append(.literal(literal)) }
+        self.parts = parts
+    }
+
+    var usesOffset: Bool { parts.contains(.offset) }
+
+    /// The template with its placeholders filled in; `key` and params are percent-encoded.
+    func expand(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> String {
+        var out = ""
+        for part in parts {
+            switch part {
+            case .literal(let text): out += text
+            case .key: out += percentEncode(key)
+            case .pageSize: out += String(pageSize)
+            case .offset: out += offset.map(String.init) ?? ""
+            case .param(let name): out += percentEncode(params[name] ?? "")
+            }
+        }
+        return out
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters (a space becomes %20).
+func percentEncode(_ text: String) -> String {
+    var out = ""
+    out.reserveCapacity(text.utf8.count)
+    for byte in text.utf8 {
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+             UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."),
+             UInt8(ascii: "_"), UInt8(ascii: "~"):
+            out.unicodeScalars.append(Unicode.Scalar(byte))
+        default:
+            let hex = Array("0123456789ABCDEF".utf8)
+            out.unicodeScalars.append("%")
+            out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte >> 4)]))
+            out.unicodeScalars.append(Unicode.Scalar(hex[Int(byte & 0xF)]))
+        }
+    }
+    return out
+}
+
+/// The validated configuration of one instance.
+struct HTTPSourceConfig: Sendable {
+    static let keys = ["url", "items", "pagination", "headers", "timeout_ms"]
+
+    var url: URLTemplate
+    var items: JSONPointer
+    var pagination: Pagination
+    /// Final header values (environment expanded, defaults added), in a stable order.
+    var headers: [(name: String, value: String)]
+    var timeoutMilliseconds: Int
+    /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
+    var warnings: [String] = []
+
+    var timeout: TimeInterval { Double(timeoutMilliseconds) / 1000 }
+
+    /// Parses the plugin's `config` object (JSON text). Every error names the key and what was
+    /// expected. `environment` resolves ${VARIABLE} in header values.
+    init(json: String, environment: [String: String]) throws(PluginFailure) {
+        let root: [String: Any]
+        do {
+            guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? [String: Any] else {
+                throw PluginFailure.invalidConfig("config: expected an object")
+            }
+            root = object
+        } catch let failure as PluginFailure {
+            throw failure
+        } catch {
+            throw .invalidConfig("config: not valid JSON (\(error))")
+        }
+        for key in root.keys.sorted() where !Self.keys.contains(key) {
+            throw .invalidConfig("\(key): unknown key; expected one of \(Self.keys.joined(separator: ", "))")
+        }
+
+        // url
+        guard let urlValue = root["url"] else {
+            throw .invalidConfig("url: required; expected a URL template such as \"https://api.example.com/items?page={key}&per_page={pageSize}\"")
+        }
+        guard let urlText = urlValue as? String, !urlText.isEmpty else {
+            throw .invalidConfig("url: expected a non-empty string (a URL template), got \(describe(urlValue))")
+        }
+        url = try URLTemplate(urlText)
+        let sample = url.expand(key: "1", pageSize: 1, offset: 0, params: [:])
+        guard let parsed = URL(string: sample), let scheme = parsed.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", parsed.host != nil else {
+            throw .invalidConfig("url: expected an absolute http(s) URL template, got \"\(urlText)\"")
+        }
+
+        // items
+        if let itemsValue = root["items"] {
+            guard let text = itemsValue as? String else {
+                throw .invalidConfig("items: expected a JSON pointer string such as \"/items\" (\"\" = the body), got \(describe(itemsValue))")
+            }
+            items = try JSONPointer(text, key: "items")
+        } else {
+            items = JSONPointer.root
+        }
+
+        // pagination
+        pagination = try Self.pagination(root["pagination"])
+        if url.usesOffset, case .cursor = pagination {
+            throw .invalidConfig("url: {offset} is not available with pagination type \"cursor\"; use {key}")
+        }
+        if url.usesOffset, case .link = pagination {
+            throw .invalidConfig("url: {offset} is not available with pagination type \"link\"")
+        }
+
+        // timeout_ms
+        if let value = root["timeout_ms"] {
+            guard let number = integer(value), number > 0 else {
+                throw .invalidConfig("timeout_ms: expected a positive integer number of milliseconds, got \(describe(value))")
+            }
+            timeoutMilliseconds = number
+        } else {
+            timeoutMilliseconds = 30_000
+        }
+
+        // headers
+        var headers: [(name: String, value: String)] = []
+        var warnings: [String] = []
+        if let value = root["headers"] {
+            guard let object = value as? [String: Any] else {
+                throw .invalidConfig("headers: expected an object of header name to string value, got \(describe(value))")
+            }
+            for name in object.keys.sorted() {
+                guard isToken(name) else {
+                    throw .invalidConfig("headers: \"\(name)\" is not a valid header name")
+                }
+                guard let raw = object[name] as? String else {
+                    throw .invalidConfig("headers.\(name): expected a string, got \(describe(object[name]!))")
+                }
+                switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment) {
+                case .value(let expanded):
+                    guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else {
+                        throw .invalidConfig("headers.\(name): the value may not contain a line break")
+                    }
+                    headers.append((name, expanded))
+                case .missing(let variable):
+                    warnings.append("headers.\(name): environment variable \(variable) is not set (or empty); the header is omitted")
+                }
+            }
+        }
+        func has(_ name: String) -> Bool { headers.contains { $0.name.lowercased() == name.lowercased() } }
+        if !has("User-Agent") { headers.append(("User-Agent", "SwiftPaging")) }
+        if !has("Accept") { headers.append(("Accept", "application/json")) }
+        self.headers = headers
+        self.warnings = warnings
+    }
+
+    private static func pagination(_ value: Any?) throws(PluginFailure) -> Pagination {
+        guard let value else { return .page(first: 1) }
+        guard let object = value as? [String: Any] else {
+            throw .invalidConfig("pagination: expected an object with \"type\": \"page\", \"offset\", \"cursor\" or \"link\", got \(describe(value))")
+        }
+        guard let type = object["type"] as? String else {
+            throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")
+        }
+        let allowed: [String]
+        switch type {
+        case "page", "offset": allowed = ["type", "first"]
+        case "cursor": allowed = ["type", "next", "prev", "first"]
+        case "link": allowed = ["type"]
+        default:
+            throw .invalidConfig("pagination.type: expected \"page\", \"offset\", \"cursor\" or \"link\", got \"\(type)\"")
+        }
+        for key in object.keys.sorted() where !allowed.contains(key) {
+            throw .invalidConfig("pagination.\(key): unknown key for type \"\(type)\"; expected one of \(allowed.joined(separator: ", "))")
+        }
+        switch type {
+        case "page", "offset":
+            let fallback = type == "page" ? 1 : 0
+            var first = fallback
+            if let value = object["first"] {
+                guard let number = integer(value), number >= 0 else {
+                    throw .invalidConfig("pagination.first: expected a non-negative integer (the first \(type == "page" ? "page number" : "offset")), got \(describe(value))")
+                }
+                first = number
+            }
+            return type == "page" ? .page(first: first) : .offset(first: first)
+        case "cursor":
+            guard let nextValue = object["next"] else {
+                throw .invalidConfig("pagination.next: required for type \"cursor\"; expected a JSON pointer to the next cursor, such as \"/next_cursor\"")
+            }
+            guard let nextText = nextValue as? String else {
+                throw .invalidConfig("pagination.next: expected a JSON pointer string, got \(describe(nextValue))")
+            }
+            let next = try JSONPointer(nextText, key: "pagination.next")
+            var prev: JSONPointer?
+            if let prevValue = object["prev"] {
+                guard let prevText = prevValue as? String else {
+                    throw .invalidConfig("pagination.prev: expected a JSON pointer string, got \(describe(prevValue))")
+                }
+                prev = try JSONPointer(prevText, key: "pagination.prev")
+            }
+            var first = ""
+            if let value = object["first"] {
+                guard let text = value as? String else {
+                    throw .invalidConfig("pagination.first: expected a string (the first cursor; \"\" = none), got \(describe(value))")
+                }
+                first = text
+            }
+            return .cursor(next: next, prev: prev, first: first)
+        default:
+            return .link
+        }
+    }
+}
+
+private enum Expansion {
+    case value(String)
+    case missing(String)
+}
+
+/// Expands each ${NAME} in `text` from `environment`; `.missing` names the first variable that
+/// is unset or empty.
+private func expandEnvironment(_ text: String, key: String, environment: [String: String]) throws(PluginFailure) -> Expansion {
+    var out = ""
+    var rest = Substring(text)
+    while let start = rest.range(of: "${") {
+        out += rest[..<start.lowerBound]
+        guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+            throw .invalidConfig("\(key): unterminated ${ in \"\(text)\"; expected ${VARIABLE}")
+        }
+        let name = String(rest[start.upperBound..<end])
+        guard !name.isEmpty, name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }) else {
+            throw .invalidConfig("\(key): \"${\(name)}\" is not an environment variable name; expected ${VARIABLE}")
+        }
+        guard let value = environment[name], !value.isEmpty else { return .missing(name) }
+        out += value
+        rest = rest[rest.index(after: end)...]
+    }
+    out += rest
+    return .value(out)
+}
+
+private func isToken(_ name: String) -> Bool {
+    !name.isEmpty && name.utf8.allSatisfy { byte in
+        switch byte {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+            return true
+        default:
+            return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        }
+    }
+}
+
+/// Whether a value JSONSerialization produced is a JSON boolean (on Linux a boolean is an
+/// NSNumber subclass, and `1 is Bool` holds, so the dynamic type decides).
+func isJSONBool(_ value: Any) -> Bool {
+    String(describing: type(of: value)).contains("Boolean") || type(of: value) == Bool.self
+}
+
+/// An integer JSON number (not a boolean, not a fraction).
+func integer(_ value: Any) -> Int? {
+    guard !isJSONBool(value), let number = value as? NSNumber else { return nil }
+    let double = number.doubleValue
+    guard double == double.rounded(), abs(double) < 1e15 else { return nil }
+    return number.intValue
+}
+
+/// A short description of a JSON value for error messages.
+func describe(_ value: Any) -> String {
+    if isJSONBool(value) { return (value as? Bool) == true ? "true" : "false" }
+    switch value {
+    case is NSNull: return "null"
+    case let text as String: return "the string \"\(text.count > 40 ? String(text.prefix(40)) + "…" : text)\""
+    case is [Any]: return "an array"
+    case is [String: Any]: return "an object"
+    case let number as NSNumber: return "the number \(number)"
+    default: return "\(value)"
+    }
+}

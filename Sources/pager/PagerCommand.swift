@@ -1,0 +1,132 @@
+import Foundation
+import PagingHost
+
+/// The `pager` command line: subcommands, help, and exit codes (0 success, 1 a failure at
+/// run time, 2 bad input).
+enum PagerCommand {
+    static let usage = """
+    usage: pager <command> [options]
+
+    commands:
+      run MANIFEST [steps]    load pages through the manifest's pipeline; items as JSON Lines on stdout
+      validate MANIFEST       load and check every plugin of a manifest, fetch nothing
+      plugins [DIR...]        list the plugins found in folders (default: the plugin search path)
+
+    Run `pager <command> --help` for a command's options.
+    exit codes: 0 success, 1 a failure at run time, 2 bad input (manifest, plugin, arguments)
+    """
+
+    static func main(_ arguments: [String]) async -> Int32 {
+        guard let command = arguments.first else {
+            Output.error(usage)
+            return ExitCode.badInput
+        }
+        let rest = Array(arguments.dropFirst())
+        do {
+            switch command {
+            case "run": return try await RunCommand(rest).run()
+            case "validate": return try ValidateCommand(rest).run()
+            case "plugins": return try PluginsCommand(rest).run()
+            case "--help", "-h", "help":
+                Output.line(usage)
+                return ExitCode.success
+            default:
+                throw UsageError("unknown command '\(command)'\n\n\(usage)")
+            }
+        } catch is HelpShown {
+            return ExitCode.success
+        } catch let error as UsageError {
+            Output.error("pager: \(error.message)")
+            return ExitCode.badInput
+        } catch let error as ManifestError {
+            Output.error("pager: \(error)")
+            return ExitCode.badInput
+        } catch {
+            Output.error("pager: \(error)")
+            return ExitCode.failure
+        }
+    }
+}
+
+enum ExitCode {
+    static let success: Int32 = 0
+    static let failure: Int32 = 1
+    static let badInput: Int32 = 2
+}
+
+struct UsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}
+
+/// Standard output carries data only (items, listings); everything else goes to standard error.
+enum Output {
+    static func line(_ text: String) {
+        FileHandle.standardOutput.write(Data((text + "\n").utf8))
+    }
+
+    static func error(_ text: String) {
+        FileHandle.standardError.write(Data((text + "\n").utf8))
+    }
+
+    /// A log sink that writes plugins' lines at or above `minimum` to standard error.
+    static func pluginLog(minimum: PluginLogLevel) -> PluginLogSink {
+        { level, plugin, message in
+            guard level >= minimum else { return }
+            error("[\(level)] \(plugin): \(message)")
+        }
+    }
+}
+
+/// Splits arguments into flags with values and positional arguments.
+struct Arguments {
+    private(set) var positional: [String] = []
+    private var items: [String]
+    private var index = 0
+
+    init(_ arguments: [String]) {
+        items = arguments
+    }
+
+    /// The next argument, or `nil` at the end.
+    mutating func next() -> String? {
+        guard index < items.count else { return nil }
+        defer { index += 1 }
+        return items[index]
+    }
+
+    /// The value after a flag that takes one.
+    mutating func value(for flag: String) throws -> String {
+        guard let value = next() else { throw UsageError("\(flag) needs a value") }
+        return value
+    }
+
+    /// A whole number after a flag, within `range`.
+    mutating func count(for flag: String, in range: ClosedRange<Int>) throws -> Int {
+        let text = try value(for: flag)
+        guard let number = Int(text), range.contains(number) else {
+            throw UsageError("\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
+        }
+        return number
+    }
+}
+
+/// Common options of commands that load a manifest.
+struct LogOptions {
+    var level: PluginLogLevel = .info
+
+    /// Consumes `--verbose` / `--quiet`; `false` when `argument` is neither.
+    mutating func parse(_ argument: String) -> Bool {
+        switch argument {
+        case "--verbose", "-v": level = .debug
+        case "--quiet", "-q": level = .warning
+        default: return false
+        }
+        return true
+    }
+
+    static let help = """
+      --verbose, -v   show the plugins' debug lines
+      --quiet, -q     show only the plugins' warnings and errors
+    """
+}

@@ -1,0 +1,112 @@
+import Foundation
+import Paging
+import PagingHost
+
+/// `pager run MANIFEST [steps]`: loads pages through a pipeline and prints the items.
+struct RunCommand {
+    static let help = """
+    usage: pager run MANIFEST [steps] [options]
+
+    Loads pages through the manifest's pipeline, step by step, then prints every item loaded,
+    in order, as JSON Lines on stdout. Progress and state go to stderr.
+
+    steps (in the order given; default: --refresh):
+      --refresh         load the first page, replacing everything
+      --append N        load N pages after the last one (stops early at the end of the data)
+      --prepend N       load N pages before the first one
+      --retry           load again where the last load failed
+
+    options:
+    \(LogOptions.help)
+      --help            this text
+
+    exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
+    2 bad arguments, manifest or plugin
+    """
+
+    enum Step: Equatable {
+        case refresh
+        case append(Int)
+        case prepend(Int)
+        case retry
+    }
+
+    var manifestPath: String?
+    var steps: [Step] = []
+    var log = LogOptions()
+
+    init(_ arguments: [String]) throws {
+        var arguments = Arguments(arguments)
+        while let argument = arguments.next() {
+            if log.parse(argument) { continue }
+            switch argument {
+            case "--help", "-h":
+                Output.line(Self.help)
+                throw HelpShown()
+            case "--refresh": steps.append(.refresh)
+            case "--append": steps.append(.append(try arguments.count(for: argument, in: 0...1_000_000)))
+            case "--prepend": steps.append(.prepend(try arguments.count(for: argument, in: 0...1_000_000)))
+            case "--retry": steps.append(.retry)
+            case _ where argument.hasPrefix("-"): throw UsageError("run: unknown option '\(argument)'\n\n\(Self.help)")
+            default:
+                guard manifestPath == nil else { throw UsageError("run: one manifest only; got '\(manifestPath!)' and '\(argument)'") }
+                manifestPath = argument
+            }
+        }
+        if steps.isEmpty { steps = [.refresh] }
+    }
+
+    func run() async throws -> Int32 {
+        guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
+        let manifest = try Manifest.load(path: manifestPath)
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level))
+        let manager = pipeline.makeManager()
+        var failed = false
+        steps: for step in steps {
+            switch step {
+            case .refresh:
+                failed = await load(.refresh, manager) || failed
+            case .append(let count), .prepend(let count):
+                let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
+                for _ in 0..<count {
+                    if manager.output[kind].isEndReached {
+                        Output.error("\(kind): end of data reached")
+                        break
+                    }
+                    if await load(kind, manager) {
+                        failed = true
+                        break steps
+                    }
+                }
+            case .retry:
+                await manager.retry().value
+                failed = report(.append, manager.output) || report(.prepend, manager.output) || report(.refresh, manager.output)
+            }
+            if failed { break }
+        }
+        let output = manager.output
+        for item in output.values { Output.line(item.text) }
+        Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
+                     + "prepend: \(output.prependState), append: \(output.appendState)")
+        return failed ? ExitCode.failure : ExitCode.success
+    }
+
+    /// Runs one load and reports it on stderr; `true` when it failed.
+    private func load(_ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>) async -> Bool {
+        let before = manager.output.values.count
+        await manager.load(kind)
+        let output = manager.output
+        if report(kind, output) { return true }
+        Output.error("\(kind): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
+        return false
+    }
+
+    private func report(_ kind: PagingRequestKind, _ output: PaginationManagerOutput<PluginKey, PluginItem>) -> Bool {
+        guard let error = output[kind].error else { return false }
+        Output.error("\(kind) failed: \(error)")
+        return true
+    }
+}
+
+/// Thrown after a command printed its help, to end with success.
+struct HelpShown: Error {}

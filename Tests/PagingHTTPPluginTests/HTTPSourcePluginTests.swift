@@ -1,0 +1,551 @@
+// The http source plugin, loaded by path through the host (dlopen), against a real loopback
+// HTTP server: each pagination scheme paged to the end through a PaginationManager, each error
+// class, headers from the environment, cancellation, and (opt-in) a throughput benchmark.
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import GitHubFixtureServer
+import LoopbackHTTP
+import Paging
+import PagingHost
+import Synchronization
+import Testing
+
+// MARK: - Helpers
+
+/// The built libhttp.so: $PAGING_PLUGIN_DIR, else the folder of /proc/self/exe (the bin folder).
+func httpPluginPath() throws -> String {
+    if let folder = ProcessInfo.processInfo.environment["PAGING_PLUGIN_DIR"], !folder.isEmpty {
+        return folder + "/libhttp.so"
+    }
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    try #require(length > 0, "readlink(/proc/self/exe) failed")
+    let exe = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    return URL(fileURLWithPath: exe).deletingLastPathComponent().appendingPathComponent("libhttp.so").path
+}
+
+/// Collects the plugin's (and the host's) log lines.
+final class LogRecorder: Sendable {
+    private let lines = Mutex<[(PluginLogLevel, String)]>([])
+    var sink: PluginLogSink { { level, _, message in self.lines.withLock { $0.append((level, message)) } } }
+    var all: [(PluginLogLevel, String)] { lines.withLock { $0 } }
+    func count(containing text: String) -> Int { all.filter { $0.1.contains(text) }.count }
+}
+
+func makeSource(_ configJSON: String, log: LogRecorder = LogRecorder(),
+                limits: PluginLimits = PluginLimits()) throws -> LoadedSource {
+    let library = try PluginLibrary.open(path: try httpPluginPath())
+    return try library.makeSource(config: try JSONValue.parse(configJSON), sink: log.sink, limits: limits)
+}
+
+func startServer(_ handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws -> LoopbackHTTPServer {
+    let server = try LoopbackHTTPServer(handler: handler)
+    server.start()
+    return server
+}
+
+/// `{"id": i}` items as compact JSON text, as the plugin re-serializes them.
+func itemsJSON(_ range: Range<Int>) -> String {
+    "[" + range.map { #"{"id":\#($0)}"# }.joined(separator: ",") + "]"
+}
+
+/// Pages to the end with a PaginationManager (refresh, then appends), failing on any error.
+func pageToEnd(_ source: LoadedSource, pageSize: Int, userInfo: [String: String] = [:],
+               maxLoads: Int = 10_000) async throws -> PaginationManager<PluginKey, PluginItem> {
+    let manager = PaginationManager(pager: Pager(source: source),
+                                    configuration: .init(pageSize: pageSize, userInfo: userInfo))
+    await manager.refresh().value
+    var loads = 1
+    while !manager.output.appendState.isEndReached {
+        if let error = manager.output.refreshState.error ?? manager.output.appendState.error {
+            Issue.record("load failed: \(error)")
+            break
+        }
+        try #require(loads < maxLoads, "paging did not end")
+        await manager.append().value
+        loads += 1
+    }
+    return manager
+}
+
+func ids(_ values: some Sequence<PluginItem>) throws -> [Int] {
+    try values.map { item in
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(item.bytes)) as? [String: Any])
+        return try #require(object["id"] as? Int)
+    }
+}
+
+/// Loads the refresh page once with `policy`, returning the error it fails with.
+func loadError(_ source: LoadedSource, retry policy: RetryPolicy = .none, pageSize: Int = 10) async -> (any Error)? {
+    let pager = Pager(source: source)
+    do {
+        _ = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: pageSize, retryPolicy: policy)))
+        return nil
+    } catch {
+        return error
+    }
+}
+
+/// A port nobody listens on (bound once, then released).
+func closedPort() throws -> UInt16 {
+    let server = try LoopbackHTTPServer { _ in HTTPResponse(status: 200) }
+    let port = server.port
+    server.stop()
+    return port
+}
+
+// MARK: - Tests
+
+@Suite("http source plugin", .serialized)
+struct HTTPSourcePluginTests {
+    @Test func descriptor_isAThreadSafeSourceNamedHttp() throws {
+        let library = try PluginLibrary.open(path: try httpPluginPath())
+        let descriptor = try library.descriptor(id: "http", kind: .source)
+        #expect(descriptor.isThreadSafe)
+    }
+
+    @Test func pagePagination_pagesToTheEnd_inOrder_exactlyOnce() async throws {
+        let total = 100 // a multiple of the page size: the last page is empty
+        let server = try startServer { request in
+            let page = Int(request.query["page"] ?? "") ?? -1
+            let perPage = Int(request.query["per_page"] ?? "") ?? -1
+            guard page >= 1, perPage > 0 else { return .json(#"{"message":"bad"}"#, status: 400) }
+            let start = min(total, (page - 1) * perPage)
+            return .json(#"{"data":\#(itemsJSON(start..<min(total, start + perPage)))}"#)
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?page={key}&per_page={pageSize}", "items": "/data",
+             "pagination": {"type": "page"}}
+            """)
+        #expect(source.refreshKey == "1")
+        #expect(source.keyChain(for: "3") == PagingKeyChain(key: "3", prevKey: "2", nextKey: "4"))
+        #expect(source.keyChain(for: "1") == PagingKeyChain(key: "1", prevKey: nil, nextKey: "2"))
+        let manager = try await pageToEnd(source, pageSize: 20)
+        #expect(try ids(manager.output.values) == Array(0..<total))
+        #expect(server.requestCount == 6)
+        #expect(manager.output.prependState.isEndReached)
+    }
+
+    @Test func offsetPagination_pagesToTheEnd_inOrder_exactlyOnce() async throws {
+        let total = 95
+        let server = try startServer { request in
+            let offset = Int(request.query["offset"] ?? "") ?? -1
+            let limit = Int(request.query["limit"] ?? "") ?? -1
+            guard offset >= 0, limit > 0 else { return .json(#"{"message":"bad"}"#, status: 400) }
+            let start = min(total, offset)
+            return .json(itemsJSON(start..<min(total, start + limit)))
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?offset={offset}&limit={pageSize}", "pagination": {"type": "offset"}}
+            """)
+        #expect(source.refreshKey == "0")
+        let manager = try await pageToEnd(source, pageSize: 20)
+        #expect(try ids(manager.output.values) == Array(0..<total))
+        #expect(manager.output.values.pages.map(\.key) == ["0", "20", "40", "60", "80"])
+        #expect(server.requestCount == 5)
+    }
+
+    @Test func offsetPagination_prependsFromAMiddleOffset() async throws {
+        let server = try startServer { request in
+            let offset = Int(request.query["offset"] ?? "") ?? 0
+            return .json(itemsJSON(offset..<min(50, offset + 10)))
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?offset={key}&limit={pageSize}", "pagination": {"type": "offset", "first": 0}}
+            """)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 10)
+        let middle = try await pager.load(pager.request(.refresh, key: "25", params: params))
+        #expect(middle.prevKey == "15")
+        #expect(middle.nextKey == "35")
+        let before = try await pager.load(pager.request(.prepend, key: "15", params: params))
+        #expect(before.prevKey == "5")
+        let first = try await pager.load(pager.request(.prepend, key: "5", params: params))
+        #expect(first.prevKey == "0")
+        let start = try await pager.load(pager.request(.prepend, key: "0", params: params))
+        #expect(start.prevKey == nil)
+        #expect(try ids(start.values) == Array(0..<10))
+    }
+
+    @Test func cursorPagination_pagesToTheEnd_inOrder_exactlyOnce() async throws {
+        let total = 47
+        let seen = Mutex<[String]>([])
+        let server = try startServer { request in
+            let cursor = request.query["cursor"] ?? ""
+            seen.withLock { $0.append(cursor) }
+            // Opaque cursors with characters that need percent-encoding.
+            let offset = cursor.isEmpty ? 0 : Int(cursor.dropFirst(4)) ?? -1
+            guard offset >= 0, cursor.isEmpty || cursor.hasPrefix("c+/=") else { return .json(#"{"message":"bad cursor"}"#, status: 400) }
+            let limit = Int(request.query["limit"] ?? "") ?? 10
+            let end = min(total, offset + limit)
+            let next = end < total ? #""c+/=\#(end)""# : "null"
+            return .json(#"{"result":{"entries":\#(itemsJSON(offset..<end))},"meta":{"next_cursor":\#(next)}}"#)
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?cursor={key}&limit={pageSize}", "items": "/result/entries",
+             "pagination": {"type": "cursor", "next": "/meta/next_cursor"}}
+            """)
+        #expect(source.refreshKey == "")
+        let manager = try await pageToEnd(source, pageSize: 10)
+        #expect(try ids(manager.output.values) == Array(0..<total))
+        #expect(seen.withLock { $0 } == ["", "c+/=10", "c+/=20", "c+/=30", "c+/=40"])
+    }
+
+    @Test func linkPagination_githubFixture_pagesToTheEnd_inOrder_exactlyOnce() async throws {
+        let fixture = GitHubFixture.synthetic(count: 95)
+        let handler = gitHubSearchHandler(fixture: fixture)
+        let queries = Mutex<[String]>([])
+        let server = try startServer { request in
+            queries.withLock { $0.append(request.query["q"] ?? "-") }
+            return handler(request)
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/search/repositories?q={param.q}&sort=stars&order=desc&per_page={pageSize}",
+             "items": "/items", "pagination": {"type": "link"}}
+            """)
+        let manager = try await pageToEnd(source, pageSize: 20, userInfo: ["q": "swift in:name"])
+        let names = manager.output.values.map { item -> String in
+            let object = (try? JSONSerialization.jsonObject(with: Data(item.bytes))) as? [String: Any]
+            return object?["name"] as? String ?? "?"
+        }
+        #expect(names == (1...95).map { "swift-repo-\($0)" })
+        #expect(manager.output.values.pageCount == 5)
+        // The first page is the template; the others are the Link header's absolute URLs.
+        let keys = manager.output.values.pages.map { $0.key.text ?? "" }
+        #expect(keys.first == "")
+        #expect(keys.dropFirst().allSatisfy { $0.hasPrefix(server.baseURL + "/search/repositories?") && $0.contains("page=") })
+        #expect(queries.withLock { $0 } == Array(repeating: "swift in:name", count: 5))
+        #expect(manager.output.prependState.isEndReached)
+    }
+
+    @Test func linkPagination_prevLinks_prepend() async throws {
+        let handler = gitHubSearchHandler(fixture: .synthetic(count: 30))
+        let server = try startServer(handler)
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/search/repositories?q=swift&per_page={pageSize}&page=3",
+             "items": "/items", "pagination": {"type": "link"}}
+            """)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 10)
+        let third = try await pager.load(pager.refreshRequest(params: params))
+        #expect(third.nextKey == nil)
+        let prev = try #require(third.prevKey)
+        let second = try await pager.load(pager.request(.prepend, key: prev, params: params))
+        #expect(second.values.count == 10)
+        #expect(second.nextKey != nil)
+        let first = try await pager.load(pager.request(.prepend, key: try #require(second.prevKey), params: params))
+        #expect(first.prevKey == nil)
+    }
+
+    // MARK: Errors
+
+    @Test func http429_withRetryAfter_isTransient_andWaitsBeforeFailing() async throws {
+        let server = try startServer { _ in .json(#"{"message":"slow down"}"#, status: 429, headers: [("Retry-After", "1")]) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}"}"#)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let error = try #require(await loadError(source) as? PluginError)
+        let elapsed = clock.now - start
+        #expect(error.status == .transient)
+        #expect(error.isRetryable)
+        #expect(error.message.contains("HTTP 429 from \(server.baseURL)/items?page=1"))
+        #expect(error.message.contains("Retry-After: 1 s"))
+        #expect(elapsed >= .seconds(1))
+        #expect(elapsed < .seconds(5))
+    }
+
+    @Test func http500_isTransient_andRetried() async throws {
+        let server = try startServer { _ in .text("boom", status: 500) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}"}"#)
+        let error = try #require(await loadError(source, retry: RetryPolicy(maxRetries: 2, backoff: .immediate)) as? PluginError)
+        #expect(error.status == .transient)
+        #expect(error.message.hasPrefix("HTTP 500 from \(server.baseURL)/items?page=1"))
+        #expect(server.requestCount == 3)
+    }
+
+    @Test func http404_isNotFound_withURLAndBody() async throws {
+        let server = try startServer { _ in .json(#"{"message":"Not Found"}"#, status: 404) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/nothing/{key}"}"#)
+        let error = try #require(await loadError(source, retry: RetryPolicy(maxRetries: 3, backoff: .immediate)) as? PluginError)
+        #expect(error.status == .notFound)
+        #expect(error.message.contains("\(server.baseURL)/nothing/1"))
+        #expect(error.message.contains(#"{"message":"Not Found"}"#))
+        #expect(server.requestCount == 1)
+    }
+
+    @Test func http400_isInvalidRequest_notRetried_bodyCutAt200Bytes() async throws {
+        let longBody = String(repeating: "x", count: 500)
+        let server = try startServer { _ in .text(longBody, status: 400) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}"}"#)
+        let error = try #require(await loadError(source, retry: RetryPolicy(maxRetries: 3, backoff: .immediate)) as? PluginError)
+        #expect(error.status == .invalidRequest)
+        #expect(!error.isRetryable)
+        #expect(server.requestCount == 1)
+        #expect(error.message.contains(String(repeating: "x", count: 200)))
+        #expect(!error.message.contains(String(repeating: "x", count: 201)))
+    }
+
+    @Test func malformedBody_isInternal_namingTheURL() async throws {
+        let server = try startServer { request in
+            request.path == "/notjson" ? .text("<html>oops</html>") : .json(#"{"items":{"a":1}}"#)
+        }
+        defer { server.stop() }
+        let notJSON = try makeSource(#"{"url": "\#(server.baseURL)/notjson?page={key}"}"#)
+        let error = try #require(await loadError(notJSON) as? PluginError)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("\(server.baseURL)/notjson?page=1"))
+        #expect(error.message.contains("not JSON"))
+
+        let notArray = try makeSource(#"{"url": "\#(server.baseURL)/obj?page={key}", "items": "/items"}"#)
+        let error2 = try #require(await loadError(notArray) as? PluginError)
+        #expect(error2.status == .internal)
+        #expect(error2.message.contains("\(server.baseURL)/obj?page=1"))
+        #expect(error2.message.contains("\"/items\""))
+        #expect(error2.message.contains("not an array"))
+    }
+
+    @Test func connectionRefused_isTransient_namingTheURL() async throws {
+        let port = try closedPort()
+        let source = try makeSource(#"{"url": "http://127.0.0.1:\#(port)/items?page={key}"}"#)
+        let error = try #require(await loadError(source) as? PluginError)
+        #expect(error.status == .transient)
+        #expect(error.message.contains("http://127.0.0.1:\(port)/items?page=1"))
+    }
+
+    @Test func requestTimeout_isTimeout() async throws {
+        let server = try startServer { _ in
+            Thread.sleep(forTimeInterval: 1.5)
+            return .json("[]")
+        }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/slow?page={key}", "timeout_ms": 300}"#)
+        let error = try #require(await loadError(source) as? PluginError)
+        #expect(error.status == .timeout)
+        #expect(error.message.contains("\(server.baseURL)/slow?page=1"))
+    }
+
+    // MARK: Headers
+
+    @Test func headers_fromEnvironment_missingVariableOmitsTheHeader() async throws {
+        let variable = "HTTP_PLUGIN_TEST_TOKEN_\(getpid())"
+        let missing = "HTTP_PLUGIN_TEST_UNSET_\(getpid())"
+        setenv(variable, "s3cret", 1)
+        unsetenv(missing)
+        defer { unsetenv(variable) }
+        let seen = Mutex<[String: String]>([:])
+        let server = try startServer { request in
+            seen.withLock { $0 = request.headers }
+            return .json("[]")
+        }
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?page={key}",
+             "headers": {"Authorization": "Bearer ${\(variable)}", "X-Api-Key": "${\(missing)}", "X-Plain": "yes"}}
+            """, log: log)
+        #expect(await loadError(source) == nil)
+        let headers = seen.withLock { $0 }
+        #expect(headers["authorization"] == "Bearer s3cret")
+        #expect(headers["x-api-key"] == nil)
+        #expect(headers["x-plain"] == "yes")
+        #expect(headers["user-agent"] == "SwiftPaging")
+        #expect(headers["accept"] == "application/json")
+        #expect(log.all.contains { $0.0 == .warning && $0.1.contains(missing) && $0.1.contains("headers.X-Api-Key") })
+        #expect(!log.all.contains { $0.1.contains("s3cret") })
+    }
+
+    @Test func headers_overrideTheDefaults() async throws {
+        let seen = Mutex<[String: String]>([:])
+        let server = try startServer { request in
+            seen.withLock { $0 = request.headers }
+            return .json("[]")
+        }
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/items?page={key}", "headers": {"User-Agent": "me/1.0", "accept": "application/vnd.github+json"}}
+            """)
+        #expect(await loadError(source) == nil)
+        #expect(seen.withLock { $0["user-agent"] } == "me/1.0")
+        #expect(seen.withLock { $0["accept"] } == "application/vnd.github+json")
+    }
+
+    // MARK: Cancellation
+
+    @Test func cancellation_stopsQuickly_withExactlyOneCompletion() async throws {
+        let server = try startServer { _ in
+            Thread.sleep(forTimeInterval: 2)
+            return .json("[]")
+        }
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/slow?page={key}"}"#, log: log)
+        let pager = Pager(source: source)
+        let task = Task { try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 10))) }
+        while server.requestCount == 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let clock = ContinuousClock()
+        let start = clock.now
+        task.cancel()
+        let result = await task.result
+        let elapsed = clock.now - start
+        #expect(elapsed < .milliseconds(500))
+        switch result {
+        case .success: Issue.record("a cancelled load succeeded")
+        case .failure(let error):
+            #expect(error is CancellationError || (error as? PluginError)?.status == .cancelled)
+        }
+        // The host finished the fetch when the task was cancelled; the plugin's one completion
+        // (CANCELLED, from cancel) then arrives for a finished id and is logged by the host.
+        // Wait past the server's reply: no second completion may follow.
+        try await Task.sleep(for: .milliseconds(2_500))
+        #expect(log.count(containing: "unknown or finished fetch id") == 1)
+    }
+
+    // MARK: Config
+
+    @Test func config_errors_nameTheKey() throws {
+        func failure(_ json: String) -> String {
+            do {
+                _ = try makeSource(json)
+                return "created"
+            } catch let error as PluginLoadError {
+                guard case .createFailed(_, _, let status, let message) = error else { return "\(error)" }
+                #expect(status == .invalidConfig)
+                return message
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(failure(#"{"url": "http://x/{key}", "bogus": 1}"#).hasPrefix("bogus: unknown key"))
+        #expect(failure(#"{}"#).hasPrefix("url: required"))
+        #expect(failure(#"{"url": "ftp://x/{key}"}"#).hasPrefix("url: expected an absolute http(s) URL"))
+        #expect(failure(#"{"url": "http://x/{nope}"}"#).hasPrefix("url: unknown placeholder {nope}"))
+        #expect(failure(#"{"url": "http://x/{key}", "items": "items"}"#).hasPrefix("items: expected a JSON pointer"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor"}}"#).hasPrefix("pagination.next: required"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "page", "next": "/n"}}"#).hasPrefix("pagination.next: unknown key"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "pages"}}"#).hasPrefix("pagination.type: expected"))
+        #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": "5"}"#).hasPrefix("timeout_ms: expected a positive integer"))
+        #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": true}"#).hasPrefix("timeout_ms: expected a positive integer"))
+        #expect(failure(#"{"url": "http://x/{key}", "headers": {"A": 1}}"#).hasPrefix("headers.A: expected a string"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor", "next": "/n"}, "url2": 1}"#).hasPrefix("url2: unknown key"))
+    }
+
+    // MARK: Benchmark (opt-in: HTTP_PLUGIN_BENCH=1)
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment["HTTP_PLUGIN_BENCH"] != nil))
+    func benchmark_pipelineVersusRawURLSession() async throws {
+        let pages = 2_000, pageSize = 20
+        let total = pages * pageSize
+        let server = try startServer { request in
+            let page = Int(request.query["page"] ?? "") ?? 1
+            let size = Int(request.query["per_page"] ?? "") ?? pageSize
+            let start = min(total, (page - 1) * size)
+            let items = (start..<min(total, start + size)).map { #"{"id":\#($0),"name":"item-\#($0)","score":\#($0 % 97)}"# }
+            return .json("{\"data\":[" + items.joined(separator: ",") + "]}")
+        }
+        defer { server.stop() }
+        let url = "\(server.baseURL)/items?page={key}&per_page={pageSize}"
+        let clock = ContinuousClock()
+
+        func pipelineRun() async throws -> Double {
+            let source = try makeSource(#"{"url": "\#(url)", "items": "/data"}"#)
+            let start = clock.now
+            let manager = try await pageToEnd(source, pageSize: pageSize)
+            let elapsed = clock.now - start
+            #expect(manager.output.values.count == total)
+            return Double(pages) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18)
+        }
+        func rawRun(parse: Bool, callback: Bool = false, mimic: Int = 0) async throws -> Double {
+            let configuration = URLSessionConfiguration.ephemeral
+            if mimic & 1 != 0 {
+                configuration.timeoutIntervalForRequest = 30
+                configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
+                configuration.urlCache = nil
+            }
+            let session = URLSession(configuration: configuration)
+            defer { session.invalidateAndCancel() }
+            let start = clock.now
+            var count = 0
+            for page in 1...pages + 1 { // the same requests as the pipeline, including the empty last page
+                var request = mimic & 2 != 0
+                    ? URLRequest(url: URL(string: "\(server.baseURL)/items?page=\(page)&per_page=\(pageSize)")!, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: 30)
+                    : URLRequest(url: URL(string: "\(server.baseURL)/items?page=\(page)&per_page=\(pageSize)")!)
+                request.setValue("SwiftPaging", forHTTPHeaderField: "User-Agent")
+                request.setValue("application/json", forHTTPHeaderField: "Accept")
+                let data: Data
+                if callback {
+                    data = try await withCheckedThrowingContinuation { continuation in
+                        session.dataTask(with: request) { data, _, error in
+                            if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: data ?? Data()) }
+                        }.resume()
+                    }
+                } else {
+                    (data, _) = try await session.data(for: request)
+                }
+                if parse {
+                    let body = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+                    count += (body?["data"] as? [Any])?.count ?? 0
+                } else {
+                    count += data.isEmpty ? 0 : 1
+                }
+            }
+            let elapsed = clock.now - start
+            #expect(count > 0)
+            return Double(pages) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18)
+        }
+        func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+
+        _ = try await rawRun(parse: false) // warm-up
+        var pipeline: [Double] = [], raw: [Double] = [], rawParsed: [Double] = [], rawCallback: [Double] = []
+        for _ in 0..<5 {
+            var connections = server.connectionCount
+            pipeline.append(try await pipelineRun())
+            let pipelineConnections = server.connectionCount - connections
+            connections = server.connectionCount
+            raw.append(try await rawRun(parse: false))
+            let rawConnections = server.connectionCount - connections
+            rawParsed.append(try await rawRun(parse: true))
+            rawCallback.append(try await rawRun(parse: false, callback: true))
+            print("connections: pipeline \(pipelineConnections), raw \(rawConnections)")
+        }
+        print(String(format: "BENCH raw URLSession dataTask+completionHandler %.0f pages/s", median(rawCallback)))
+        for mimic in [1, 2, 3] {
+            var runs: [Double] = []
+            for _ in 0..<3 { runs.append(try await rawRun(parse: false, callback: true, mimic: mimic)) }
+            print(String(format: "BENCH raw mimic %d: %.0f pages/s", mimic, median(runs)))
+        }
+        // Diagnostics: the loaded source's fetch alone (no Pager, no manager).
+        var direct: [Double] = []
+        for _ in 0..<5 {
+            let source = try makeSource(#"{"url": "\#(url)", "items": "/data"}"#)
+            let start = clock.now
+            for page in 1...pages {
+                let request = PagingRequest(kind: .append, keyChain: PagingKeyChain(key: PluginKey("\(page)")), params: PagingRequestParams(pageSize: pageSize))
+                _ = try await source.fetch(request: request)
+            }
+            let elapsed = clock.now - start
+            direct.append(Double(pages) / (Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18))
+        }
+        print(String(format: "BENCH loaded source fetch loop %.0f pages/s", median(direct)))
+        let line = String(format: "BENCH http plugin: pipeline %.0f pages/s (runs %@), raw URLSession %.0f pages/s (runs %@), raw+JSONSerialization %.0f pages/s (runs %@)",
+                          median(pipeline), pipeline.map { String(format: "%.0f", $0) }.joined(separator: "/"),
+                          median(raw), raw.map { String(format: "%.0f", $0) }.joined(separator: "/"),
+                          median(rawParsed), rawParsed.map { String(format: "%.0f", $0) }.joined(separator: "/"))
+        print(line)
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+}

@@ -1,0 +1,17 @@
+import Testing
+
+@Suite("The ABI headers")
+struct ABIHeaderTests {
+    @Test func compileCleanAsC99AndCxx_withWarningsAsErrors() throws {
+        let result = try run("/bin/bash", ["\(repositoryRoot)/Tests/Fixtures/check_headers.sh", "\(repositoryRoot)/Sources/CPaging/include"])
+        #expect(result.code == 0, "\(result.stdout)\(result.stderr)")
+    }
+
+    @Test func aPluginBuildsWithPlainCcAndTheHeadersAlone() throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
+        let symbols = try run("/usr/bin/env", ["nm", "-D", "--defined-only", path])
+        #expect(symbols.stdout.contains("paging_plugin_entry"))
+        let needed = try run("/usr/bin/env", ["readelf", "-d", path])
+        #expect(!needed.stdout.contains("swift"), "a C plugin must not need the Swift runtime")
+    }
+}

@@ -1,0 +1,124 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+@Suite("Loaded plugins in a Pager")
+struct BridgeTests {
+    let log = LogRecorder()
+
+    func jsonLinesSource(count: Int) throws -> LoadedSource {
+        let file = scratchFolder() + "/data.jsonl"
+        writeJSONLines(count: count, to: file)
+        return try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+            .makeSource(config: .object([("path", .string(file))]), sink: log.sink)
+    }
+
+    @Test func cSource_pagesToTheEnd_withKeysFromItsPages() async throws {
+        let manager = PaginationManager(source: try jsonLinesSource(count: 45), pageSize: 20)
+        await manager.refresh().value
+        while !manager.output.appendState.isEndReached {
+            await manager.append().value
+            #expect(manager.output.appendState.error == nil)
+        }
+        #expect(manager.output.values.map(\.text) == (0..<45).map { #"{"n":\#($0)}"# })
+        #expect(manager.output.values.pageCount == 3)
+    }
+
+    @Test func mixedPipeline_swiftInProcess_swiftPlugins_andACPlugin() async throws {
+        let counter = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
+            .makeInterceptor(config: .object([("label", .string("edge"))]), sink: log.sink)
+        let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
+            .makeInterceptor(config: .object([("level", .string("debug"))]), sink: log.sink)
+        let cache = try PluginLibrary.open(path: shippedPlugin("cache")).makeInterceptor(sink: log.sink)
+        let seen = LogRecorder()
+        let inProcess = LoggingInterceptor<PluginKey, PluginItem>(minimumLevel: .info) { _, message in
+            seen.sink(.info, "swift", message)
+        }
+        let source = try jsonLinesSource(count: 60)
+        let pager = Pager(source: source, interceptors: [inProcess, counter, logging, cache])
+        let request = pager.request(.append, key: "20", params: params(pageSize: 20))
+        let first = try await pager.load(request)
+        let second = try await pager.load(request)
+        #expect(first.values.texts == (20..<40).map { #"{"n":\#($0)}"# })
+        #expect(second.values == first.values)
+        #expect(first.nextKey == "40")
+        #expect(log.contains("request append key 20"))
+        #expect(log.messages.filter { $0.contains("page append key 20") }.count == 2, "logging sees the cache's page too")
+        #expect(seen.messages.count == 2)
+        #expect(log.messages.contains { $0.contains("edge") })
+    }
+
+    @Test func completedTwice_isRefused_andLogged() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("double_complete")).makeSource(sink: log.sink)
+        let pager = Pager(source: source)
+        let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 5)))
+        #expect(page.values.count <= 5)
+        #expect(await log.waitFor("fetch_complete for unknown or finished fetch id"))
+        #expect(await log.waitFor("second fetch_complete returned 8"))
+    }
+
+    @Test func neverCompleted_endsInATimeout_thatIsRetryable() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("never_complete"))
+            .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))
+        let pager = Pager(source: source)
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await pager.load(pager.refreshRequest(params: params(pageSize: 5)))
+            Issue.record("a fetch that never completes must time out")
+        } catch let error as PluginError {
+            #expect(error.status == .timeout)
+            #expect(error.isRetryable)
+        }
+        #expect(clock.now - start < .seconds(5))
+    }
+
+    @Test func nullDataWithALength_failsTheLoad_withoutBeingRead() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("bad_lengths"))
+        let source = try library.makeSource(id: "bad-lengths", sink: log.sink)
+        let pager = Pager(source: source)
+        await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
+        #expect(await log.waitFor("fetch_add_item returned 8"))
+
+        let interceptor = try library.makeInterceptor(id: "bad-out", sink: log.sink)
+        let guarded = Pager(source: try jsonLinesSource(count: 5), interceptors: [interceptor])
+        do {
+            _ = try await guarded.load(guarded.refreshRequest(params: params(pageSize: 5)))
+            Issue.record("an intercept that hands back NULL data must fail")
+        } catch let error as PluginError {
+            #expect(error.status == .invalidArgument)
+            #expect(error.message.contains("out_add_item"))
+        }
+    }
+
+    @Test func completionFromAForeignThreadAfterDestroy_isRefused() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("foreign_thread")).makeSource(sink: log.sink)
+        let pager = Pager(source: source)
+        let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 3)))
+        #expect(page.nextKey == nil && page.prevKey == nil)
+        // Start a fetch, destroy the source at once: the plugin's thread completes afterwards.
+        let pending = Task { try await pager.load(pager.request(.append, key: "1", params: params(pageSize: 3))) }
+        try await Task.sleep(for: .milliseconds(2))
+        source.destroy()
+        _ = try? await pending.value
+        #expect(await log.waitFor("late fetch_complete returned 8"))
+    }
+
+    @Test func cancellingTheCaller_cancelsThePluginFetch() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("never_complete")).makeSource(sink: log.sink)
+        let pager = Pager(source: source)
+        let task = Task { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
+        try await Task.sleep(for: .milliseconds(50))
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test func requestParams_reachThePlugin() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("pass_through")).makeSource(id: "counting", sink: log.sink)
+        let pager = Pager(source: source)
+        let page = try await pager.load(pager.request(.append, key: "3", params: params(pageSize: 20, userInfo: ["q": "swift"])))
+        #expect(page.values.count == 20)
+        #expect(page.prevKey == "2" && page.nextKey == "4")
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+@Suite("Manifests")
+struct ManifestTests {
+    func parse(_ text: String) throws(ManifestError) -> Manifest {
+        try Manifest.parse(Array(text.utf8), file: "/srv/app/m.json")
+    }
+
+    func error(_ text: String) -> String {
+        do {
+            _ = try parse(text)
+            return "no error"
+        } catch {
+            return error.description
+        }
+    }
+
+    @Test func fullManifest_parses() throws {
+        let manifest = try parse("""
+        {
+          "source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+          "interceptors": [
+            {"plugin": "logging", "config": {"level": "debug"}},
+            {"plugin": "./plugins/libcounter.so", "id": "c-counter", "sha256": "\(String(repeating: "A", count: 64))"}
+          ],
+          "page_size": 15,
+          "retry": {"max_retries": 2, "initial_backoff_ms": 10, "jitter": 0},
+          "timeout_ms": 500,
+          "max_size": 300,
+          "prefetch_distance": 5,
+          "user_info": {"q": "swift"}
+        }
+        """)
+        #expect(manifest.source.plugin == "jsonlines")
+        #expect(manifest.interceptors.map(\.plugin) == ["logging", "./plugins/libcounter.so"])
+        #expect(manifest.interceptors[1].id == "c-counter")
+        #expect(manifest.interceptors[1].sha256 == String(repeating: "a", count: 64))
+        #expect(manifest.interceptors[1].jsonPath == "$.interceptors[1]")
+        #expect(manifest.pageSize == 15)
+        #expect(manifest.retryPolicy.maxRetries == 2)
+        #expect(manifest.retryPolicy.backoff.initial == .milliseconds(10))
+        #expect(manifest.fetchTimeout == .milliseconds(500))
+        #expect(manifest.maxSize == 300)
+        #expect(manifest.prefetchDistance == 5)
+        #expect(manifest.userInfo == ["q": "swift"])
+        #expect(manifest.folder == "/srv/app")
+    }
+
+    @Test func everyError_namesTheFileThePathAndWhatWasExpected() {
+        #expect(error("{") == "/srv/app/m.json: $: malformed JSON: line 1, column 2: expected a string key in double quotes")
+        #expect(error("[]") == "/srv/app/m.json: $: expected an object, got an array")
+        #expect(error("{}") == "/srv/app/m.json: $.source: missing; expected the source plugin, an object with \"plugin\"")
+        #expect(error(#"{"source": {"plugin": 3}}"#) == "/srv/app/m.json: $.source.plugin: expected a string, got an integer")
+        #expect(error(#"{"source": {"plugin": "x", "confg": {}}}"#)
+                == "/srv/app/m.json: $.source.confg: unknown key; expected one of config, id, plugin, sha256")
+        #expect(error(#"{"source": {"plugin": "x"}, "page_size": -1}"#)
+                == "/srv/app/m.json: $.page_size: -1 is out of range; expected 1 to 100000")
+        #expect(error(#"{"source": {"plugin": "x"}, "page_size": 1e9}"#)
+                == "/srv/app/m.json: $.page_size: expected an integer, got a number")
+        #expect(error(#"{"source": {"plugin": "x"}, "interceptors": [{"plugin": "y", "sha256": "abc"}]}"#)
+                == "/srv/app/m.json: $.interceptors[0].sha256: expected 64 hex digits, got \"abc\"")
+        #expect(error(#"{"source": {"plugin": "x"}, "interceptors": {}}"#)
+                == "/srv/app/m.json: $.interceptors: expected an array of plugin objects, got an object")
+        #expect(error(#"{"source": {"plugin": "x"}, "retry": {"max_retries": 3, "backoff": 1}}"#).hasPrefix(
+            "/srv/app/m.json: $.retry.backoff: unknown key"))
+        #expect(error(#"{"source": {"plugin": "x", "config": []}}"#) == "/srv/app/m.json: $.source.config: expected an object, got an array")
+        #expect(error(#"{"source": {"plugin": "x"}, "source": {"plugin": "y"}}"#) == "/srv/app/m.json: $.source: the key appears twice")
+        #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"q": 1}}"#) == "/srv/app/m.json: $.user_info.q: expected a string, got an integer")
+    }
+
+    @Test func invalidUTF8_isAnError_withItsPlace() {
+        do {
+            _ = try Manifest.parse([0x7B, 0x0A, 0x22, 0xC3, 0x28, 0x22, 0x7D], file: "m.json")
+            Issue.record("invalid UTF-8 parsed")
+        } catch {
+            #expect(error.description == "m.json: $: malformed JSON: line 2, column 2: the text is not valid UTF-8")
+        }
+    }
+
+    @Test func unreadableFiles_areNamed() throws {
+        #expect(throws: ManifestError(file: "/nonexistent/m.json", path: nil, message: "No such file or directory")) {
+            try Manifest.load(path: "/nonexistent/m.json")
+        }
+        let folder = scratchFolder()
+        #expect(throws: ManifestError(file: folder, path: nil, message: "is a folder, expected a manifest file")) {
+            try Manifest.load(path: folder)
+        }
+        let loop = folder + "/loop.json"
+        try FileManager.default.createSymbolicLink(atPath: loop, withDestinationPath: loop)
+        #expect(throws: ManifestError(file: loop, path: nil, message: "Too many levels of symbolic links")) {
+            try Manifest.load(path: loop)
+        }
+    }
+
+    @Test func pipeline_resolvesRelativePaths_andLoadsEveryPlugin() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        let counter = try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
+        try FileManager.default.createDirectory(atPath: folder + "/plugins", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: counter, toPath: folder + "/plugins/libcounter.so")
+        let pin = try run("/usr/bin/env", ["sha256sum", counter]).stdout.prefix(64)
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "plugins/libcounter.so", "sha256": "\(pin)"}, {"plugin": "cache"}],
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let log = LogRecorder()
+        let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
+                                    searchPath: PluginSearchPath(folders: [productsFolder]), sink: log.sink)
+        #expect(pipeline.interceptors.map(\.descriptor.id) == ["c-counter", "cache"])
+        let manager = pipeline.makeManager()
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.values.count == 20)
+    }
+
+    @Test func pipelineErrors_nameTheManifestThePluginAndTheReason() throws {
+        let folder = scratchFolder()
+        let wrongPin = String(repeating: "0", count: 64)
+        let cases: [(String, String)] = [
+            (#"{"source": {"plugin": "absent"}}"#, "$.source (plugin \"absent\"): plugin 'absent': libabsent.so not found in"),
+            (#"{"source": {"plugin": "logging"}}"#, "$.source (plugin \"logging\"): \(shippedPlugin("logging")): plugin 'logging' is an interceptor, expected a source"),
+            (#"{"source": {"plugin": "jsonlines", "sha256": "\#(wrongPin)"}}"#, "sha256 is "),
+            (#"{"source": {"plugin": "jsonlines", "config": {"path": "missing.jsonl"}}}"#, "$.source (plugin \"jsonlines\"): "),
+        ]
+        for (text, expected) in cases {
+            try text.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+            do {
+                _ = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
+                                 searchPath: PluginSearchPath(folders: [productsFolder]), sink: LogRecorder().sink)
+                Issue.record("\(text) loaded")
+            } catch {
+                #expect(error.description.hasPrefix(folder + "/m.json: $."))
+                #expect(error.description.contains(expected), "\(error.description)")
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import PagingHost
+import Testing
+
+@Suite("Loading plugin libraries")
+struct PluginLoaderTests {
+    let log = LogRecorder()
+
+    @Test func shippedLibraries_describeTheirPlugins() throws {
+        let jsonlines = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+        #expect(jsonlines.descriptors.map(\.id) == ["jsonlines"])
+        #expect(jsonlines.descriptors[0].kind == .source)
+        let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
+        #expect(logging.descriptors.map(\.id) == ["logging"])
+        #expect(logging.descriptors[0].kind == .interceptor)
+        #expect(logging.abiVersion == .host)
+    }
+
+    @Test func missingFile_isNamed() {
+        #expect(throws: PluginLoadError.fileNotFound(path: "/nonexistent/libx.so")) {
+            try PluginLibrary.open(path: "/nonexistent/libx.so")
+        }
+    }
+
+    @Test func folder_isNotALibrary() {
+        let folder = scratchFolder()
+        #expect(throws: PluginLoadError.notAFile(path: folder)) { try PluginLibrary.open(path: folder) }
+    }
+
+    @Test func textFile_isNotASharedObject() throws {
+        let path = scratchFolder() + "/libtext.so"
+        try "not a library".write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(throws: PluginLoadError.notASharedObject(path: path, reason: "no ELF header")) {
+            try PluginLibrary.open(path: path)
+        }
+    }
+
+    @Test func libraryWithoutTheEntrySymbol_isRefused() throws {
+        let path = try fixturePlugin("no_entry")
+        #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
+        #expect(PluginLoadError.noEntrySymbol(path: path).description.contains("paging_plugin_entry"))
+    }
+
+    @Test func abiMajorMismatch_isRefused_namingBothVersions() throws {
+        let path = try fixturePlugin("abi_major2")
+        do {
+            _ = try PluginLibrary.open(path: path)
+            Issue.record("a library of ABI major 2 loaded")
+        } catch {
+            guard case .abiMajorMismatch(path, let library, .host) = error else {
+                Issue.record("unexpected error \(error)"); return
+            }
+            #expect(library.major == 2)
+            #expect(error.description.contains("2.0.0") && error.description.contains("1.0.0"))
+        }
+    }
+
+    @Test func newerMinor_loads_andThePluginSeesTheHostsVersion() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
+        #expect(library.abiVersion.minor == 99)
+        let descriptor = library.descriptors[0]
+        if descriptor.kind == .source {
+            _ = try library.makeSource(sink: log.sink)
+        } else {
+            _ = try library.makeInterceptor(sink: log.sink)
+        }
+        #expect(log.contains("host 1.0, using 1.0 members only"))
+    }
+
+    @Test func unknownPluginID_listsTheAvailableOnes() throws {
+        let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+        #expect(throws: PluginLoadError.unknownPlugin(path: library.path, id: "nope", available: ["jsonlines"])) {
+            try library.makeSource(id: "nope", sink: log.sink)
+        }
+    }
+
+    @Test func sourceNamedAsInterceptor_isTheWrongKind() throws {
+        let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+        #expect(throws: PluginLoadError.wrongKind(path: library.path, id: "jsonlines", expected: .interceptor, actual: .source)) {
+            try library.makeInterceptor(sink: log.sink)
+        }
+    }
+
+    @Test func failedCreate_carriesThePluginsMessage() throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("create_fails"))
+        do {
+            _ = try library.makeSource(sink: log.sink)
+            Issue.record("create should fail")
+        } catch {
+            guard case .createFailed(_, "create-fails", .invalidConfig, let message) = error else {
+                Issue.record("unexpected error \(error)"); return
+            }
+            #expect(message == "api_key is required")
+        }
+    }
+
+    @Test func badConfig_ofAShippedPlugin_isACreateFailure() throws {
+        let library = try PluginLibrary.open(path: shippedPlugin("logging"))
+        #expect(throws: PluginLoadError.self) {
+            try library.makeInterceptor(config: .object([("level", .string("loud"))]), sink: log.sink)
+        }
+        let jsonlines = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+        do {
+            _ = try jsonlines.makeSource(config: .object([("path", .string("/nonexistent/data.jsonl"))]), sink: log.sink)
+            Issue.record("a missing file should refuse the config")
+        } catch {
+            #expect(error.description.contains("/nonexistent/data.jsonl"))
+        }
+    }
+
+    @Test func pluginNames_resolveOnTheSearchPath() throws {
+        let searchPath = PluginSearchPath(folders: ["/nonexistent", productsFolder])
+        #expect(try searchPath.resolve("jsonlines", relativeTo: "/tmp") == "\(productsFolder)/libjsonlines.so")
+        #expect(try searchPath.resolve("./plugins/libx.so", relativeTo: "/srv/app") == "/srv/app/plugins/libx.so")
+        #expect(throws: PluginLoadError.pluginNotFound(name: "absent", searched: ["/nonexistent", productsFolder])) {
+            try searchPath.resolve("absent", relativeTo: "/tmp")
+        }
+    }
+}
