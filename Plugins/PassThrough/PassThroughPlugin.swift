@@ -1,0 +1,21 @@
+// A pass-through interceptor as a Swift plugin: every request proceeds unchanged and no page is
+// observed. It measures what a Swift plugin costs per call (the benchmark's "loaded as Swift
+// .so" row), and is the smallest complete Swift interceptor plugin to copy from.
+//
+// Config: none.
+import PagingPluginKit
+
+final class PassThroughPlugin: InterceptorPlugin {
+    static let info = PluginInfo(
+        id: "pass-through", name: "Pass-through", version: "1.0.0",
+        description: "Lets every request proceed unchanged", isThreadSafe: true)
+
+    init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {}
+
+    func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
+        .proceed(observe: false)
+    }
+}
+
+@c(paging_plugin_entry)
+public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(PassThroughPlugin.self) }

@@ -1,0 +1,250 @@
+import CTerminal
+import Foundation
+import Paging
+import PagingHost
+import Synchronization
+
+/// `pager browse MANIFEST`: an infinite scroll in the terminal.
+struct BrowseCommand {
+    static let help = """
+    usage: pager browse MANIFEST
+
+    An infinite scroll of the manifest's items in the terminal: the next page loads as you
+    reach the end of the list.
+
+    keys:
+      j, down       next item          k, up        previous item
+      space, pgdn   next screen        b, pgup      previous screen
+      g             first item         G            last item
+      r             refresh            q, ctrl-c    quit
+
+    The status line shows what is loading, the last error, and the end of the data.
+    The terminal is restored on exit, on ctrl-c and on SIGTERM/SIGHUP.
+
+    exit codes: 0 quit; 2 bad manifest or plugin, or no terminal
+    """
+
+    var manifestPath: String?
+
+    init(_ arguments: [String]) throws {
+        for argument in arguments {
+            switch argument {
+            case "--help", "-h":
+                Output.line(Self.help)
+                throw HelpShown()
+            case _ where argument.hasPrefix("-"): throw UsageError("browse: unknown option '\(argument)'\n\n\(Self.help)")
+            default:
+                guard manifestPath == nil else { throw UsageError("browse: one manifest only") }
+                manifestPath = argument
+            }
+        }
+    }
+
+    func run() async throws -> Int32 {
+        guard let manifestPath else { throw UsageError("browse: a manifest is required\n\n\(Self.help)") }
+        let lastProblem = Mutex<String?>(nil)
+        let manifest = try Manifest.load(path: manifestPath)
+        let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
+            if level >= .warning { lastProblem.withLock { $0 = "\(plugin.split(separator: " ").first ?? ""): \(message)" } }
+        })
+        guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
+        defer { paging_terminal_restore() }
+
+        var screen = Screen()
+        let manager = PaginationManager(pager: pipeline.pager, configuration: .init(
+            pageSize: manifest.pageSize, maxSize: manifest.maxSize,
+            prefetchDistance: max(manifest.prefetchDistance, screen.listHeight),
+            retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo))
+        let (events, input) = AsyncStream.makeStream(of: Event.self)
+        let outputs = manager.outputs()
+        let watcher = Task {
+            for await output in outputs { input.yield(.output(output)) }
+        }
+        let reader = KeyReader(input)
+        reader.start()
+        defer {
+            reader.stop()
+            watcher.cancel()
+        }
+        manager.refresh()
+
+        var output = manager.output
+        for await event in events {
+            switch event {
+            case .output(let latest):
+                output = latest
+            case .key(let key):
+                switch key {
+                case .quit: return ExitCode.success
+                case .refresh: manager.refresh()
+                case .move(let delta): screen.move(by: delta == .max ? screen.listHeight : delta == .min ? -screen.listHeight : delta, count: output.values.count)
+                case .top: screen.move(by: -output.values.count, count: output.values.count)
+                case .bottom: screen.move(by: output.values.count, count: output.values.count)
+                }
+                if !output.values.isEmpty { manager.itemVisible(at: screen.cursor) }
+            }
+            screen.render(output, problem: lastProblem.withLock { $0 })
+        }
+        return ExitCode.success
+    }
+
+    enum Event: Sendable {
+        case output(PaginationManagerOutput<PluginKey, PluginItem>)
+        case key(Key)
+    }
+
+    enum Key: Sendable {
+        case quit, refresh, top, bottom
+        /// Lines to move; `.max`/`.min` for a screen down/up.
+        case move(Int)
+
+        /// The keys in a chunk of terminal input.
+        static func parse(_ bytes: [UInt8]) -> [Key] {
+            var keys: [Key] = []
+            var index = 0
+            while index < bytes.count {
+                let rest = bytes[index...]
+                if rest.starts(with: [0x1B, 0x5B]) && rest.count >= 3 {
+                    switch rest.dropFirst(2).first {
+                    case UInt8(ascii: "A"): keys.append(.move(-1))
+                    case UInt8(ascii: "B"): keys.append(.move(1))
+                    case UInt8(ascii: "5"): keys.append(.move(.min)); index += 1
+                    case UInt8(ascii: "6"): keys.append(.move(.max)); index += 1
+                    default: break
+                    }
+                    index += 3
+                    continue
+                }
+                switch bytes[index] {
+                case UInt8(ascii: "q"), 0x03, 0x04: keys.append(.quit)
+                case UInt8(ascii: "r"): keys.append(.refresh)
+                case UInt8(ascii: "j"): keys.append(.move(1))
+                case UInt8(ascii: "k"): keys.append(.move(-1))
+                case UInt8(ascii: " "): keys.append(.move(.max))
+                case UInt8(ascii: "b"): keys.append(.move(.min))
+                case UInt8(ascii: "g"): keys.append(.top)
+                case UInt8(ascii: "G"): keys.append(.bottom)
+                default: break
+                }
+                index += 1
+            }
+            return keys
+        }
+    }
+}
+
+/// Reads keys on a thread of its own (reading blocks) and hands them to the event stream.
+private final class KeyReader: Sendable {
+    private let input: AsyncStream<BrowseCommand.Event>.Continuation
+    private let stopped = Atomic<Bool>(false)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ input: AsyncStream<BrowseCommand.Event>.Continuation) {
+        self.input = input
+    }
+
+    func start() {
+        Thread.detachNewThread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 64)
+            while !stopped.load(ordering: .relaxed) {
+                let count = paging_terminal_read(&buffer, Int32(buffer.count), 100)
+                if count < 0 {
+                    input.yield(.key(.quit))
+                    break
+                }
+                for key in BrowseCommand.Key.parse(Array(buffer[..<Int(count)])) { input.yield(.key(key)) }
+            }
+            finished.signal()
+        }
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        finished.wait()
+        input.finish()
+    }
+}
+
+/// The list and its status line, drawn in one write per frame.
+private struct Screen {
+    var cursor = 0
+    var top = 0
+    var rows = 24
+    var columns = 80
+
+    init() {
+        measure()
+    }
+
+    var listHeight: Int { max(1, rows - 1) }
+
+    mutating func measure() {
+        var rows: Int32 = 0, columns: Int32 = 0
+        if paging_terminal_size(&rows, &columns) == 0 {
+            self.rows = Int(rows)
+            self.columns = Int(columns)
+        }
+    }
+
+    mutating func move(by delta: Int, count: Int) {
+        guard count > 0 else { cursor = 0; top = 0; return }
+        cursor = min(max(0, cursor + delta), count - 1)
+    }
+
+    mutating func render(_ output: PaginationManagerOutput<PluginKey, PluginItem>, problem: String?) {
+        measure()
+        let values = output.values
+        cursor = min(cursor, max(0, values.count - 1))
+        if cursor < top { top = cursor }
+        if cursor >= top + listHeight { top = cursor - listHeight + 1 }
+        var frame = "\u{1B}[H"
+        for row in 0..<listHeight {
+            let index = top + row
+            if index < values.count {
+                let line = fit("\(index + 1). \(Self.summary(of: values[index]))")
+                frame += index == cursor ? "\u{1B}[7m\(line)\u{1B}[0m" : line
+            }
+            frame += "\u{1B}[K\r\n"
+        }
+        frame += "\u{1B}[7m" + fit(status(output, problem: problem)) + "\u{1B}[0m\u{1B}[K"
+        FileHandle.standardOutput.write(Data(frame.utf8))
+    }
+
+    private func status(_ output: PaginationManagerOutput<PluginKey, PluginItem>, problem: String?) -> String {
+        var parts = ["\(output.values.isEmpty ? 0 : cursor + 1)/\(output.values.count)"]
+        if output.isRefreshing { parts.append("refreshing…") }
+        if output.isAppending { parts.append("loading more…") }
+        if let error = output.refreshState.error ?? output.appendState.error {
+            parts.append("error: \(error) (r to retry)")
+        } else if let problem {
+            parts.append(problem)
+        }
+        if output.appendState.isEndReached { parts.append("end of data") }
+        parts.append("r refresh · q quit")
+        return parts.joined(separator: " · ")
+    }
+
+    /// Cuts or pads a line to the screen's width (by characters).
+    private func fit(_ text: String) -> String {
+        let clean = text.map { $0.isNewline || $0 == "\t" ? " " : $0 }
+        return clean.count > columns ? String(clean.prefix(max(0, columns - 1))) + "…" : String(clean)
+    }
+
+    /// One line for an item: a repository's name, stars and description when it looks like
+    /// one, a name or title when it has one, the JSON otherwise.
+    static func summary(of item: PluginItem) -> String {
+        guard let value = try? JSONValue.parse(item.bytes), case .object = value else { return item.text }
+        func text(_ key: String) -> String? {
+            switch value[key] {
+            case .string(let string): string
+            case .int(let number): String(number)
+            default: nil
+            }
+        }
+        guard let name = text("full_name") ?? text("name") ?? text("title") else { return item.text }
+        var line = name
+        if let stars = text("stargazers_count") { line += "  ★\(stars)" }
+        if let description = text("description") { line += "  \(description)" }
+        return line
+    }
+}
