@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),
-        .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting"]),
+        .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "LoopbackHTTPTests", dependencies: ["LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "PagingHTTPPluginTests", dependencies: ["PagingHost", "LoopbackHTTP", "GitHubFixtureServer"]),
         .executableTarget(name: "paging-example", dependencies: ["Paging"], path: "Examples/SwiftAPI"),

@@ -3,9 +3,10 @@ import Synchronization
 /// Keeps a paged list: refresh replaces it, prepend and append grow it at their ends, and every
 /// change is published as a ``PaginationManagerOutput``.
 ///
-/// - An incomplete last page (fewer values than the page size) is requested again by the next
-///   append and replaced, as in the original SwiftPaging; then paging moves on.
-/// - A direction reaches its end when the page there has no key beyond it.
+/// - A direction reaches its end when the page there has no key beyond it; then nothing more is
+///   loaded in that direction until a refresh.
+/// - Before that, an incomplete last page (fewer values than the page size) is requested again
+///   by the next append and replaced, as in the original SwiftPaging; then paging moves on.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:)`` loads the next page when the
@@ -88,7 +89,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @discardableResult
     public func prepend() -> Task<Void, Never> { start(.prepend, userInfo: [:]) }
 
-    /// Loads the page after the last one (or the last one again when it was incomplete).
+    /// Loads the page after the last one (or the last one again when it was incomplete and the
+    /// end is not reached).
     @discardableResult
     public func append() -> Task<Void, Never> { start(.append, userInfo: [:]) }
 
@@ -181,15 +183,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             case .append:
                 guard !state.output.isRefreshing, !state.output.isAppending,
                       let last = state.output.values.lastPage else { return (nil, []) }
-                if last.isComplete {
-                    guard let next = last.nextKey else {
-                        state.output.appendState = .endReached
-                        return (nil, [])
-                    }
-                    key = next
-                } else {
-                    key = last.key
+                guard let next = last.nextKey else {
+                    state.output.appendState = .endReached
+                    return (nil, [])
                 }
+                key = last.isComplete ? next : last.key
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,

@@ -48,6 +48,9 @@ final class PluginInstance: Sendable {
     let sink: PluginLogSink
     let limits: PluginLimits
     let fetches = Mutex<[UInt64: PendingFetch]>([:])
+    /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
+    /// as it should after a cancel: their completion is expected, not misuse. Bounded.
+    let abandoned = Mutex<[UInt64: PluginStatus]>([:])
     let destroyed = Atomic<Bool>(false)
     nonisolated(unsafe) private(set) var table: UnsafeMutablePointer<paging_host_t>!
 
@@ -144,8 +147,10 @@ func string(_ message: UnsafePointer<CChar>?) -> String {
 
 extension PluginInstance {
     /// Applies `change` to a pending fetch; an unknown or finished id, or a change that reports
-    /// a problem, is refused and logged.
-    func updateFetch(_ id: UInt64, _ function: String, _ change: (inout PendingFetch) -> String?) -> paging_status_t {
+    /// a problem, is refused and logged. `ends` marks the calls that finish a fetch.
+    func updateFetch(
+        _ id: UInt64, _ function: String, ends: Bool = false, _ change: (inout PendingFetch) -> String?
+    ) -> paging_status_t {
         let outcome = fetches.withLock { fetches -> (paging_status_t, String?, CheckedContinuation<FetchResult, Never>?, FetchResult?) in
             guard var fetch = fetches[id], fetch.result == nil else {
                 return (PAGING_ERR_INVALID_ARGUMENT, "\(function) for unknown or finished fetch id \(id)", nil, nil)
@@ -158,6 +163,11 @@ extension PluginInstance {
             }
             fetches[id] = fetch
             return (PAGING_OK, nil, resumeIfFinished(id, &fetches), fetch.result)
+        }
+        if outcome.0 == PAGING_ERR_INVALID_ARGUMENT && outcome.3 == nil,
+           let status = abandoned.withLock({ ends ? $0.removeValue(forKey: id) : $0[id] }) {
+            log(.debug, "\(function) for fetch id \(id), which the host already ended (\(status))")
+            return status.rawValue
         }
         if let message = outcome.1 { log(.error, message) }
         if let waiter = outcome.2, let result = outcome.3 { waiter.resume(returning: result) }
@@ -286,7 +296,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.fetch_complete = { host, id in
         guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
-        return instance.updateFetch(id, "fetch_complete") { fetch in
+        return instance.updateFetch(id, "fetch_complete", ends: true) { fetch in
             fetch.result = .completed(fetch.builder)
             return nil
         }
@@ -294,7 +304,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.fetch_fail = { host, id, code, message in
         guard let instance = PluginInstance.from(host) else { return PAGING_ERR_INVALID_ARGUMENT }
         let message = string(message)
-        return instance.updateFetch(id, "fetch_fail") { fetch in
+        return instance.updateFetch(id, "fetch_fail", ends: true) { fetch in
             fetch.result = .failed(PluginStatus(rawValue: code == PAGING_OK ? PAGING_ERR_INTERNAL : code), message)
             return nil
         }

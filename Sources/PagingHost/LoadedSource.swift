@@ -143,7 +143,14 @@ extension PluginInstance {
             fetches[id] = fetch
             return nil
         }
-        if case .failed(.timeout, let message) = result, waiter != nil { log(.error, message) }
-        waiter?.resume(returning: result)
+        guard let waiter else { return }
+        if case .failed(let status, let message) = result {
+            abandoned.withLock { abandoned in
+                if abandoned.count >= 1_024, let oldest = abandoned.keys.min() { abandoned[oldest] = nil }
+                abandoned[id] = status
+            }
+            if status == .timeout { log(.error, message) }
+        }
+        waiter.resume(returning: result)
     }
 }

@@ -75,7 +75,8 @@ enum Output {
     static func pluginLog(minimum: PluginLogLevel) -> PluginLogSink {
         { level, plugin, message in
             guard level >= minimum else { return }
-            error("[\(level)] \(plugin): \(message)")
+            // The plugin's id; its library's path is in `pager validate`.
+            error("[\(level)] \(plugin.prefix { $0 != " " }): \(message)")
         }
     }
 }

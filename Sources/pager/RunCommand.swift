@@ -12,6 +12,7 @@ struct RunCommand {
 
     steps (in the order given; default: --refresh):
       --refresh         load the first page, replacing everything
+      --hard-refresh    the same, asking stores and caches to drop what they hold first
       --append N        load N pages after the last one (stops early at the end of the data)
       --prepend N       load N pages before the first one
       --retry           load again where the last load failed
@@ -25,7 +26,7 @@ struct RunCommand {
     """
 
     enum Step: Equatable {
-        case refresh
+        case refresh(hard: Bool)
         case append(Int)
         case prepend(Int)
         case retry
@@ -43,7 +44,8 @@ struct RunCommand {
             case "--help", "-h":
                 Output.line(Self.help)
                 throw HelpShown()
-            case "--refresh": steps.append(.refresh)
+            case "--refresh": steps.append(.refresh(hard: false))
+            case "--hard-refresh": steps.append(.refresh(hard: true))
             case "--append": steps.append(.append(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--prepend": steps.append(.prepend(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--retry": steps.append(.retry)
@@ -53,7 +55,7 @@ struct RunCommand {
                 manifestPath = argument
             }
         }
-        if steps.isEmpty { steps = [.refresh] }
+        if steps.isEmpty { steps = [.refresh(hard: false)] }
     }
 
     func run() async throws -> Int32 {
@@ -64,8 +66,8 @@ struct RunCommand {
         var failed = false
         steps: for step in steps {
             switch step {
-            case .refresh:
-                failed = await load(.refresh, manager) || failed
+            case .refresh(let hard):
+                failed = await load(.refresh, manager, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
                 for _ in 0..<count {
@@ -92,9 +94,11 @@ struct RunCommand {
     }
 
     /// Runs one load and reports it on stderr; `true` when it failed.
-    private func load(_ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>) async -> Bool {
+    private func load(
+        _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, userInfo: [String: String] = [:]
+    ) async -> Bool {
         let before = manager.output.values.count
-        await manager.load(kind)
+        await manager.load(kind, userInfo: userInfo)
         let output = manager.output
         if report(kind, output) { return true }
         Output.error("\(kind): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")

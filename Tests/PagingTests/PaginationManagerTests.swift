@@ -57,8 +57,8 @@ struct PaginationManagerTests {
         #expect(manager.output.appendState.isEndReached)
     }
 
-    @Test func incompleteLastPage_isRequestedAgain_andReplaced() async throws {
-        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3]])
+    @Test func incompleteLastPage_isRequestedAgain_andReplaced_untilTheEnd() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3], []])
         let manager = manager(source)
         await manager.refresh().value
         await manager.append().value
@@ -69,6 +69,9 @@ struct PaginationManagerTests {
         #expect(manager.output.values.pageCount == 2)
         await manager.append().value
         #expect(Array(manager.output.values) == Array(0...6))
+        #expect(manager.output.appendState.isEndReached)
+        // The last page is incomplete, but the end is reached: nothing more is fetched.
+        await manager.append().value
         #expect(source.fetchedKeys == [0, 1, 1, 2])
     }
 

@@ -127,9 +127,11 @@ struct paging_host {
     /* ---- ABI 1.0: completing a fetch ----
      * Callable from any thread, from the moment fetch() is entered until the fetch is completed
      * or failed (from inside fetch() is fine). Fetch ids are opaque integers, not pointers: an
-     * unknown or finished id (completed, failed, cancelled, or its source destroyed) returns
-     * PAGING_ERR_INVALID_ARGUMENT and is logged; it never crashes. Calls for one id must not
-     * overlap; calls for different ids may. */
+     * unknown or finished id (completed, failed, or its source destroyed) returns
+     * PAGING_ERR_INVALID_ARGUMENT and is logged; it never crashes. A fetch the host ended itself
+     * (it cancelled it, or it timed out) returns PAGING_ERR_CANCELLED or PAGING_ERR_TIMEOUT to
+     * the plugin's later calls for it: completing it after cancel() is expected, not misuse.
+     * Calls for one id must not overlap; calls for different ids may. */
 
     /* Appends one item (one JSON value) to the fetch's page. `item` is borrowed for the call;
      * the host copies it. [any-thread] */

@@ -1,0 +1,75 @@
+import Foundation
+import GitHubFixtureServer
+import LoopbackHTTP
+import Testing
+
+/// The GitHub repositories example end to end: the example's offline manifest against the
+/// bundled fixture on a loopback server, with the http, logging and sqlite-store plugins, each
+/// run a separate `pager` process.
+@Suite("The GitHub repositories example")
+struct GitHubExampleTests {
+    let pager = productsFolder + "/pager"
+
+    /// The example's offline manifest, pointed at `server` and at a database in a scratch folder.
+    func manifest(for server: LoopbackHTTPServer) throws -> (manifest: String, database: String) {
+        let folder = scratchFolder()
+        var text = try String(contentsOfFile: "\(repositoryRoot)/Examples/GitHubRepos/offline.json", encoding: .utf8)
+        #expect(text.contains("127.0.0.1:18765"))
+        text = text.replacingOccurrences(of: "127.0.0.1:18765", with: "127.0.0.1:\(server.port)")
+        try text.write(toFile: folder + "/offline.json", atomically: true, encoding: .utf8)
+        return (folder + "/offline.json", folder + "/offline.db")
+    }
+
+    func server() throws -> LoopbackHTTPServer {
+        let fixture = try GitHubFixture(contentsOfFile: "\(repositoryRoot)/Examples/GitHubRepos/fixture/repositories.json")
+        let server = try LoopbackHTTPServer(handler: gitHubSearchHandler(fixture: fixture))
+        server.start()
+        return server
+    }
+
+    @Test func firstRunFetchesOverHTTP_secondIsServedFromSQLite_hardRefreshFetchesAgain() throws {
+        let server = try server()
+        defer { server.stop() }
+        let (manifest, database) = try manifest(for: server)
+
+        let first = try run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        #expect(first.code == 0, "\(first.stderr)")
+        let items = first.stdout.split(separator: "\n")
+        #expect(items.count == 45)
+        #expect(items.allSatisfy { $0.contains("\"full_name\"") })
+        #expect(Set(items).count == 45, "no repository twice")
+        #expect(server.requestCount == 3)
+        #expect(FileManager.default.fileExists(atPath: database))
+
+        let second = try run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        #expect(second.code == 0, "\(second.stderr)")
+        #expect(second.stdout == first.stdout)
+        #expect(server.requestCount == 3, "the second process was served from the database")
+
+        let hard = try run(pager, ["run", manifest, "--hard-refresh", "--append", "1"])
+        #expect(hard.code == 0, "\(hard.stderr)")
+        #expect(hard.stdout.split(separator: "\n").count == 30)
+        #expect(server.requestCount == 5, "a hard refresh clears the store and fetches again")
+    }
+
+    @Test func pagingToTheEnd_reachesTheLastPage_fromTheLinkHeader() throws {
+        let server = try server()
+        defer { server.stop() }
+        let (manifest, _) = try manifest(for: server)
+        let result = try run(pager, ["run", manifest, "--refresh", "--append", "100"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("append: end of data reached"))
+        let count = result.stdout.split(separator: "\n").count
+        #expect(count > 45 && count < 120)
+    }
+
+    @Test func serverDown_isARunTimeFailure() throws {
+        let server = try server()
+        let (manifest, _) = try manifest(for: server)
+        server.stop()
+        let result = try run(pager, ["run", manifest])
+        #expect(result.code == 1)
+        #expect(result.stderr.contains("refresh failed"))
+        #expect(result.stderr.contains("127.0.0.1"))
+    }
+}
