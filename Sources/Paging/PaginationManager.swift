@@ -129,7 +129,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         guard let plan = plan(kind, userInfo: userInfo) else { return }
         let result: Result<Page<Key, Value>, any Error>
         do {
-            result = .success(try await pager.load(plan.request))
+            // Built outside the lock: the key chain may come from a plugin.
+            result = .success(try await pager.load(pager.request(plan.kind, key: plan.key, params: plan.params)))
         } catch {
             result = .failure(error)
         }
@@ -202,20 +203,20 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             params.userInfo.merge(userInfo ?? [:]) { $1 }
             state.output[kind] = .loading
             broadcast.yield(state.output)
-            let request = pager.request(kind, key: key, params: params)
-            return (Plan(request: request, generation: state.generation, anchorKey: anchor?.key), cancelled)
+            return (Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key), cancelled)
         }
         for task in cancelled { task.cancel() }
         return plan
     }
 
     private struct Plan {
-        var request: PagingRequest<Key>
+        var kind: PagingRequestKind
+        var key: Key
+        var params: PagingRequestParams
         var generation: UInt64
         /// The key of the page the load extends (the last page for an append, the first for a
         /// prepend); the page is applied only if it is still there.
         var anchorKey: Key?
-        var kind: PagingRequestKind { request.kind }
     }
 
     private struct State {
