@@ -1,4 +1,5 @@
 import CPaging
+import Foundation
 import Paging
 import Synchronization
 
@@ -81,6 +82,8 @@ final class SerializedCalls: Sendable {
     private let lock = Mutex(false) // destroyed
     private let serialized: Bool
     private let closed = Atomic<Bool>(false)
+    /// Calls running outside the lock (thread-safe instances, `cancel`); `close` waits for them.
+    private let unlocked = Atomic<Int>(0)
 
     init(serialized: Bool) {
         self.serialized = serialized
@@ -92,23 +95,31 @@ final class SerializedCalls: Sendable {
         if serialized {
             return lock.withLock { destroyed in destroyed ? nil : body() }
         }
-        guard !closed.load(ordering: .acquiring) else { return nil }
-        return body()
+        return unlessClosed(body)
     }
 
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.
     func runUnserialized(_ body: () -> Void) {
-        guard !closed.load(ordering: .acquiring) else { return }
-        body()
+        _ = unlessClosed { body() }
     }
 
-    /// Runs `destroy` once, after the calls in flight (for serialized instances).
+    /// Counted, so that `close` sees either this call or `closed` set before it (both seq-cst).
+    private func unlessClosed<R>(_ body: () -> R?) -> R? {
+        unlocked.add(1, ordering: .sequentiallyConsistent)
+        defer { unlocked.subtract(1, ordering: .sequentiallyConsistent) }
+        guard !closed.load(ordering: .sequentiallyConsistent) else { return nil }
+        return body()
+    }
+
+    /// Runs `destroy` once, after the calls in flight: destroy() is never concurrent with
+    /// anything (the ABI's promise), also for thread-safe instances and cancel().
     func close(_ destroy: () -> Void) {
         let first = lock.withLock { destroyed -> Bool in
             defer { destroyed = true }
             return !destroyed
         }
-        guard first, !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard first, !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        while unlocked.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
         destroy()
     }
 }

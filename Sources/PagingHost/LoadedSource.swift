@@ -98,7 +98,9 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
         return await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let ready = instance.fetches.withLock { fetches -> FetchResult? in
-                    guard let result = fetches[id]?.result else {
+                    // Gone: destroy() ran after fetch() returned; nothing would ever resume us.
+                    guard let fetch = fetches[id] else { return .failed(.cancelled, "the source was destroyed") }
+                    guard let result = fetch.result else {
                         fetches[id]?.waiter = continuation
                         return nil
                     }

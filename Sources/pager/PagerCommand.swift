@@ -11,6 +11,7 @@ enum PagerCommand {
       run MANIFEST [steps]    load pages through the manifest's pipeline; items as JSON Lines on stdout
       validate MANIFEST       load and check every plugin of a manifest, fetch nothing
       plugins [DIR...]        list the plugins found in folders (default: the plugin search path)
+      check LIB.so            run the conformance suite against a plugin library (each check in a child process)
       browse MANIFEST         an infinite scroll of the manifest's items in the terminal
 
     Run `pager <command> --help` for a command's options.
@@ -28,6 +29,7 @@ enum PagerCommand {
             case "run": return try await RunCommand(rest).run()
             case "validate": return try ValidateCommand(rest).run()
             case "plugins": return try PluginsCommand(rest).run()
+            case "check": return try await CheckCommand.main(rest)
             case "browse": return try await BrowseCommand(rest).run()
             case "--help", "-h", "help":
                 Output.line(usage)

@@ -4,7 +4,7 @@ import Testing
 /// `pager browse` in a real pseudo-terminal, through script(1).
 @Suite("pager browse")
 struct BrowseCommandTests {
-    let pager = productsFolder + "/pager"
+    let pager = pagerCommand
 
     func manifest(items: Int) throws -> String {
         let folder = scratchFolder()
@@ -15,14 +15,14 @@ struct BrowseCommandTests {
     }
 
     /// Runs `command` in a pseudo-terminal of 12 rows, typing `keys` after it starts.
-    func inTerminal(_ command: String, keys: [String]) throws -> (code: Int32, screen: String) {
+    func inTerminal(_ command: String, keys: [String]) async throws -> (code: Int32, screen: String) {
         let typing = keys.map { "sleep 0.6; printf '\($0)'" }.joined(separator: "; ")
-        let result = try run("/bin/sh", ["-c", "(\(typing); sleep 2) | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
+        let result = try await run("/bin/sh", ["-c", "(\(typing); sleep 2) | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
         return (result.code, result.stdout)
     }
 
-    @Test func scrollsLoadsMoreAtTheEnd_andQuitsCleanly() throws {
-        let (code, screen) = try inTerminal("\(pager) browse \(try manifest(items: 35))", keys: ["j", "G", "G", "G", "G", "q"])
+    @Test func scrollsLoadsMoreAtTheEnd_andQuitsCleanly() async throws {
+        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 35))", keys: ["j", "G", "G", "G", "G", "q"])
         #expect(code == 0)
         #expect(screen.contains("1. {\"n\":0}"))
         #expect(screen.contains("35/35"), "the end of the list loaded as the cursor reached it")
@@ -32,22 +32,22 @@ struct BrowseCommandTests {
         #expect(enter != nil && leave != nil && enter!.lowerBound < leave!.lowerBound, "the terminal is restored on exit")
     }
 
-    @Test func ctrlC_quitsAndRestoresTheTerminal() throws {
-        let (code, screen) = try inTerminal("\(pager) browse \(try manifest(items: 5))", keys: ["\\003"])
+    @Test func ctrlC_quitsAndRestoresTheTerminal() async throws {
+        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 5))", keys: ["\\003"])
         #expect(code == 0)
         #expect(screen.contains("\u{1B}[?1049l"))
         #expect(screen.contains("\u{1B}[?25h"), "the cursor is shown again")
     }
 
-    @Test func sigterm_restoresTheTerminal() throws {
+    @Test func sigterm_restoresTheTerminal() async throws {
         let command = "sh -c '(sleep 1; kill -TERM $$) & exec \(pager) browse \(try manifest(items: 5))'"
-        let result = try run("/bin/sh", ["-c", "sleep 3 | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
+        let result = try await run("/bin/sh", ["-c", "sleep 3 | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
         #expect(result.stdout.contains("\u{1B}[?1049h"))
         #expect(result.stdout.contains("\u{1B}[?1049l"))
     }
 
-    @Test func withoutATerminal_itExitsWith2() throws {
-        let result = try run(pager, ["browse", try manifest(items: 5)], input: "q")
+    @Test func withoutATerminal_itExitsWith2() async throws {
+        let result = try await run(pager, ["browse", try manifest(items: 5)], input: "q")
         #expect(result.code == 2)
         #expect(result.stderr.contains("not a terminal"))
     }

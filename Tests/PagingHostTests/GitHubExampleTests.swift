@@ -8,7 +8,7 @@ import Testing
 /// run a separate `pager` process.
 @Suite("The GitHub repositories example")
 struct GitHubExampleTests {
-    let pager = productsFolder + "/pager"
+    let pager = pagerCommand
 
     /// The example's offline manifest, pointed at `server` and at a database in a scratch folder.
     func manifest(for server: LoopbackHTTPServer) throws -> (manifest: String, database: String) {
@@ -27,12 +27,12 @@ struct GitHubExampleTests {
         return server
     }
 
-    @Test func firstRunFetchesOverHTTP_secondIsServedFromSQLite_hardRefreshFetchesAgain() throws {
+    @Test func firstRunFetchesOverHTTP_secondIsServedFromSQLite_hardRefreshFetchesAgain() async throws {
         let server = try server()
         defer { server.stop() }
         let (manifest, database) = try manifest(for: server)
 
-        let first = try run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        let first = try await run(pager, ["run", manifest, "--refresh", "--append", "2"])
         #expect(first.code == 0, "\(first.stderr)")
         let items = first.stdout.split(separator: "\n")
         #expect(items.count == 45)
@@ -41,33 +41,33 @@ struct GitHubExampleTests {
         #expect(server.requestCount == 3)
         #expect(FileManager.default.fileExists(atPath: database))
 
-        let second = try run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        let second = try await run(pager, ["run", manifest, "--refresh", "--append", "2"])
         #expect(second.code == 0, "\(second.stderr)")
         #expect(second.stdout == first.stdout)
         #expect(server.requestCount == 3, "the second process was served from the database")
 
-        let hard = try run(pager, ["run", manifest, "--hard-refresh", "--append", "1"])
+        let hard = try await run(pager, ["run", manifest, "--hard-refresh", "--append", "1"])
         #expect(hard.code == 0, "\(hard.stderr)")
         #expect(hard.stdout.split(separator: "\n").count == 30)
         #expect(server.requestCount == 5, "a hard refresh clears the store and fetches again")
     }
 
-    @Test func pagingToTheEnd_reachesTheLastPage_fromTheLinkHeader() throws {
+    @Test func pagingToTheEnd_reachesTheLastPage_fromTheLinkHeader() async throws {
         let server = try server()
         defer { server.stop() }
         let (manifest, _) = try manifest(for: server)
-        let result = try run(pager, ["run", manifest, "--refresh", "--append", "100"])
+        let result = try await run(pager, ["run", manifest, "--refresh", "--append", "100"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("append: end of data reached"))
         let count = result.stdout.split(separator: "\n").count
         #expect(count > 45 && count < 120)
     }
 
-    @Test func serverDown_isARunTimeFailure() throws {
+    @Test func serverDown_isARunTimeFailure() async throws {
         let server = try server()
         let (manifest, _) = try manifest(for: server)
         server.stop()
-        let result = try run(pager, ["run", manifest])
+        let result = try await run(pager, ["run", manifest])
         #expect(result.code == 1)
         #expect(result.stderr.contains("refresh failed"))
         #expect(result.stderr.contains("127.0.0.1"))

@@ -18,7 +18,7 @@ struct ManifestTests {
         }
     }
 
-    @Test func fullManifest_parses() throws {
+    @Test func fullManifest_parses() async throws {
         let manifest = try parse("""
         {
           "source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
@@ -80,7 +80,7 @@ struct ManifestTests {
         }
     }
 
-    @Test func unreadableFiles_areNamed() throws {
+    @Test func unreadableFiles_areNamed() async throws {
         #expect(throws: ManifestError(file: "/nonexistent/m.json", path: nil, message: "No such file or directory")) {
             try Manifest.load(path: "/nonexistent/m.json")
         }
@@ -101,7 +101,7 @@ struct ManifestTests {
         let counter = try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
         try FileManager.default.createDirectory(atPath: folder + "/plugins", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: counter, toPath: folder + "/plugins/libcounter.so")
-        let pin = try run("/usr/bin/env", ["sha256sum", counter]).stdout.prefix(64)
+        let pin = try await run("/usr/bin/env", ["sha256sum", counter]).stdout.prefix(64)
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
          "interceptors": [{"plugin": "plugins/libcounter.so", "sha256": "\(pin)"}, {"plugin": "cache"}],
@@ -117,7 +117,7 @@ struct ManifestTests {
         #expect(manager.output.values.count == 20)
     }
 
-    @Test func pipelineErrors_nameTheManifestThePluginAndTheReason() throws {
+    @Test func pipelineErrors_nameTheManifestThePluginAndTheReason() async throws {
         let folder = scratchFolder()
         let wrongPin = String(repeating: "0", count: 64)
         let cases: [(String, String)] = [

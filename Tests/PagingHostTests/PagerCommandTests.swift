@@ -3,7 +3,7 @@ import Testing
 
 @Suite("The pager command")
 struct PagerCommandTests {
-    let pager = productsFolder + "/pager"
+    let pager = pagerCommand
 
     func manifest(items: Int, pageSize: Int = 10) throws -> String {
         let folder = scratchFolder()
@@ -15,60 +15,60 @@ struct PagerCommandTests {
         return folder + "/m.json"
     }
 
-    @Test func run_printsItemsAsJSONLines_andProgressOnStderr() throws {
-        let result = try run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
+    @Test func run_printsItemsAsJSONLines_andProgressOnStderr() async throws {
+        let result = try await run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n").map(String.init) == (0..<25).map { #"{"n":\#($0)}"# })
         #expect(result.stderr.contains("append: end of data reached"))
         #expect(result.stderr.contains("25 items in 3 pages"))
     }
 
-    @Test func validate_loadsEverything_andFetchesNothing() throws {
-        let result = try run(pager, ["validate", try manifest(items: 5)])
+    @Test func validate_loadsEverything_andFetchesNothing() async throws {
+        let result = try await run(pager, ["validate", try manifest(items: 5)])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.contains("source: jsonlines"))
         #expect(result.stdout.contains("interceptor: cache"))
         #expect(!result.stderr.contains("page refresh"))
     }
 
-    @Test func badInput_exitsWith2_andOneClearLine() throws {
+    @Test func badInput_exitsWith2_andOneClearLine() async throws {
         let bad = try manifest(items: 5, pageSize: 0)
-        let result = try run(pager, ["validate", bad])
+        let result = try await run(pager, ["validate", bad])
         #expect(result.code == 2)
         #expect(result.stderr == "pager: \(bad): $.page_size: 0 is out of range; expected 1 to 100000\n")
-        let unknown = try run(pager, ["frobnicate"])
+        let unknown = try await run(pager, ["frobnicate"])
         #expect(unknown.code == 2)
-        let missing = try run(pager, ["run"])
+        let missing = try await run(pager, ["run"])
         #expect(missing.code == 2)
         #expect(missing.stderr.contains("a manifest is required"))
     }
 
-    @Test func runtimeFailure_exitsWith1_andKeepsWhatWasLoaded() throws {
+    @Test func runtimeFailure_exitsWith1_andKeepsWhatWasLoaded() async throws {
         let folder = scratchFolder()
         let never = try fixturePlugin("never_complete")
         try """
         {"source": {"plugin": "\(never)"}, "timeout_ms": 100}
         """.write(toFile: folder + "/never.json", atomically: true, encoding: .utf8)
-        let result = try run(pager, ["run", folder + "/never.json"])
+        let result = try await run(pager, ["run", folder + "/never.json"])
         #expect(result.code == 1)
         #expect(result.stderr.contains("refresh failed"))
         #expect(result.stderr.contains("timeout"))
     }
 
-    @Test func plugins_listsEveryPluginWithItsDescriptor() throws {
-        let result = try run(pager, ["plugins", productsFolder])
+    @Test func plugins_listsEveryPluginWithItsDescriptor() async throws {
+        let result = try await run(pager, ["plugins", productsFolder])
         #expect(result.code == 0)
         for id in ["jsonlines", "logging", "cache", "sqlite-store"] {
             #expect(result.stdout.contains("\(id)\t"), "\(id) missing from \(result.stdout)")
         }
     }
 
-    @Test func everyCommand_hasHelp() throws {
+    @Test func everyCommand_hasHelp() async throws {
         for command in ["run", "validate", "plugins"] {
-            let result = try run(pager, [command, "--help"])
+            let result = try await run(pager, [command, "--help"])
             #expect(result.code == 0)
             #expect(result.stdout.hasPrefix("usage: pager \(command)"))
         }
-        #expect(try run(pager, ["--help"]).stdout.contains("commands:"))
+        #expect(try await run(pager, ["--help"]).stdout.contains("commands:"))
     }
 }

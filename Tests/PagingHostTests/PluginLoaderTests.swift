@@ -6,7 +6,7 @@ import Testing
 struct PluginLoaderTests {
     let log = LogRecorder()
 
-    @Test func shippedLibraries_describeTheirPlugins() throws {
+    @Test func shippedLibraries_describeTheirPlugins() async throws {
         let jsonlines = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
         #expect(jsonlines.descriptors.map(\.id) == ["jsonlines"])
         #expect(jsonlines.descriptors[0].kind == .source)
@@ -27,7 +27,7 @@ struct PluginLoaderTests {
         #expect(throws: PluginLoadError.notAFile(path: folder)) { try PluginLibrary.open(path: folder) }
     }
 
-    @Test func textFile_isNotASharedObject() throws {
+    @Test func textFile_isNotASharedObject() async throws {
         let path = scratchFolder() + "/libtext.so"
         try "not a library".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: PluginLoadError.notASharedObject(path: path, reason: "no ELF header")) {
@@ -35,13 +35,13 @@ struct PluginLoaderTests {
         }
     }
 
-    @Test func libraryWithoutTheEntrySymbol_isRefused() throws {
+    @Test func libraryWithoutTheEntrySymbol_isRefused() async throws {
         let path = try fixturePlugin("no_entry")
         #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
         #expect(PluginLoadError.noEntrySymbol(path: path).description.contains("paging_plugin_entry"))
     }
 
-    @Test func abiMajorMismatch_isRefused_namingBothVersions() throws {
+    @Test func abiMajorMismatch_isRefused_namingBothVersions() async throws {
         let path = try fixturePlugin("abi_major2")
         do {
             _ = try PluginLibrary.open(path: path)
@@ -67,21 +67,21 @@ struct PluginLoaderTests {
         #expect(log.contains("host 1.0, using 1.0 members only"))
     }
 
-    @Test func unknownPluginID_listsTheAvailableOnes() throws {
+    @Test func unknownPluginID_listsTheAvailableOnes() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
         #expect(throws: PluginLoadError.unknownPlugin(path: library.path, id: "nope", available: ["jsonlines"])) {
             try library.makeSource(id: "nope", sink: log.sink)
         }
     }
 
-    @Test func sourceNamedAsInterceptor_isTheWrongKind() throws {
+    @Test func sourceNamedAsInterceptor_isTheWrongKind() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
         #expect(throws: PluginLoadError.wrongKind(path: library.path, id: "jsonlines", expected: .interceptor, actual: .source)) {
             try library.makeInterceptor(sink: log.sink)
         }
     }
 
-    @Test func failedCreate_carriesThePluginsMessage() throws {
+    @Test func failedCreate_carriesThePluginsMessage() async throws {
         let library = try PluginLibrary.open(path: try fixturePlugin("create_fails"))
         do {
             _ = try library.makeSource(sink: log.sink)
@@ -94,7 +94,7 @@ struct PluginLoaderTests {
         }
     }
 
-    @Test func badConfig_ofAShippedPlugin_isACreateFailure() throws {
+    @Test func badConfig_ofAShippedPlugin_isACreateFailure() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("logging"))
         #expect(throws: PluginLoadError.self) {
             try library.makeInterceptor(config: .object([("level", .string("loud"))]), sink: log.sink)
@@ -108,7 +108,7 @@ struct PluginLoaderTests {
         }
     }
 
-    @Test func pluginNames_resolveOnTheSearchPath() throws {
+    @Test func pluginNames_resolveOnTheSearchPath() async throws {
         let searchPath = PluginSearchPath(folders: ["/nonexistent", productsFolder])
         #expect(try searchPath.resolve("jsonlines", relativeTo: "/tmp") == "\(productsFolder)/libjsonlines.so")
         #expect(try searchPath.resolve("./plugins/libx.so", relativeTo: "/srv/app") == "/srv/app/plugins/libx.so")

@@ -6,7 +6,7 @@ import Testing
 /// The sqlite-store plugin: pages stored by one process are served to the next.
 @Suite("The SQLite store")
 struct SQLiteStoreTests {
-    let pager = productsFolder + "/pager"
+    let pager = pagerCommand
     let log = LogRecorder()
 
     /// A manifest of a JSON Lines source (`count` lines) behind the store.
@@ -33,7 +33,7 @@ struct SQLiteStoreTests {
 
     @Test func pagesStoredByOneProcess_areServedToTheNext_withTheirKeys() async throws {
         let folder = scratchFolder()
-        let stored = try run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh", "--append", "2"])
+        let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh", "--append", "2"])
         #expect(stored.code == 0, "\(stored.stderr)")
 
         let pager = try storeOnly(folder: folder)
@@ -49,7 +49,7 @@ struct SQLiteStoreTests {
 
     @Test func missingPages_andOtherPageSizes_goToTheSource() async throws {
         let folder = scratchFolder()
-        _ = try run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
+        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
         let pager = try storeOnly(folder: folder)
         await #expect(throws: PluginError.self) {
             try await pager.load(pager.request(.append, key: "10", params: params(pageSize: 10)))
@@ -61,9 +61,9 @@ struct SQLiteStoreTests {
 
     @Test func namespaces_areApart_andAHardRefreshClearsOnlyItsOwn() async throws {
         let folder = scratchFolder()
-        _ = try run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--refresh"])
-        _ = try run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "b"), "--refresh"])
-        let cleared = try run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--hard-refresh"])
+        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--refresh"])
+        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "b"), "--refresh"])
+        let cleared = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--hard-refresh"])
         #expect(cleared.code == 0)
 
         let b = try storeOnly(folder: folder, namespace: "b")
@@ -76,7 +76,7 @@ struct SQLiteStoreTests {
         await #expect(throws: PluginError.self) { try await a.load(a.request(.refresh, key: "0", params: params(pageSize: 10))) }
     }
 
-    @Test func badConfig_namesTheKeyAndThePath() throws {
+    @Test func badConfig_namesTheKeyAndThePath() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
         do {
             _ = try library.makeInterceptor(config: .object([("path", .string("/nonexistent/dir/store.db"))]), sink: log.sink)

@@ -1,0 +1,143 @@
+import Foundation
+
+/// One check of the plugin conformance suite (`pager check`).
+///
+/// Every check runs in a process of its own (see ``ConformanceRunner``), so that a plugin that
+/// crashes or hangs fails that check instead of taking the validator down.
+public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
+    /// Ids non-empty, unique, without spaces; a name; a semver-like version; a valid kind; the
+    /// host's ABI major. Run for the whole library in one process (the listing).
+    case descriptor
+    /// Create and destroy with `{}`: a successful create or a clean failure (a code and a message).
+    case createEmptyConfig = "create-empty-config"
+    /// Create and destroy with a valid config (given, or the suite's sample for shipped
+    /// plugins, or `{}`): must succeed.
+    case createValidConfig = "create-valid-config"
+    /// Create with invalid configs (unknown keys, known keys of the wrong type): a successful
+    /// create or a clean failure, never a crash.
+    case createInvalidConfig = "create-invalid-config"
+    /// Create/destroy cycles (1,000 by default) without the process growing (VmRSS).
+    case createDestroyCycles = "create-destroy-cycles"
+    /// Source: refresh_key succeeds and names a key.
+    case refreshKey = "refresh-key"
+    /// Source: a fetch completes (or fails) exactly once, within the timeout.
+    case fetchCompletesOnce = "fetch-completes-once"
+    /// Source: over 10 appended pages, each page's previous key is the page before's key and no
+    /// key repeats; stops at the end.
+    case keysChain = "keys-chain"
+    /// Source: cancelling at random points (and unknown or finished ids) is safe, and every
+    /// fetch finishes.
+    case cancelSafe = "cancel-safe"
+    /// Source: destroy() with fetches in flight; the plugin must not call the host afterwards
+    /// (the host table is only valid until destroy() returns).
+    case destroyInFlight = "destroy-in-flight"
+    /// Interceptor: a proceeding request reaches the source intact, or rewritten (key, page
+    /// size, params: reported as info); never mangled, never a misuse of the host.
+    case proceedIntact = "proceed-intact"
+    /// Interceptor: handle() accepts any page (empty, 1,000 items, odd bytes, no keys).
+    case handleAnyPage = "handle-any-page"
+    /// A plugin flagged thread-safe: 4 tasks x 500 concurrent calls, no crash, consistent results.
+    case threadSafe = "thread-safe"
+
+    /// The checks that apply to a plugin of `kind`, in the order they run (after `descriptor`).
+    public static func checks(for kind: PluginKind) -> [ConformanceCheck] {
+        let common: [ConformanceCheck] = [.createEmptyConfig, .createValidConfig, .createInvalidConfig, .createDestroyCycles]
+        switch kind {
+        case .source: return common + [.refreshKey, .fetchCompletesOnce, .keysChain, .cancelSafe, .destroyInFlight, .threadSafe]
+        case .interceptor: return common + [.proceedIntact, .handleAnyPage, .threadSafe]
+        }
+    }
+}
+
+/// The outcome of one check of one plugin.
+public struct ConformanceResult: Sendable, Codable, Equatable {
+    public enum Status: String, Sendable, Codable {
+        case pass = "PASS"
+        case fail = "FAIL"
+        /// Not applicable, or impossible because an earlier check failed (the reason says which).
+        case skip = "SKIP"
+    }
+
+    /// The plugin id ("-" for the library as a whole).
+    public var plugin: String
+    public var check: String
+    public var status: Status
+    /// Why it failed or was skipped; for a pass, what was seen (may be empty).
+    public var reason: String
+    /// Information that is not a failure (e.g. "rewrites the request's params").
+    public var notes: [String]
+    public var durationMs: Double
+
+    enum CodingKeys: String, CodingKey { case plugin, check, status, reason, notes, durationMs = "duration_ms" }
+
+    public init(plugin: String, check: String, status: Status, reason: String = "", notes: [String] = [], durationMs: Double = 0) {
+        self.plugin = plugin
+        self.check = check
+        self.status = status
+        self.reason = reason
+        self.notes = notes
+        self.durationMs = durationMs
+    }
+}
+
+/// What a check may use: the config, the fetch timeout, how many create/destroy cycles.
+public struct ConformanceOptions: Sendable {
+    /// A valid config for the plugin; `nil`: the suite's sample for shipped plugins, else `{}`.
+    public var config: JSONValue?
+    /// How long one fetch may take before it counts as never completed.
+    public var fetchTimeout: Duration
+    public var cycles: Int
+    /// A folder the checks may write to (sample files, databases).
+    public var scratchFolder: String
+
+    public init(config: JSONValue? = nil, fetchTimeout: Duration = .seconds(5), cycles: Int = 1_000, scratchFolder: String) {
+        self.config = config
+        self.fetchTimeout = fetchTimeout
+        self.cycles = cycles
+        self.scratchFolder = scratchFolder
+    }
+}
+
+/// One plugin of a library as the listing saw it, with what the descriptor check found.
+public struct ConformancePluginListing: Sendable, Codable {
+    /// The id, or "#INDEX" when the descriptor has none.
+    public var id: String
+    /// "source", "interceptor", or nil when the kind is not valid.
+    public var kind: String?
+    public var threadSafe: Bool
+    /// The descriptor problems; empty = the descriptor check passes.
+    public var problems: [String]
+    /// The other checks can run: the host loads the library and the plugin.
+    public var runnable: Bool
+}
+
+/// What the listing process reports about a library.
+public struct ConformanceListing: Sendable, Codable {
+    /// Set when the file is not a loadable plugin library at all (bad input, exit 2).
+    public var badInput: String?
+    /// Set when the host refuses the library (ABI major, invalid entry): a failure, not bad input.
+    public var libraryProblem: String?
+    public var plugins: [ConformancePluginListing]
+    public var durationMs: Double
+}
+
+/// A JSON line a check process prints on stdout, marked so that a plugin's own output cannot be
+/// taken for it.
+public enum ConformanceWire {
+    public static let marker = "@@pager-check@@ "
+
+    public static func line(_ value: some Encodable) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return marker + String(decoding: data, as: UTF8.self)
+    }
+
+    /// The value of the last marked line of `output`.
+    public static func decode<T: Decodable>(_ type: T.Type, from output: String) -> T? {
+        for line in output.split(separator: "\n").reversed() where line.hasPrefix(marker) {
+            return try? JSONDecoder().decode(type, from: Data(line.dropFirst(marker.count).utf8))
+        }
+        return nil
+    }
+}

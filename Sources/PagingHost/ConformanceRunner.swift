@@ -1,0 +1,226 @@
+import Foundation
+
+/// Runs the conformance suite with every check in a child process: the `pager` executable
+/// re-run as `pager check __one LIB ID CHECK ...` (and `__list LIB` for the descriptors), which
+/// prints its result as one marked JSON line on stdout. A child that dies of a signal, exits
+/// without a result or outlives its deadline fails that check, and the run goes on.
+public struct ConformanceRunner: Sendable {
+    /// The program to run, and the arguments that come before the child's own.
+    public var executable: String
+    public var prefix: [String]
+    public var options: ConformanceOptions
+    /// How long one child may run before it is killed.
+    public var childTimeout: Duration
+
+    public init(executable: String, prefix: [String] = ["check"], options: ConformanceOptions, childTimeout: Duration? = nil) {
+        self.executable = executable
+        self.prefix = prefix
+        self.options = options
+        self.childTimeout = childTimeout ?? .seconds(10) + options.fetchTimeout * 2
+    }
+
+    /// What a whole run found.
+    public struct Report: Sendable, Codable {
+        public var library: String
+        public var hostABI: String
+        public var results: [ConformanceResult]
+        public var passed: Int { results.filter { $0.status == .pass }.count }
+        public var failed: Int { results.filter { $0.status == .fail }.count }
+        public var skipped: Int { results.filter { $0.status == .skip }.count }
+
+        enum CodingKeys: String, CodingKey { case library, hostABI = "host_abi", results, passed, failed, skipped }
+
+        public init(library: String, results: [ConformanceResult]) {
+            self.library = library
+            hostABI = PluginABIVersion.host.description
+            self.results = results
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            library = try container.decode(String.self, forKey: .library)
+            hostABI = try container.decode(String.self, forKey: .hostABI)
+            results = try container.decode([ConformanceResult].self, forKey: .results)
+        }
+
+        public func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encode(library, forKey: .library)
+            try container.encode(hostABI, forKey: .hostABI)
+            try container.encode(results, forKey: .results)
+            try container.encode(passed, forKey: .passed)
+            try container.encode(failed, forKey: .failed)
+            try container.encode(skipped, forKey: .skipped)
+        }
+    }
+
+    public enum RunError: Error, CustomStringConvertible {
+        /// The file is not a plugin library (missing, not ELF, no entry symbol...).
+        case badInput(String)
+        case unknownPlugin(String, available: [String])
+
+        public var description: String {
+            switch self {
+            case .badInput(let message): message
+            case .unknownPlugin(let id, let available): "no plugin '\(id)' in the library (it has: \(available.isEmpty ? "none" : available.joined(separator: ", ")))"
+            }
+        }
+    }
+
+    /// Lists the library's plugins in a child, then runs each check of each plugin (or only of
+    /// `plugin`) in a child of its own; `progress` sees each result as it comes.
+    public func run(library path: String, plugin: String? = nil,
+                    progress: @Sendable (ConformanceResult) -> Void = { _ in }) async throws(RunError) -> Report {
+        var results: [ConformanceResult] = []
+        func record(_ result: ConformanceResult) {
+            results.append(result)
+            progress(result)
+        }
+        let listed = await child(["__list", path])
+        let listing: ConformanceListing
+        switch listed {
+        case .finished(let output, _):
+            guard let decoded = ConformanceWire.decode(ConformanceListing.self, from: output.stdout) else {
+                record(ConformanceResult(plugin: "-", check: "load", status: .fail,
+                                         reason: "listing the plugins printed no result" + output.lastErrorLine, durationMs: output.durationMs))
+                return Report(library: path, results: results)
+            }
+            listing = decoded
+        case .died(let reason, let output):
+            record(ConformanceResult(plugin: "-", check: "load", status: .fail, reason: "loading the library \(reason)" + output.lastErrorLine,
+                                     durationMs: output.durationMs))
+            return Report(library: path, results: results)
+        }
+        if let badInput = listing.badInput { throw .badInput(badInput) }
+        if let plugin, !listing.plugins.contains(where: { $0.id == plugin }) {
+            if let problem = listing.libraryProblem { throw .badInput(problem) }
+            throw .unknownPlugin(plugin, available: listing.plugins.map(\.id))
+        }
+        if let problem = listing.libraryProblem {
+            record(ConformanceResult(plugin: "-", check: "load", status: .fail, reason: "the host refuses the library: \(problem)",
+                                     durationMs: listing.durationMs))
+        }
+        for listed in listing.plugins where plugin == nil || listed.id == plugin {
+            record(ConformanceResult(plugin: listed.id, check: ConformanceCheck.descriptor.rawValue,
+                                     status: listed.problems.isEmpty ? .pass : .fail,
+                                     reason: listed.problems.isEmpty ? "\(listed.kind ?? "?")\(listed.threadSafe ? ", thread-safe" : "")"
+                                                                     : listed.problems.joined(separator: "; "),
+                                     durationMs: listing.durationMs))
+            guard listed.runnable, let kind = listed.kind.flatMap(PluginKind.init(rawValue:)) else { continue }
+            for check in ConformanceCheck.checks(for: kind) {
+                record(await runCheck(check, path: path, plugin: listed.id))
+            }
+        }
+        return Report(library: path, results: results)
+    }
+
+    /// Runs one check in a child process.
+    public func runCheck(_ check: ConformanceCheck, path: String, plugin: String) async -> ConformanceResult {
+        var arguments = ["__one", path, plugin, check.rawValue,
+                         "--timeout-ms", String(options.fetchTimeout.milliseconds), "--cycles", String(options.cycles),
+                         "--scratch", options.scratchFolder]
+        if let config = options.config { arguments += ["--config", config.jsonText] }
+        switch await child(arguments) {
+        case .finished(let output, let status):
+            guard var result = ConformanceWire.decode(ConformanceResult.self, from: output.stdout) else {
+                return ConformanceResult(plugin: plugin, check: check.rawValue, status: .fail,
+                                         reason: "the check process exited with status \(status) without a result" + output.lastErrorLine,
+                                         durationMs: output.durationMs)
+            }
+            result.durationMs = output.durationMs
+            return result
+        case .died(let reason, let output):
+            return ConformanceResult(plugin: plugin, check: check.rawValue, status: .fail, reason: reason + output.lastErrorLine,
+                                     durationMs: output.durationMs)
+        }
+    }
+
+    // MARK: - Child processes
+
+    struct ChildOutput: Sendable {
+        var stdout: String
+        var stderr: String
+        var durationMs: Double
+
+        /// "; stderr: <last line>" when the child wrote something, for the reason of a failure.
+        var lastErrorLine: String {
+            let lines = stderr.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+            guard let last = lines.first(where: { $0.contains("Fatal error") }) ?? lines.last else { return "" }
+            return "; stderr: " + String(last.prefix(300))
+        }
+    }
+
+    enum ChildResult: Sendable {
+        case finished(ChildOutput, status: Int32)
+        /// Killed by a signal or by the deadline: "crashed (SIGSEGV)", "timed out after 10 s".
+        case died(String, ChildOutput)
+    }
+
+    func child(_ arguments: [String]) async -> ChildResult {
+        let start = ContinuousClock.now
+        let base = "\(options.scratchFolder)/child-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let outPath = base + ".out", errPath = base + ".err"
+        defer {
+            unlink(outPath)
+            unlink(errPath)
+        }
+        func output() -> ChildOutput {
+            ChildOutput(stdout: readFile(outPath), stderr: readFile(errPath), durationMs: Conformance.milliseconds(since: start))
+        }
+
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let argv = ([executable] + prefix + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        // No Swift backtrace on a crash: it is slow, and the signal is what the check reports.
+        var environment = ProcessInfo.processInfo.environment
+        environment["SWIFT_BACKTRACE"] = "enable=no"
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in envp { free(pointer) } }
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        guard spawned == 0 else {
+            return .died("could not be started: \(String(cString: strerror(spawned)))", output())
+        }
+        let deadline = ContinuousClock.now + childTimeout
+        var status: Int32 = 0
+        while true {
+            let waited = waitpid(pid, &status, WNOHANG)
+            if waited == pid { break }
+            if waited < 0 && errno != EINTR { return .died("could not be waited for: \(String(cString: strerror(errno)))", output()) }
+            if ContinuousClock.now >= deadline {
+                kill(pid, SIGKILL)
+                _ = waitpid(pid, &status, 0)
+                return .died("timed out after \(formatSeconds(childTimeout)) (killed)", output())
+            }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        let signal = status & 0x7F
+        if signal != 0 { return .died("crashed (\(signalName(signal)))", output()) }
+        return .finished(output(), status: (status >> 8) & 0xFF)
+    }
+
+    private func readFile(_ path: String) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else { return "" }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    private func formatSeconds(_ duration: Duration) -> String {
+        let ms = duration.milliseconds
+        return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1_000)
+    }
+}
+
+/// "SIGSEGV" for 11, and so on.
+func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [
+        SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT",
+        SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1", SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2",
+        SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM", SIGSYS: "SIGSYS",
+    ]
+    return names[signal] ?? "signal \(signal)"
+}

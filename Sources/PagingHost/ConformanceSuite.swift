@@ -1,0 +1,604 @@
+import CPaging
+import Foundation
+import Paging
+import Synchronization
+
+/// The plugin conformance suite behind `pager check`.
+///
+/// ``list(path:)`` reads a library's descriptors; ``run(_:path:plugin:options:)`` runs one
+/// check of one plugin in the calling process. ``ConformanceRunner`` runs each of them in a
+/// child process, so that a crash or a hang is a failed check.
+public enum Conformance {
+    /// The host's log lines when a plugin completes a fetch it already finished.
+    static let refusedCompletion = "for unknown or finished fetch id"
+    static let pageSize = 20
+
+    /// Runs `check` against the plugin `id` of the library at `path`, in this process.
+    public static func run(_ check: ConformanceCheck, path: String, plugin id: String, options: ConformanceOptions) async -> ConformanceResult {
+        let start = ContinuousClock.now
+        var result: ConformanceResult
+        do {
+            let library = try PluginLibrary.open(path: path)
+            guard let descriptor = library.descriptors.first(where: { $0.id == id }) else {
+                throw PluginLoadError.unknownPlugin(path: library.path, id: id, available: library.descriptors.map(\.id))
+            }
+            let context = Context(library: library, descriptor: descriptor, options: options)
+            result = try await context.run(check)
+        } catch {
+            result = ConformanceResult(plugin: id, check: check.rawValue, status: .fail, reason: "\(error)")
+        }
+        result.plugin = id
+        result.check = check.rawValue
+        result.durationMs = milliseconds(since: start)
+        return result
+    }
+}
+
+/// A check's verdict before the plugin and check names are filled in.
+private func pass(_ reason: String = "", notes: [String] = []) -> ConformanceResult {
+    ConformanceResult(plugin: "", check: "", status: .pass, reason: reason, notes: notes)
+}
+
+private func fail(_ reason: String, notes: [String] = []) -> ConformanceResult {
+    ConformanceResult(plugin: "", check: "", status: .fail, reason: reason, notes: notes)
+}
+
+private func skip(_ reason: String) -> ConformanceResult {
+    ConformanceResult(plugin: "", check: "", status: .skip, reason: reason)
+}
+
+/// Collects the log lines of plugin instances (and the host's lines about them).
+final class ConformanceLog: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var sink: PluginLogSink {
+        { [self] _, _, message in
+            lines.withLock { if $0.count < 10_000 { $0.append(message) } }
+        }
+    }
+
+    /// The first line from line `start` on that contains `text`.
+    func first(containing text: String, from start: Int = 0) -> String? {
+        lines.withLock { $0.dropFirst(start).first { $0.contains(text) } }
+    }
+
+    var count: Int { lines.withLock { $0.count } }
+
+    /// A sink that keeps nothing, for the create/destroy cycles.
+    static let discard: PluginLogSink = { _, _, _ in }
+}
+
+/// A plugin instance made for a check.
+private enum Instance {
+    case source(LoadedSource)
+    case interceptor(LoadedInterceptor)
+
+    func destroy() {
+        switch self {
+        case .source(let source): source.destroy()
+        case .interceptor(let interceptor): interceptor.destroy()
+        }
+    }
+}
+
+private struct Context: Sendable {
+    let library: PluginLibrary
+    let descriptor: PluginDescriptor
+    let options: ConformanceOptions
+
+    var limits: PluginLimits { PluginLimits(fetchTimeout: options.fetchTimeout) }
+    var timeoutText: String { "\(options.fetchTimeout.milliseconds) ms" }
+    var params: PagingRequestParams { PagingRequestParams(pageSize: Conformance.pageSize) }
+
+    func run(_ check: ConformanceCheck) async throws -> ConformanceResult {
+        switch check {
+        case .descriptor:
+            guard let listed = Conformance.scan(library.entry, runnable: true).first(where: { $0.id == descriptor.id }) else {
+                return fail("not listed by the library")
+            }
+            return listed.problems.isEmpty ? pass() : fail(listed.problems.joined(separator: "; "))
+        case .createEmptyConfig: return createAccepting(.object([]))
+        case .createValidConfig: return createValid()
+        case .createInvalidConfig: return createInvalid()
+        case .createDestroyCycles: return cycles()
+        case .refreshKey: return refreshKey()
+        case .fetchCompletesOnce: return try await requireSource { try await fetchOnce($0, $1) }
+        case .keysChain: return try await requireSource { try await keysChain($0, $1) }
+        case .cancelSafe: return try await requireSource { try await cancelSafe($0, $1) }
+        case .destroyInFlight: return try await requireSource { try await destroyInFlight($0, $1) }
+        case .proceedIntact: return try await requireInterceptor { await proceedIntact($0, $1) }
+        case .handleAnyPage: return try await requireInterceptor { await handleAnyPage($0, $1) }
+        case .threadSafe:
+            guard descriptor.isThreadSafe else { return skip("not flagged PAGING_PLUGIN_THREAD_SAFE: the host serializes its calls") }
+            switch descriptor.kind {
+            case .source: return try await requireSource { await concurrentFetches($0, $1) }
+            case .interceptor: return try await requireInterceptor { await concurrentIntercepts($0, $1) }
+            }
+        }
+    }
+
+    // MARK: - Creating
+
+    func create(_ config: JSONValue, sink: @escaping PluginLogSink) -> Result<Instance, PluginLoadError> {
+        do {
+            switch descriptor.kind {
+            case .source:
+                return .success(.source(try library.makeSource(id: descriptor.id, config: config, sink: sink, limits: limits)))
+            case .interceptor:
+                return .success(.interceptor(try library.makeInterceptor(id: descriptor.id, config: config, sink: sink, limits: limits)))
+            }
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// `nil` when the failure is clean: a code other than OK, and a message.
+    func uncleanFailure(_ error: PluginLoadError) -> String? {
+        guard case .createFailed(_, _, let status, let message) = error else { return "\(error)" }
+        if status == .ok { return "create returned NULL after config_fail with PAGING_OK" }
+        if message == "create returned NULL without saying why" { return "create returned NULL without calling config_fail" }
+        if message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { return "create failed with an empty message" }
+        return nil
+    }
+
+    func createAccepting(_ config: JSONValue) -> ConformanceResult {
+        switch create(config, sink: ConformanceLog.discard) {
+        case .success(let instance):
+            instance.destroy()
+            return pass("created with \(config.jsonText)")
+        case .failure(let error):
+            if let problem = uncleanFailure(error) { return fail("\(config.jsonText): \(problem)") }
+            guard case .createFailed(_, _, let status, let message) = error else { return fail("\(error)") }
+            return pass("refused cleanly: \(status): \(message)")
+        }
+    }
+
+    func createValid() -> ConformanceResult {
+        let config = Conformance.validConfig(for: descriptor.id, options)
+        switch create(config, sink: ConformanceLog.discard) {
+        case .success(let instance):
+            instance.destroy()
+            return pass("created with \(clip(config.jsonText))")
+        case .failure(let error):
+            let hint = options.config == nil ? " (pass a valid one with --config)" : ""
+            return fail("could not be created with \(clip(config.jsonText))\(hint): \(error)")
+        }
+    }
+
+    func createInvalid() -> ConformanceResult {
+        let configs = Conformance.invalidConfigs(valid: Conformance.validConfig(for: descriptor.id, options))
+        var created = 0, refused = 0
+        for config in configs {
+            switch create(config, sink: ConformanceLog.discard) {
+            case .success(let instance):
+                instance.destroy()
+                created += 1
+            case .failure(let error):
+                if let problem = uncleanFailure(error) { return fail("\(clip(config.jsonText)): \(problem)") }
+                refused += 1
+            }
+        }
+        return pass("\(configs.count) invalid configs: \(refused) refused cleanly, \(created) accepted")
+    }
+
+    /// A source or interceptor made with the valid config, or the reason it cannot be.
+    enum Made {
+        case made(Instance)
+        case refused(ConformanceResult)
+    }
+
+    func makeValid(sink: @escaping PluginLogSink) -> Made {
+        switch create(Conformance.validConfig(for: descriptor.id, options), sink: sink) {
+        case .success(let instance): return .made(instance)
+        case .failure(let error): return .refused(skip("cannot be created with a valid config (see create-valid-config): \(error)"))
+        }
+    }
+
+    func requireSource(_ body: (LoadedSource, ConformanceLog) async throws -> ConformanceResult) async throws -> ConformanceResult {
+        guard descriptor.kind == .source else { return skip("not a source") }
+        let log = ConformanceLog()
+        switch makeValid(sink: log.sink) {
+        case .refused(let result): return result
+        case .made(let instance):
+            guard case .source(let source) = instance else { return skip("not a source") }
+            defer { source.destroy() }
+            return try await body(source, log)
+        }
+    }
+
+    func requireInterceptor(_ body: (LoadedInterceptor, ConformanceLog) async throws -> ConformanceResult) async throws -> ConformanceResult {
+        guard descriptor.kind == .interceptor else { return skip("not an interceptor") }
+        let log = ConformanceLog()
+        switch makeValid(sink: log.sink) {
+        case .refused(let result): return result
+        case .made(let instance):
+            guard case .interceptor(let interceptor) = instance else { return skip("not an interceptor") }
+            defer { interceptor.destroy() }
+            return try await body(interceptor, log)
+        }
+    }
+
+    // MARK: - Cycles
+
+    func cycles() -> ConformanceResult {
+        let config = Conformance.validConfig(for: descriptor.id, options)
+        guard case .success(let first) = create(config, sink: ConformanceLog.discard) else {
+            return skip("cannot be created with a valid config (see create-valid-config)")
+        }
+        first.destroy()
+        let total = max(options.cycles, 2)
+        let warmUp = max(total / 10, 1)
+        var before = 0
+        for cycle in 0..<total {
+            if cycle == warmUp { before = residentBytes() }
+            switch create(config, sink: ConformanceLog.discard) {
+            case .success(let instance): instance.destroy()
+            case .failure(let error): return fail("cycle \(cycle + 1) of \(total): create failed: \(error)")
+            }
+        }
+        let growth = residentBytes() - before
+        let measured = total - warmUp
+        let text = "resident memory grew \(kilobytes(growth)) over \(measured) cycles after \(warmUp) to warm up (\(growth / max(measured, 1)) bytes a cycle)"
+        return growth < Self.cyclesSlack ? pass(text) : fail(text + "; the limit is \(kilobytes(Self.cyclesSlack)): a leak per create/destroy")
+    }
+
+    static let cyclesSlack = 2 << 20
+
+    private func kilobytes(_ bytes: Int) -> String { "\(bytes / 1024) KB" }
+
+    // MARK: - Sources
+
+    func refreshKey() -> ConformanceResult {
+        guard descriptor.kind == .source else { return skip("not a source") }
+        let log = ConformanceLog()
+        switch create(Conformance.validConfig(for: descriptor.id, options), sink: log.sink) {
+        case .failure(let error):
+            if case .createFailed(_, _, _, let message) = error, message == "refresh_key failed" || message.hasPrefix("keys_set") {
+                return fail("refresh_key failed: \(error)")
+            }
+            return skip("cannot be created with a valid config (see create-valid-config): \(error)")
+        case .success(let instance):
+            guard case .source(let source) = instance else { return skip("not a source") }
+            defer { source.destroy() }
+            let chain = source.keyChain(for: source.refreshKey)
+            if let warning = log.first(containing: "key_chain(") { return fail("key_chain of the refresh key failed: \(warning)") }
+            return pass("refresh key \(show(source.refreshKey)); neighbours: prev \(chain.prevKey.map(show) ?? "none"), next \(chain.nextKey.map(show) ?? "none")")
+        }
+    }
+
+    func refreshRequest(_ source: LoadedSource) -> PluginRequest {
+        PluginRequest(kind: .refresh, keyChain: source.keyChain(for: source.refreshKey), params: params)
+    }
+
+    /// Why a fetch error is the plugin's fault, or `nil` when it is a clean failure.
+    func misbehaviour(_ error: any Error) -> String? {
+        guard let error = error as? PluginError else { return "\(error)" }
+        if error.status == .timeout, error.message.hasPrefix("the fetch did not complete within") {
+            return "the fetch did not complete within \(timeoutText)"
+        }
+        if error.status == .invalidArgument { return "misused the host: \(error.message)" }
+        return nil
+    }
+
+    func fetchOnce(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
+        let start = ContinuousClock.now
+        var outcome: String
+        do {
+            let page = try await source.fetch(request: refreshRequest(source))
+            outcome = "completed with \(page.values.count) items"
+        } catch {
+            if let problem = misbehaviour(error) { return fail(problem) }
+            outcome = "completed with a failure: \(error)"
+        }
+        let took = Conformance.milliseconds(since: start)
+        // A second completion may come later, from another thread.
+        try await Task.sleep(for: .milliseconds(200))
+        if let refused = log.first(containing: Conformance.refusedCompletion) {
+            return fail("completed more than once: the host refused \"\(refused)\"")
+        }
+        return pass("\(outcome) in \(Int(took)) ms")
+    }
+
+    func keysChain(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
+        var page: PluginPage
+        do {
+            page = try await source.fetch(request: refreshRequest(source))
+        } catch {
+            return skip("the refresh fetch failed, so there are no keys to follow (see fetch-completes-once): \(error)")
+        }
+        var seen: [PluginKey: Int] = [page.key: 1]
+        var count = 1
+        while count < 10, let next = page.nextKey {
+            if let earlier = seen[next] {
+                return fail("page \(count) (key \(show(page.key))) names as next key \(show(next)), the key of page \(earlier)")
+            }
+            let previous = page
+            do {
+                page = try await source.fetch(request: PluginRequest(kind: .append, keyChain: source.keyChain(for: next), params: params))
+            } catch {
+                return fail("appending page \(count + 1) (key \(show(next))) failed: \(error)")
+            }
+            count += 1
+            if let prev = page.prevKey, prev != previous.key {
+                return fail("page \(count) (key \(show(page.key))) says the page before it is \(show(prev)), but it follows \(show(previous.key))")
+            }
+            seen[page.key] = count
+        }
+        let keys = seen.sorted { $0.value < $1.value }.map { show($0.key) }.joined(separator: ", ")
+        return pass("\(count) pages (\(keys))\(page.nextKey == nil ? ", then the end" : "")")
+    }
+
+    func cancelSafe(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
+        let request = refreshRequest(source)
+        var completed = 0, failed = 0
+        for _ in 0..<50 {
+            let task = Task { try await source.fetch(request: request) }
+            try await Task.sleep(for: .microseconds(Int.random(in: 0...5_000)))
+            task.cancel()
+            switch await task.result {
+            case .success: completed += 1
+            case .failure: failed += 1
+            }
+        }
+        let raw = try await rawCancels(request)
+        return pass("50 fetches cancelled after 0-5 ms all finished (\(completed) completed first, \(failed) cancelled or failed)",
+                    notes: raw.map { [$0] } ?? [])
+    }
+
+    /// Calls the plugin's cancel directly: for unknown ids, during fetches, and for finished
+    /// ids (the host itself only cancels fetches it is waiting for).
+    func rawCancels(_ request: PluginRequest) async throws -> String? {
+        guard let create = library.entry.pointee.create_source else { return nil }
+        let instance = PluginInstance(label: "\(descriptor.id) (\(library.path))", sink: ConformanceLog.discard, limits: limits)
+        let config = PluginConfig(Conformance.validConfig(for: descriptor.id, options))
+        let created = descriptor.id.withCString { id in config.withPointer { create(id, instance.table, $0) } }
+        guard let plugin = created else { return nil }
+        defer {
+            plugin.pointee.destroy?(plugin)
+            instance.destroyed.store(true, ordering: .releasing)
+        }
+        guard let cancel = plugin.pointee.cancel, let fetch = plugin.pointee.fetch else { return "no cancel function: only the host's cancellation applies" }
+        for id: UInt64 in [0, 1, .max, 0xDEAD_BEEF] { cancel(plugin, id) }
+        var unfinished = 0
+        for round in 0..<10 {
+            let id = (UInt64(1) << 62) + UInt64(round)
+            instance.fetches.withLock { $0[id] = PendingFetch() }
+            let status = CView.withRequest(request) { fetch(plugin, $0, id) }
+            if status == PAGING_OK {
+                try await Task.sleep(for: .microseconds(Int.random(in: 0...2_000)))
+                cancel(plugin, id)
+                let deadline = ContinuousClock.now + options.fetchTimeout
+                while instance.fetches.withLock({ $0[id]?.result == nil }), ContinuousClock.now < deadline {
+                    try await Task.sleep(for: .milliseconds(1))
+                }
+                if instance.fetches.withLock({ $0[id]?.result == nil }) { unfinished += 1 }
+            }
+            instance.finishFetch(id, .failed(.cancelled, "conformance check"))
+            instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
+            cancel(plugin, id) // finished: must be ignored
+        }
+        return unfinished == 0 ? nil : "\(unfinished) of 10 fetches did not complete within \(timeoutText) of their cancel (the ABI asks for a prompt CANCELLED)"
+    }
+
+    func destroyInFlight(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
+        let request = refreshRequest(source)
+        let tasks = (0..<5).map { _ in Task { try await source.fetch(request: request) } }
+        try await Task.sleep(for: .milliseconds(1))
+        source.destroy()
+        let destroyed = log.count // lines before: refused calls during fetch() (fetch-completes-once's business)
+        for task in tasks { _ = await task.result }
+        // A thread the plugin forgot would call the host in the next moments.
+        try await Task.sleep(for: .milliseconds(300))
+        if let late = log.first(containing: Conformance.refusedCompletion, from: destroyed) {
+            return fail("called the host after destroy() returned (the host table is only valid until then): \"\(late)\"")
+        }
+        return pass("destroyed with 5 fetches started; no call to the host afterwards")
+    }
+
+    func concurrentFetches(_ source: LoadedSource, _ log: ConformanceLog) async -> ConformanceResult {
+        let request = refreshRequest(source)
+        let reference = await Outcome(source, request)
+        let mismatches = await withTaskGroup(of: String?.self) { group in
+            for task in 0..<4 {
+                group.addTask {
+                    for call in 0..<500 {
+                        let outcome = await Outcome(source, request)
+                        if outcome != reference { return "task \(task), call \(call): \(outcome) instead of \(reference)" }
+                    }
+                    return nil
+                }
+            }
+            return await group.compactMap { $0 }.reduce(into: [String]()) { $0.append($1) }
+        }
+        if let first = mismatches.first { return fail("inconsistent results under 4 x 500 concurrent fetches: \(first)") }
+        if let refused = log.first(containing: Conformance.refusedCompletion) {
+            return fail("a fetch completed more than once: the host refused \"\(refused)\"")
+        }
+        return pass("4 tasks x 500 concurrent fetches, every one \(reference)")
+    }
+
+    // MARK: - Interceptors
+
+    func proceedIntact(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
+        let recorder = RecordingSource()
+        let pager = PluginPager(source: recorder, interceptors: [interceptor], deduplication: .disabled)
+        var answered = 0, proceeded = 0
+        var notes: [String] = []
+        for request in Self.sampleRequests + Self.sampleRequests {
+            let before = recorder.count
+            do {
+                _ = try await pager.load(request)
+            } catch {
+                if let error = error as? PluginError, error.status == .invalidArgument || error.message.hasPrefix("intercept returned unknown code") {
+                    return fail("intercept of \(describe(request)): \(error.message)")
+                }
+                note(&notes, "fails some requests: \(error)")
+                continue
+            }
+            guard let seen = recorder.last, recorder.count > before else {
+                answered += 1
+                continue
+            }
+            proceeded += 1
+            if seen.kind != request.kind { return fail("the request's kind changed from \(request.kind) to \(seen.kind)") }
+            if seen.params.pageSize <= 0 { return fail("the page size became \(seen.params.pageSize)") }
+            let changes = differences(request, seen)
+            if !changes.isEmpty { note(&notes, "rewrites requests: " + changes.joined(separator: ", ")) }
+        }
+        return pass("\(proceeded) requests proceeded\(notes.isEmpty ? " intact" : ""), \(answered) answered by the interceptor", notes: notes)
+    }
+
+    func handleAnyPage(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
+        let odd: [[UInt8]] = [[], [0xFF, 0xFE, 0x00, 0x01], Array("not json".utf8), [0x00], Array(repeating: 0x7B, count: 70_000)]
+        let pages: [PluginPage] = [
+            PluginPage(request: Self.sampleRequests[0], values: [], prevKey: nil, nextKey: nil),
+            PluginPage(request: Self.sampleRequests[2], values: (0..<1_000).map { PluginItem(json: #"{"n":\#($0)}"#) },
+                       prevKey: "0", nextKey: "40"),
+            PluginPage(request: Self.sampleRequests[5], values: odd.map { PluginItem(bytes: $0) },
+                       prevKey: PluginKey(bytes: [0x00, 0xFF]), nextKey: PluginKey(bytes: [])),
+            PluginPage(request: Self.sampleRequests[4], values: [PluginItem(json: "1")], prevKey: nil, nextKey: nil),
+        ]
+        for page in pages { await interceptor.handle(page: page) }
+        return pass("handled \(pages.count) pages: empty, 1,000 items, odd bytes and keys, no keys")
+    }
+
+    func concurrentIntercepts(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
+        let mismatches = await withTaskGroup(of: String?.self) { group in
+            for task in 0..<4 {
+                group.addTask {
+                    var firstAnswer: [Int: [PluginItem]] = [:]
+                    for call in 0..<500 {
+                        let slot = call % 50
+                        let key = PluginKey("t\(task)-\(slot)")
+                        let request = PluginRequest(kind: .append, keyChain: PagingKeyChain(key: key), params: params)
+                        let values = (0..<3).map { PluginItem(json: #""\#(task)-\#(slot)-\#($0)""#) }
+                        if call % 2 == 1 {
+                            await interceptor.handle(page: PluginPage(request: request, values: values, prevKey: nil, nextKey: nil))
+                            continue
+                        }
+                        do {
+                            switch try await interceptor.intercept(request: request) {
+                            case .proceed(let next, _):
+                                if next.kind != request.kind { return "task \(task), call \(call): the kind changed to \(next.kind)" }
+                            case .complete(let page):
+                                if let first = firstAnswer[slot], first != page.values {
+                                    return "task \(task), call \(call): answered \(show(key)) with \(page.values.count) items, earlier with \(first.count) different ones"
+                                }
+                                firstAnswer[slot] = page.values
+                            }
+                        } catch let error as PluginError where error.status == .invalidArgument {
+                            return "task \(task), call \(call): \(error.message)"
+                        } catch {}
+                    }
+                    return nil
+                }
+            }
+            return await group.compactMap { $0 }.reduce(into: [String]()) { $0.append($1) }
+        }
+        if let first = mismatches.first { return fail("under 4 x 500 concurrent intercept/handle calls: \(first)") }
+        return pass("4 tasks x 500 concurrent intercept/handle calls, consistent answers")
+    }
+
+    static let sampleRequests: [PluginRequest] = [
+        PluginRequest(kind: .refresh, keyChain: PagingKeyChain(key: "0"), params: PagingRequestParams(pageSize: 20)),
+        PluginRequest(kind: .refresh, keyChain: PagingKeyChain(key: "0", nextKey: "20"),
+                      params: PagingRequestParams(pageSize: 20, userInfo: ["q": "swift paging", "x-check": "1"])),
+        PluginRequest(kind: .append, keyChain: PagingKeyChain(key: "20", prevKey: "0", nextKey: "40"),
+                      params: PagingRequestParams(pageSize: 20, userInfo: ["q": "swift paging"])),
+        PluginRequest(kind: .prepend, keyChain: PagingKeyChain(key: "10", nextKey: "20"), params: PagingRequestParams(pageSize: 10)),
+        PluginRequest(kind: .append, keyChain: PagingKeyChain(key: ""), params: PagingRequestParams(pageSize: 1)),
+        PluginRequest(kind: .append, keyChain: PagingKeyChain(key: PluginKey(bytes: [0xFF, 0x00, 0x41])),
+                      params: PagingRequestParams(pageSize: 7, userInfo: ["ünïcode": "välue", "": ""])),
+        PluginRequest(kind: .refresh, keyChain: PagingKeyChain(key: "0"),
+                      params: PagingRequestParams(pageSize: 20, userInfo: [PagingUserInfoKey.hardRefresh: "true"])),
+    ]
+
+    func differences(_ sent: PluginRequest, _ seen: PluginRequest) -> [String] {
+        var changes: [String] = []
+        if sent.key != seen.key { changes.append("key \(show(sent.key)) -> \(show(seen.key))") }
+        if sent.keyChain.prevKey != seen.keyChain.prevKey || sent.keyChain.nextKey != seen.keyChain.nextKey, sent.key == seen.key {
+            changes.append("neighbour keys of \(show(sent.key))")
+        }
+        if sent.params.pageSize != seen.params.pageSize { changes.append("page size \(sent.params.pageSize) -> \(seen.params.pageSize)") }
+        if sent.params.userInfo != seen.params.userInfo {
+            let names = Set(sent.params.userInfo.keys).union(seen.params.userInfo.keys).filter { sent.params.userInfo[$0] != seen.params.userInfo[$0] }
+            changes.append("params \(names.sorted().joined(separator: ", "))")
+        }
+        return changes
+    }
+
+    func note(_ notes: inout [String], _ text: String) {
+        if !notes.contains(text) { notes.append(text) }
+    }
+
+    func describe(_ request: PluginRequest) -> String { "\(request.kind) \(show(request.key))" }
+}
+
+/// A fetch's outcome, compared across concurrent calls.
+private struct Outcome: Equatable, Sendable, CustomStringConvertible {
+    var values: [PluginItem]?
+    var prevKey: PluginKey?
+    var nextKey: PluginKey?
+    var failure: PluginStatus?
+
+    init(_ source: LoadedSource, _ request: PluginRequest) async {
+        do {
+            let page = try await source.fetch(request: request)
+            values = page.values
+            prevKey = page.prevKey
+            nextKey = page.nextKey
+        } catch let error as PluginError {
+            failure = error.status
+        } catch {
+            failure = .internal
+        }
+    }
+
+    var description: String {
+        if let failure { return "failed (\(failure))" }
+        return "\(values?.count ?? 0) items, prev \(prevKey.map(show) ?? "none"), next \(nextKey.map(show) ?? "none")"
+    }
+}
+
+/// The source behind an interceptor under check: records what reaches it, answers anything.
+private final class RecordingSource: PagingSource, Sendable {
+    private let seen = Mutex<[PluginRequest]>([])
+    let refreshKey = PluginKey("0")
+
+    var count: Int { seen.withLock { $0.count } }
+    var last: PluginRequest? { seen.withLock { $0.last } }
+
+    func fetch(request: PluginRequest) async throws -> PluginPage {
+        seen.withLock { $0.append(request) }
+        return PluginPage(request: request, values: [PluginItem(json: #"{"from":"source"}"#), PluginItem(json: "2")],
+                          prevKey: nil, nextKey: PluginKey(bytes: request.key.bytes + Array("+".utf8)))
+    }
+}
+
+private func show(_ key: PluginKey) -> String {
+    guard let text = key.text, !text.contains(where: { $0.isNewline || $0 == "\0" }) else { return key.description }
+    return "'\(text)'"
+}
+
+private func clip(_ text: String, _ limit: Int = 160) -> String {
+    text.count <= limit ? text : String(text.prefix(limit)) + "..."
+}
+
+/// The process's resident set size, from /proc/self/status (read with stdio: Foundation's
+/// file reading stops short on /proc files, whose size is reported as 0).
+func residentBytes() -> Int {
+    guard let file = fopen("/proc/self/status", "r") else { return 0 }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 256)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        guard text.hasPrefix("VmRSS:") else { continue }
+        let digits = text.dropFirst(6).filter(\.isNumber)
+        return (Int(digits) ?? 0) * 1024
+    }
+    return 0
+}
+
+extension Duration {
+    var milliseconds: Int64 { components.seconds * 1_000 + components.attoseconds / 1_000_000_000_000_000 }
+}

@@ -1,0 +1,191 @@
+import Foundation
+import PagingHost
+
+/// `pager check LIB.so`: the conformance suite, every check in a child process.
+struct CheckCommand {
+    static let help = """
+    usage: pager check LIB.so [options]
+
+    Runs the conformance suite against every plugin of a plugin library (or one, with --plugin)
+    and prints a line per check: plugin, check, PASS/FAIL/SKIP, time, reason. Every check runs
+    in a process of its own, so a plugin that crashes or hangs fails that check ("crashed
+    (SIGSEGV)", "timed out after 20 s") and the run goes on.
+
+    checks:
+      descriptor              ids (non-empty, unique, no spaces), name, version, kind, ABI major
+      create-empty-config     create/destroy with {}: created, or refused with a code and a message
+      create-valid-config     create/destroy with a valid config (--config, or the sample for a
+                              shipped plugin, or {}): must be created
+      create-invalid-config   unknown keys, known keys of the wrong type: created or refused
+                              cleanly, never a crash
+      create-destroy-cycles   create/destroy cycles (--cycles) without resident memory growing
+                              by 2 MB or more
+      refresh-key             (source) refresh_key and the key chain of the refresh key work
+      fetch-completes-once    (source) a fetch completes or fails exactly once, within --timeout-ms
+      keys-chain              (source) 10 appended pages: each page's previous key is the page
+                              before's key, no key repeats, stops at the end
+      cancel-safe             (source) 50 fetches cancelled after 0-5 ms all finish; cancel of
+                              unknown and finished ids is ignored
+      proceed-intact          (interceptor) a proceeding request reaches the source intact; a
+                              rewrite (key, page size, params) is reported as a note
+      handle-any-page         (interceptor) handle() of an empty page, 1,000 items, odd bytes, no keys
+      thread-safe             (flagged thread-safe) 4 tasks x 500 concurrent calls, consistent results
+
+    options:
+      --plugin ID           check only this plugin of the library
+      --config JSON         a valid config for the plugin(s) checked
+      --config-file FILE    the same, read from a file
+      --timeout-ms N        how long a fetch may take (default 5000); a check process is killed
+                            after 10 s + 2 x N
+      --cycles N            create/destroy cycles (default 1000)
+      --json                print one JSON document instead of the table
+      --help                this text
+
+    exit codes: 0 every check passed (or was skipped); 1 a check failed; 2 bad input (no such
+    file, not a plugin library, unknown plugin, bad arguments)
+    """
+
+    var libraryPath: String?
+    var plugin: String?
+    var config: JSONValue?
+    var timeoutMs = 5_000
+    var cycles = 1_000
+    var json = false
+
+    init(_ arguments: [String]) throws {
+        var arguments = Arguments(arguments)
+        while let argument = arguments.next() {
+            switch argument {
+            case "--help", "-h":
+                Output.line(Self.help)
+                throw HelpShown()
+            case "--plugin": plugin = try arguments.value(for: argument)
+            case "--config": config = try Self.parseConfig(try arguments.value(for: argument), origin: "--config")
+            case "--config-file":
+                let path = try arguments.value(for: argument)
+                guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("check: \(path): cannot be read") }
+                config = try Self.parseConfig(String(decoding: data, as: UTF8.self), origin: path)
+            case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)
+            case "--cycles": cycles = try arguments.count(for: argument, in: 2...1_000_000)
+            case "--json": json = true
+            case _ where argument.hasPrefix("-"): throw UsageError("check: unknown option '\(argument)'\n\n\(Self.help)")
+            default:
+                guard libraryPath == nil else { throw UsageError("check: one library only; got '\(libraryPath!)' and '\(argument)'") }
+                libraryPath = argument
+            }
+        }
+    }
+
+    /// The entry point: `pager check ...`, or a hidden child command.
+    static func main(_ arguments: [String]) async throws -> Int32 {
+        if let first = arguments.first, first.hasPrefix("__") { await child(arguments) }
+        return try await CheckCommand(arguments).run()
+    }
+
+    static func parseConfig(_ text: String, origin: String) throws -> JSONValue {
+        do {
+            let value = try JSONValue.parse(text)
+            guard case .object = value else { throw UsageError("check: \(origin): the config must be a JSON object") }
+            return value
+        } catch let error as JSONParseError {
+            throw UsageError("check: \(origin): \(error)")
+        }
+    }
+
+    func run() async throws -> Int32 {
+        guard let libraryPath else { throw UsageError("check: a plugin library is required\n\n\(Self.help)") }
+        guard let executable = PluginSearchPath.executableFolder().map({ $0 + "/" + Self.executableName() }) else {
+            throw UsageError("check: cannot find the pager executable (/proc/self/exe)")
+        }
+        let scratch = NSTemporaryDirectory() + "pager-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch)
+        let runner = ConformanceRunner(executable: executable, options: options)
+        let absolute = URL(fileURLWithPath: libraryPath).standardizedFileURL.path
+        let table = TablePrinter()
+        if !json { table.header() }
+        let report: ConformanceRunner.Report
+        do {
+            report = try await runner.run(library: absolute, plugin: plugin) { result in
+                if !json { table.row(result) }
+            }
+        } catch {
+            Output.error("pager: check: \(error)")
+            return ExitCode.badInput
+        }
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+            Output.line(String(decoding: try encoder.encode(report), as: UTF8.self))
+        } else {
+            Output.line("\(report.passed) passed, \(report.failed) failed, \(report.skipped) skipped: \(absolute)")
+        }
+        return report.failed > 0 ? ExitCode.failure : ExitCode.success
+    }
+
+    /// The name this process was started as (normally "pager").
+    static func executableName() -> String {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard length > 0 else { return "pager" }
+        let path = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return URL(fileURLWithPath: path).lastPathComponent
+    }
+
+    // MARK: - Child processes (hidden)
+
+    /// `pager check __list LIB` and `pager check __one LIB ID CHECK [options]`: run by
+    /// ``ConformanceRunner`` in a child; print one marked JSON line, then end at once (no
+    /// exit-time destructors racing the plugin's threads).
+    static func child(_ arguments: [String]) async -> Never {
+        var rest = Arguments(Array(arguments.dropFirst()))
+        switch arguments.first {
+        case "__list":
+            guard let path = rest.next() else { childExit("__list needs a library") }
+            Output.line(ConformanceWire.line(Conformance.list(path: path)))
+        case "__one":
+            guard let path = rest.next(), let id = rest.next(), let name = rest.next(),
+                  let check = ConformanceCheck(rawValue: name) else { childExit("__one needs LIB ID CHECK") }
+            var options = ConformanceOptions(scratchFolder: NSTemporaryDirectory())
+            while let flag = rest.next() {
+                guard let value = rest.next() else { childExit("\(flag) needs a value") }
+                switch flag {
+                case "--timeout-ms": options.fetchTimeout = .milliseconds(Int(value) ?? 5_000)
+                case "--cycles": options.cycles = Int(value) ?? 1_000
+                case "--scratch": options.scratchFolder = value
+                case "--config": options.config = try? JSONValue.parse(value)
+                default: childExit("unknown option \(flag)")
+                }
+            }
+            let result = await Conformance.run(check, path: path, plugin: id, options: options)
+            Output.line(ConformanceWire.line(result))
+        default:
+            childExit("unknown child command")
+        }
+        _exit(0)
+    }
+
+    private static func childExit(_ message: String) -> Never {
+        Output.error("pager check: \(message)")
+        _exit(2)
+    }
+}
+
+/// The pass/fail table, a line per check as results come in.
+private struct TablePrinter: Sendable {
+    func header() {
+        Output.line(pad("PLUGIN", 16) + pad("CHECK", 23) + pad("RESULT", 7) + pad("TIME", 9) + "REASON")
+    }
+
+    func row(_ result: ConformanceResult) {
+        let time = result.durationMs < 10_000 ? String(format: "%.0f ms", result.durationMs) : String(format: "%.1f s", result.durationMs / 1_000)
+        var line = pad(result.plugin, 16) + pad(result.check, 23) + pad(result.status.rawValue, 7) + pad(time, 9) + result.reason
+        for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + note }
+        Output.line(line)
+    }
+
+    private func pad(_ text: String, _ width: Int) -> String {
+        text.count >= width ? text + " " : text + String(repeating: " ", count: width - text.count)
+    }
+}

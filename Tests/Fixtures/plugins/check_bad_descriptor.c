@@ -1,0 +1,41 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/check_bad_descriptor.c -o libcheck_bad_descriptor.so */
+/*
+ * Broken fixture for `pager check`: interceptor "bad id" - an id with a space - whose version
+ * is "one". The host loads it (ids are only required to be non-empty), and it works: intercept
+ * proceeds. Expected: the descriptor check fails (id with spaces, version not MAJOR.MINOR);
+ * every other check passes.
+ */
+#include <stdlib.h>
+
+#include "paging/paging.h"
+
+static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self;
+    (void)request;
+    (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void fx_destroy(paging_interceptor_t *self) { free(self); }
+
+static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    paging_interceptor_t *i = (paging_interceptor_t *)calloc(1, sizeof *i);
+    (void)plugin_id;
+    if (i == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    i->intercept = fx_intercept;
+    i->handle = NULL;
+    i->destroy = fx_destroy;
+    return i;
+}
+
+static const paging_plugin_descriptor_t fx_descriptor = {
+    PAGING_ABI_VERSION_INIT, "bad id", "Bad descriptor (fixture)", "one",
+    "An id with a space and a version that is not a version.", PAGING_PLUGIN_INTERCEPTOR, 0
+};
+static uint32_t fx_count(void) { return 1; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, NULL, fx_create };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

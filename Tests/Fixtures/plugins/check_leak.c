@@ -1,0 +1,48 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/check_leak.c -o libcheck_leak.so */
+/*
+ * Broken fixture for `pager check`: interceptor "leak" mallocs 64 KB in every create, writes
+ * it (so that it is resident) and never frees it. Otherwise correct: intercept proceeds,
+ * there is no handle. Expected: create-destroy-cycles fails; every other check passes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "paging/paging.h"
+
+static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self;
+    (void)request;
+    (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void fx_destroy(paging_interceptor_t *self) { free(self); } /* the 64 KB stay behind */
+
+static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    paging_interceptor_t *i = (paging_interceptor_t *)calloc(1, sizeof *i);
+    void *leaked = malloc(64 * 1024);
+    (void)plugin_id;
+    if (i == NULL || leaked == NULL) {
+        free(i);
+        host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    memset(leaked, 0x5A, 64 * 1024); /* deliberate leak, made resident */
+    i->plugin_data = leaked;
+    i->intercept = fx_intercept;
+    i->handle = NULL;
+    i->destroy = fx_destroy;
+    return i;
+}
+
+static const paging_plugin_descriptor_t fx_descriptor = {
+    PAGING_ABI_VERSION_INIT, "leak", "Leak per create (fixture)", "1.0.0",
+    "Leaks 64 KB per create.", PAGING_PLUGIN_INTERCEPTOR, 0
+};
+static uint32_t fx_count(void) { return 1; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, NULL, fx_create };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

@@ -1,0 +1,138 @@
+import Foundation
+import PagingHost
+import PagingTestSupport
+import Testing
+
+/// `pager check`, run as a user runs it: the built `pager` binary against the shipped plugins
+/// (all pass) and deliberately broken fixtures (exactly the expected checks fail).
+@Suite("pager check")
+struct PagerCheckTests {
+    /// Fewer cycles than the default 1,000 keep the run short; the leak fixture still fails.
+    static let fast = ["--cycles", "100", "--timeout-ms", "500"]
+
+    @Test(arguments: ["jsonlines", "logging", "cache", "sqlite-store", "http"])
+    func shippedPlugin_passesEveryCheck(_ name: String) async throws {
+        let library = "\(productsFolder)/lib\(name).so"
+        try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built")
+        let (code, report, output) = try await check(library, Self.fast)
+        #expect(code == 0, "\(output)")
+        #expect(report.failed == 0, "\(output)")
+        let kind: PluginKind = ["jsonlines", "http"].contains(name) ? .source : .interceptor
+        let checks = Set(report.results.map(\.check))
+        #expect(checks == Set(["descriptor"] + ConformanceCheck.checks(for: kind).map(\.rawValue)))
+    }
+
+    @Test(arguments: [("Examples/CInterceptor/counter.c", "c-counter"), ("Examples/CInterceptor/guide_example.c", "tagger"),
+                      ("Tests/Fixtures/plugins/pass_through.c", "counting")])
+    func wellBehavedCPlugins_pass(_ source: String, _ id: String) async throws {
+        let library = try compile(source)
+        let (code, report, output) = try await check(library, Self.fast)
+        #expect(code == 0, "\(output)")
+        #expect(report.failed == 0, "\(output)")
+        #expect(report.results.contains { $0.plugin == id && $0.check == "descriptor" && $0.status == .pass })
+    }
+
+    @Test func guideExample_isUnder40Lines_andItsRewriteIsANote() async throws {
+        let text = try String(contentsOfFile: "\(repositoryRoot)/Examples/CInterceptor/guide_example.c", encoding: .utf8)
+        #expect(text.filter { $0 == "\n" }.count < 40)
+        let (_, report, _) = try await check(try compile("Examples/CInterceptor/guide_example.c"), Self.fast + ["--plugin", "tagger"])
+        let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
+        #expect(proceed.status == .pass)
+        #expect(proceed.notes.contains { $0.contains("rewrites requests: params tag") })
+    }
+
+    static let broken: [(fixture: String, failing: Set<String>, reason: String)] = [
+        ("double_complete", ["double-complete/fetch-completes-once"], "completed more than once"),
+        ("never_complete", ["never-complete/fetch-completes-once"], "did not complete within 500 ms"),
+        ("create_fails", ["create-fails/create-valid-config"], "api_key is required"),
+        ("bad_lengths", ["bad-lengths/fetch-completes-once", "bad-out/proceed-intact"], "NULL data"),
+        ("foreign_thread", ["foreign-thread/destroy-in-flight"], "after destroy() returned"),
+        ("abi_major2", ["-/load"], "ABI 2.0.0"),
+        ("check_crash_intercept", ["crash-intercept/proceed-intact"], "crashed (SIGABRT)"),
+        ("check_leak", ["leak/create-destroy-cycles"], "a leak per create/destroy"),
+        ("check_bad_descriptor", ["bad id/descriptor"], "contains spaces"),
+        ("check_empty_id", ["-/load", "#0/descriptor"], "id is empty"),
+        ("check_repeat_keys", ["repeat-keys/keys-chain"], "the key of page 1"),
+    ]
+
+    @Test(arguments: broken)
+    func brokenFixture_failsExactlyTheExpectedChecks(_ fixture: String, _ failing: Set<String>, _ reason: String) async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/\(fixture).c"), Self.fast)
+        #expect(code == 1, "\(output)")
+        let failed = report.results.filter { $0.status == .fail }
+        #expect(Set(failed.map { "\($0.plugin)/\($0.check)" }) == failing, "\(output)")
+        #expect(failed.contains { $0.reason.contains(reason) }, "\(output)")
+    }
+
+    @Test func createFails_refusingEmptyAndInvalidConfigsCleanly_passesThoseChecks() async throws {
+        let (_, report, _) = try await check(try compile("Tests/Fixtures/plugins/create_fails.c"), Self.fast)
+        for name in ["create-empty-config", "create-invalid-config"] {
+            #expect(report.results.first { $0.check == name }?.status == .pass)
+        }
+        #expect(report.results.first { $0.check == "fetch-completes-once" }?.status == .skip)
+    }
+
+    @Test func table_hasALinePerCheck() async throws {
+        let result = try await run(pager, ["check", "\(productsFolder)/libjsonlines.so"] + Self.fast)
+        #expect(result.code == 0, "\(result.stderr)")
+        let lines = result.stdout.split(separator: "\n")
+        #expect(lines.first?.hasPrefix("PLUGIN") == true)
+        #expect(lines.filter { $0.hasPrefix("jsonlines ") && $0.contains(" PASS ") }.count == 1 + ConformanceCheck.checks(for: .source).count)
+        #expect(lines.last?.hasPrefix("11 passed, 0 failed, 0 skipped") == true)
+    }
+
+    @Test func badInput_exitsWith2() async throws {
+        let folder = scratchFolder()
+        let text = folder + "/not-a-library.so"
+        try "hello".write(toFile: text, atomically: true, encoding: .utf8)
+        let cases: [[String]] = [
+            ["check"],
+            ["check", folder + "/missing.so"],
+            ["check", text],
+            ["check", try compile("Tests/Fixtures/plugins/no_entry.c")],
+            ["check", "\(productsFolder)/libjsonlines.so", "--plugin", "nope"],
+            ["check", "\(productsFolder)/libjsonlines.so", "--config", "[1"],
+            ["check", "\(productsFolder)/libjsonlines.so", "--frobnicate"],
+        ]
+        for arguments in cases {
+            let result = try await run(pager, arguments)
+            #expect(result.code == 2, "\(arguments): \(result.stdout) \(result.stderr)")
+            #expect(!result.stderr.isEmpty)
+        }
+        #expect(try await run(pager, ["check", "--help"]).stdout.hasPrefix("usage: pager check"))
+    }
+
+    @Test func config_isPassedToTheChecks() async throws {
+        // jsonlines with a config of the user's: its own file, 3 pages of 20.
+        let folder = scratchFolder()
+        let data = (0..<45).map { #"{"n":\#($0)}"# }.joined(separator: "\n")
+        try data.write(toFile: folder + "/d.jsonl", atomically: true, encoding: .utf8)
+        try #"{"path": "\#(folder)/d.jsonl"}"#.write(toFile: folder + "/c.json", atomically: true, encoding: .utf8)
+        let (code, report, output) = try await check("\(productsFolder)/libjsonlines.so", Self.fast + ["--config-file", folder + "/c.json"])
+        #expect(code == 0, "\(output)")
+        #expect(report.results.first { $0.check == "keys-chain" }?.reason.hasPrefix("3 pages ('0', '20', '40')") == true, "\(output)")
+        // A config that does not work fails create-valid-config (and what needs it is skipped).
+        let (badCode, badReport, _) = try await check("\(productsFolder)/libjsonlines.so", Self.fast + ["--config", #"{"path": "/nonexistent"}"#])
+        #expect(badCode == 1)
+        #expect(badReport.results.filter { $0.status == .fail }.map(\.check) == ["create-valid-config"])
+    }
+
+    // MARK: - Helpers
+
+    let pager = productsFolder + "/pager"
+
+    /// Runs `pager check LIB --json` and decodes the report.
+    func check(_ library: String, _ options: [String]) async throws -> (Int32, ConformanceRunner.Report, String) {
+        let result = try await run(pager, ["check", library, "--json"] + options)
+        let report = try JSONDecoder().decode(ConformanceRunner.Report.self, from: Data(result.stdout.utf8))
+        let table = report.results.map { "\($0.plugin) \($0.check) \($0.status.rawValue) \($0.reason)" }.joined(separator: "\n")
+        return (result.code, report, table + "\n" + result.stderr)
+    }
+}
+
+// MARK: - Support
+
+/// Compiles a C plugin of the repository (a path relative to its root) with plain `cc`.
+func compile(_ source: String) throws -> String {
+    try compileCPlugin("\(repositoryRoot)/\(source)")
+}
