@@ -16,8 +16,9 @@ final class CachePlugin: InterceptorPlugin {
     private let cache: CacheInterceptor<[UInt8], [UInt8]>
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
-        let ttl = config.int("ttl_seconds", default: 600)
-        let maxEntries = config.int("max_entries", default: 1_000)
+        try config.rejectUnknownKeys(["ttl_seconds", "max_entries"])
+        let ttl = try config.int("ttl_seconds", default: 600)
+        let maxEntries = try config.int("max_entries", default: 1_000)
         guard ttl > 0 else { throw .invalidConfig("ttl_seconds: expected a positive number of seconds, got \(ttl)") }
         guard maxEntries > 0 else { throw .invalidConfig("max_entries: expected a positive count, got \(maxEntries)") }
         cache = CacheInterceptor(timeToLive: .seconds(ttl), maxEntries: maxEntries)

@@ -18,13 +18,14 @@ final class LoggingPlugin: InterceptorPlugin {
     private let prefix: String
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
-        let name = config.string("level") ?? "info"
+        try config.rejectUnknownKeys(["level", "label"])
+        let name = try config.string("level") ?? "info"
         guard let level = Self.levels.firstIndex(of: name) else {
             throw .invalidConfig("level: expected one of \(Self.levels.joined(separator: ", ")), got \"\(name)\"")
         }
         self.host = host
         self.level = level
-        prefix = config.string("label").map { "\($0): " } ?? ""
+        prefix = try config.string("label").map { "\($0): " } ?? ""
     }
 
     func intercept(_ request: PagingPluginRequest) -> InterceptDecision {

@@ -125,6 +125,10 @@ func bytes(_ view: paging_bytes_t) -> [UInt8] {
 }
 
 /// The plugin's `config` object, readable during `init` only.
+///
+/// The typed reads refuse a value of the wrong type (`"ttl_seconds": "soon"`) with a
+/// ``PluginFailure`` naming the key and what was expected, rather than falling back to the
+/// default; ``rejectUnknownKeys(_:)`` refuses keys the plugin does not know.
 public struct PluginConfig {
     let host: UnsafePointer<paging_host_t>
     let config: OpaquePointer?
@@ -132,25 +136,95 @@ public struct PluginConfig {
     /// The whole object as JSON text.
     public var json: String { host.pointee.config_json?(config).map { String(cString: $0) } ?? "{}" }
 
-    public func string(_ key: String) -> String? {
-        host.pointee.config_string?(config, key).map { String(cString: $0) }
+    /// The top-level string `key`, or `nil` when absent.
+    public func string(_ key: String) throws(PluginFailure) -> String? {
+        switch try value(key) {
+        case nil: return nil
+        case .string(let text): return text
+        case let other?: throw mismatch(key, "a string", other)
+        }
     }
 
-    public func int(_ key: String, default fallback: Int) -> Int {
-        Int(host.pointee.config_int?(config, key, Int64(fallback)) ?? Int64(fallback))
+    /// The top-level integer `key`, or `fallback` when absent.
+    public func int(_ key: String, default fallback: Int) throws(PluginFailure) -> Int {
+        switch try value(key) {
+        case nil: return fallback
+        case .int(let number): return number
+        case let other?: throw mismatch(key, "an integer", other)
+        }
     }
 
-    public func bool(_ key: String, default fallback: Bool) -> Bool {
-        (host.pointee.config_bool?(config, key, fallback ? 1 : 0) ?? (fallback ? 1 : 0)) != 0
+    /// The top-level boolean `key`, or `fallback` when absent.
+    public func bool(_ key: String, default fallback: Bool) throws(PluginFailure) -> Bool {
+        switch try value(key) {
+        case nil: return fallback
+        case .bool(let flag): return flag
+        case let other?: throw mismatch(key, "true or false", other)
+        }
     }
 
-    public func double(_ key: String, default fallback: Double) -> Double {
-        host.pointee.config_double?(config, key, fallback) ?? fallback
+    /// The top-level number `key`, or `fallback` when absent.
+    public func double(_ key: String, default fallback: Double) throws(PluginFailure) -> Double {
+        switch try value(key) {
+        case nil: return fallback
+        case .int(let number): return Double(number)
+        case .double(let number): return number
+        case let other?: throw mismatch(key, "a number", other)
+        }
+    }
+
+    /// Refuses a config with a key outside `known`.
+    public func rejectUnknownKeys(_ known: Set<String>) throws(PluginFailure) {
+        if let unknown = try values().keys.sorted().first(where: { !known.contains($0) }) {
+            throw .invalidConfig("\(unknown): unknown key; expected one of \(known.sorted().joined(separator: ", "))")
+        }
     }
 
     /// Decodes the whole object.
     public func decode<T: Decodable>(_ type: T.Type) throws -> T {
         try JSONDecoder().decode(type, from: Data(json.utf8))
+    }
+
+    private func values() throws(PluginFailure) -> [String: ConfigValue] {
+        do {
+            return try JSONDecoder().decode([String: ConfigValue].self, from: Data(json.utf8))
+        } catch {
+            throw .invalidConfig("the config is not a JSON object: \(error)")
+        }
+    }
+
+    private func value(_ key: String) throws(PluginFailure) -> ConfigValue? {
+        try values()[key]
+    }
+
+    private func mismatch(_ key: String, _ expected: String, _ value: ConfigValue) -> PluginFailure {
+        .invalidConfig("\(key): expected \(expected), got \(value.kind)")
+    }
+}
+
+/// A top-level config value, typed strictly (JSON's `true` is not the number 1).
+private enum ConfigValue: Decodable {
+    case int(Int), double(Double), bool(Bool), string(String), other(String)
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let flag = try? container.decode(Bool.self) { self = .bool(flag) }
+        else if let number = try? container.decode(Int.self) { self = .int(number) }
+        else if let number = try? container.decode(Double.self) { self = .double(number) }
+        else if let text = try? container.decode(String.self) { self = .string(text) }
+        else if container.decodeNil() { self = .other("null") }
+        else if (try? container.decode([ConfigValue].self)) != nil { self = .other("an array") }
+        else { self = .other("an object") }
+    }
+
+    var kind: String {
+        switch self {
+        case .int: "an integer"
+        case .double: "a number"
+        case .bool: "a boolean"
+        case .string: "a string"
+        case .other(let kind): kind
+        }
     }
 }
 

@@ -108,6 +108,28 @@ struct PluginLoaderTests {
         }
     }
 
+    @Test func swiftPlugins_refuseWrongTypesAndUnknownKeys_namingTheKey() async throws {
+        let cache = try PluginLibrary.open(path: shippedPlugin("cache"))
+        let cases: [(JSONValue, String)] = [
+            (.object([("ttl_seconds", .string("soon"))]), "ttl_seconds: expected an integer, got a string"),
+            (.object([("ttl_seconds", .bool(true))]), "ttl_seconds: expected an integer, got a boolean"),
+            (.object([("max_entries", .double(1.5))]), "max_entries: expected an integer, got a number"),
+            (.object([("ttl", .int(5))]), "ttl: unknown key; expected one of max_entries, ttl_seconds"),
+            (.object([("ttl_seconds", .int(0))]), "ttl_seconds: expected a positive number of seconds, got 0"),
+        ]
+        for (config, message) in cases {
+            #expect(throws: PluginLoadError.createFailed(path: cache.path, id: "cache", status: .invalidConfig, message: message)) {
+                try cache.makeInterceptor(config: config, sink: log.sink)
+            }
+        }
+        _ = try cache.makeInterceptor(config: .object([("ttl_seconds", .int(5)), ("max_entries", .int(10))]), sink: log.sink)
+        let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
+        #expect(throws: PluginLoadError.createFailed(path: logging.path, id: "logging", status: .invalidConfig,
+                                                     message: "level: expected a string, got an integer")) {
+            try logging.makeInterceptor(config: .object([("level", .int(3))]), sink: log.sink)
+        }
+    }
+
     @Test func pluginNames_resolveOnTheSearchPath() async throws {
         let searchPath = PluginSearchPath(folders: ["/nonexistent", productsFolder])
         #expect(try searchPath.resolve("jsonlines", relativeTo: "/tmp") == "\(productsFolder)/libjsonlines.so")
