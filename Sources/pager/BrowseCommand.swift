@@ -27,17 +27,7 @@ struct BrowseCommand {
     var manifestPath: String?
 
     init(_ arguments: [String]) throws {
-        for argument in arguments {
-            switch argument {
-            case "--help", "-h":
-                Output.line(Self.help)
-                throw HelpShown()
-            case _ where argument.hasPrefix("-"): throw UsageError("browse: unknown option '\(argument)'\n\n\(Self.help)")
-            default:
-                guard manifestPath == nil else { throw UsageError("browse: one manifest only") }
-                manifestPath = argument
-            }
-        }
+        manifestPath = try Arguments.parse(arguments, command: "browse", help: Self.help)
     }
 
     func run() async throws -> Int32 {

@@ -48,17 +48,14 @@ struct CheckCommand {
     var libraryPath: String?
     var plugin: String?
     var config: JSONValue?
-    var timeoutMs = 5_000
-    var cycles = 1_000
-    var json = false
+    var timeoutMs: Int
+    var cycles: Int
+    var json: Bool
 
     init(_ arguments: [String]) throws {
-        var arguments = Arguments(arguments)
-        while let argument = arguments.next() {
+        var plugin: String?, config: JSONValue?, timeoutMs = 5_000, cycles = 1_000, json = false
+        libraryPath = try Arguments.parse(arguments, command: "check", help: Self.help) { argument, arguments in
             switch argument {
-            case "--help", "-h":
-                Output.line(Self.help)
-                throw HelpShown()
             case "--plugin": plugin = try arguments.value(for: argument)
             case "--config": config = try Self.parseConfig(try arguments.value(for: argument), origin: "--config")
             case "--config-file":
@@ -68,12 +65,11 @@ struct CheckCommand {
             case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)
             case "--cycles": cycles = try arguments.count(for: argument, in: 2...1_000_000)
             case "--json": json = true
-            case _ where argument.hasPrefix("-"): throw UsageError("check: unknown option '\(argument)'\n\n\(Self.help)")
-            default:
-                guard libraryPath == nil else { throw UsageError("check: one library only; got '\(libraryPath!)' and '\(argument)'") }
-                libraryPath = argument
+            default: return false
             }
+            return true
         }
+        (self.plugin, self.config, self.timeoutMs, self.cycles, self.json) = (plugin, config, timeoutMs, cycles, json)
     }
 
     /// The entry point: `pager check ...`, or a hidden child command.

@@ -116,6 +116,30 @@ struct Arguments {
     }
 }
 
+extension Arguments {
+    /// Walks a command's arguments: `--help` prints `help` and ends the command; `option` takes
+    /// the flags the command knows (returning `false` for others), any other flag is an error,
+    /// and the rest are operands, of which there may be one at most.
+    static func parse(
+        _ arguments: [String], command: String, help: String,
+        option: (String, inout Arguments) throws -> Bool = { _, _ in false }
+    ) throws -> String? {
+        var arguments = Arguments(arguments)
+        var operand: String?
+        while let argument = arguments.next() {
+            if argument == "--help" || argument == "-h" {
+                Output.line(help)
+                throw HelpShown()
+            }
+            if try option(argument, &arguments) { continue }
+            if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(argument)'\n\n\(help)") }
+            if let operand { throw UsageError("\(command): one operand only; got '\(operand)' and '\(argument)'") }
+            operand = argument
+        }
+        return operand
+    }
+}
+
 /// Common options of commands that load a manifest.
 struct LogOptions {
     var level: PluginLogLevel = .info

@@ -33,29 +33,26 @@ struct RunCommand {
     }
 
     var manifestPath: String?
-    var steps: [Step] = []
-    var log = LogOptions()
+    var steps: [Step]
+    var log: LogOptions
 
     init(_ arguments: [String]) throws {
-        var arguments = Arguments(arguments)
-        while let argument = arguments.next() {
-            if log.parse(argument) { continue }
+        var steps: [Step] = []
+        var log = LogOptions()
+        manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help) { argument, arguments in
+            if log.parse(argument) { return true }
             switch argument {
-            case "--help", "-h":
-                Output.line(Self.help)
-                throw HelpShown()
             case "--refresh": steps.append(.refresh(hard: false))
             case "--hard-refresh": steps.append(.refresh(hard: true))
             case "--append": steps.append(.append(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--prepend": steps.append(.prepend(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--retry": steps.append(.retry)
-            case _ where argument.hasPrefix("-"): throw UsageError("run: unknown option '\(argument)'\n\n\(Self.help)")
-            default:
-                guard manifestPath == nil else { throw UsageError("run: one manifest only; got '\(manifestPath!)' and '\(argument)'") }
-                manifestPath = argument
+            default: return false
             }
+            return true
         }
-        if steps.isEmpty { steps = [.refresh(hard: false)] }
+        self.steps = steps.isEmpty ? [.refresh(hard: false)] : steps
+        self.log = log
     }
 
     func run() async throws -> Int32 {

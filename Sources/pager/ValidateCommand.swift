@@ -18,22 +18,12 @@ struct ValidateCommand {
     """
 
     var manifestPath: String?
-    var log = LogOptions()
+    var log: LogOptions
 
     init(_ arguments: [String]) throws {
-        var arguments = Arguments(arguments)
-        while let argument = arguments.next() {
-            if log.parse(argument) { continue }
-            switch argument {
-            case "--help", "-h":
-                Output.line(Self.help)
-                throw HelpShown()
-            case _ where argument.hasPrefix("-"): throw UsageError("validate: unknown option '\(argument)'\n\n\(Self.help)")
-            default:
-                guard manifestPath == nil else { throw UsageError("validate: one manifest only") }
-                manifestPath = argument
-            }
-        }
+        var log = LogOptions()
+        manifestPath = try Arguments.parse(arguments, command: "validate", help: Self.help) { argument, _ in log.parse(argument) }
+        self.log = log
     }
 
     func run() throws -> Int32 {
