@@ -38,6 +38,7 @@ let package = Package(
         .target(name: "PagingTestSupport", dependencies: ["PagingHost"], path: "Tests/Support"),
         .testTarget(name: "PagerCheckTests", dependencies: ["PagingHost", "PagingTestSupport"]),
         .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "GitHubFixtureServer"]),
+        .testTarget(name: "ReliabilityTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "CSQLite"]),
         .testTarget(name: "LoopbackHTTPTests", dependencies: ["LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "PagingHTTPPluginTests", dependencies: ["PagingHost", "LoopbackHTTP", "GitHubFixtureServer"]),
         .executableTarget(name: "paging-example", dependencies: ["Paging"], path: "Examples/SwiftAPI"),

@@ -71,7 +71,9 @@ struct BridgeTests {
             #expect(error.status == .timeout)
             #expect(error.isRetryable)
         }
-        #expect(clock.now - start < .seconds(5))
+        // It ends (a fetch never completed would hang forever); how soon depends on how busy
+        // the machine's few threads are.
+        #expect(clock.now - start < .seconds(30))
     }
 
     @Test func nullDataWithALength_failsTheLoad_withoutBeingRead() async throws {

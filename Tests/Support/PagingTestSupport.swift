@@ -27,9 +27,14 @@ public func scratchFolder() -> String {
     return path
 }
 
-/// What a program did: its exit code (or 128 + the signal that ended it), stdout and stderr.
+/// What a program did.
 public struct ProgramResult: Sendable {
+    /// The exit code, or the signal that ended the process (see `signaled`).
     public let code: Int32
+    public let signaled: Bool
+    /// The deadline passed and the process was killed.
+    public let timedOut: Bool
+    public let elapsed: Duration
     public let stdout: String
     public let stderr: String
 }
@@ -37,18 +42,23 @@ public struct ProgramResult: Sendable {
 /// Runs a program to its end on a thread of its own, so that waiting for it does not hold one
 /// of the few threads that run tasks (on 2 cores, two blocked tests would stall every timer).
 public func run(
-    _ program: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil
+    _ program: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil,
+    deadline: Duration = .seconds(300), killAfter: Duration? = nil
 ) async throws -> ProgramResult {
     try await withCheckedThrowingContinuation { continuation in
         Thread.detachNewThread {
-            continuation.resume(with: Result { try runBlocking(program, arguments, environment: environment, input: input) })
+            continuation.resume(with: Result {
+                try runBlocking(program, arguments, environment: environment, input: input, deadline: deadline, killAfter: killAfter)
+            })
         }
     }
 }
 
-/// Runs a program to its end, blocking the calling thread.
+/// Runs a program, blocking the calling thread. Past `deadline` the process is killed
+/// (SIGKILL) and the result says so; `killAfter` kills it on purpose after that delay.
 public func runBlocking(
-    _ program: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil
+    _ program: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil,
+    deadline: Duration = .seconds(300), killAfter: Duration? = nil
 ) throws -> ProgramResult {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: program)
@@ -58,39 +68,55 @@ public func runBlocking(
     process.standardOutput = out
     process.standardError = err
     process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
+    let ended = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in ended.signal() }
+    let clock = ContinuousClock()
+    let start = clock.now
     try process.run()
     if let input {
         inputPipe.fileHandleForWriting.write(Data(input.utf8))
         try? inputPipe.fileHandleForWriting.close()
     }
-    // Read stderr on another thread, so that neither pipe can fill up and stall the child.
-    let errorData = Mutex(Data())
-    let errorRead = DispatchSemaphore(value: 0)
-    Thread.detachNewThread {
-        let data = err.fileHandleForReading.readDataToEndOfFile()
-        errorData.withLock { $0 = data }
-        errorRead.signal()
+    // Read both pipes on threads of their own, so that neither can fill up and stall the child.
+    let collected = Mutex([Data(), Data()])
+    let reads = DispatchGroup()
+    for (index, pipe) in [out, err].enumerated() {
+        reads.enter()
+        Thread.detachNewThread {
+            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            collected.withLock { $0[index] = data }
+            reads.leave()
+        }
     }
-    let outputData = out.fileHandleForReading.readDataToEndOfFile()
-    errorRead.wait()
-    process.waitUntilExit()
-    let code = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    return ProgramResult(code: code, stdout: String(decoding: outputData, as: UTF8.self),
-                         stderr: String(decoding: errorData.withLock { $0 }, as: UTF8.self))
+    var timedOut = false
+    if ended.wait(timeout: .now() + .nanoseconds(Int(nanoseconds(killAfter ?? deadline)))) == .timedOut {
+        timedOut = killAfter == nil
+        kill(process.processIdentifier, SIGKILL)
+        ended.wait()
+    }
+    reads.wait()
+    let data = collected.withLock { $0 }
+    return ProgramResult(code: process.terminationStatus, signaled: process.terminationReason == .uncaughtSignal,
+                         timedOut: timedOut, elapsed: clock.now - start,
+                         stdout: String(decoding: data[0], as: UTF8.self), stderr: String(decoding: data[1], as: UTF8.self))
+}
+
+private func nanoseconds(_ duration: Duration) -> Int64 {
+    duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
 }
 
 /// Compiles a plain C plugin with `cc` against the ABI headers alone (once per process and
 /// name) and returns the library's path.
-public func compileCPlugin(_ source: String, name: String? = nil) throws -> String {
+public func compileCPlugin(_ source: String, name: String? = nil, extraFlags: [String] = []) throws -> String {
     let name = name ?? URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
     return try compiledPlugins.withLock { compiled in
         if let path = compiled[name] { return path }
         let output = "\(compiledFolder)/lib\(name).so"
         let result = try runBlocking("/usr/bin/env", [
             "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
-            "-Wl,-z,nodelete", "-I", "\(repositoryRoot)/Sources/CPaging/include", source, "-o", output,
-        ])
-        guard result.code == 0 else { throw CompileError(message: result.stderr) }
+            "-Wl,-z,nodelete", "-I", "\(repositoryRoot)/Sources/CPaging/include",
+        ] + extraFlags + [source, "-o", output])
+        guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
         compiled[name] = output
         return output
     }
@@ -109,17 +135,28 @@ public struct CompileError: Error, CustomStringConvertible {
 private let compiledFolder = scratchFolder()
 private let compiledPlugins = Mutex<[String: String]>([:])
 
-/// Collects plugin log lines.
+/// Collects plugin log lines (the first `limit`; beyond, it only counts them).
 public final class LogRecorder: Sendable {
-    private let lines = Mutex<[(PluginLogLevel, String, String)]>([])
+    private let lines = Mutex<(kept: [(PluginLogLevel, String, String)], total: Int)>(([], 0))
+    public let limit: Int
 
-    public init() {}
-
-    public var sink: PluginLogSink {
-        { [self] level, plugin, message in lines.withLock { $0.append((level, plugin, message)) } }
+    public init(limit: Int = 100_000) {
+        self.limit = limit
     }
 
-    public var messages: [String] { lines.withLock { $0.map(\.2) } }
+    public var sink: PluginLogSink {
+        { [self] level, plugin, message in
+            lines.withLock { lines in
+                lines.total += 1
+                if lines.kept.count < limit { lines.kept.append((level, plugin, message)) }
+            }
+        }
+    }
+
+    public var messages: [String] { lines.withLock { $0.kept.map(\.2) } }
+
+    /// Every line logged, kept or not.
+    public var total: Int { lines.withLock { $0.total } }
 
     public func contains(_ text: String) -> Bool { messages.contains { $0.contains(text) } }
 
@@ -139,4 +176,46 @@ public final class LogRecorder: Sendable {
 public func writeJSONLines(count: Int, to path: String) {
     let text = (0..<count).map { #"{"n":\#($0)}"# }.joined(separator: "\n") + "\n"
     try! Data(text.utf8).write(to: URL(fileURLWithPath: path))
+}
+
+/// A whole number from the environment, or `fallback`.
+public func environmentCount(_ name: String, default fallback: Int) -> Int {
+    ProcessInfo.processInfo.environment[name].flatMap { Int($0) } ?? fallback
+}
+
+/// SplitMix64: a small seeded generator, so that a failing run can be replayed from its seed.
+public struct SeededGenerator: RandomNumberGenerator {
+    public var state: UInt64
+
+    public init(seed: UInt64) {
+        state = seed
+    }
+
+    public mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The process's peak resident set (VmHWM), in bytes.
+public func peakResidentBytes() -> Int { statusKilobytes("VmHWM:") * 1024 }
+
+/// The process's resident set now (VmRSS), in bytes.
+public func residentBytes() -> Int { statusKilobytes("VmRSS:") * 1024 }
+
+/// A "kB" line of /proc/self/status, read with stdio (Foundation's file reading truncates /proc).
+private func statusKilobytes(_ field: String) -> Int {
+    guard let file = fopen("/proc/self/status", "r") else { return 0 }
+    defer { fclose(file) }
+    var line = [CChar](repeating: 0, count: 512)
+    while fgets(&line, Int32(line.count), file) != nil {
+        let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if text.hasPrefix(field) {
+            return Int(text.dropFirst(field.count).split(separator: " ").first ?? "") ?? 0
+        }
+    }
+    return 0
 }
