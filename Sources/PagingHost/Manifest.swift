@@ -43,6 +43,8 @@ public struct Manifest: Sendable {
     public var maxSize: Int?
     public var prefetchDistance: Int
     public var maxItemsPerPage: Int
+    /// A page of more bytes (its items together) fails its load.
+    public var maxPageBytes: Int
     /// Sent with every request (a query, for instance).
     public var userInfo: [String: String]
 
@@ -66,7 +68,7 @@ public struct Manifest: Sendable {
         let reader = Reader(file: file)
         let top = JSONValue.object(try reader.object(root, at: "$", allowed: [
             "source", "interceptors", "page_size", "retry", "timeout_ms", "max_size",
-            "prefetch_distance", "max_items_per_page", "user_info",
+            "prefetch_distance", "max_items_per_page", "max_page_bytes", "user_info",
         ]))
         guard let sourceValue = top["source"] else {
             throw ManifestError(file: file, path: "$.source", message: "missing; expected the source plugin, an object with \"plugin\"")
@@ -84,6 +86,7 @@ public struct Manifest: Sendable {
         let maxSize = try reader.int(top["max_size"], at: "$.max_size", in: pageSize...Int(Int32.max))
         let prefetch = try reader.int(top["prefetch_distance"], at: "$.prefetch_distance", in: 0...100_000) ?? 0
         let maxItems = try reader.int(top["max_items_per_page"], at: "$.max_items_per_page", in: 1...10_000_000) ?? 100_000
+        let maxBytes = try reader.int(top["max_page_bytes"], at: "$.max_page_bytes", in: 1...(4 << 30)) ?? (256 << 20)
         var userInfo: [String: String] = [:]
         if let info = top["user_info"] {
             for (key, value) in try reader.object(info, at: "$.user_info", allowed: nil) {
@@ -95,7 +98,7 @@ public struct Manifest: Sendable {
             file: file, source: source, interceptors: interceptors, pageSize: pageSize,
             retryPolicy: try top["retry"].map { value throws(ManifestError) in try reader.retry(value, at: "$.retry") } ?? .none,
             fetchTimeout: .milliseconds(timeoutMs), maxSize: maxSize, prefetchDistance: prefetch,
-            maxItemsPerPage: maxItems, userInfo: userInfo)
+            maxItemsPerPage: maxItems, maxPageBytes: maxBytes, userInfo: userInfo)
     }
 
     /// Reads a whole file, with an error for each way it can fail.

@@ -26,11 +26,13 @@ public final class Pipeline: Sendable {
         extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = []
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
-        let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, fetchTimeout: manifest.fetchTimeout)
+        let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
+                                  fetchTimeout: manifest.fetchTimeout)
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
                 if let pinned = reference.sha256 {
+                    try PluginLibrary.checkFile(path)
                     let actual: String
                     do { actual = try SHA256.hex(ofFile: path) } catch {
                         throw PluginLoadError.unreadable(path: path, reason: "\(error.localizedDescription)")

@@ -175,12 +175,13 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 
     /// Refuses what dlopen would fail on with a less clear message, or would not refuse at all.
-    private static func checkFile(_ path: String) throws(PluginLoadError) {
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-            throw .fileNotFound(path: path)
+    static func checkFile(_ path: String) throws(PluginLoadError) {
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            if errno == ENOENT { throw .fileNotFound(path: path) }
+            throw .unreadable(path: path, reason: String(cString: strerror(errno)))
         }
-        if isDirectory.boolValue { throw .notAFile(path: path) }
+        if info.st_mode & S_IFMT == S_IFDIR { throw .notAFile(path: path) }
         guard let file = fopen(path, "rb") else {
             throw .unreadable(path: path, reason: String(cString: strerror(errno)))
         }

@@ -31,7 +31,8 @@ struct ManifestTests {
           "timeout_ms": 500,
           "max_size": 300,
           "prefetch_distance": 5,
-          "user_info": {"q": "swift"}
+          "user_info": {"q": "swift"},
+          "max_page_bytes": 1048576
         }
         """)
         #expect(manifest.source.plugin == "jsonlines")
@@ -46,6 +47,7 @@ struct ManifestTests {
         #expect(manifest.maxSize == 300)
         #expect(manifest.prefetchDistance == 5)
         #expect(manifest.userInfo == ["q": "swift"])
+        #expect(manifest.maxPageBytes == 1 << 20)
         #expect(manifest.folder == "/srv/app")
     }
 
@@ -117,6 +119,22 @@ struct ManifestTests {
         #expect(manager.output.values.count == 20)
     }
 
+    @Test func pageLimits_fromTheManifest_failOversizedPages() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10, "max_page_bytes": 50}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
+                                    searchPath: PluginSearchPath(folders: [productsFolder]), sink: LogRecorder().sink)
+        do {
+            _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+            Issue.record("a page over max_page_bytes loaded")
+        } catch let error as PluginError {
+            #expect(error.status == .invalidArgument)
+            #expect(error.message.contains("more than 50 bytes"))
+        }
+    }
+
     @Test func pipelineErrors_nameTheManifestThePluginAndTheReason() async throws {
         let folder = scratchFolder()
         let wrongPin = String(repeating: "0", count: 64)
@@ -124,6 +142,7 @@ struct ManifestTests {
             (#"{"source": {"plugin": "absent"}}"#, "$.source (plugin \"absent\"): plugin 'absent': libabsent.so not found in"),
             (#"{"source": {"plugin": "logging"}}"#, "$.source (plugin \"logging\"): \(shippedPlugin("logging")): plugin 'logging' is an interceptor, expected a source"),
             (#"{"source": {"plugin": "jsonlines", "sha256": "\#(wrongPin)"}}"#, "sha256 is "),
+            (#"{"source": {"plugin": "./missing.so", "sha256": "\#(wrongPin)"}}"#, "missing.so: no such file"),
             (#"{"source": {"plugin": "jsonlines", "config": {"path": "missing.jsonl"}}}"#, "$.source (plugin \"jsonlines\"): "),
         ]
         for (text, expected) in cases {
