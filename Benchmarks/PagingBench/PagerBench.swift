@@ -169,13 +169,13 @@ func benchPagerRequests(_ report: Report) async throws {
     report.add("1e", "… 3 pass-through loaded as C .so (cc -O2)", formatNs(c3m) + "/req",
                target: "≤ 1 µs, ≤ 2× 1d", verdict(cOK),
                "\(fmt(c3m / b3, 2))× in-process (1d); +\(formatNs((c3m - b0) / 3)) an interceptor")
-    if !cOK { report.miss("1e (3 C .so interceptors, \(formatNs(c3m))/req): the loaded interceptors add only \(formatNs((c3m - b0) / 3)) each; the Pager itself costs \(formatNs(b0)) (1c): unspecialized generic code (metadata lookups) and the deduplication registry (without it 1a drops to \(formatNs(m("int0nodedup")!)))") }
+    if !cOK { report.miss("1e (3 C .so interceptors, \(formatNs(c3m))/req): the loaded interceptors add only \(formatNs((c3m - b0) / 3)) each; the Pager itself costs \(formatNs(b0)) (1c), now specialized: async frames and copies of the large Request/Page values (LLVM merges their outlined copies into value-witness calls), and the deduplication registry (two hashes of the identity and a lock; without it 1a drops to \(formatNs(m("int0nodedup")!)))") }
     if let s3 = m("swift3") {
         let ok = s3 <= 1_000 && s3 / b3 <= 2
         report.add("1f", "… 3 pass-through loaded as Swift .so (libpass-through.so)", formatNs(s3) + "/req",
                    target: "≤ 1 µs, ≤ 2× 1d", verdict(ok),
                    "\(fmt(s3 / b3, 2))× in-process (1d), \(fmt(s3 / c3m, 2))× the C .so; +\(formatNs((s3 - b0) / 3)) an interceptor")
-        if !ok { report.miss("1f (3 Swift .so interceptors, \(formatNs(s3))/req): as 1e, the Pager's own cost; a Swift plugin adds \(formatNs((s3 - b0) / 3)) each (PagingPluginKit copies the request into Swift arrays and a dictionary per call)") }
+        if !ok { report.miss("1f (3 Swift .so interceptors, \(formatNs(s3))/req): as 1e, the Pager's own cost; a Swift plugin adds \(formatNs((s3 - b0) / 3)) each (PagingPluginKit copies the key chain into Swift arrays per call: the plugin may keep the request)") }
     } else {
         report.add("1f", "… 3 pass-through loaded as Swift .so", "—", target: "≤ 1 µs, ≤ 2× 1d", .notMeasured,
                    "libpass-through.so missing: run `swift build -c release` first")
@@ -272,7 +272,7 @@ func benchCacheHits(_ report: Report) async throws {
                     + (last ? "; flat = max ≤ 1.5× the 2-entry figure" : ""))
     }
     if !(worst <= 1_000 && flat <= 1.5) {
-        report.miss("2 (cache hit, \(formatNs(worst)) worst, flat at \(fmt(flat, 2))×): the Pager's own cost (1a) plus cachedPage(for:) at \(formatNs(baseDirect)): CacheKey hashes the user-info dictionary and the generic key through witness tables, and the Page is rebuilt")
+        report.miss("2 (cache hit, \(formatNs(worst)) worst, flat at \(fmt(flat, 2))×): the Pager's own cost (1a) plus cachedPage(for:) at \(formatNs(baseDirect)), specialized: the lock, a clock read, the LRU's copies of its Optional entries, and the Page rebuilt for the request")
     }
 }
 

@@ -5,6 +5,7 @@ import Synchronization
 /// Yields happen under the lock so every subscriber sees values in the same order. A
 /// subscriber's buffer is unbounded: a consumer that stops iterating should cancel its task,
 /// which ends its stream and unsubscribes it.
+@usableFromInline
 final class Broadcast<Element: Sendable>: Sendable {
     private struct Subscribers {
         var nextID = 0
@@ -13,8 +14,9 @@ final class Broadcast<Element: Sendable>: Sendable {
 
     private let subscribers = Mutex(Subscribers())
     /// Read without the lock so that publishing costs nothing while nobody listens.
-    private let subscriberCount = Atomic<Int>(0)
+    @usableFromInline let subscriberCount = Atomic<Int>(0)
 
+    @usableFromInline
     init() {}
 
     /// A new stream that receives every value yielded from now on, starting with `initial`.
@@ -32,13 +34,21 @@ final class Broadcast<Element: Sendable>: Sendable {
         return stream
     }
 
+    @inlinable
     var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
+    /// Inlinable, so that with nobody listening the value is never built (the check is one
+    /// atomic load in the caller's specialized code).
+    @inlinable
     func yield(_ value: @autoclosure () -> Element) {
         guard hasSubscribers else { return }
+        send(value())
+    }
+
+    @usableFromInline
+    func send(_ value: Element) {
         subscribers.withLock { state in
             guard !state.continuations.isEmpty else { return }
-            let value = value()
             for continuation in state.continuations.values { continuation.yield(value) }
         }
     }

@@ -12,19 +12,36 @@ import Synchronization
 public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: PagingInterceptor {
     public let timeToLive: Duration
     public let maxEntries: Int
-    private let clock: PagingClock
-    private let cache: Mutex<LRUCache<CacheKey, Page<Key, Value>>>
+    @usableFromInline let clock: PagingClock
+    @usableFromInline let cache: Mutex<LRUCache<CacheKey, Page<Key, Value>>>
+
+    // The Pager calls `intercept` and `handle` through `any PagingInterceptor`, that is through
+    // this class's generic witnesses, which are never specialized: run unspecialized, a hit
+    // spent most of its time in runtime generic metadata lookups. So the (inlinable) init,
+    // which runs specialized for the creator's Key and Value, captures specialized versions of
+    // the work in these closures, and the witnesses only call them. They take the cache as an
+    // argument rather than capturing it, so that there is no reference cycle.
+    @usableFromInline let interceptCore: @Sendable (CacheInterceptor, PagingRequest<Key>) -> PagingInterceptResult<Key, Value>
+    @usableFromInline let lookupCore: @Sendable (CacheInterceptor, PagingRequest<Key>) -> Page<Key, Value>?
+    @usableFromInline let storeCore: @Sendable (CacheInterceptor, Page<Key, Value>) -> Void
 
     /// - Parameters:
     ///   - timeToLive: how long a page is served; 10 minutes by default.
     ///   - maxEntries: how many pages are kept at most.
     ///   - clock: the time expiry is measured on (tests inject their own).
+    @inlinable
     public init(timeToLive: Duration = .seconds(600), maxEntries: Int = 1_000, clock: PagingClock = .continuous) {
         precondition(maxEntries > 0, "CacheInterceptor needs maxEntries > 0, got \(maxEntries)")
         self.timeToLive = timeToLive
         self.maxEntries = maxEntries
         self.clock = clock
         cache = Mutex(LRUCache(capacity: maxEntries, timeToLive: timeToLive))
+        interceptCore = { cache, request in
+            if let page = cache.lookUp(request) { return .complete(page) }
+            return .proceed(request, handleAfterwards: true)
+        }
+        lookupCore = { cache, request in cache.lookUp(request) }
+        storeCore = { cache, page in cache.insert(page) }
     }
 
     /// How many pages are cached (expired ones count until they are looked up or evicted).
@@ -34,17 +51,31 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     public var keysByRecency: [Key] { cache.withLock { $0.keysByRecency.map(\.key) } }
 
     public func intercept(request: PagingRequest<Key>) async throws -> PagingInterceptResult<Key, Value> {
-        if let page = cachedPage(for: request) { return .complete(page) }
-        return .proceed(request, handleAfterwards: true)
+        interceptCore(self, request)
     }
 
     public func handle(page: Page<Key, Value>) async {
-        store(page)
+        storeCore(self, page)
     }
 
     /// The cached page answering `request`, or `nil` on a miss. A hard refresh empties the
     /// cache and misses. The synchronous core of ``intercept(request:)``.
     public func cachedPage(for request: PagingRequest<Key>) -> Page<Key, Value>? {
+        lookupCore(self, request)
+    }
+
+    /// Caches `page` under its request. The synchronous core of ``handle(page:)``.
+    public func store(_ page: Page<Key, Value>) {
+        storeCore(self, page)
+    }
+
+    /// Removes every cached page.
+    public func removeAll() {
+        cache.withLock { $0.removeAll() }
+    }
+
+    @inlinable
+    func lookUp(_ request: PagingRequest<Key>) -> Page<Key, Value>? {
         if request.params.isHardRefresh {
             cache.withLock { $0.removeAll() }
             return nil
@@ -55,30 +86,42 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         return Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
     }
 
-    /// Caches `page` under its request. The synchronous core of ``handle(page:)``.
-    public func store(_ page: Page<Key, Value>) {
+    @inlinable
+    func insert(_ page: Page<Key, Value>) {
         let key = CacheKey(page.request)
         let now = clock.now()
         cache.withLock { $0.insert(page, for: key, now: now) }
     }
 
-    /// Removes every cached page.
-    public func removeAll() {
-        cache.withLock { $0.removeAll() }
-    }
+    @usableFromInline
+    struct CacheKey: Hashable, Sendable {
+        @usableFromInline var key: Key
+        @usableFromInline var pageSize: Int
+        @usableFromInline var userInfo: [String: String]
 
-    private struct CacheKey: Hashable {
-        var key: Key
-        var pageSize: Int
-        var userInfo: [String: String]
-
+        @inlinable
         init(_ request: PagingRequest<Key>) {
             key = request.key
             pageSize = request.params.pageSize
             userInfo = request.params.userInfo
-            if userInfo[PagingUserInfoKey.hardRefresh] != nil {
+            if !userInfo.isEmpty, userInfo[PagingUserInfoKey.hardRefresh] != nil {
                 userInfo[PagingUserInfoKey.hardRefresh] = nil
             }
+        }
+
+        // Written out and @inlinable (the derived ones are not), so that they are specialized;
+        // an empty user info (the common case) is not hashed or compared element by element.
+        @inlinable
+        static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
+            lhs.pageSize == rhs.pageSize && lhs.key == rhs.key
+                && (lhs.userInfo.isEmpty ? rhs.userInfo.isEmpty : lhs.userInfo == rhs.userInfo)
+        }
+
+        @inlinable
+        func hash(into hasher: inout Hasher) {
+            hasher.combine(key)
+            hasher.combine(pageSize)
+            if !userInfo.isEmpty { hasher.combine(userInfo) }
         }
     }
 }

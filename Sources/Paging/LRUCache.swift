@@ -1,32 +1,48 @@
 /// A map with a fixed capacity that evicts the least recently used entry, and entries that
 /// expire after a time to live. Every operation is O(1): entries live in slots of an array,
 /// linked in recency order by index, so nothing is allocated per entry once warm.
+///
+/// Inlinable, so that the CacheInterceptor's specialized code runs it specialized too.
+@usableFromInline
 struct LRUCache<Key: Hashable, Value> {
-    private struct Entry {
-        var key: Key
-        var value: Value
-        var storedAt: Duration
-        var newer: Int
-        var older: Int
+    @usableFromInline
+    struct Entry {
+        @usableFromInline var key: Key
+        @usableFromInline var value: Value
+        @usableFromInline var storedAt: Duration
+        @usableFromInline var newer: Int
+        @usableFromInline var older: Int
+
+        @inlinable
+        init(key: Key, value: Value, storedAt: Duration, newer: Int, older: Int) {
+            self.key = key
+            self.value = value
+            self.storedAt = storedAt
+            self.newer = newer
+            self.older = older
+        }
     }
 
-    let capacity: Int
-    let timeToLive: Duration
-    private var slots: [Entry?] = []
-    private var slotOfKey: [Key: Int] = [:]
-    private var freeSlots: [Int] = []
-    private var newest = -1
-    private var oldest = -1
+    @usableFromInline let capacity: Int
+    @usableFromInline let timeToLive: Duration
+    @usableFromInline var slots: [Entry?] = []
+    @usableFromInline var slotOfKey: [Key: Int] = [:]
+    @usableFromInline var freeSlots: [Int] = []
+    @usableFromInline var newest = -1
+    @usableFromInline var oldest = -1
 
+    @inlinable
     init(capacity: Int, timeToLive: Duration) {
         precondition(capacity > 0, "a cache needs a capacity of at least 1, got \(capacity)")
         self.capacity = capacity
         self.timeToLive = timeToLive
     }
 
+    @inlinable
     var count: Int { slotOfKey.count }
 
     /// The value for `key` unless it has expired (then it is removed); a hit makes it the newest.
+    @inlinable
     mutating func value(for key: Key, now: Duration) -> Value? {
         guard let slot = slotOfKey[key], let entry = slots[slot] else { return nil }
         if now - entry.storedAt > timeToLive {
@@ -37,6 +53,7 @@ struct LRUCache<Key: Hashable, Value> {
         return entry.value
     }
 
+    @inlinable
     mutating func insert(_ value: Value, for key: Key, now: Duration) {
         if let slot = slotOfKey[key] {
             slots[slot]!.value = value
@@ -58,6 +75,7 @@ struct LRUCache<Key: Hashable, Value> {
         slotOfKey[key] = slot
     }
 
+    @inlinable
     mutating func removeAll() {
         slots = []
         slotOfKey = [:]
@@ -77,7 +95,8 @@ struct LRUCache<Key: Hashable, Value> {
         return keys
     }
 
-    private mutating func remove(slot: Int) {
+    @inlinable
+    mutating func remove(slot: Int) {
         guard let entry = slots[slot] else { return }
         unlink(slot)
         slotOfKey[entry.key] = nil
@@ -85,13 +104,15 @@ struct LRUCache<Key: Hashable, Value> {
         freeSlots.append(slot)
     }
 
-    private mutating func moveToNewest(_ slot: Int) {
+    @inlinable
+    mutating func moveToNewest(_ slot: Int) {
         guard slot != newest else { return }
         unlink(slot)
         link(asNewest: slot)
     }
 
-    private mutating func link(asNewest slot: Int) {
+    @inlinable
+    mutating func link(asNewest slot: Int) {
         slots[slot]!.older = newest
         slots[slot]!.newer = -1
         if newest >= 0 { slots[newest]!.newer = slot }
@@ -99,9 +120,14 @@ struct LRUCache<Key: Hashable, Value> {
         if oldest < 0 { oldest = slot }
     }
 
-    private mutating func unlink(_ slot: Int) {
+    @inlinable
+    mutating func unlink(_ slot: Int) {
         let entry = slots[slot]!
         if entry.newer >= 0 { slots[entry.newer]!.older = entry.older } else { newest = entry.older }
         if entry.older >= 0 { slots[entry.older]!.newer = entry.newer } else { oldest = entry.newer }
     }
 }
+
+// Implicit for internal types; spelled out since this one is @usableFromInline.
+extension LRUCache: Sendable where Key: Sendable, Value: Sendable {}
+extension LRUCache.Entry: Sendable where Key: Sendable, Value: Sendable {}

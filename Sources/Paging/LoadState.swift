@@ -9,8 +9,11 @@ public enum LoadState: Sendable {
     /// There is nothing more to load in this direction (the source returned no key for it).
     case endReached
 
+    @inlinable
     public var isLoading: Bool { if case .loading = self { true } else { false } }
+    @inlinable
     public var isEndReached: Bool { if case .endReached = self { true } else { false } }
+    @inlinable
     public var isIdle: Bool { if case .idle = self { true } else { false } }
     /// The error of a failed load.
     public var error: (any Error)? { if case .failed(let error) = self { error } else { nil } }
@@ -37,6 +40,7 @@ public struct PaginationManagerOutput<Key: Hashable & Sendable, Value: Sendable>
     /// The error of the most recent failed load in any direction, kept after later successes.
     public var lastError: (any Error)?
 
+    @inlinable
     public init(values: PagedValues<Key, Value> = PagedValues(), refreshState: LoadState = .idle,
                 prependState: LoadState = .idle, appendState: LoadState = .idle, lastError: (any Error)? = nil) {
         self.values = values
@@ -46,11 +50,15 @@ public struct PaginationManagerOutput<Key: Hashable & Sendable, Value: Sendable>
         self.lastError = lastError
     }
 
+    @inlinable
     public var isRefreshing: Bool { refreshState.isLoading }
+    @inlinable
     public var isPrepending: Bool { prependState.isLoading }
+    @inlinable
     public var isAppending: Bool { appendState.isLoading }
 
     /// The load state of one direction.
+    @inlinable
     public subscript(kind: PagingRequestKind) -> LoadState {
         get {
             switch kind {

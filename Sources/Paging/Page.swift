@@ -13,12 +13,14 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var nextKey: Key?
 
     /// A page whose neighbours are those of the request's key chain.
+    @inlinable
     public init(request: PagingRequest<Key>, values: [Value]) {
         self.init(request: request, values: values,
                   prevKey: request.keyChain.prevKey, nextKey: request.keyChain.nextKey)
     }
 
     /// A page whose neighbours the source read from the response.
+    @inlinable
     public init(request: PagingRequest<Key>, values: [Value], prevKey: Key?, nextKey: Key?) {
         self.request = request
         self.values = values
@@ -27,10 +29,12 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// The key of this page.
+    @inlinable
     public var key: Key { request.key }
 
     /// Whether the page holds as many values as were asked for. The ``PaginationManager``
     /// requests an incomplete last (or first) page again, replacing it, before moving on.
+    @inlinable
     public var isComplete: Bool { values.count >= request.params.pageSize }
 }
 

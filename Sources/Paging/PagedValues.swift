@@ -5,25 +5,34 @@
 /// previous value, so every published output is a cheap, immutable snapshot. Reading a value
 /// by index costs O(log pages); iterating costs O(1) a value.
 public struct PagedValues<Key: Hashable & Sendable, Value: Sendable>: RandomAccessCollection, Sendable {
-    var root: PageNode<Key, Value>?
+    // Inlinable throughout, so that the tree is specialized for the caller's Key and Value
+    // (the PaginationManager's appends and the app's reads run in the caller's module).
+    @usableFromInline var root: PageNode<Key, Value>?
 
+    @inlinable
     public init() {}
 
+    @inlinable
     init(root: PageNode<Key, Value>?) {
         self.root = root
     }
 
+    @inlinable
     public var startIndex: Int { 0 }
+    @inlinable
     public var endIndex: Int { root?.itemCount ?? 0 }
 
+    @inlinable
     public subscript(position: Int) -> Value {
         precondition(position >= 0 && position < endIndex, "PagedValues index \(position) out of range 0..<\(endIndex)")
         return root!.value(at: position)
     }
 
+    @inlinable
     public func makeIterator() -> Iterator { Iterator(root: root) }
 
     /// How many pages the values come from.
+    @inlinable
     public var pageCount: Int { root?.pageCount ?? 0 }
 
     /// The pages, first to last.
@@ -34,30 +43,40 @@ public struct PagedValues<Key: Hashable & Sendable, Value: Sendable>: RandomAcce
         return pages
     }
 
-    var firstPage: Page<Key, Value>? { root?.first }
-    var lastPage: Page<Key, Value>? { root?.last }
+    /// O(1): every node keeps its subtree's first and last node.
+    @inlinable
+    var firstPage: Page<Key, Value>? { root?.firstNode.page }
+    @inlinable
+    var lastPage: Page<Key, Value>? { root?.lastNode.page }
 
+    @inlinable
     func appending(_ page: Page<Key, Value>) -> PagedValues { PagedValues(root: PageNode.insertLast(page, into: root)) }
+    @inlinable
     func prepending(_ page: Page<Key, Value>) -> PagedValues { PagedValues(root: PageNode.insertFirst(page, into: root)) }
 
+    @inlinable
     func replacingLast(with page: Page<Key, Value>) -> PagedValues {
         guard let root else { return appending(page) }
         return PagedValues(root: root.replacingLast(with: page))
     }
 
+    @inlinable
     func droppingFirst() -> PagedValues { PagedValues(root: root?.removingFirst()) }
+    @inlinable
     func droppingLast() -> PagedValues { PagedValues(root: root?.removingLast()) }
 
     /// Iterates values in order, keeping the path to the current page on a stack.
     public struct Iterator: IteratorProtocol {
-        private var stack: [PageNode<Key, Value>] = []
-        private var values: [Value] = []
-        private var index = 0
+        @usableFromInline var stack: [PageNode<Key, Value>] = []
+        @usableFromInline var values: [Value] = []
+        @usableFromInline var index = 0
 
+        @inlinable
         init(root: PageNode<Key, Value>?) {
             descendLeft(from: root)
         }
 
+        @inlinable
         public mutating func next() -> Value? {
             while index == values.count {
                 guard let node = stack.popLast() else { return nil }
@@ -69,7 +88,8 @@ public struct PagedValues<Key: Hashable & Sendable, Value: Sendable>: RandomAcce
             return values[index]
         }
 
-        private mutating func descendLeft(from node: PageNode<Key, Value>?) {
+        @inlinable
+        mutating func descendLeft(from node: PageNode<Key, Value>?) {
             var node = node
             while let current = node {
                 stack.append(current)
@@ -80,16 +100,22 @@ public struct PagedValues<Key: Hashable & Sendable, Value: Sendable>: RandomAcce
 }
 
 /// A node of an immutable AVL tree of pages, ordered by position, with subtree sizes.
+@usableFromInline
 final class PageNode<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    let page: Page<Key, Value>
-    let left: PageNode?
-    let right: PageNode?
-    let height: Int
+    @usableFromInline let page: Page<Key, Value>
+    @usableFromInline let left: PageNode?
+    @usableFromInline let right: PageNode?
+    @usableFromInline let height: Int
     /// Values in this subtree.
-    let itemCount: Int
+    @usableFromInline let itemCount: Int
     /// Pages in this subtree.
-    let pageCount: Int
+    @usableFromInline let pageCount: Int
+    /// The leftmost and rightmost nodes below this one (`nil`: this node), so that the first
+    /// and last pages are read in O(1), without copying a page per level. Two pointers a node.
+    @usableFromInline let leftmost: PageNode?
+    @usableFromInline let rightmost: PageNode?
 
+    @inlinable
     init(_ left: PageNode?, _ page: Page<Key, Value>, _ right: PageNode?) {
         self.page = page
         self.left = left
@@ -97,11 +123,21 @@ final class PageNode<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         height = max(left?.height ?? 0, right?.height ?? 0) + 1
         itemCount = (left?.itemCount ?? 0) + page.values.count + (right?.itemCount ?? 0)
         pageCount = (left?.pageCount ?? 0) + 1 + (right?.pageCount ?? 0)
+        leftmost = left.map { $0.leftmost ?? $0 }
+        rightmost = right.map { $0.rightmost ?? $0 }
     }
 
-    var first: Page<Key, Value> { left?.first ?? page }
-    var last: Page<Key, Value> { right?.last ?? page }
+    @inlinable
+    var firstNode: PageNode { leftmost ?? self }
+    @inlinable
+    var lastNode: PageNode { rightmost ?? self }
 
+    @inlinable
+    var first: Page<Key, Value> { firstNode.page }
+    @inlinable
+    var last: Page<Key, Value> { lastNode.page }
+
+    @inlinable
     func value(at position: Int) -> Value {
         var node = self
         var position = position
@@ -124,34 +160,40 @@ final class PageNode<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         right?.forEachPage(body)
     }
 
+    @inlinable
     static func insertLast(_ page: Page<Key, Value>, into node: PageNode?) -> PageNode {
         guard let node else { return PageNode(nil, page, nil) }
         return balance(node.left, node.page, insertLast(page, into: node.right))
     }
 
+    @inlinable
     static func insertFirst(_ page: Page<Key, Value>, into node: PageNode?) -> PageNode {
         guard let node else { return PageNode(nil, page, nil) }
         return balance(insertFirst(page, into: node.left), node.page, node.right)
     }
 
+    @inlinable
     func removingFirst() -> PageNode? {
         guard let left else { return right }
         return Self.balance(left.removingFirst(), page, right)
     }
 
+    @inlinable
     func removingLast() -> PageNode? {
         guard let right else { return left }
         return Self.balance(left, page, right.removingLast())
     }
 
     /// The shape does not change, so no rebalancing is needed.
+    @inlinable
     func replacingLast(with newPage: Page<Key, Value>) -> PageNode {
         guard let right else { return PageNode(left, newPage, nil) }
         return PageNode(left, page, right.replacingLast(with: newPage))
     }
 
     /// Joins two balanced subtrees around a page when their heights differ by at most two.
-    private static func balance(_ left: PageNode?, _ page: Page<Key, Value>, _ right: PageNode?) -> PageNode {
+    @inlinable
+    static func balance(_ left: PageNode?, _ page: Page<Key, Value>, _ right: PageNode?) -> PageNode {
         let leftHeight = left?.height ?? 0
         let rightHeight = right?.height ?? 0
         if leftHeight > rightHeight + 1, let left {

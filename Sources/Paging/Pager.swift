@@ -25,8 +25,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public let interceptors: [any PagingInterceptor<Key, Value>]
     public let deduplication: Deduplication
 
-    private let registry = Mutex(Registry())
-    private let broadcast = Broadcast<PagingState<Key, Value>>()
+    // The hot path (load → register → run → passInterceptors → fetch → finish) is @inlinable so
+    // that it is specialized for the caller's Key and Value: unspecialized, about half of a
+    // request went to runtime generic metadata lookups. What it touches is @usableFromInline.
+    @usableFromInline let registry = Mutex(Registry())
+    @usableFromInline let broadcast = Broadcast<PagingState<Key, Value>>()
+    /// Bumped by every refresh; a prepend or append from an older generation is superseded.
+    /// Written only under `registry`'s lock (so that a refresh is atomic with what finish
+    /// decides and publishes); an atomic so that the early check before handing a page back
+    /// to the interceptors, and the registration without deduplication, need no lock.
+    @usableFromInline let generation = Atomic<UInt64>(0)
 
     public init(
         source: some PagingSource<Key, Value>,
@@ -45,6 +53,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// A request for `key` whose key chain comes from the source.
+    @inlinable
     public func request(_ kind: PagingRequestKind, key: Key, params: PagingRequestParams) -> PagingRequest<Key> {
         PagingRequest(kind: kind, keyChain: source.keyChain(for: key), params: params)
     }
@@ -59,22 +68,20 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// - Throws: the error of the interceptor or source that failed (after retries),
     ///   `CancellationError` when the caller's task is cancelled, or
     ///   ``PagingError/supersededByRefresh`` when a refresh started meanwhile.
+    @inlinable
     public func load(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
+        // Computed once: it is hashed on registration and again when the load finishes.
+        let identity = deduplication.sharesInFlight || deduplication.reuseWindow != nil ? request.identity : nil
         while true {
-            switch register(request) {
+            switch register(request, identity) {
             case .reuse(let page):
                 return page
-            case .owner(let load):
-                return try await run(request, as: load)
+            case .owner(let load, let generation):
+                return try await run(request, identity, load, generation)
             case .joined(let load, let waiter):
-                switch await wait(for: load, as: waiter) {
-                case .page(let page): return page
-                case .failure(let error): throw error
-                case .ownerCancelled:
-                    // The caller running the shared fetch was cancelled; unless this one
-                    // is too, it runs the request itself.
-                    try Task.checkCancellation()
-                }
+                // The caller running the shared fetch was cancelled when this returns nil;
+                // unless this one is too, it runs the request itself.
+                if let page = try await join(load, as: waiter) { return page }
             }
         }
     }
@@ -91,49 +98,101 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 defer { self.registry.withLock { _ = $0.sentTasks.removeValue(forKey: id) } }
                 return try await self.load(request)
             }
-            if request.kind != .refresh { registry.sentTasks[id] = task }
+            if !request.kind.isRefresh { registry.sentTasks[id] = task }
             return task
         }
     }
 
     // MARK: - Registration
 
-    private enum Ticket {
-        case owner(InFlightLoad)
-        case joined(InFlightLoad, waiter: Int)
+    @usableFromInline
+    enum Ticket {
+        /// Runs the chain. `load` is the shared load others may join (`nil` without sharing).
+        case owner(InFlightLoad?, generation: UInt64)
+        case joined(Joiners, waiter: Int)
         case reuse(Page<Key, Value>)
     }
 
-    private func register(_ request: PagingRequest<Key>) -> Ticket {
-        let (ticket, toCancel) = registry.withLock { registry -> (Ticket, [Task<Page<Key, Value>, any Error>]) in
-            var toCancel: [Task<Page<Key, Value>, any Error>] = []
-            if request.kind == .refresh {
-                registry.generation &+= 1
+    @inlinable
+    func register(_ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?) -> Ticket {
+        let isRefresh = request.kind.isRefresh
+        // Nothing to share or reuse: an append or prepend only needs the generation.
+        guard let identity else {
+            return isRefresh ? registerRefresh() : .owner(nil, generation: generation.load(ordering: .acquiring))
+        }
+        var toCancel: [Task<Page<Key, Value>, any Error>] = []
+        let ticket = registry.withLock { registry -> Ticket in
+            let current: UInt64
+            if isRefresh {
+                current = generation.load(ordering: .relaxed) &+ 1
+                generation.store(current, ordering: .releasing)
                 toCancel = registry.takeSentTasks()
+            } else {
+                current = generation.load(ordering: .relaxed)
             }
-            guard deduplication.sharesInFlight || deduplication.reuseWindow != nil else {
-                return (.owner(InFlightLoad(generation: registry.generation)), toCancel)
-            }
-            let identity = request.identity
-            if let window = deduplication.reuseWindow,
-               let recent = registry.recent[identity] {
+            if let window = deduplication.reuseWindow, let recent = registry.recent[identity] {
                 if deduplication.clock.now() - recent.finishedAt <= window {
-                    return (.reuse(recent.page), toCancel)
+                    return .reuse(recent.page)
                 }
                 registry.recent[identity] = nil
             }
-            if let load = registry.shared[identity], load.generation == registry.generation {
-                return (.joined(load, waiter: load.addWaiter()), toCancel)
+            guard deduplication.sharesInFlight else { return .owner(nil, generation: current) }
+            if let load = registry.shared[identity], load.generation == current {
+                return join(load)
             }
-            let load = InFlightLoad(generation: registry.generation)
-            if deduplication.sharesInFlight { registry.shared[identity] = load }
-            return (.owner(load), toCancel)
+            let load = InFlightLoad(generation: current)
+            registry.shared[identity] = load
+            return .owner(load, generation: current)
         }
-        for task in toCancel { task.cancel() }
+        if !toCancel.isEmpty { cancel(toCancel) }
         return ticket
     }
 
-    private func wait(for load: InFlightLoad, as waiter: Int) async -> Outcome {
+    /// A refresh without deduplication: bumps the generation and cancels the sent tasks.
+    @usableFromInline
+    func registerRefresh() -> Ticket {
+        let (current, toCancel) = registry.withLock { registry -> (UInt64, [Task<Page<Key, Value>, any Error>]) in
+            let current = generation.load(ordering: .relaxed) &+ 1
+            generation.store(current, ordering: .releasing)
+            return (current, registry.takeSentTasks())
+        }
+        cancel(toCancel)
+        return .owner(nil, generation: current)
+    }
+
+    /// Joins a load in flight (under the registry's lock). Off the hot path: not inlinable.
+    @usableFromInline
+    func join(_ load: InFlightLoad) -> Ticket {
+        let joiners: Joiners
+        if let existing = load.joiners {
+            joiners = unsafeDowncast(existing, to: Joiners.self)
+        } else {
+            joiners = Joiners()
+            load.joiners = joiners
+        }
+        return .joined(joiners, waiter: joiners.addWaiter())
+    }
+
+    @usableFromInline
+    func cancel(_ tasks: [Task<Page<Key, Value>, any Error>]) {
+        for task in tasks { task.cancel() }
+    }
+
+    /// Waits for the shared load; `nil` when the caller running it was cancelled and this
+    /// caller is not (it then runs the request itself). Rarely run, so not inlinable.
+    @usableFromInline
+    func join(_ load: Joiners, as waiter: Int) async throws -> Page<Key, Value>? {
+        switch await wait(for: load, as: waiter) {
+        case .page(let page): return page
+        case .failure(let error): throw error
+        case .ownerCancelled:
+            try Task.checkCancellation()
+            return nil
+        }
+    }
+
+    @usableFromInline
+    func wait(for load: Joiners, as waiter: Int) async -> Outcome {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 registry.withLock { _ in
@@ -154,13 +213,19 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     // MARK: - Running the chain
 
-    private func run(_ request: PagingRequest<Key>, as load: InFlightLoad) async throws -> Page<Key, Value> {
+    // @inline(__always) here and on passInterceptors and fetch: one call site each, and every
+    // async function not inlined costs a frame on the task allocator and copies of the page.
+    @inlinable @inline(__always)
+    func run(
+        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?,
+        _ load: InFlightLoad?, _ generation: UInt64
+    ) async throws -> Page<Key, Value> {
         broadcast.yield(.loading(request))
         var observers = Observers()
         let outcome: Outcome
         do {
             var page = try await passInterceptors(request, observers: &observers)
-            if observers.any && !isSuperseded(request, load) {
+            if observers.any && !isSuperseded(request, generation) {
                 page = await handBack(page, to: observers)
             }
             outcome = .page(page)
@@ -169,10 +234,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         } catch {
             outcome = .failure(error)
         }
-        return try finish(request, load, with: outcome)
+        return try finish(request, identity, load, generation, with: outcome)
     }
 
-    private func passInterceptors(
+    @inlinable @inline(__always)
+    func passInterceptors(
         _ request: PagingRequest<Key>, observers: inout Observers
     ) async throws -> Page<Key, Value> {
         var request = request
@@ -188,7 +254,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return try await fetch(request)
     }
 
-    private func handBack(_ page: Page<Key, Value>, to observers: Observers) async -> Page<Key, Value> {
+    @inlinable
+    func handBack(_ page: Page<Key, Value>, to observers: Observers) async -> Page<Key, Value> {
         var remaining = observers
         while let index = remaining.popLast() {
             await interceptors[index].handle(page: page)
@@ -196,44 +263,61 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return page
     }
 
-    private func fetch(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
+    @inlinable @inline(__always)
+    func fetch(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
+        do {
+            return try await source.fetch(request: request)
+        } catch {
+            return try await fetchAgain(request, after: error)
+        }
+    }
+
+    /// The retries of a failed fetch, per the request's policy. Not inlinable: off the hot path.
+    @usableFromInline
+    func fetchAgain(_ request: PagingRequest<Key>, after firstError: any Error) async throws -> Page<Key, Value> {
         let policy = request.params.retryPolicy
         var attempt = 0
+        var error = firstError
         while true {
+            guard attempt < policy.maxRetries, !Task.isCancelled, policy.condition(error) else {
+                throw error
+            }
+            attempt += 1
+            broadcast.yield(.retrying(request, attempt: attempt, error: error))
+            let delay = policy.backoff.delay(forAttempt: attempt)
+            if delay > .zero { try await Task.sleep(for: delay) }
             do {
                 return try await source.fetch(request: request)
-            } catch {
-                guard attempt < policy.maxRetries, !Task.isCancelled, policy.condition(error) else {
-                    throw error
-                }
-                attempt += 1
-                broadcast.yield(.retrying(request, attempt: attempt, error: error))
-                let delay = policy.backoff.delay(forAttempt: attempt)
-                if delay > .zero { try await Task.sleep(for: delay) }
+            } catch let next {
+                error = next
             }
         }
     }
 
-    private func isSuperseded(_ request: PagingRequest<Key>, _ load: InFlightLoad) -> Bool {
-        request.kind != .refresh && registry.withLock { load.generation != $0.generation }
+    /// An early look, before handing the page back to the interceptors; `finish` decides.
+    @inlinable
+    func isSuperseded(_ request: PagingRequest<Key>, _ generation: UInt64) -> Bool {
+        !request.kind.isRefresh && generation != self.generation.load(ordering: .acquiring)
     }
 
     /// Ends the load: decides, atomically with publishing, whether a refresh superseded it,
     /// hands the outcome to the callers sharing it and returns it to the one running it.
-    private func finish(
-        _ request: PagingRequest<Key>, _ load: InFlightLoad, with outcome: Outcome
+    @inlinable
+    func finish(
+        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?,
+        _ load: InFlightLoad?, _ generation: UInt64, with outcome: Outcome
     ) throws -> Page<Key, Value> {
-        let identity = request.identity
-        let (final, waiters) = registry.withLock { registry -> (Outcome, [CheckedContinuation<Outcome, Never>]) in
+        var waiters: [CheckedContinuation<Outcome, Never>] = []
+        let final = registry.withLock { registry -> Outcome in
             var final = outcome
-            if request.kind != .refresh && load.generation != registry.generation {
+            if !request.kind.isRefresh && generation != self.generation.load(ordering: .relaxed) {
                 final = .failure(PagingError.supersededByRefresh)
                 broadcast.yield(.cancelled(request))
             } else {
                 switch outcome {
                 case .page(let page):
                     broadcast.yield(.loaded(page))
-                    if let window = deduplication.reuseWindow {
+                    if let window = deduplication.reuseWindow, let identity {
                         registry.remember(page, for: identity, at: deduplication.clock.now(), window: window)
                     }
                 case .failure(let error):
@@ -242,12 +326,21 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     broadcast.yield(.cancelled(request))
                 }
             }
-            if registry.shared[identity] === load { registry.shared[identity] = nil }
-            load.outcome = final
-            defer { load.waiters = [:] }
-            return (final, Array(load.waiters.values))
+            if let load {
+                // One removal; put back what a newer generation registered meanwhile.
+                if let identity, let removed = registry.shared.removeValue(forKey: identity), removed !== load {
+                    registry.shared[identity] = removed
+                }
+                // Only callers that joined need the outcome (and have a Joiners object).
+                if let joiners = load.joiners {
+                    let joiners = unsafeDowncast(joiners, to: Joiners.self)
+                    joiners.outcome = final
+                    if !joiners.waiters.isEmpty { waiters = joiners.takeWaiters() }
+                }
+            }
+            return final
         }
-        for waiter in waiters { waiter.resume(returning: final) }
+        if !waiters.isEmpty { resume(waiters, with: final) }
         switch final {
         case .page(let page): return page
         case .failure(let error): throw error
@@ -255,76 +348,127 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    @usableFromInline
+    func resume(_ waiters: [CheckedContinuation<Outcome, Never>], with outcome: Outcome) {
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+
     // MARK: - State
 
-    private enum Outcome: Sendable {
+    @usableFromInline
+    enum Outcome: Sendable {
         case page(Page<Key, Value>)
         case failure(any Error)
         case ownerCancelled
     }
 
-    /// One load in flight, shared by the callers of identical requests.
+    @usableFromInline
+    typealias InFlightLoad = PagerInFlightLoad
+
+    /// The callers that joined a load in flight: created by the first of them, so that a load
+    /// nobody joins allocates nothing generic (a generic class's deinit runs unspecialized).
     /// Its mutable state is touched only under the registry's lock.
-    private final class InFlightLoad: @unchecked Sendable {
-        let generation: UInt64
-        var waiters: [Int: CheckedContinuation<Outcome, Never>] = [:]
-        var nextWaiter = 0
-        var outcome: Outcome?
+    @usableFromInline
+    final class Joiners: @unchecked Sendable {
+        @usableFromInline var waiters: [Int: CheckedContinuation<Outcome, Never>] = [:]
+        @usableFromInline var nextWaiter = 0
+        @usableFromInline var outcome: Outcome?
 
-        init(generation: UInt64) {
-            self.generation = generation
-        }
+        @usableFromInline
+        init() {}
 
+        @usableFromInline
         func addWaiter() -> Int {
             defer { nextWaiter += 1 }
             return nextWaiter
         }
 
+        @usableFromInline
         func removeWaiter(_ id: Int) -> CheckedContinuation<Outcome, Never>? {
             waiters.removeValue(forKey: id)
         }
+
+        @usableFromInline
+        func takeWaiters() -> [CheckedContinuation<Outcome, Never>] {
+            defer { waiters = [:] }
+            return Array(waiters.values)
+        }
     }
 
-    private struct Registry {
-        struct Recent {
-            var page: Page<Key, Value>
-            var finishedAt: Duration
+    @usableFromInline
+    struct Registry: Sendable {
+        @usableFromInline
+        struct Recent: Sendable {
+            @usableFromInline var page: Page<Key, Value>
+            @usableFromInline var finishedAt: Duration
+
+            @inlinable
+            init(page: Page<Key, Value>, finishedAt: Duration) {
+                self.page = page
+                self.finishedAt = finishedAt
+            }
         }
 
-        /// Bumped by every refresh; a prepend or append from an older generation is superseded.
-        var generation: UInt64 = 0
-        var shared: [PagingRequest<Key>.Identity: InFlightLoad] = [:]
-        var recent: [PagingRequest<Key>.Identity: Recent] = [:]
+        @usableFromInline var shared: [PagingRequest<Key>.Identity: InFlightLoad] = [:]
+        @usableFromInline var recent: [PagingRequest<Key>.Identity: Recent] = [:]
         /// Prepends and appends started with `send`, which a refresh cancels.
-        var sentTasks: [UInt64: Task<Page<Key, Value>, any Error>] = [:]
-        var nextTaskID: UInt64 = 0
+        @usableFromInline var sentTasks: [UInt64: Task<Page<Key, Value>, any Error>] = [:]
+        @usableFromInline var nextTaskID: UInt64 = 0
 
+        @usableFromInline
+        init() {}
+
+        @usableFromInline
         mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.Identity,
                                at now: Duration, window: Duration) {
             if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window } }
             recent[identity] = Recent(page: page, finishedAt: now)
         }
 
+        @usableFromInline
         mutating func takeSentTasks() -> [Task<Page<Key, Value>, any Error>] {
+            if sentTasks.isEmpty { return [] }
             defer { sentTasks = [:] }
             return Array(sentTasks.values)
         }
     }
 }
 
+/// One load in flight, shared by the callers of identical requests (a Pager's registry maps
+/// their identity to it). Not generic, so that allocating and freeing it per load involves no
+/// generic metadata; the state of the callers who joined lives in `joiners`, a
+/// `Pager.Joiners`. Its mutable state is touched only under the registry's lock.
+@usableFromInline
+final class PagerInFlightLoad: @unchecked Sendable {
+    @usableFromInline let generation: UInt64
+    @usableFromInline var joiners: AnyObject?
+
+    @inlinable
+    init(generation: UInt64) {
+        self.generation = generation
+    }
+}
+
 /// The interceptors that asked to see the page, by index: a bit set for the first 64 and an
 /// array beyond, so that the common chain allocates nothing.
-private struct Observers {
-    private var bits: UInt64 = 0
-    private var overflow: [Int] = []
+@usableFromInline
+struct Observers {
+    @usableFromInline var bits: UInt64 = 0
+    @usableFromInline var overflow: [Int] = []
 
+    @inlinable
+    init() {}
+
+    @inlinable
     var any: Bool { bits != 0 || !overflow.isEmpty }
 
+    @inlinable
     mutating func insert(_ index: Int) {
         if index < 64 { bits |= 1 << UInt64(index) } else { overflow.append(index) }
     }
 
     /// Removes and returns the highest index.
+    @inlinable
     mutating func popLast() -> Int? {
         if let index = overflow.popLast() { return index }
         guard bits != 0 else { return nil }

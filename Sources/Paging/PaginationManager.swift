@@ -47,8 +47,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     public let pager: Pager<Key, Value>
     public let configuration: Configuration
 
-    private let state = Mutex(State())
-    private let broadcast = Broadcast<PaginationManagerOutput<Key, Value>>()
+    // load, plan and apply are @inlinable so that an append runs specialized for the caller's
+    // Key and Value (with the Pager's and PagedValues' inlinable code); what they touch is
+    // @usableFromInline.
+    @usableFromInline let state = Mutex(State())
+    @usableFromInline let broadcast = Broadcast<PaginationManagerOutput<Key, Value>>()
 
     public init(pager: Pager<Key, Value>, configuration: Configuration) {
         self.pager = pager
@@ -125,6 +128,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     ///
     /// - Parameter userInfo: added to the configured user info; for a refresh, `nil` reuses
     ///   that of the last refresh.
+    @inlinable
     public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:]) async {
         guard let plan = plan(kind, userInfo: userInfo) else { return }
         let result: Result<Page<Key, Value>, any Error>
@@ -157,14 +161,15 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
     /// Decides the request of a load and marks its direction loading, or returns `nil` when
     /// there is nothing to load.
-    private func plan(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Plan? {
-        let (plan, cancelled) = state.withLock { state -> (Plan?, [Task<Void, Never>]) in
+    @inlinable
+    func plan(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Plan? {
+        var cancelled: [Task<Void, Never>] = []
+        let plan = state.withLock { state -> Plan? in
             var kind = kind
-            if kind != .refresh && state.output.values.isEmpty {
-                guard !state.output.isRefreshing else { return (nil, []) }
+            if !kind.isRefresh && state.output.values.isEmpty {
+                guard !state.output.isRefreshing else { return nil }
                 kind = .refresh
             }
-            var cancelled: [Task<Void, Never>] = []
             var params = PagingRequestParams(pageSize: configuration.pageSize,
                                              retryPolicy: configuration.retryPolicy,
                                              userInfo: configuration.userInfo)
@@ -183,50 +188,70 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 key = pager.source.refreshKey
             case .append:
                 guard !state.output.isRefreshing, !state.output.isAppending,
-                      let last = state.output.values.lastPage else { return (nil, []) }
+                      let last = state.output.values.lastPage else { return nil }
                 guard let next = last.nextKey else {
                     state.output.appendState = .endReached
-                    return (nil, [])
+                    return nil
                 }
                 key = last.isComplete ? next : last.key
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,
-                      let first = state.output.values.firstPage else { return (nil, []) }
+                      let first = state.output.values.firstPage else { return nil }
                 guard let previous = first.prevKey else {
                     state.output.prependState = .endReached
-                    return (nil, [])
+                    return nil
                 }
                 key = previous
                 anchor = first
             }
-            params.userInfo.merge(userInfo ?? [:]) { $1 }
+            if let userInfo, !userInfo.isEmpty { params.userInfo.merge(userInfo) { $1 } }
             state.output[kind] = .loading
             broadcast.yield(state.output)
-            return (Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key), cancelled)
+            return Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key)
         }
-        for task in cancelled { task.cancel() }
+        if !cancelled.isEmpty { cancel(cancelled) }
         return plan
     }
 
-    private struct Plan {
-        var kind: PagingRequestKind
-        var key: Key
-        var params: PagingRequestParams
-        var generation: UInt64
-        /// The key of the page the load extends (the last page for an append, the first for a
-        /// prepend); the page is applied only if it is still there.
-        var anchorKey: Key?
+    @usableFromInline
+    func cancel(_ tasks: [Task<Void, Never>]) {
+        for task in tasks { task.cancel() }
     }
 
-    private struct State {
-        var output = PaginationManagerOutput<Key, Value>()
-        /// Bumped by every refresh; a load planned in an older generation is dropped.
-        var generation: UInt64 = 0
-        var refreshUserInfo: [String: String] = [:]
-        var tasks: [UInt64: Task<Void, Never>] = [:]
-        var nextTaskID: UInt64 = 0
+    @usableFromInline
+    struct Plan: Sendable {
+        @usableFromInline var kind: PagingRequestKind
+        @usableFromInline var key: Key
+        @usableFromInline var params: PagingRequestParams
+        @usableFromInline var generation: UInt64
+        /// The key of the page the load extends (the last page for an append, the first for a
+        /// prepend); the page is applied only if it is still there.
+        @usableFromInline var anchorKey: Key?
 
+        @inlinable
+        init(kind: PagingRequestKind, key: Key, params: PagingRequestParams, generation: UInt64, anchorKey: Key?) {
+            self.kind = kind
+            self.key = key
+            self.params = params
+            self.generation = generation
+            self.anchorKey = anchorKey
+        }
+    }
+
+    @usableFromInline
+    struct State: Sendable {
+        @usableFromInline var output = PaginationManagerOutput<Key, Value>()
+        /// Bumped by every refresh; a load planned in an older generation is dropped.
+        @usableFromInline var generation: UInt64 = 0
+        @usableFromInline var refreshUserInfo: [String: String] = [:]
+        @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
+        @usableFromInline var nextTaskID: UInt64 = 0
+
+        @usableFromInline
+        init() {}
+
+        @inlinable
         mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?) {
             guard plan.generation == generation else { return }
             let kind = plan.kind
@@ -271,7 +296,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
         /// Drops pages at one end while more than `maxSize` values are held, keeping at least
         /// one page; `true` when any page was dropped.
-        private mutating func trim(_ maxSize: Int?, dropping end: PagingRequestKind) -> Bool {
+        @inlinable
+        mutating func trim(_ maxSize: Int?, dropping end: PagingRequestKind) -> Bool {
             guard let maxSize else { return false }
             var dropped = false
             while output.values.count > maxSize, output.values.pageCount > 1 {

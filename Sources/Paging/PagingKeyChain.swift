@@ -12,10 +12,25 @@ public struct PagingKeyChain<Key: Hashable & Sendable>: Hashable, Sendable {
     /// The key of the page after this one, or `nil` when this is the last page.
     public var nextKey: Key?
 
+    @inlinable
     public init(key: Key, prevKey: Key? = nil, nextKey: Key? = nil) {
         self.key = key
         self.prevKey = prevKey
         self.nextKey = nextKey
+    }
+
+    // Written out (as the derived ones would be) and @inlinable, so that callers hash and
+    // compare key chains specialized for their key type.
+    @inlinable
+    public static func == (lhs: PagingKeyChain, rhs: PagingKeyChain) -> Bool {
+        lhs.key == rhs.key && lhs.prevKey == rhs.prevKey && lhs.nextKey == rhs.nextKey
+    }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(prevKey)
+        hasher.combine(nextKey)
     }
 }
 

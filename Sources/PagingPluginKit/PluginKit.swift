@@ -66,7 +66,8 @@ public struct PagingPluginRequest: Sendable {
         prevKey = request.prev_key.map { bytes($0.pointee) }
         nextKey = request.next_key.map { bytes($0.pointee) }
         var params: [String: String] = [:]
-        if let list = request.params {
+        // Most requests carry no params: no dictionary work then.
+        if request.param_count > 0, let list = request.params {
             for param in UnsafeBufferPointer(start: list, count: request.param_count) {
                 params[String(decoding: bytes(param.name), as: UTF8.self)] = String(decoding: bytes(param.value), as: UTF8.self)
             }
