@@ -30,11 +30,18 @@ public struct PluginLimits: Sendable {
     public var maxPageBytes: Int
     /// How long the host waits for a fetch to complete before failing it with a timeout.
     public var fetchTimeout: Duration
+    /// When set, an interceptor's `intercept` and `handle` run on a thread of their own, and a
+    /// call that has not returned by then fails its load with a (retryable) timeout; the thread
+    /// is left to the plugin. When `nil`, calls run on the caller's thread: the fastest, but a
+    /// plugin that blocks holds the load until it returns.
+    public var callTimeout: Duration?
 
-    public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30)) {
+    public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
+                callTimeout: Duration? = nil) {
         self.maxItemsPerPage = maxItemsPerPage
         self.maxPageBytes = maxPageBytes
         self.fetchTimeout = fetchTimeout
+        self.callTimeout = callTimeout
     }
 }
 
@@ -207,7 +214,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.config_double = { config, key, fallback in PluginConfig.from(config)?.double(for: string(key)) ?? fallback }
     table.config_fail = { config, code, message in
-        PluginConfig.from(config)?.failure = (PluginStatus(rawValue: code), string(message))
+        PluginConfig.from(config)?.failure = (PluginStatus(failure: code), string(message))
     }
 
     table.out_set_key = { out, key in
@@ -256,7 +263,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.out_fail = { out, code, message in
         InterceptOut.update(out, "out_fail") { out in
-            out.failure = (PluginStatus(rawValue: code), string(message))
+            out.failure = (PluginStatus(failure: code), string(message))
             return nil
         }
     }
@@ -313,7 +320,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         PluginInstance.with(host) { instance in
             let message = string(message)
             return instance.updateFetch(id, "fetch_fail", ends: true) { fetch in
-                fetch.result = .failed(PluginStatus(rawValue: code == PAGING_OK ? PAGING_ERR_INTERNAL : code), message)
+                fetch.result = .failed(PluginStatus(failure: code), message)
                 return nil
             }
         } ?? PAGING_ERR_INVALID_ARGUMENT
@@ -325,7 +332,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
 
 /// The result of one `intercept()` call, on the caller's stack; `paging_intercept_out_t *`
 /// points to it for the duration of the call.
-struct InterceptOut {
+struct InterceptOut: Sendable {
     static let liveMagic: UInt64 = 0x5041_4749_4E47_4F55 // "PAGINGOU"
 
     var magic = InterceptOut.liveMagic

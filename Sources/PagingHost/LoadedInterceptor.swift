@@ -18,6 +18,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     let instance: PluginInstance
     private let plugin: UnsafeMutablePointer<paging_interceptor_t>
     private let calls: SerializedCalls
+    /// The thread calls run on when ``PluginLimits/callTimeout`` is set.
+    private let worker: PluginCallWorker?
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_interceptor_t>) {
@@ -26,19 +28,23 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         self.instance = instance
         self.plugin = plugin
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        worker = instance.limits.callTimeout.map {
+            PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
+        }
     }
 
     deinit { destroy() }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        var out = InterceptOut(limits: instance.limits)
-        let code: UInt32? = calls.run { [plugin] () -> UInt32? in
-            guard let intercept = plugin.pointee.intercept else { return nil }
-            return CView.withRequest(request) { view in
-                withUnsafeMutablePointer(to: &out) { intercept(plugin, view, OpaquePointer($0)) }
+        let (code, out): (UInt32?, InterceptOut)
+        if let worker {
+            guard let finished = await worker.run({ [self] in callIntercept(request) }) else {
+                throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
             }
+            (code, out) = finished
+        } else {
+            (code, out) = callIntercept(request)
         }
-        out.magic = 0
         guard let code else { throw failure(.internal, "the plugin was destroyed") }
         if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         switch code {
@@ -58,17 +64,43 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
+    /// The plugin's intercept, with its result builder on this thread's stack.
+    private func callIntercept(_ request: PluginRequest) -> (UInt32?, InterceptOut) {
+        var out = InterceptOut(limits: instance.limits)
+        let code: UInt32? = calls.run { [plugin] () -> UInt32? in
+            guard let intercept = plugin.pointee.intercept else { return nil }
+            return CView.withRequest(request) { view in
+                withUnsafeMutablePointer(to: &out) { intercept(plugin, view, OpaquePointer($0)) }
+            }
+        }
+        out.magic = 0
+        return (code, out)
+    }
+
     public func handle(page: PluginPage) async {
+        guard let worker else { return callHandle(page) }
+        if await worker.run({ [self] in callHandle(page) }) == nil {
+            instance.log(.error, "handle did not return within \(instance.limits.callTimeout!); the load goes on")
+        }
+    }
+
+    private func callHandle(_ page: PluginPage) {
         calls.run { [plugin] in
             guard let handle = plugin.pointee.handle else { return }
             CView.withPage(page) { handle(plugin, $0) }
         }
     }
 
-    /// Destroys the plugin instance; later calls fail. Called by deinit if not before.
+    /// Destroys the plugin instance; later calls fail. Called by deinit if not before. With a
+    /// call timeout, destruction waits on the plugin's thread for the calls before it.
     public func destroy() {
-        calls.close { [plugin] in plugin.pointee.destroy?(plugin) }
-        instance.destroyed.store(true, ordering: .releasing)
+        // Captures no `self`: from deinit, this may run after the object is gone.
+        let table = UnsafeSendable(plugin)
+        let close: @Sendable () -> Void = { [calls, instance] in
+            calls.close { table.value.pointee.destroy?(table.value) }
+            instance.destroyed.store(true, ordering: .releasing)
+        }
+        if let worker { worker.runDetached(close) } else { close() }
     }
 
     private func failure(_ status: PluginStatus, _ message: String) -> PluginError {
@@ -122,4 +154,54 @@ final class SerializedCalls: Sendable {
         while unlocked.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
         destroy()
     }
+}
+
+/// Runs calls into a plugin on threads of their own and stops waiting for one after a
+/// timeout; the call itself cannot be stopped, so it goes on, and later calls queue behind it.
+final class PluginCallWorker: Sendable {
+    private let queue: DispatchQueue
+    private let timeout: Duration
+
+    init(label: String, timeout: Duration, concurrent: Bool) {
+        queue = DispatchQueue(label: "paging.plugin-calls \(label)", attributes: concurrent ? .concurrent : [])
+        self.timeout = timeout
+    }
+
+    /// The call's result, or `nil` when it did not return in time.
+    func run<Result: Sendable>(_ call: @escaping @Sendable () -> Result) async -> Result? {
+        await withCheckedContinuation { continuation in
+            let once = ResumeOnce(continuation)
+            queue.async { once.resume(call()) }
+            let (seconds, attoseconds) = timeout.components
+            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { once.resume(nil) }
+        }
+    }
+
+    func runDetached(_ call: @escaping @Sendable () -> Void) {
+        queue.async(flags: .barrier, execute: call)
+    }
+}
+
+/// Resumes a continuation with the first value it gets; later ones are dropped.
+private final class ResumeOnce<Result: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<Result?, Never>?>
+
+    init(_ continuation: CheckedContinuation<Result?, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(_ value: Result?) {
+        continuation.withLock { continuation in
+            defer { continuation = nil }
+            return continuation
+        }?.resume(returning: value)
+    }
+}
+
+/// A plugin's table pointer, handed to the thread that destroys it; the ABI's rules (no call
+/// in flight during destroy) are kept by ``SerializedCalls``.
+struct UnsafeSendable<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
 }

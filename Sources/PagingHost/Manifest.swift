@@ -40,6 +40,9 @@ public struct Manifest: Sendable {
     public var pageSize: Int
     public var retryPolicy: RetryPolicy
     public var fetchTimeout: Duration
+    /// How long an interceptor's call may take (see ``PluginLimits/callTimeout``); `nil` runs
+    /// calls on the caller's thread.
+    public var callTimeout: Duration?
     public var maxSize: Int?
     public var prefetchDistance: Int
     public var maxItemsPerPage: Int
@@ -68,7 +71,7 @@ public struct Manifest: Sendable {
         let reader = Reader(file: file)
         let top = JSONValue.object(try reader.object(root, at: "$", allowed: [
             "source", "interceptors", "page_size", "retry", "timeout_ms", "max_size",
-            "prefetch_distance", "max_items_per_page", "max_page_bytes", "user_info",
+            "prefetch_distance", "max_items_per_page", "max_page_bytes", "call_timeout_ms", "user_info",
         ]))
         guard let sourceValue = top["source"] else {
             throw ManifestError(file: file, path: "$.source", message: "missing; expected the source plugin, an object with \"plugin\"")
@@ -86,6 +89,7 @@ public struct Manifest: Sendable {
         let maxSize = try reader.int(top["max_size"], at: "$.max_size", in: pageSize...Int(Int32.max))
         let prefetch = try reader.int(top["prefetch_distance"], at: "$.prefetch_distance", in: 0...100_000) ?? 0
         let maxItems = try reader.int(top["max_items_per_page"], at: "$.max_items_per_page", in: 1...10_000_000) ?? 100_000
+        let callTimeoutMs = try reader.int(top["call_timeout_ms"], at: "$.call_timeout_ms", in: 1...86_400_000)
         let maxBytes = try reader.int(top["max_page_bytes"], at: "$.max_page_bytes", in: 1...(4 << 30)) ?? (256 << 20)
         var userInfo: [String: String] = [:]
         if let info = top["user_info"] {
@@ -97,7 +101,7 @@ public struct Manifest: Sendable {
         return Manifest(
             file: file, source: source, interceptors: interceptors, pageSize: pageSize,
             retryPolicy: try top["retry"].map { value throws(ManifestError) in try reader.retry(value, at: "$.retry") } ?? .none,
-            fetchTimeout: .milliseconds(timeoutMs), maxSize: maxSize, prefetchDistance: prefetch,
+            fetchTimeout: .milliseconds(timeoutMs), callTimeout: callTimeoutMs.map { .milliseconds($0) }, maxSize: maxSize, prefetchDistance: prefetch,
             maxItemsPerPage: maxItems, maxPageBytes: maxBytes, userInfo: userInfo)
     }
 

@@ -27,7 +27,7 @@ public final class Pipeline: Sendable {
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
         let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
-                                  fetchTimeout: manifest.fetchTimeout)
+                                  fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout)
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)

@@ -19,6 +19,11 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let `internal` = PluginStatus(rawValue: PAGING_ERR_INTERNAL)
     public static let invalidArgument = PluginStatus(rawValue: PAGING_ERR_INVALID_ARGUMENT)
 
+    /// The status of a failure a plugin reported: a failure reported as `PAGING_OK` is internal.
+    init(failure code: paging_status_t) {
+        self.init(rawValue: code == PAGING_OK ? PAGING_ERR_INTERNAL : code)
+    }
+
     /// Transient failures and timeouts are worth retrying; nothing else is.
     public var isRetryable: Bool { self == .transient || self == .timeout }
 

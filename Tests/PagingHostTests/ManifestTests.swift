@@ -32,7 +32,8 @@ struct ManifestTests {
           "max_size": 300,
           "prefetch_distance": 5,
           "user_info": {"q": "swift"},
-          "max_page_bytes": 1048576
+          "max_page_bytes": 1048576,
+          "call_timeout_ms": 250
         }
         """)
         #expect(manifest.source.plugin == "jsonlines")
@@ -48,6 +49,7 @@ struct ManifestTests {
         #expect(manifest.prefetchDistance == 5)
         #expect(manifest.userInfo == ["q": "swift"])
         #expect(manifest.maxPageBytes == 1 << 20)
+        #expect(manifest.callTimeout == .milliseconds(250))
         #expect(manifest.folder == "/srv/app")
     }
 

@@ -177,13 +177,8 @@ struct FuzzTests {
         #expect(result.overLimit == 0, "pages beyond PluginLimits")
         #expect(result.errors.keys.allSatisfy { !$0.hasPrefix("other") }, "errors other than PluginError: \(result.errors)")
         #expect(result.pages > 0)
-        withKnownIssue("""
-            host bug: out_fail(out, PAGING_OK, …) + PAGING_INTERCEPT_FAIL (and config_fail with PAGING_OK) \
-            yield a PluginError whose status is `ok`; fetch_fail maps PAGING_OK to PAGING_ERR_INTERNAL, \
-            the intercept and config builders should too (HostTable.swift, table.out_fail / config_fail)
-            """, isIntermittent: true) {
-            #expect(result.errors["ok"] == nil, "a failure reported with status ok: \(result.errors["ok"] ?? 0) times")
-        }
+        // A failure reported with PAGING_OK (out_fail, config_fail, fetch_fail) is internal.
+        #expect(result.errors["ok"] == nil, "a failure reported with status ok: \(result.errors["ok"] ?? 0) times")
     }
 }
 

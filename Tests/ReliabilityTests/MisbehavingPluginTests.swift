@@ -16,42 +16,43 @@ struct MisbehavingPluginTests {
             .makeSource(config: .object([("path", .string(file))]), sink: log.sink, limits: limits)
     }
 
-    /// The issue asks for a timeout on an intercept that blocks. Today the host has none:
-    /// `LoadedInterceptor.intercept` calls the plugin synchronously on the caller's thread (a
-    /// thread of the cooperative pool) and waits as long as the plugin sleeps; `fetchTimeout`
-    /// applies to fetches only. The expected behaviour is written as a known issue: when the
-    /// host gets an intercept timeout, `withKnownIssue` reports that the issue is gone and this
-    /// test must be updated (drop the wrapper).
+    /// An intercept that blocks (the fixture sleeps 1.5 s on every call): with a call timeout,
+    /// each load fails with a retryable timeout in time, also while earlier calls are stuck.
     @Test(.timeLimit(.minutes(1)))
-    func blockingIntercept_shouldFailWithATimeout() async throws {
-        let limits = PluginLimits(fetchTimeout: .milliseconds(200))
+    func blockingIntercept_failsWithATimeout() async throws {
+        let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
         let interceptor = try PluginLibrary.open(path: try fixturePlugin("blocking_intercept"))
-            .makeInterceptor(config: .object([("sleep_ms", .int(5_000))]), sink: log.sink, limits: limits)
+            .makeInterceptor(config: .object([("sleep_ms", .int(1_500))]), sink: log.sink, limits: limits)
         let pager = Pager(source: try jsonLinesSource(count: 30, limits: limits), interceptors: [interceptor])
         let clock = ContinuousClock()
         let start = clock.now
-        let result: Result<PluginPage, any Error>
-        do {
-            result = .success(try await pager.load(pager.refreshRequest(params: params(pageSize: 10))))
-        } catch {
-            result = .failure(error)
-        }
-        let elapsed = clock.now - start
-        report("blocking intercept (sleeps 5 s, fetch timeout 200 ms): the load ended after \(elapsed) with "
-               + "\((try? result.get()).map { "a page of \($0.values.count) items" } ?? "an error: \(String(describing: result))")")
-        // Holds today: the host survives, the load ends once the plugin returns.
-        #expect(elapsed < .seconds(10))
-        withKnownIssue("""
-            no intercept timeout: LoadedInterceptor.intercept runs the C call synchronously on a \
-            cooperative thread and waits for it; PluginLimits has no intercept timeout
-            """) {
-            #expect(elapsed < .seconds(2), "the load waited \(elapsed) for a blocked intercept")
-            if case .failure(let error as PluginError) = result {
+        for _ in 0..<2 {
+            do {
+                _ = try await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
+                Issue.record("a load through a blocked intercept succeeded")
+            } catch let error as PluginError {
                 #expect(error.status == .timeout)
-            } else {
-                Issue.record("expected a PluginError with status timeout, got \(result)")
+                #expect(error.isRetryable)
+                #expect(error.message.contains("intercept did not return within"))
             }
         }
+        #expect(clock.now - start < .seconds(1.4), "both loads ended before the plugin woke up")
+        // The abandoned calls still run to their end, on the plugin's own thread.
+        #expect(await log.waitFor("blocking-intercept: woke after"))
+    }
+
+    /// Without a call timeout the call runs on the caller's thread: the load waits for the
+    /// plugin, and then succeeds.
+    @Test(.timeLimit(.minutes(1)))
+    func blockingIntercept_withoutACallTimeout_holdsTheLoad() async throws {
+        let interceptor = try PluginLibrary.open(path: try fixturePlugin("blocking_intercept"))
+            .makeInterceptor(config: .object([("sleep_ms", .int(300))]), sink: log.sink)
+        let pager = Pager(source: try jsonLinesSource(count: 30), interceptors: [interceptor])
+        let clock = ContinuousClock()
+        let start = clock.now
+        let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
+        #expect(page.values.count == 10)
+        #expect(clock.now - start >= .milliseconds(300))
     }
 
     /// A source that tries to return 2 GiB in one page: the host stops copying at
