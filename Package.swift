@@ -35,7 +35,7 @@ let package = Package(
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),
-        .target(name: "PagingTestSupport", dependencies: ["PagingHost"], path: "Tests/Support"),
+        .target(name: "PagingTestSupport", dependencies: ["Paging", "PagingHost"], path: "Tests/Support"),
         .testTarget(name: "PagerCheckTests", dependencies: ["PagingHost", "PagingTestSupport"]),
         .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "ReliabilityTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "CSQLite"]),

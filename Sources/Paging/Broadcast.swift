@@ -12,7 +12,7 @@ final class Broadcast<Element: Sendable>: Sendable {
         var continuations: [Int: AsyncStream<Element>.Continuation] = [:]
     }
 
-    private let subscribers = Mutex(Subscribers())
+    private let subscribers = Locked(Subscribers())
     /// Read without the lock so that publishing costs nothing while nobody listens.
     @usableFromInline let subscriberCount = Atomic<Int>(0)
 

@@ -13,7 +13,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     public let timeToLive: Duration
     public let maxEntries: Int
     @usableFromInline let clock: PagingClock
-    @usableFromInline let cache: Mutex<LRUCache<CacheKey, Page<Key, Value>>>
+    @usableFromInline let cache: Locked<LRUCache<CacheKey, Page<Key, Value>>>
 
     // The Pager calls `intercept` and `handle` through `any PagingInterceptor`, that is through
     // this class's generic witnesses, which are never specialized: run unspecialized, a hit
@@ -35,7 +35,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         self.timeToLive = timeToLive
         self.maxEntries = maxEntries
         self.clock = clock
-        cache = Mutex(LRUCache(capacity: maxEntries, timeToLive: timeToLive))
+        cache = Locked(LRUCache(capacity: maxEntries, timeToLive: timeToLive))
         interceptCore = { cache, request in
             if let page = cache.lookUp(request) { return .complete(page) }
             return .proceed(request, handleAfterwards: true)

@@ -28,7 +28,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     // The hot path (load → register → run → passInterceptors → fetch → finish) is @inlinable so
     // that it is specialized for the caller's Key and Value: unspecialized, about half of a
     // request went to runtime generic metadata lookups. What it touches is @usableFromInline.
-    @usableFromInline let registry = Mutex(Registry())
+    @usableFromInline let registry = Locked(Registry())
     @usableFromInline let broadcast = Broadcast<PagingState<Key, Value>>()
     /// Bumped by every refresh; a prepend or append from an older generation is superseded.
     /// Written only under `registry`'s lock (so that a refresh is atomic with what finish

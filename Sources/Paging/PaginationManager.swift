@@ -50,7 +50,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     // load, plan and apply are @inlinable so that an append runs specialized for the caller's
     // Key and Value (with the Pager's and PagedValues' inlinable code); what they touch is
     // @usableFromInline.
-    @usableFromInline let state = Mutex(State())
+    @usableFromInline let state = Locked(State())
     @usableFromInline let broadcast = Broadcast<PaginationManagerOutput<Key, Value>>()
 
     public init(pager: Pager<Key, Value>, configuration: Configuration) {

@@ -1,5 +1,6 @@
 import CPaging
 import Foundation
+import Paging
 import Synchronization
 
 /// The level of a plugin's log line (`PAGING_LOG_*`).
@@ -54,10 +55,10 @@ final class PluginInstance: Sendable {
     let label: String
     let sink: PluginLogSink
     let limits: PluginLimits
-    let fetches = Mutex<[UInt64: PendingFetch]>([:])
+    let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
-    let abandoned = Mutex<[UInt64: PluginStatus]>([:])
+    let abandoned = Locked<[UInt64: PluginStatus]>([:])
     let destroyed = Atomic<Bool>(false)
     nonisolated(unsafe) private(set) var table: UnsafeMutablePointer<paging_host_t>!
 

@@ -111,7 +111,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
 /// Runs calls into a plugin instance one at a time (unless it is thread-safe), and never
 /// after it was destroyed.
 final class SerializedCalls: Sendable {
-    private let lock = Mutex(false) // destroyed
+    private let lock = Locked(false) // destroyed
     private let serialized: Bool
     private let closed = Atomic<Bool>(false)
     /// Calls running outside the lock (thread-safe instances, `cancel`); `close` waits for them.
@@ -185,10 +185,10 @@ final class PluginCallWorker: Sendable {
 
 /// Resumes a continuation with the first value it gets; later ones are dropped.
 private final class ResumeOnce<Result: Sendable>: Sendable {
-    private let continuation: Mutex<CheckedContinuation<Result?, Never>?>
+    private let continuation: Locked<CheckedContinuation<Result?, Never>?>
 
     init(_ continuation: CheckedContinuation<Result?, Never>) {
-        self.continuation = Mutex(continuation)
+        self.continuation = Locked(continuation)
     }
 
     func resume(_ value: Result?) {

@@ -146,7 +146,7 @@ final class FetchWatchdog: Sendable {
     }
 
     private let instance: PluginInstance
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     init(instance: PluginInstance) {
         self.instance = instance

@@ -1,5 +1,6 @@
 import CPaging
 import Foundation
+import Paging
 import Synchronization
 
 /// The ABI version a library or the host was built against.
@@ -116,7 +117,7 @@ public final class PluginLibrary: @unchecked Sendable {
     public let descriptors: [PluginDescriptor]
     let entry: UnsafePointer<paging_plugin_entry_t>
 
-    private static let opened = Mutex<[String: PluginLibrary]>([:])
+    private static let opened = Locked<[String: PluginLibrary]>([:])
 
     private init(path: String, entry: UnsafePointer<paging_plugin_entry_t>,
                  abiVersion: PluginABIVersion, descriptors: [PluginDescriptor]) {

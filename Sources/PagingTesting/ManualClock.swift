@@ -9,7 +9,7 @@ import Synchronization
 /// clock.advance(by: .seconds(61))   // everything cached has expired
 /// ```
 public final class ManualClock: Sendable {
-    private let elapsed = Mutex(Duration.zero)
+    private let elapsed = Locked(Duration.zero)
 
     public init() {}
 

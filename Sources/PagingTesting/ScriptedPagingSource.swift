@@ -38,7 +38,7 @@ public final class ScriptedPagingSource<Value: Sendable>: PagingSource {
     }
 
     public let refreshKey: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var firstKey: Int
@@ -55,7 +55,7 @@ public final class ScriptedPagingSource<Value: Sendable>: PagingSource {
     ///   - refreshKey: where a refresh starts; `firstKey` by default.
     public init(pages: [[Value]], firstKey: Int = 0, refreshKey: Int? = nil) {
         self.refreshKey = refreshKey ?? firstKey
-        state = Mutex(State(firstKey: firstKey, pages: pages))
+        state = Locked(State(firstKey: firstKey, pages: pages))
     }
 
     /// Replaces the pages (data that changed on the server).

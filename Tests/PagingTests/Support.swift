@@ -13,7 +13,7 @@ func params(pageSize: Int = 3, retry: RetryPolicy = .none, userInfo: [String: St
 
 /// Records what interceptors see, in order, across tasks.
 final class Journal: Sendable {
-    private let entries = Mutex<[String]>([])
+    private let entries = Locked<[String]>([])
     func add(_ entry: String) { entries.withLock { $0.append(entry) } }
     var all: [String] { entries.withLock { $0 } }
 }
@@ -37,7 +37,7 @@ struct RecordingInterceptor: PagingInterceptor {
 /// Collects states from a pager's stream in the background.
 final class StateCollector: Sendable {
     private final class States: Sendable {
-        let list = Mutex<[PagingState<Int, Int>]>([])
+        let list = Locked<[PagingState<Int, Int>]>([])
     }
 
     private let states = States()

@@ -14,11 +14,11 @@ final class InjectedFailures: PagingInterceptor, Sendable {
         var description: String { "injected failure" }
     }
 
-    private let state: Mutex<(rng: SeededGenerator, failed: Int)>
+    private let state: Locked<(rng: SeededGenerator, failed: Int)>
     private let percent: Int
 
     init(seed: UInt64, percent: Int) {
-        state = Mutex((SeededGenerator(seed: seed), 0))
+        state = Locked((SeededGenerator(seed: seed), 0))
         self.percent = percent
     }
 
@@ -36,7 +36,7 @@ final class InjectedFailures: PagingInterceptor, Sendable {
 }
 
 final class Problems: Sendable {
-    let list = Mutex<[String]>([])
+    let list = Locked<[String]>([])
 }
 
 /// Checks a list of jsonlines items: a contiguous run of the file's lines, no duplicates.

@@ -2,6 +2,7 @@
 // folders, running programs without blocking Swift's thread pool, compiling C plugins with cc,
 // and recording plugin logs.
 import Foundation
+import Paging
 import PagingHost
 import Synchronization
 
@@ -80,7 +81,7 @@ public func runBlocking(
         try? inputPipe.fileHandleForWriting.close()
     }
     // Read both pipes on threads of their own, so that neither can fill up and stall the child.
-    let collected = Mutex([Data(), Data()])
+    let collected = Locked([Data(), Data()])
     let reads = DispatchGroup()
     for (index, pipe) in [out, err].enumerated() {
         reads.enter()
@@ -138,11 +139,11 @@ public struct CompileError: Error, CustomStringConvertible {
 }
 
 private let compiledFolder = scratchFolder()
-private let compiledPlugins = Mutex<[String: String]>([:])
+private let compiledPlugins = Locked<[String: String]>([:])
 
 /// Collects plugin log lines (the first `limit`; beyond, it only counts them).
 public final class LogRecorder: Sendable {
-    private let lines = Mutex<(kept: [(PluginLogLevel, String, String)], total: Int)>(([], 0))
+    private let lines = Locked<(kept: [(PluginLogLevel, String, String)], total: Int)>(([], 0))
     public let limit: Int
 
     public init(limit: Int = 100_000) {
