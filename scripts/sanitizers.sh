@@ -9,12 +9,9 @@
 # --export-dynamic: the plugins are dlopen'ed and must see the sanitizer runtime's symbols
 # in the test binary. Exit status: non-zero when any run fails or any sanitizer report is printed.
 #
-# Known ThreadSanitizer false positives on Linux: Synchronization.Mutex locks with raw futex
-# calls TSan does not see, so accesses inside `Mutex.withLock` closures from different threads
-# are reported as races (PaginationManager.state in plan()/load(), PaginationManagerOutput's
-# subscript setter called from there, CacheInterceptor.cache in cachedPage(), the stress test's
-# InjectedFailures.state). Every report seen so far is of that kind; read the stacks before
-# dismissing a new one.
+# The engine and the host lock with pthread mutexes (Paging's `Locked`), which ThreadSanitizer
+# understands: any report is worth reading. (Synchronization.Mutex locks with futex calls TSan
+# does not see, so state under it shows up as races; keep it out of code run under TSan.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
