@@ -18,7 +18,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "Paging"),
-        .target(name: "LoopbackHTTP"),
+        .target(name: "LoopbackHTTP", dependencies: ["Paging"]),
         .target(name: "GitHubFixtureServer", dependencies: ["LoopbackHTTP"]),
         .target(name: "CPaging", path: "Sources/CPaging"),
         .target(name: "PagingHost", dependencies: ["Paging", "CPaging"]),

@@ -11,6 +11,7 @@ import Darwin
 #endif
 import Dispatch
 import Foundation
+import Paging
 import Synchronization
 
 /// Errors from creating the listening socket.
@@ -71,7 +72,7 @@ private final class ServerState: Sendable {
     let port: UInt16
     let idleTimeout: Int
     let handler: @Sendable (HTTPRequest) -> HTTPResponse
-    let inner = PThreadLock(Inner())
+    let inner = Locked(Inner())
     let requestCount = Atomic<Int>(0)
     let connectionCount = Atomic<Int>(0)
     let threads = DispatchGroup()
