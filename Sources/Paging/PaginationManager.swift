@@ -166,6 +166,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         var cancelled: [Task<Void, Never>] = []
         let plan = state.withLock { state -> Plan? in
             var kind = kind
+            // A prepend or append with nothing loaded refreshes. It cancels no task: with no
+            // page there is no prepend or append in flight, and the caller may be one of them.
+            let asked = kind
             if !kind.isRefresh && state.output.values.isEmpty {
                 guard !state.output.isRefreshing else { return nil }
                 kind = .refresh
@@ -180,8 +183,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if let userInfo { state.refreshUserInfo = userInfo }
                 params.userInfo.merge(state.refreshUserInfo) { $1 }
                 state.generation &+= 1
-                cancelled = Array(state.tasks.values)
-                state.tasks = [:]
+                state.stalledKey = nil
+                if asked.isRefresh {
+                    cancelled = Array(state.tasks.values)
+                    state.tasks = [:]
+                }
                 state.output.prependState = .idle
                 state.output.appendState = .idle
                 anchor = nil
@@ -193,7 +199,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     state.output.appendState = .endReached
                     return nil
                 }
-                key = last.isComplete ? next : last.key
+                // An incomplete last page is loaded again (it may have grown), until a reload
+                // brings nothing new: then paging moves on (a server may cap its page size).
+                key = last.isComplete || last.key == state.stalledKey ? next : last.key
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,
@@ -245,6 +253,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// Bumped by every refresh; a load planned in an older generation is dropped.
         @usableFromInline var generation: UInt64 = 0
         @usableFromInline var refreshUserInfo: [String: String] = [:]
+        /// The key of an incomplete last page whose reload brought no new values.
+        @usableFromInline var stalledKey: Key?
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
 
@@ -279,8 +289,13 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.appendState = .idle
                     return
                 }
-                output.values = last.key == page.key
-                    ? output.values.replacingLast(with: page) : output.values.appending(page)
+                if last.key == page.key {
+                    stalledKey = page.values.count <= last.values.count ? page.key : nil
+                    output.values = output.values.replacingLast(with: page)
+                } else {
+                    stalledKey = nil
+                    output.values = output.values.appending(page)
+                }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .prepend) { output.prependState = .idle }
             case .prepend:

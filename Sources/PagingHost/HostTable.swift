@@ -106,9 +106,10 @@ struct PageBuilder: Sendable {
 
     /// Adds an item within the limits; returns the problem otherwise.
     mutating func add(_ item: paging_bytes_t, limits: PluginLimits) -> String? {
-        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
+        // The limits are checked before the copy: one huge item must not be copied to be refused.
         guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
-        guard self.bytes + bytes.count <= limits.maxPageBytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        guard item.len <= limits.maxPageBytes - self.bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
         self.bytes += bytes.count
         items.append(PluginItem(bytes: bytes))
         return nil

@@ -49,11 +49,15 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
+            let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
+            guard out.key != nil || out.pageSize != nil || !out.params.isEmpty else {
+                return .proceed(request, handleAfterwards: observe)
+            }
             var next = request
             if let key = out.key { next.keyChain = PagingKeyChain(key: key) }
             if let pageSize = out.pageSize { next.params.pageSize = pageSize }
             next.params.userInfo.merge(out.params) { $1 }
-            return .proceed(next, handleAfterwards: code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil)
+            return .proceed(next, handleAfterwards: observe)
         case PAGING_INTERCEPT_COMPLETE:
             return .complete(out.page.page(for: request))
         case PAGING_INTERCEPT_FAIL:
@@ -128,6 +132,13 @@ final class SerializedCalls: Sendable {
             return lock.withLock { destroyed in destroyed ? nil : body() }
         }
         return unlessClosed(body)
+    }
+
+    /// Runs a call the ABI serializes even for thread-safe instances (a source's `key_chain`
+    /// and `refresh_key`): never overlapping another such call, unless destroyed.
+    @discardableResult
+    func runExclusive<R>(_ body: () -> R?) -> R? {
+        lock.withLock { destroyed in destroyed ? nil : (serialized ? body() : unlessClosed(body)) }
     }
 
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.

@@ -48,7 +48,7 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
         var out = KeysOut()
-        let status = calls.run { [plugin] in
+        let status = calls.runExclusive { [plugin] in
             CView.withBytes(key.bytes) { bytes in
                 withUnsafeMutablePointer(to: &out) { keyChain(plugin, bytes, OpaquePointer($0)) }
             }
@@ -200,17 +200,18 @@ final class FetchWatchdog: Sendable {
 extension PluginInstance {
     /// Finishes a fetch on the host's side (timeout, cancellation); a no-op once it finished.
     func finishFetch(_ id: UInt64, _ result: FetchResult) {
-        let waiter = fetches.withLock { fetches -> CheckedContinuation<FetchResult, Never>? in
-            guard var fetch = fetches[id], fetch.result == nil else { return nil }
+        let (ended, waiter) = fetches.withLock { fetches -> (Bool, CheckedContinuation<FetchResult, Never>?) in
+            guard var fetch = fetches[id], fetch.result == nil else { return (false, nil) }
             fetch.result = result
             if let waiter = fetch.waiter {
                 fetches[id] = nil
-                return waiter
+                return (true, waiter)
             }
             fetches[id] = fetch
-            return nil
+            return (true, nil)
         }
-        guard let waiter else { return }
+        guard ended else { return }
+        // Whether or not the caller waits yet, the plugin's own completion is still to come.
         if case .failed(let status, let message) = result {
             abandoned.withLock { abandoned in
                 if abandoned.count >= 1_024, let oldest = abandoned.keys.min() { abandoned[oldest] = nil }
@@ -218,6 +219,7 @@ extension PluginInstance {
             }
             if status == .timeout { log(.error, message) }
         }
+        guard let waiter else { return }
         waiter.resume(returning: result)
     }
 }

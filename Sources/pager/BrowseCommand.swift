@@ -43,12 +43,12 @@ struct BrowseCommand {
         var screen = Screen()
         let manager = PaginationManager(pager: pipeline.pager, configuration: .init(
             pageSize: manifest.pageSize, maxSize: manifest.maxSize,
-            prefetchDistance: max(manifest.prefetchDistance, screen.listHeight),
+            prefetchDistance: Self.prefetchDistance(manifest, screenRows: screen.listHeight),
             retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo))
         let (events, input) = AsyncStream.makeStream(of: Event.self)
         let outputs = manager.outputs()
         let watcher = Task {
-            for await output in outputs { input.yield(.output(output)) }
+            for await _ in outputs { input.yield(.output) }
         }
         let reader = KeyReader(input)
         reader.start()
@@ -60,10 +60,13 @@ struct BrowseCommand {
 
         var output = manager.output
         for await event in events {
-            switch event {
-            case .output(let latest):
-                output = latest
-            case .key(let key):
+            // Always the manager's current output: outputs queue behind a burst of keys, and a
+            // key must move on the list the manager has now. Pages added or dropped before the
+            // cursor (prepend, max_size) move the items: the cursor follows its item.
+            let selected = output.values.isEmpty ? nil : output.values[min(screen.cursor, output.values.count - 1)]
+            output = manager.output
+            if let selected { screen.follow(selected, in: output.values) }
+            if case .key(let key) = event {
                 switch key {
                 case .quit: return ExitCode.success
                 case .refresh: manager.refresh()
@@ -78,8 +81,17 @@ struct BrowseCommand {
         return ExitCode.success
     }
 
+    /// A screenful ahead, or the manifest's distance if larger; with `max_size`, small enough
+    /// that loading at one end never drops the page the cursor is on at the other.
+    static func prefetchDistance(_ manifest: Manifest, screenRows: Int) -> Int {
+        let wanted = max(manifest.prefetchDistance, screenRows)
+        guard let maxSize = manifest.maxSize else { return wanted }
+        return max(0, min(wanted, (maxSize - manifest.pageSize) / 2))
+    }
+
     enum Event: Sendable {
-        case output(PaginationManagerOutput<PluginKey, PluginItem>)
+        /// The manager's output changed.
+        case output
         case key(Key)
     }
 
@@ -174,6 +186,14 @@ private struct Screen {
             self.rows = Int(rows)
             self.columns = Int(columns)
         }
+    }
+
+    /// Moves the cursor (and the scroll by as much) to where `item` now is, if it moved.
+    mutating func follow(_ item: PluginItem, in values: PagedValues<PluginKey, PluginItem>) {
+        if cursor < values.count && values[cursor] == item { return }
+        guard let index = values.firstIndex(of: item) else { return }
+        top = max(0, top + index - cursor)
+        cursor = index
     }
 
     mutating func move(by delta: Int, count: Int) {

@@ -60,28 +60,29 @@ struct RunCommand {
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level))
         let manager = pipeline.makeManager()
+        // After a failure, the steps up to the next --retry are skipped; a retry that
+        // succeeds clears the failure.
         var failed = false
-        steps: for step in steps {
+        for step in steps {
             switch step {
+            case .retry:
+                guard failed else { continue }
+                await manager.retry().value
+                failed = report(manager.output)
+            case _ where failed:
+                continue
             case .refresh(let hard):
                 failed = await load(.refresh, manager, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
-                for _ in 0..<count {
+                for _ in 0..<count where !failed {
                     if manager.output[kind].isEndReached {
                         Output.error("\(kind): end of data reached")
                         break
                     }
-                    if await load(kind, manager) {
-                        failed = true
-                        break steps
-                    }
+                    failed = await load(kind, manager)
                 }
-            case .retry:
-                await manager.retry().value
-                failed = report(.append, manager.output) || report(.prepend, manager.output) || report(.refresh, manager.output)
             }
-            if failed { break }
         }
         let output = manager.output
         for item in output.values { Output.line(item.text) }
@@ -97,15 +98,21 @@ struct RunCommand {
         let before = manager.output.values.count
         await manager.load(kind, userInfo: userInfo)
         let output = manager.output
-        if report(kind, output) { return true }
+        if report(output) { return true }
         Output.error("\(kind): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
         return false
     }
 
-    private func report(_ kind: PagingRequestKind, _ output: PaginationManagerOutput<PluginKey, PluginItem>) -> Bool {
-        guard let error = output[kind].error else { return false }
-        Output.error("\(kind) failed: \(error)")
-        return true
+    /// Reports every direction whose last load failed (a prepend or append with nothing loaded
+    /// runs as a refresh); `true` when any did.
+    private func report(_ output: PaginationManagerOutput<PluginKey, PluginItem>) -> Bool {
+        var failed = false
+        for kind in PagingRequestKind.allCases {
+            guard let error = output[kind].error else { continue }
+            Output.error("\(kind) failed: \(error)")
+            failed = true
+        }
+        return failed
     }
 }
 

@@ -116,6 +116,20 @@ struct BridgeTests {
         await #expect(throws: CancellationError.self) { try await task.value }
     }
 
+    @Test func keyChainCalls_neverOverlap_evenForAThreadSafeSource() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("overlap_probe")).makeSource(sink: log.sink)
+        #expect(source.descriptor.isThreadSafe)
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<4 {
+                group.addTask {
+                    for call in 0..<25 { _ = source.keyChain(for: PluginKey("\(task)-\(call)")) }
+                }
+            }
+        }
+        source.destroy()
+        #expect(log.contains("overlap-probe: 0 overlapping key_chain calls of 100"), "\(log.messages)")
+    }
+
     @Test func requestParams_reachThePlugin() async throws {
         let source = try PluginLibrary.open(path: try fixturePlugin("pass_through")).makeSource(id: "counting", sink: log.sink)
         let pager = Pager(source: source)

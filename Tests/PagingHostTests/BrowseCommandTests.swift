@@ -6,10 +6,10 @@ import Testing
 struct BrowseCommandTests {
     let pager = pagerCommand
 
-    func manifest(items: Int) throws -> String {
+    func manifest(items: Int, maxSize: Int? = nil) throws -> String {
         let folder = scratchFolder()
         writeJSONLines(count: items, to: folder + "/data.jsonl")
-        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10}"#
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10\#(maxSize.map { #", "max_size": \#($0)"# } ?? "")}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return folder + "/m.json"
     }
@@ -30,6 +30,18 @@ struct BrowseCommandTests {
         let enter = screen.range(of: "\u{1B}[?1049h")
         let leave = screen.range(of: "\u{1B}[?1049l", options: .backwards)
         #expect(enter != nil && leave != nil && enter!.lowerBound < leave!.lowerBound, "the terminal is restored on exit")
+    }
+
+    @Test func withMaxSize_theCursorStaysOnItsItem_asPagesAreDropped() async throws {
+        let tens = Array(repeating: String(repeating: "j", count: 10), count: 4)
+        // The first, empty, "key" gives the first page time to arrive.
+        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))", keys: [""] + tens + ["q"])
+        #expect(code == 0)
+        // The last frame's highlighted line (before its status line, also in reverse video) is
+        // the item 40 rows down from the first, whatever its index after the drops.
+        let parts = screen.components(separatedBy: "\u{1B}[7m")
+        let highlighted = parts.count >= 2 ? parts[parts.count - 2] : ""
+        #expect(highlighted.contains(#"{"n":40}"#), "\(highlighted.prefix(80))")
     }
 
     @Test func ctrlC_quitsAndRestoresTheTerminal() async throws {

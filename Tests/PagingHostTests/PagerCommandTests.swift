@@ -55,6 +55,31 @@ struct PagerCommandTests {
         #expect(result.stderr.contains("timeout"))
     }
 
+    @Test func aFailedLoad_exitsWith1_evenWhenAnAppendRanAsTheFirstRefresh() async throws {
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try fixturePlugin("never_complete"))"}, "timeout_ms": 100}
+        """.write(toFile: folder + "/never.json", atomically: true, encoding: .utf8)
+        for step in ["--append", "--prepend"] {
+            let result = try await run(pager, ["run", folder + "/never.json", step, "2"])
+            #expect(result.code == 1, "\(step): \(result.stderr)")
+            #expect(result.stderr.contains("refresh failed"))
+        }
+    }
+
+    @Test func retry_loadsAgainAfterAFailure_andSucceeds() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 25, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(try fixturePlugin("flaky"))", "config": {"fail_first": 1}}], "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "1", "--retry", "--append", "1"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("refresh failed"))
+        #expect(result.stdout.split(separator: "\n").count == 20, "the refresh retried, then one append")
+    }
+
     @Test func plugins_listsEveryPluginWithItsDescriptor() async throws {
         let result = try await run(pager, ["plugins", productsFolder])
         #expect(result.code == 0)

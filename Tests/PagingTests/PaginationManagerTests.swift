@@ -75,6 +75,25 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys == [0, 1, 1, 2])
     }
 
+    @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
+        let manager = manager(source)
+        await manager.refresh().value
+        for _ in 0..<6 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0, 1, 2, 3, 4])
+        #expect(manager.output.appendState.isEndReached)
+        #expect(source.fetchedKeys == [0, 0, 1, 1, 2])
+    }
+
+    @Test func appendWithNothingLoaded_isNotCancelledByTheRefreshItBecomes() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(2))
+        source.script(key: 0, .delay(.milliseconds(50)))
+        let manager = manager(source)
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        #expect(manager.output.refreshState.isIdle)
+    }
+
     @Test func failedAppend_isAState_keepsTheValues_andRetryLoadsIt() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .fail(ScriptedError("offline")))

@@ -6,7 +6,8 @@
  *
  * Thread rule: the host never overlaps calls on one instance ([serialized]) unless the
  * instance's descriptor has PAGING_PLUGIN_THREAD_SAFE, in which case fetch() may be called
- * concurrently from any threads. cancel() may come from any thread at any time before
+ * concurrently from any threads (and alongside key_chain(), whose calls still never overlap
+ * one another). cancel() may come from any thread at any time before
  * destroy(). destroy() is never concurrent with anything.
  */
 #ifndef PAGING_SOURCE_H
