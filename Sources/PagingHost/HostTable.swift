@@ -271,9 +271,9 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
 
     table.keys_set = { out, slot, key in
-        KeysOut.update(out) { out in
-            guard slot <= PAGING_KEY_NEXT else { return "keys_set: unknown slot \(slot)" }
-            guard let key = copyKey(key) else { return "keys_set: a key with NULL data" }
+        KeysOut.update(out, "keys_set") { out in
+            guard slot <= PAGING_KEY_NEXT else { return "unknown slot \(slot)" }
+            guard let key = copyKey(key) else { return "a key with NULL data" }
             out.keys[Int(slot)] = key
             return nil
         }
@@ -332,28 +332,19 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
 
 // MARK: - Result builders handed to one call
 
-/// The result of one `intercept()` call, on the caller's stack; `paging_intercept_out_t *`
-/// points to it for the duration of the call.
-struct InterceptOut: Sendable {
-    static let liveMagic: UInt64 = 0x5041_4749_4E47_4F55 // "PAGINGOU"
+/// A result builder a plugin reaches through an opaque pointer during one call. The pointer
+/// is checked (NULL, or a builder no longer live) before it is used; the first misuse is kept
+/// and fails the call.
+protocol CallResultBuilder {
+    static var liveMagic: UInt64 { get }
+    var magic: UInt64 { get }
+    var misuse: String? { get set }
+}
 
-    var magic = InterceptOut.liveMagic
-    let limits: PluginLimits
-    var key: PluginKey?
-    var pageSize: Int?
-    var params: [String: String] = [:]
-    var page = PageBuilder()
-    var failure: (PluginStatus, String)?
-    /// The first misuse of a builder function; it fails the intercept.
-    var misuse: String?
-
-    init(limits: PluginLimits) {
-        self.limits = limits
-    }
-
-    static func update(_ out: OpaquePointer?, _ function: String, _ change: (inout InterceptOut) -> String?) -> paging_status_t {
+extension CallResultBuilder {
+    static func update(_ out: OpaquePointer?, _ function: String, _ change: (inout Self) -> String?) -> paging_status_t {
         guard let raw = UnsafeMutableRawPointer(out) else { return PAGING_ERR_INVALID_ARGUMENT }
-        let pointer = raw.assumingMemoryBound(to: InterceptOut.self)
+        let pointer = raw.assumingMemoryBound(to: Self.self)
         guard pointer.pointee.magic == liveMagic else { return PAGING_ERR_INVALID_ARGUMENT }
         if let problem = change(&pointer.pointee) {
             if pointer.pointee.misuse == nil { pointer.pointee.misuse = "\(function): \(problem)" }
@@ -363,24 +354,32 @@ struct InterceptOut: Sendable {
     }
 }
 
+/// The result of one `intercept()` call, on the caller's stack; `paging_intercept_out_t *`
+/// points to it for the duration of the call.
+struct InterceptOut: CallResultBuilder, Sendable {
+    static let liveMagic: UInt64 = 0x5041_4749_4E47_4F55 // "PAGINGOU"
+
+    var magic = InterceptOut.liveMagic
+    let limits: PluginLimits
+    var key: PluginKey?
+    var pageSize: Int?
+    var params: [String: String] = [:]
+    var page = PageBuilder()
+    var failure: (PluginStatus, String)?
+    var misuse: String?
+
+    init(limits: PluginLimits) {
+        self.limits = limits
+    }
+}
+
 /// The result of one `refresh_key()` or `key_chain()` call, by slot.
-struct KeysOut {
+struct KeysOut: CallResultBuilder {
     static let liveMagic: UInt64 = 0x5041_4749_4E47_4B4F // "PAGINGKO"
 
     var magic = KeysOut.liveMagic
     var keys: [KeyOverride] = [.unset, .unset, .unset]
     var misuse: String?
-
-    static func update(_ out: OpaquePointer?, _ change: (inout KeysOut) -> String?) -> paging_status_t {
-        guard let raw = UnsafeMutableRawPointer(out) else { return PAGING_ERR_INVALID_ARGUMENT }
-        let pointer = raw.assumingMemoryBound(to: KeysOut.self)
-        guard pointer.pointee.magic == liveMagic else { return PAGING_ERR_INVALID_ARGUMENT }
-        if let problem = change(&pointer.pointee) {
-            if pointer.pointee.misuse == nil { pointer.pointee.misuse = problem }
-            return PAGING_ERR_INVALID_ARGUMENT
-        }
-        return PAGING_OK
-    }
 
     func key(_ slot: UInt32) -> PluginKey? {
         if case .key(let key) = keys[Int(slot)] { return key }
