@@ -53,14 +53,19 @@ func benchHTTP(_ report: Report) async throws {
         guard items == count * itemsPerPage else { throw BenchError("the http pipeline returned \(items) items") }
         return Double(count) * 1e9 / Double(elapsed)
     }
-    /// The same URLs and headers with URLSession's async data(for:); pages a second.
-    func rawRun(_ count: Int) async throws -> Double {
-        let requests = (1...count).map { page -> URLRequest in
+    /// The URLs and headers the plugin sends, for pages 1...count.
+    func rawRequests(_ count: Int) -> [URLRequest] {
+        (1...count).map { page in
             var request = URLRequest(url: URL(string: "\(server.baseURL)/items?page=\(page)&per_page=\(itemsPerPage)")!)
             request.setValue("SwiftPaging", forHTTPHeaderField: "User-Agent")
             request.setValue("application/json", forHTTPHeaderField: "Accept")
             return request
         }
+    }
+
+    /// The same URLs and headers with URLSession's async data(for:); pages a second.
+    func rawRun(_ count: Int) async throws -> Double {
+        let requests = rawRequests(count)
         var bytes = 0
         let start = nowNs()
         for request in requests { bytes += try await session.data(for: request).0.count }
@@ -71,12 +76,7 @@ func benchHTTP(_ report: Report) async throws {
 
     /// The same with dataTask and a completion handler, as the plugin fetches; pages a second.
     func callbackRun(_ count: Int) async throws -> Double {
-        let requests = (1...count).map { page -> URLRequest in
-            var request = URLRequest(url: URL(string: "\(server.baseURL)/items?page=\(page)&per_page=\(itemsPerPage)")!)
-            request.setValue("SwiftPaging", forHTTPHeaderField: "User-Agent")
-            request.setValue("application/json", forHTTPHeaderField: "Accept")
-            return request
-        }
+        let requests = rawRequests(count)
         var bytes = 0
         let start = nowNs()
         for request in requests {
