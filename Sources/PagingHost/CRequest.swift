@@ -3,8 +3,8 @@ import Paging
 
 /// Borrowed C views of engine values, valid inside the closure only (the ABI's "borrowed for
 /// the call" rule).
-enum CView {
-    static func withRequest<R>(_ request: PluginRequest, _ body: (UnsafePointer<paging_request_t>) throws -> R) rethrows -> R {
+package enum CView {
+    package static func withRequest<R>(_ request: PluginRequest, _ body: (UnsafePointer<paging_request_t>) throws -> R) rethrows -> R {
         let chain = request.keyChain
         return try withBytes(chain.key.bytes) { key in
             try withOptionalKey(chain.prevKey) { prev in

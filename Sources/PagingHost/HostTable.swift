@@ -51,18 +51,18 @@ public struct PluginLimits: Sendable {
 /// Instances, and their `paging_host_t`, are never freed: a misbehaving plugin that calls the
 /// host after `destroy()` (from a thread it forgot) then meets a finished instance that
 /// refuses the call, instead of freed memory. Each costs a few hundred bytes.
-final class PluginInstance: Sendable {
+package final class PluginInstance: Sendable {
     let label: String
     let sink: PluginLogSink
     let limits: PluginLimits
-    let fetches = Locked<[UInt64: PendingFetch]>([:])
+    package let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
     let abandoned = Locked<[UInt64: PluginStatus]>([:])
-    let destroyed = Atomic<Bool>(false)
-    nonisolated(unsafe) private(set) var table: UnsafeMutablePointer<paging_host_t>!
+    package let destroyed = Atomic<Bool>(false)
+    nonisolated(unsafe) package private(set) var table: UnsafeMutablePointer<paging_host_t>!
 
-    init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
+    package init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
         self.label = label
         self.sink = sink
         self.limits = limits
@@ -97,7 +97,7 @@ enum KeyOverride: Sendable {
 }
 
 /// What a plugin builds for a page: items, keys and flags.
-struct PageBuilder: Sendable {
+package struct PageBuilder: Sendable {
     var items: [PluginItem] = []
     var bytes = 0
     var prevKey = KeyOverride.unset
@@ -131,13 +131,15 @@ struct PageBuilder: Sendable {
 }
 
 /// A fetch between `fetch()` and its completion.
-struct PendingFetch: Sendable {
+package struct PendingFetch: Sendable {
     var builder = PageBuilder()
-    var result: FetchResult?
+    package var result: FetchResult?
     var waiter: CheckedContinuation<FetchResult, Never>?
+
+    package init() {}
 }
 
-enum FetchResult: Sendable {
+package enum FetchResult: Sendable {
     case completed(PageBuilder)
     case failed(PluginStatus, String)
 }

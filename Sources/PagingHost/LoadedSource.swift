@@ -199,7 +199,7 @@ final class FetchWatchdog: Sendable {
 
 extension PluginInstance {
     /// Finishes a fetch on the host's side (timeout, cancellation); a no-op once it finished.
-    func finishFetch(_ id: UInt64, _ result: FetchResult) {
+    package func finishFetch(_ id: UInt64, _ result: FetchResult) {
         let (ended, waiter) = fetches.withLock { fetches -> (Bool, CheckedContinuation<FetchResult, Never>?) in
             guard var fetch = fetches[id], fetch.result == nil else { return (false, nil) }
             fetch.result = result

@@ -6,7 +6,7 @@ import Foundation
 ///
 /// The C strings it hands out live as long as this object, which the host keeps until the
 /// `create_*` call returns.
-final class PluginConfig {
+package final class PluginConfig {
     static let liveMagic: UInt64 = 0x5041_4749_4E47_4346 // "PAGINGCF"
 
     private var magic = PluginConfig.liveMagic
@@ -16,7 +16,7 @@ final class PluginConfig {
     /// What the plugin reported through `config_fail`.
     var failure: (PluginStatus, String)?
 
-    init(_ value: JSONValue) {
+    package init(_ value: JSONValue) {
         self.value = value
     }
 
@@ -32,7 +32,7 @@ final class PluginConfig {
     }
 
     /// Runs `body` with a `paging_config_t *` for this config.
-    func withPointer<R>(_ body: (OpaquePointer) throws -> R) rethrows -> R {
+    package func withPointer<R>(_ body: (OpaquePointer) throws -> R) rethrows -> R {
         try withExtendedLifetime(self) {
             try body(OpaquePointer(Unmanaged.passUnretained(self).toOpaque()))
         }

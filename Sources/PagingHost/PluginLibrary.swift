@@ -9,7 +9,7 @@ public struct PluginABIVersion: Sendable, Equatable, CustomStringConvertible {
     public var minor: UInt32
     public var patch: UInt32
 
-    init(_ version: paging_version_t) {
+    package init(_ version: paging_version_t) {
         major = version.major
         minor = version.minor
         patch = version.patch
@@ -29,7 +29,7 @@ public enum PluginKind: String, Sendable {
     case source
     case interceptor
 
-    init?(_ raw: UInt32) {
+    package init?(_ raw: UInt32) {
         switch raw {
         case PAGING_PLUGIN_SOURCE: self = .source
         case PAGING_PLUGIN_INTERCEPTOR: self = .interceptor
@@ -101,7 +101,7 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
     }
 }
 
-let PAGING_PLUGIN_ENTRY_SYMBOL_NAME = "paging_plugin_entry"
+package let PAGING_PLUGIN_ENTRY_SYMBOL_NAME = "paging_plugin_entry"
 
 /// A plugin library opened with dlopen: its entry, ABI version and plugin descriptors.
 ///
@@ -115,7 +115,7 @@ public final class PluginLibrary: @unchecked Sendable {
     public let path: String
     public let abiVersion: PluginABIVersion
     public let descriptors: [PluginDescriptor]
-    let entry: UnsafePointer<paging_plugin_entry_t>
+    package let entry: UnsafePointer<paging_plugin_entry_t>
 
     private static let opened = Locked<[String: PluginLibrary]>([:])
 

@@ -1,4 +1,5 @@
 import Foundation
+import PagingConformance
 import PagingHost
 
 /// `pager check LIB.so`: the conformance suite, every check in a child process.

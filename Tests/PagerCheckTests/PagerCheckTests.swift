@@ -1,4 +1,5 @@
 import Foundation
+import PagingConformance
 import PagingHost
 import PagingTestSupport
 import Testing

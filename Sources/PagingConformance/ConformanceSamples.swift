@@ -1,4 +1,5 @@
 import Foundation
+import PagingHost
 
 extension Conformance {
     /// A valid config for `id`: the user's, else a sample for the shipped plugins (writing what

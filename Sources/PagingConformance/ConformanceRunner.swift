@@ -1,4 +1,5 @@
 import Foundation
+import PagingHost
 
 /// Runs the conformance suite with every check in a child process: the `pager` executable
 /// re-run as `pager check __one LIB ID CHECK ...` (and `__list LIB` for the descriptors), which

@@ -1,5 +1,6 @@
 import CPaging
 import Foundation
+import PagingHost
 
 extension Conformance {
     /// Opens the library and checks every descriptor (the `descriptor` check). Runs in the

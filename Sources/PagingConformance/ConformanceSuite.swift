@@ -1,6 +1,7 @@
 import CPaging
 import Foundation
 import Paging
+import PagingHost
 import Synchronization
 
 /// The plugin conformance suite behind `pager check`.

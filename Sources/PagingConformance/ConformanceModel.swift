@@ -1,4 +1,5 @@
 import Foundation
+import PagingHost
 
 /// One check of the plugin conformance suite (`pager check`).
 ///
