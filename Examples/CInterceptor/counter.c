@@ -63,17 +63,18 @@ static paging_interceptor_t *counter_create(const char *plugin_id, const paging_
     c->base.intercept = counter_intercept;
     c->base.handle = counter_handle;
     c->base.destroy = counter_destroy;
+    c->base.struct_size = (uint32_t)sizeof c->base;
     return &c->base;
 }
 
 static const paging_plugin_descriptor_t descriptor = {
-    PAGING_ABI_VERSION_INIT, "c-counter", "Request counter (C example)", "1.0.0",
-    "Counts and logs requests per kind; logs each page's item count.", PAGING_PLUGIN_INTERCEPTOR, 0
+    PAGING_DESCRIPTOR_HEAD, "c-counter", "Request counter (C example)", "1.0.0",
+    "Counts and logs requests per kind; logs each page's item count.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL
 };
 static uint32_t plugin_count(void) { return 1; }
 static const paging_plugin_descriptor_t *descriptor_at(uint32_t i) { return i == 0 ? &descriptor : NULL; }
 static const paging_plugin_entry_t entry = {
-    PAGING_ABI_VERSION_INIT, plugin_count, descriptor_at, NULL, counter_create
+    PAGING_ENTRY_HEAD, plugin_count, descriptor_at, NULL, counter_create, NULL, NULL
 };
 
 /* The one exported symbol; everything above is static. */

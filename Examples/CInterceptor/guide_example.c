@@ -29,11 +29,12 @@ static paging_interceptor_t *tag_create(const char *id, const paging_host_t *hos
     snprintf(t->tag, sizeof t->tag, "%s", tag ? tag : "guide"); /* copy: config dies with create */
     t->host = host; /* valid until destroy() returns */
     t->base.intercept = tag_intercept; t->base.handle = tag_handle; t->base.destroy = tag_destroy;
+    t->base.struct_size = (uint32_t)sizeof t->base;
     return &t->base;
 }
-static const paging_plugin_descriptor_t tagger_descriptor = { PAGING_ABI_VERSION_INIT, "tagger", "Tagger",
-    "1.0.0", "Adds the param tag to every request.", PAGING_PLUGIN_INTERCEPTOR, 0 };
+static const paging_plugin_descriptor_t tagger_descriptor = { PAGING_DESCRIPTOR_HEAD, "tagger", "Tagger",
+    "1.0.0", "Adds the param tag to every request.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL };
 static uint32_t count(void) { return 1; }
 static const paging_plugin_descriptor_t *describe(uint32_t i) { return i == 0 ? &tagger_descriptor : NULL; }
-static const paging_plugin_entry_t entry = { PAGING_ABI_VERSION_INIT, count, describe, NULL, tag_create };
+static const paging_plugin_entry_t entry = { PAGING_ENTRY_HEAD, count, describe, NULL, tag_create, NULL, NULL };
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &entry; }

@@ -22,11 +22,16 @@
  * A key that is not a decimal integer in 0...line_count fails the fetch with
  * PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
  *
+ * Extensions offered: paging.health/1 (the file is still a readable regular file).
+ *
  * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
  *                               -I Sources/CPaging/include Plugins/JSONLines/jsonlines.c -o libjsonlines.so
  */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,16 +50,17 @@ typedef struct jsonl_state {
     jsonl_line *lines;      /* non-empty lines */
     size_t line_count;
     uint32_t default_page_size;
+    char *path;             /* the file, for the health check */
 } jsonl_state;
 
 static const paging_plugin_descriptor_t jsonl_descriptor = {
-    PAGING_ABI_VERSION_INIT,
+    PAGING_DESCRIPTOR_HEAD,
     "jsonlines",
     "JSON Lines file",
     "1.0.0",
     "Serves the lines of a JSON Lines file as items; keys are decimal line indexes.",
     PAGING_PLUGIN_SOURCE,
-    PAGING_PLUGIN_THREAD_SAFE
+    PAGING_PLUGIN_THREAD_SAFE, NULL
 };
 
 /* ---- file loading ---------------------------------------------------------------------- */
@@ -199,7 +205,29 @@ static void jsonl_destroy(paging_source_t *self)
     jsonl_state *st = (jsonl_state *)self;
     free(st->lines);
     free(st->data);
+    free(st->path);
     free(st);
+}
+
+/* paging.health/1: the items were read at create; say whether the file could be read again. */
+static paging_status_t jsonl_health(void *self)
+{
+    jsonl_state *st = (jsonl_state *)self;
+    struct stat info;
+    char msg[1200];
+    if (stat(st->path, &info) == 0 && S_ISREG(info.st_mode) && access(st->path, R_OK) == 0) return PAGING_OK;
+    snprintf(msg, sizeof msg, "cannot read '%.1000s' any more: %s", st->path,
+             errno != 0 ? strerror(errno) : "not a regular file");
+    st->host->log(st->host, PAGING_LOG_ERROR, msg);
+    return PAGING_ERR_NOT_FOUND;
+}
+
+static const paging_ext_health_t jsonl_health_ext = { jsonl_health };
+
+static const void *jsonl_get_extension(paging_source_t *self, const char *id)
+{
+    (void)self;
+    return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &jsonl_health_ext : NULL;
 }
 
 /* ---- entry ----------------------------------------------------------------------------- */
@@ -245,6 +273,12 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
         jsonl_destroy(&st->source);
         return NULL;
     }
+    st->path = strdup(path); /* the config string dies when create returns */
+    if (st->path == NULL) {
+        host->config_fail(config, PAGING_ERR_INTERNAL, "jsonlines: out of memory");
+        jsonl_destroy(&st->source);
+        return NULL;
+    }
     st->host = host;
     st->default_page_size = (uint32_t)dps;
     st->source.plugin_data = st;
@@ -253,6 +287,8 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
     st->source.fetch = jsonl_fetch;
     st->source.cancel = NULL;      /* fetch completes before it returns */
     st->source.destroy = jsonl_destroy;
+    st->source.struct_size = (uint32_t)sizeof st->source;
+    st->source.get_extension = jsonl_get_extension;
     snprintf(msg, sizeof msg, "jsonlines: loaded %lu lines from '%.1000s'",
              (unsigned long)st->line_count, path);
     host->log(host, PAGING_LOG_DEBUG, msg);
@@ -267,11 +303,11 @@ static const paging_plugin_descriptor_t *jsonl_descriptor_at(uint32_t index)
 }
 
 static const paging_plugin_entry_t jsonl_entry = {
-    PAGING_ABI_VERSION_INIT,
+    PAGING_ENTRY_HEAD,
     jsonl_plugin_count,
     jsonl_descriptor_at,
     jsonl_create_source,
-    NULL
+    NULL, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void)

@@ -52,6 +52,9 @@
  * With synchronous=NORMAL a committed page can be lost on power failure (not on a process
  * crash); the database stays consistent either way. Several processes may share the file.
  *
+ * Extensions offered: paging.health/1 (the store can take a write lock: BEGIN IMMEDIATE, then
+ * ROLLBACK; a store another process holds locked longer than the busy timeout is unhealthy).
+ *
  * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
  *     -I Sources/CPaging/include Plugins/SQLite/sqlite_store.c -lsqlite3 -o libsqlite-store.so
  */
@@ -94,13 +97,13 @@ typedef struct sqls_state {
 } sqls_state;
 
 static const paging_plugin_descriptor_t sqls_descriptor = {
-    PAGING_ABI_VERSION_INIT,
+    PAGING_DESCRIPTOR_HEAD,
     "sqlite-store",
     "SQLite page store",
     "1.0.0",
     "Stores loaded pages in a SQLite file and serves complete pages from it.",
     PAGING_PLUGIN_INTERCEPTOR,
-    0
+    0, NULL
 };
 
 static const char sqls_schema_meta[] =
@@ -400,6 +403,31 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
     }
 }
 
+/* ---- extensions ------------------------------------------------------------------------ */
+
+/* paging.health/1: can the store be written now? */
+static paging_status_t sqls_health(void *self)
+{
+    sqls_state *st = (sqls_state *)self;
+    char msg[600];
+    int rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) {
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return PAGING_OK;
+    }
+    snprintf(msg, sizeof msg, "the store cannot be written: %.500s", sqlite3_errmsg(st->db));
+    st->host->log(st->host, PAGING_LOG_ERROR, msg);
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? PAGING_ERR_TRANSIENT : PAGING_ERR_INTERNAL;
+}
+
+static const paging_ext_health_t sqls_health_ext = { sqls_health };
+
+static const void *sqls_get_extension(paging_interceptor_t *self, const char *id)
+{
+    (void)self;
+    return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &sqls_health_ext : NULL;
+}
+
 /* ---- create / destroy ------------------------------------------------------------------ */
 
 static void sqls_destroy(paging_interceptor_t *self)
@@ -581,6 +609,8 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     st->interceptor.intercept = sqls_intercept;
     st->interceptor.handle = sqls_handle;
     st->interceptor.destroy = sqls_destroy;
+    st->interceptor.struct_size = (uint32_t)sizeof st->interceptor;
+    st->interceptor.get_extension = sqls_get_extension;
     snprintf(msg, sizeof msg, "sqlite-store: opened '%.1000s' (namespace '%.200s')", path, st->ns);
     host->log(host, PAGING_LOG_DEBUG, msg);
     return &st->interceptor;
@@ -596,11 +626,11 @@ static const paging_plugin_descriptor_t *sqls_descriptor_at(uint32_t index)
 }
 
 static const paging_plugin_entry_t sqls_entry = {
-    PAGING_ABI_VERSION_INIT,
+    PAGING_ENTRY_HEAD,
     sqls_plugin_count,
     sqls_descriptor_at,
     NULL,
-    sqls_create_interceptor
+    sqls_create_interceptor, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void)

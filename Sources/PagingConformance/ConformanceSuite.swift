@@ -351,9 +351,9 @@ private struct Context: Sendable {
     func rawCancels(_ request: PluginRequest) async throws -> String? {
         guard let create = library.entry.pointee.create_source else { return nil }
         let instance = PluginInstance(label: "\(descriptor.id) (\(library.path))", sink: ConformanceLog.discard, limits: limits)
-        let config = PluginConfig(Conformance.validConfig(for: descriptor.id, options))
-        let created = descriptor.id.withCString { id in config.withPointer { create(id, instance.table, $0) } }
-        guard let plugin = created else { return nil }
+        guard let plugin = try? library.create(descriptor, Conformance.validConfig(for: descriptor.id, options), instance, {
+            create($0, instance.table, $1)
+        }) else { return nil }
         defer {
             plugin.pointee.destroy?(plugin)
             instance.destroyed.store(true, ordering: .releasing)

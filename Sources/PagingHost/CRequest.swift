@@ -12,7 +12,8 @@ package enum CView {
                     try withParams(request.params.userInfo) { params, count in
                         var view = paging_request_t(
                             kind: kind(request.kind), page_size: UInt32(clamping: request.params.pageSize),
-                            key: key, prev_key: prev, next_key: next, params: params, param_count: count)
+                            key: key, prev_key: prev, next_key: next, params: params, param_count: count,
+                            struct_size: UInt32(MemoryLayout<paging_request_t>.size), reserved: 0)
                         return try withUnsafePointer(to: &view, body)
                     }
                 }
@@ -30,7 +31,8 @@ package enum CView {
                         if page.prevKey == nil { flags |= PAGING_PAGE_PREV_END }
                         if page.nextKey == nil { flags |= PAGING_PAGE_NEXT_END }
                         var view = paging_page_t(request: request, items: items, item_count: count,
-                                                 prev_key: prev, next_key: next, flags: flags)
+                                                 prev_key: prev, next_key: next, flags: flags,
+                                                 struct_size: UInt32(MemoryLayout<paging_page_t>.size))
                         return try withUnsafePointer(to: &view, body)
                     }
                 }

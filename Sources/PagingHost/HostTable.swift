@@ -36,13 +36,17 @@ public struct PluginLimits: Sendable {
     /// is left to the plugin. When `nil`, calls run on the caller's thread: the fastest, but a
     /// plugin that blocks holds the load until it returns.
     public var callTimeout: Duration?
+    /// The lowest level the log sink keeps. Plugins may ask (extension `paging.log-level/1`)
+    /// so as not to build lines that would be dropped.
+    public var logLevel: PluginLogLevel
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
-                callTimeout: Duration? = nil) {
+                callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace) {
         self.maxItemsPerPage = maxItemsPerPage
         self.maxPageBytes = maxPageBytes
         self.fetchTimeout = fetchTimeout
         self.callTimeout = callTimeout
+        self.logLevel = logLevel
     }
 }
 
@@ -61,11 +65,15 @@ package final class PluginInstance: Sendable {
     let abandoned = Locked<[UInt64: PluginStatus]>([:])
     package let destroyed = Atomic<Bool>(false)
     nonisolated(unsafe) package private(set) var table: UnsafeMutablePointer<paging_host_t>!
+    /// This instance's number in its call handles (``CallHandle``), and the count of its calls.
+    nonisolated(unsafe) private(set) var serial: UInt32 = 0
+    let calls = Atomic<UInt64>(0)
 
     package init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
         self.label = label
         self.sink = sink
         self.limits = limits
+        serial = Self.register(self)
         let table = UnsafeMutablePointer<paging_host_t>.allocate(capacity: 1)
         table.initialize(to: hostTableTemplate)
         table.pointee.host_data = Unmanaged.passRetained(self).toOpaque()
@@ -205,20 +213,28 @@ extension PluginInstance {
 nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     var table = paging_host_t()
     table.abi_version = PluginABIVersion.host.cValue
+    table.struct_size = UInt32(MemoryLayout<paging_host_t>.size)
 
     table.log = { host, level, message in
         PluginInstance.with(host) { instance in instance.log(PluginLogLevel(rawValue: level) ?? .info, string(message)) }
     }
 
-    table.config_json = { config in PluginConfig.from(config)?.jsonCString }
-    table.config_string = { config, key in PluginConfig.from(config)?.string(for: string(key)) }
-    table.config_int = { config, key, fallback in PluginConfig.from(config)?.int(for: string(key)) ?? fallback }
+    table.config_json = { config in PluginConfig.from(config, "config_json")?.jsonCString }
+    table.config_string = { config, key in PluginConfig.from(config, "config_string")?.string(for: string(key)) }
+    table.config_int = { config, key, fallback in PluginConfig.from(config, "config_int")?.int(for: string(key)) ?? fallback }
     table.config_bool = { config, key, fallback in
-        PluginConfig.from(config)?.bool(for: string(key)).map { $0 ? 1 : 0 } ?? fallback
+        PluginConfig.from(config, "config_bool")?.bool(for: string(key)).map { $0 ? 1 : 0 } ?? fallback
     }
-    table.config_double = { config, key, fallback in PluginConfig.from(config)?.double(for: string(key)) ?? fallback }
+    table.config_double = { config, key, fallback in PluginConfig.from(config, "config_double")?.double(for: string(key)) ?? fallback }
     table.config_fail = { config, code, message in
-        PluginConfig.from(config)?.failure = (PluginStatus(failure: code), string(message))
+        PluginConfig.from(config, "config_fail")?.failure = (PluginStatus(failure: code), string(message))
+    }
+    table.config_type = { config, key in
+        PluginConfig.from(config, "config_type")?.type(for: string(key)) ?? PAGING_CONFIG_ABSENT
+    }
+    table.get_extension = { host, id in
+        guard host != nil, let id else { return nil }
+        return HostExtensions.table(for: id)
     }
 
     table.out_set_key = { out, key in
@@ -334,34 +350,34 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
 
 // MARK: - Result builders handed to one call
 
-/// A result builder a plugin reaches through an opaque pointer during one call. The pointer
-/// is checked (NULL, or a builder no longer live) before it is used; the first misuse is kept
-/// and fails the call.
+/// A result builder a plugin reaches through a call handle (``CallHandle``) during one call.
+/// The first misuse is kept and fails the call.
 protocol CallResultBuilder {
-    static var liveMagic: UInt64 { get }
-    var magic: UInt64 { get }
+    static var handleKind: CallHandle.Kind { get }
     var misuse: String? { get set }
 }
 
 extension CallResultBuilder {
     static func update(_ out: OpaquePointer?, _ function: String, _ change: (inout Self) -> String?) -> paging_status_t {
-        guard let raw = UnsafeMutableRawPointer(out) else { return PAGING_ERR_INVALID_ARGUMENT }
-        let pointer = raw.assumingMemoryBound(to: Self.self)
-        guard pointer.pointee.magic == liveMagic else { return PAGING_ERR_INVALID_ARGUMENT }
+        guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self) else { return PAGING_ERR_INVALID_ARGUMENT }
         if let problem = change(&pointer.pointee) {
             if pointer.pointee.misuse == nil { pointer.pointee.misuse = "\(function): \(problem)" }
             return PAGING_ERR_INVALID_ARGUMENT
         }
         return PAGING_OK
     }
+
+    /// Runs `body` with a handle to this builder, live on this thread until `body` returns.
+    mutating func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
+        withUnsafeMutablePointer(to: &self) { CallHandle.with(Self.handleKind, instance, $0, body) }
+    }
 }
 
-/// The result of one `intercept()` call, on the caller's stack; `paging_intercept_out_t *`
-/// points to it for the duration of the call.
+/// The result of one `intercept()` call, on the caller's stack; the call's
+/// `paging_intercept_out_t *` handle resolves to it for the duration of the call.
 struct InterceptOut: CallResultBuilder, Sendable {
-    static let liveMagic: UInt64 = 0x5041_4749_4E47_4F55 // "PAGINGOU"
+    static let handleKind = CallHandle.Kind.intercept
 
-    var magic = InterceptOut.liveMagic
     let limits: PluginLimits
     var key: PluginKey?
     var pageSize: Int?
@@ -377,9 +393,8 @@ struct InterceptOut: CallResultBuilder, Sendable {
 
 /// The result of one `refresh_key()` or `key_chain()` call, by slot.
 struct KeysOut: CallResultBuilder {
-    static let liveMagic: UInt64 = 0x5041_4749_4E47_4B4F // "PAGINGKO"
+    static let handleKind = CallHandle.Kind.keys
 
-    var magic = KeysOut.liveMagic
     var keys: [KeyOverride] = [.unset, .unset, .unset]
     var misuse: String?
 

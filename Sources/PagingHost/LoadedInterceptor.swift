@@ -20,13 +20,15 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private let calls: SerializedCalls
     /// The thread calls run on when ``PluginLimits/callTimeout`` is set.
     private let worker: PluginCallWorker?
+    private let extensions: InstanceExtensions
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
-         plugin: UnsafeMutablePointer<paging_interceptor_t>) {
+         plugin: UnsafeMutablePointer<paging_interceptor_t>, extensions: InstanceExtensions) {
         self.library = library
         self.descriptor = descriptor
         self.instance = instance
         self.plugin = plugin
+        self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
@@ -34,6 +36,11 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     deinit { destroy() }
+
+    /// Asks the instance whether it can serve loads now (`paging.health/1`).
+    public func health() -> PluginHealth {
+        instance.health(extensions, plugin, calls)
+    }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         let (code, out): (UInt32?, InterceptOut)
@@ -71,13 +78,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     /// The plugin's intercept, with its result builder on this thread's stack.
     private func callIntercept(_ request: PluginRequest) -> (UInt32?, InterceptOut) {
         var out = InterceptOut(limits: instance.limits)
-        let code: UInt32? = calls.run { [plugin] () -> UInt32? in
+        let code: UInt32? = calls.run { [plugin, instance] () -> UInt32? in
             guard let intercept = plugin.pointee.intercept else { return nil }
             return CView.withRequest(request) { view in
-                withUnsafeMutablePointer(to: &out) { intercept(plugin, view, OpaquePointer($0)) }
+                out.withHandle(instance) { intercept(plugin, view, $0) }
             }
         }
-        out.magic = 0
         return (code, out)
     }
 

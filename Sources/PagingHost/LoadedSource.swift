@@ -19,20 +19,21 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
     private let plugin: UnsafeMutablePointer<paging_source_t>
     private let calls: SerializedCalls
     private let watchdog: FetchWatchdog
+    private let extensions: InstanceExtensions
 
     private static let nextFetchID = Atomic<UInt64>(1)
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
-         plugin: UnsafeMutablePointer<paging_source_t>) throws(PluginLoadError) {
+         plugin: UnsafeMutablePointer<paging_source_t>, extensions: InstanceExtensions) throws(PluginLoadError) {
         self.library = library
         self.descriptor = descriptor
         self.instance = instance
         self.plugin = plugin
+        self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
         watchdog = FetchWatchdog(instance: instance)
         var out = KeysOut()
-        let status = withUnsafeMutablePointer(to: &out) { plugin.pointee.refresh_key?(plugin, OpaquePointer($0)) }
-        out.magic = 0
+        let status = out.withHandle(instance) { plugin.pointee.refresh_key?(plugin, $0) }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)
             throw .createFailed(path: library.path, id: descriptor.id, status: PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
@@ -43,17 +44,21 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
 
     deinit { destroy() }
 
+    /// Asks the instance whether it can serve loads now (`paging.health/1`).
+    public func health() -> PluginHealth {
+        instance.health(extensions, plugin, calls)
+    }
+
     /// The plugin's key chain, or no neighbours when it has no `key_chain` (its pages carry
     /// their keys) or the call fails (logged).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
         var out = KeysOut()
-        let status = calls.runExclusive { [plugin] in
+        let status = calls.runExclusive { [plugin, instance] in
             CView.withBytes(key.bytes) { bytes in
-                withUnsafeMutablePointer(to: &out) { keyChain(plugin, bytes, OpaquePointer($0)) }
+                out.withHandle(instance) { keyChain(plugin, bytes, $0) }
             }
         }
-        out.magic = 0
         guard status == PAGING_OK, out.misuse == nil else {
             instance.log(.warning, "key_chain(\(key)) failed: \(out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description)")
             return PagingKeyChain(key: key)

@@ -7,9 +7,6 @@ import Foundation
 /// The C strings it hands out live as long as this object, which the host keeps until the
 /// `create_*` call returns.
 package final class PluginConfig {
-    static let liveMagic: UInt64 = 0x5041_4749_4E47_4346 // "PAGINGCF"
-
-    private var magic = PluginConfig.liveMagic
     let value: JSONValue
     private(set) lazy var jsonCString: UnsafePointer<CChar> = retain(value.jsonText)
     private var strings: [UnsafeMutablePointer<CChar>] = []
@@ -21,20 +18,32 @@ package final class PluginConfig {
     }
 
     deinit {
-        magic = 0
         for string in strings { free(string) }
     }
 
-    static func from(_ config: OpaquePointer?) -> PluginConfig? {
-        guard let raw = UnsafeRawPointer(config) else { return nil }
-        let instance = Unmanaged<PluginConfig>.fromOpaque(raw).takeUnretainedValue()
-        return instance.magic == liveMagic ? instance : nil
+    /// The config behind the handle `config` when it is live on this thread (see ``CallHandle``).
+    static func from(_ config: OpaquePointer?, _ function: String) -> PluginConfig? {
+        CallHandle.resolve(config, .config, function, as: PluginConfig.self)?.pointee
     }
 
-    /// Runs `body` with a `paging_config_t *` for this config.
-    package func withPointer<R>(_ body: (OpaquePointer) throws -> R) rethrows -> R {
-        try withExtendedLifetime(self) {
-            try body(OpaquePointer(Unmanaged.passUnretained(self).toOpaque()))
+    /// Runs `body` with a `paging_config_t *` handle for this config, live on this thread until
+    /// `body` returns: the handle of `instance`'s create call.
+    package func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
+        var config = self
+        return withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, instance, $0, body) }
+    }
+
+    /// `PAGING_CONFIG_*` for the top-level `key`.
+    func type(for key: String) -> UInt32 {
+        switch value[key] {
+        case nil: PAGING_CONFIG_ABSENT
+        case .null: PAGING_CONFIG_NULL
+        case .bool: PAGING_CONFIG_BOOL
+        case .int: PAGING_CONFIG_INT
+        case .double: PAGING_CONFIG_DOUBLE
+        case .string: PAGING_CONFIG_STRING
+        case .array: PAGING_CONFIG_ARRAY
+        case .object: PAGING_CONFIG_OBJECT
         }
     }
 

@@ -17,12 +17,14 @@ extension PluginLibrary {
             throw .invalidEntry(path: path, reason: "plugin '\(descriptor.id)' is a source but create_source is NULL")
         }
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
-        let plugin = try self.create(descriptor, config) { create($0, instance.table, $1) }
+        let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.fetch != nil, plugin.pointee.refresh_key != nil, plugin.pointee.destroy != nil else {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
-        return try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin)
+        let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
+            ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
+        return try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
     }
 
     /// Creates the interceptor plugin `id` (or the library's only interceptor) with `config`.
@@ -35,20 +37,24 @@ extension PluginLibrary {
             throw .invalidEntry(path: path, reason: "plugin '\(descriptor.id)' is an interceptor but create_interceptor is NULL")
         }
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
-        let plugin = try self.create(descriptor, config) { create($0, instance.table, $1) }
+        let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.intercept != nil, plugin.pointee.destroy != nil else {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
-        return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin)
+        let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
+            ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
+        return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
     }
 
-    private func create<Plugin>(
-        _ descriptor: PluginDescriptor, _ config: JSONValue,
+    /// Calls `create` with a config handle live for the call; a NULL result is the failure the
+    /// plugin reported through `config_fail`.
+    package func create<Plugin>(
+        _ descriptor: PluginDescriptor, _ config: JSONValue, _ instance: PluginInstance,
         _ call: (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
         let pluginConfig = PluginConfig(config)
-        let created = descriptor.id.withCString { id in pluginConfig.withPointer { call(id, $0) } }
+        let created = descriptor.id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }
         guard let created else {
             let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
             throw .createFailed(path: path, id: descriptor.id, status: status, message: message)

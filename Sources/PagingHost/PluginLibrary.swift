@@ -48,6 +48,13 @@ public struct PluginDescriptor: Sendable {
     /// The plugin accepts overlapping calls; otherwise the host serializes them.
     public let isThreadSafe: Bool
     public let abiVersion: PluginABIVersion
+    /// Built against the 1.0 draft headers (its structs hold no `struct_size`).
+    public let isDraft: Bool
+    /// The host extensions it cannot work without.
+    public let requiredExtensions: [String]
+
+    /// The first of ``requiredExtensions`` this host does not offer.
+    public var missingExtension: String? { requiredExtensions.first { !HostExtensions.offers($0) } }
 }
 
 /// Why a plugin library or plugin could not be loaded. Every case names the file.
@@ -60,6 +67,9 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
     case noEntrySymbol(path: String)
     case invalidEntry(path: String, reason: String)
     case abiMajorMismatch(path: String, library: PluginABIVersion, host: PluginABIVersion)
+    case descriptorABIMismatch(path: String, id: String, plugin: PluginABIVersion, host: PluginABIVersion)
+    case missingExtension(path: String, id: String, plugin: PluginABIVersion, host: PluginABIVersion, extension: String)
+    case initFailed(path: String, status: PluginStatus, message: String)
     case unknownPlugin(path: String, id: String, available: [String])
     case ambiguousPlugin(path: String, kind: PluginKind, available: [String])
     case wrongKind(path: String, id: String, expected: PluginKind, actual: PluginKind)
@@ -85,6 +95,12 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
             "\(path): invalid plugin entry: \(reason)"
         case .abiMajorMismatch(let path, let library, let host):
             "\(path): built for plugin ABI \(library), this host implements \(host) (the major versions must match)"
+        case .descriptorABIMismatch(let path, let id, let plugin, let host):
+            "\(path): plugin '\(id)' is built for plugin ABI \(plugin), this host implements \(host) (the major versions must match)"
+        case .missingExtension(let path, let id, let plugin, let host, let needed):
+            "\(path): plugin '\(id)' (built for plugin ABI \(plugin)) needs extension '\(needed)', which this host (ABI \(host)) does not offer"
+        case .initFailed(let path, let status, let message):
+            "\(path): the library's init() refused to load: \(status): \(message)"
         case .unknownPlugin(let path, let id, let available):
             "\(path): has no plugin '\(id)' (it has: \(available.isEmpty ? "none" : available.joined(separator: ", ")))"
         case .ambiguousPlugin(let path, let kind, let available):
@@ -142,12 +158,8 @@ public final class PluginLibrary: @unchecked Sendable {
         guard let entry = entryFunction() else {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
         }
-        let version = PluginABIVersion(entry.pointee.abi_version)
-        guard paging_version_is_compatible(PluginABIVersion.host.cValue, entry.pointee.abi_version) != 0 else {
-            throw .abiMajorMismatch(path: path, library: version, host: .host)
-        }
-        let library = PluginLibrary(path: path, entry: entry, abiVersion: version,
-                                    descriptors: try readDescriptors(entry, path: path))
+        let (version, descriptors) = try readEntry(entry, path: path)
+        let library = PluginLibrary(path: path, entry: entry, abiVersion: version, descriptors: descriptors)
         return opened.withLock { opened in
             if let existing = opened[path] { return existing }
             opened[path] = library
@@ -164,15 +176,23 @@ public final class PluginLibrary: @unchecked Sendable {
             guard descriptor.kind == kind else {
                 throw .wrongKind(path: path, id: id, expected: kind, actual: descriptor.kind)
             }
-            return descriptor
+            return try usable(descriptor)
         }
         let ofKind = descriptors.filter { $0.kind == kind }
-        if ofKind.count == 1 { return ofKind[0] }
+        if ofKind.count == 1 { return try usable(ofKind[0]) }
         if ofKind.isEmpty, let other = descriptors.first {
             throw .wrongKind(path: path, id: other.id, expected: kind, actual: other.kind)
         }
         if ofKind.isEmpty { throw .unknownPlugin(path: path, id: "(any \(kind))", available: []) }
         throw .ambiguousPlugin(path: path, kind: kind, available: ofKind.map(\.id))
+    }
+
+    /// `descriptor`, unless it needs an extension this host lacks.
+    private func usable(_ descriptor: PluginDescriptor) throws(PluginLoadError) -> PluginDescriptor {
+        if let missing = descriptor.missingExtension {
+            throw .missingExtension(path: path, id: descriptor.id, plugin: descriptor.abiVersion, host: .host, extension: missing)
+        }
+        return descriptor
     }
 
     /// Refuses what dlopen would fail on with a less clear message, or would not refuse at all.
@@ -192,37 +212,5 @@ public final class PluginLibrary: @unchecked Sendable {
         guard read == 4, magic == [0x7F, 0x45, 0x4C, 0x46] else {
             throw .notASharedObject(path: path, reason: read < 4 ? "the file is too short" : "no ELF header")
         }
-    }
-
-    private static func readDescriptors(
-        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String
-    ) throws(PluginLoadError) -> [PluginDescriptor] {
-        guard let count = entry.pointee.plugin_count, let describe = entry.pointee.descriptor else {
-            throw .invalidEntry(path: path, reason: "plugin_count or descriptor is NULL")
-        }
-        let total = count()
-        guard total <= 1_000 else { throw .invalidEntry(path: path, reason: "plugin_count() returned \(total)") }
-        var descriptors: [PluginDescriptor] = []
-        for index in 0..<total {
-            guard let raw = describe(index) else {
-                throw .invalidEntry(path: path, reason: "descriptor(\(index)) returned NULL")
-            }
-            let d = raw.pointee
-            guard let id = d.id.map({ String(cString: $0) }), !id.isEmpty else {
-                throw .invalidEntry(path: path, reason: "descriptor \(index) has no id")
-            }
-            guard let kind = PluginKind(d.kind) else {
-                throw .invalidEntry(path: path, reason: "plugin '\(id)' has unknown kind \(d.kind)")
-            }
-            descriptors.append(PluginDescriptor(
-                id: id,
-                name: d.name.map { String(cString: $0) } ?? id,
-                version: d.version.map { String(cString: $0) } ?? "",
-                description: d.description.map { String(cString: $0) } ?? "",
-                kind: kind,
-                isThreadSafe: d.flags & PAGING_PLUGIN_THREAD_SAFE != 0,
-                abiVersion: PluginABIVersion(d.abi_version)))
-        }
-        return descriptors
     }
 }

@@ -20,18 +20,22 @@ public enum PluginExport {
             registry = Registry(types: types)
             let entry = UnsafeMutablePointer<paging_plugin_entry_t>.allocate(capacity: 1)
             entry.initialize(to: paging_plugin_entry_t(
-                abi_version: paging_version_t(major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH),
+                abi_version: abiVersion, struct_size: UInt32(MemoryLayout<paging_plugin_entry_t>.size),
                 plugin_count: { UInt32(PluginExport.registry.types.count) },
                 descriptor: { index in
                     let descriptors = PluginExport.registry.descriptors
                     return index < descriptors.count ? UnsafePointer(descriptors[Int(index)]) : nil
                 },
                 create_source: { id, host, config in PluginExport.createSource(id, host, config) },
-                create_interceptor: { id, host, config in PluginExport.createInterceptor(id, host, config) }))
+                create_interceptor: { id, host, config in PluginExport.createInterceptor(id, host, config) },
+                init: nil, deinit: nil))
             built = UnsafeRawPointer(entry)
             return built!
         }
     }
+
+    private static let abiVersion = paging_version_t(
+        major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH)
 
     /// The library's plugin types and their C descriptors; set once, by the first `entry` call,
     /// before the host can reach anything that reads it.
@@ -47,11 +51,11 @@ public enum PluginExport {
                 let info = type.info
                 let descriptor = UnsafeMutablePointer<paging_plugin_descriptor_t>.allocate(capacity: 1)
                 descriptor.initialize(to: paging_plugin_descriptor_t(
-                    abi_version: paging_version_t(major: PAGING_ABI_VERSION_MAJOR, minor: PAGING_ABI_VERSION_MINOR, patch: PAGING_ABI_VERSION_PATCH),
+                    abi_version: PluginExport.abiVersion, struct_size: UInt32(MemoryLayout<paging_plugin_descriptor_t>.size),
                     id: UnsafePointer(strdup(info.id)), name: UnsafePointer(strdup(info.name)),
                     version: UnsafePointer(strdup(info.version)), description: UnsafePointer(strdup(info.description)),
                     kind: type is any SourcePlugin.Type ? PAGING_PLUGIN_SOURCE : PAGING_PLUGIN_INTERCEPTOR,
-                    flags: info.isThreadSafe ? PAGING_PLUGIN_THREAD_SAFE : 0))
+                    flags: info.isThreadSafe ? PAGING_PLUGIN_THREAD_SAFE : 0, required_extensions: nil))
                 return descriptor
             }
         }
@@ -103,7 +107,12 @@ public enum PluginExport {
                 Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()
-            }))
+            },
+            struct_size: UInt32(MemoryLayout<paging_interceptor_t>.size), reserved: 0,
+            get_extension: plugin is any HealthCheckingPlugin ? { table, id in
+                guard let table, let id else { return nil }
+                return healthExtension(id, InterceptorBox.from(table).plugin)
+            } : nil))
         return table
     }
 
@@ -144,10 +153,39 @@ public enum PluginExport {
                 Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()
-            }))
+            },
+            struct_size: UInt32(MemoryLayout<paging_source_t>.size), reserved: 0,
+            get_extension: plugin is any HealthCheckingPlugin ? { table, id in
+                guard let table, let id else { return nil }
+                return healthExtension(id, SourceBox.from(table).plugin)
+            } : nil))
         return table
     }
 }
+
+/// `paging.health/1` for a plugin that adopts ``HealthCheckingPlugin``: the table's `check`
+/// receives the instance table, whose `plugin_data` leads to the plugin.
+private func healthExtension(_ id: UnsafePointer<CChar>, _ plugin: any SwiftPlugin) -> UnsafeRawPointer? {
+    guard plugin is any HealthCheckingPlugin, String(cString: id) == PAGING_EXT_HEALTH else { return nil }
+    return UnsafeRawPointer(healthTable)
+}
+
+/// The instance tables start with `plugin_data` (a retained box) in both kinds.
+private nonisolated(unsafe) let healthTable: UnsafeMutablePointer<paging_ext_health_t> = {
+    let table = UnsafeMutablePointer<paging_ext_health_t>.allocate(capacity: 1)
+    table.initialize(to: paging_ext_health_t(check: { instance in
+        guard let data = instance?.assumingMemoryBound(to: UnsafeMutableRawPointer?.self).pointee else { return PAGING_ERR_INVALID_ARGUMENT }
+        let plugin = Unmanaged<AnyObject>.fromOpaque(data).takeUnretainedValue()
+        let checked = ((plugin as? InterceptorBox)?.plugin ?? (plugin as? SourceBox)?.plugin) as? any HealthCheckingPlugin
+        guard let checked else { return PAGING_ERR_UNSUPPORTED }
+        if let failure = checked.checkHealth() {
+            checked.host.log(.error, failure.message)
+            return failure.status
+        }
+        return PAGING_OK
+    }))
+    return table
+}()
 
 final class InterceptorBox {
     let plugin: any InterceptorPlugin

@@ -241,9 +241,24 @@ public struct PluginHost: @unchecked Sendable {
     /// The host's ABI version.
     public var abiVersion: paging_version_t { table.pointee.abi_version }
 
-    /// Logs a message; `message` is built only when called.
-    public func log(_ level: LogLevel, _ message: String) {
-        message.withCString { table.pointee.log?(table, level.rawValue, $0) }
+    /// Logs a message at `level`, unless the host drops that level: then `message` is not
+    /// even built.
+    public func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        guard logs(level) else { return }
+        message().withCString { table.pointee.log?(table, level.rawValue, $0) }
+    }
+
+    /// Whether the host keeps lines at `level` (extension `paging.log-level/1`; every level
+    /// when the host does not say).
+    public func logs(_ level: LogLevel) -> Bool {
+        guard let extensionTable = logLevel, let minLevel = extensionTable.pointee.min_level else { return true }
+        return level.rawValue >= minLevel(table)
+    }
+
+    /// The host's `paging.log-level/1`, asked for once.
+    private var logLevel: UnsafePointer<paging_ext_log_level_t>? {
+        guard let lookup = table.pointee.get_extension else { return nil }
+        return lookup(table, PAGING_EXT_LOG_LEVEL)?.assumingMemoryBound(to: paging_ext_log_level_t.self)
     }
 }
 
@@ -296,6 +311,15 @@ public protocol SwiftPlugin: AnyObject, Sendable {
     static var info: PluginInfo { get }
     /// Creates an instance; throwing refuses the config (the message reaches the user).
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure)
+}
+
+/// A plugin that can say whether it can serve loads now, without loading a page (extension
+/// `paging.health/1`; `pager validate` asks): its file is readable, its database writable.
+public protocol HealthCheckingPlugin: SwiftPlugin {
+    /// The host this instance was created with (its log names the plugin).
+    var host: PluginHost { get }
+    /// `nil` when healthy; otherwise the failure (its message is logged).
+    func checkHealth() -> PluginFailure?
 }
 
 /// An interceptor written in Swift. Calls are serialized unless ``PluginInfo/isThreadSafe``.

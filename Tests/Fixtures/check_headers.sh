@@ -12,16 +12,16 @@ CXX=${CXX:-c++}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/paging-headers.XXXXXX") || exit 2
 trap 'rm -rf "$TMP"' EXIT INT TERM
 status=0
-for header in paging version types host interceptor source entry; do
+for header in paging version types host interceptor source entry extensions; do
     # Include twice to check the guards; use one symbol so the TU is not empty.
     printf '#include <paging/%s.h>\n#include <paging/%s.h>\ntypedef int paging_check_tu_not_empty;\n' \
         "$header" "$header" > "$TMP/t.c"
     cp "$TMP/t.c" "$TMP/t.cpp"
     for lang in c99 cxx11; do
         if [ "$lang" = c99 ]; then
-            set -- "$CC" -std=c99 -Wall -Wextra -pedantic -Werror -fsyntax-only -I "$INCLUDE_DIR" "$TMP/t.c"
+            set -- "$CC" -std=c99 -Wall -Wextra -pedantic -Wpadded -Werror -fsyntax-only -I "$INCLUDE_DIR" "$TMP/t.c"
         else
-            set -- "$CXX" -std=c++11 -Wall -Wextra -pedantic -Werror -fsyntax-only -I "$INCLUDE_DIR" "$TMP/t.cpp"
+            set -- "$CXX" -std=c++11 -Wall -Wextra -pedantic -Wpadded -Werror -fsyntax-only -I "$INCLUDE_DIR" "$TMP/t.cpp"
         fi
         if ! out=$("$@" 2>&1); then
             echo "FAILED ($lang, paging/$header.h): $*" >&2

@@ -112,15 +112,19 @@ private func nanoseconds(_ duration: Duration) -> Int64 {
 }
 
 /// Compiles a plain C plugin with `cc` against the ABI headers alone (once per process and
-/// name) and returns the library's path.
-public func compileCPlugin(_ source: String, name: String? = nil, extraFlags: [String] = []) throws -> String {
+/// name) and returns the library's path. `headers` is the folder holding `paging/`: the
+/// repository's, or a frozen copy of an earlier version's.
+public func compileCPlugin(
+    _ source: String, name: String? = nil, extraFlags: [String] = [],
+    headers: String = "\(repositoryRoot)/Sources/CPaging/include"
+) throws -> String {
     let name = name ?? URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
     return try compiledPlugins.withLock { compiled in
         if let path = compiled[name] { return path }
         let output = "\(compiledFolder)/lib\(name).so"
         let result = try runBlocking("/usr/bin/env", [
             "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
-            "-Wl,-z,nodelete", "-I", "\(repositoryRoot)/Sources/CPaging/include",
+            "-Wl,-z,nodelete", "-I", headers,
         ] + extraFlags + [source, "-o", output])
         guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
         compiled[name] = output

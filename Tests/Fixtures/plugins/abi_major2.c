@@ -56,11 +56,16 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
 }
 
 static const paging_plugin_descriptor_t fx_descriptor = {
-    FIXTURE_ABI, "abi-major2", "ABI 2.0 (fixture)", "1.0.0",
-    "Claims ABI 2.0.0.", PAGING_PLUGIN_SOURCE, 0
+    FIXTURE_ABI, (uint32_t)sizeof(paging_plugin_descriptor_t), "abi-major2", "ABI 2.0 (fixture)", "1.0.0",
+    "Claims ABI 2.0.0.", PAGING_PLUGIN_SOURCE, 0, NULL
 };
 static uint32_t fx_count(void) { return 1; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
-static const paging_plugin_entry_t fx_entry = { FIXTURE_ABI, fx_count, fx_descriptor_at, fx_create, NULL };
+#ifdef FIXTURE_DESCRIPTOR_ONLY
+/* The entry claims 1.0; only the descriptor claims 2.0. */
+static const paging_plugin_entry_t fx_entry = { PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, fx_create, NULL, NULL, NULL };
+#else
+static const paging_plugin_entry_t fx_entry = { FIXTURE_ABI, (uint32_t)sizeof(paging_plugin_entry_t), fx_count, fx_descriptor_at, fx_create, NULL, NULL, NULL };
+#endif
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

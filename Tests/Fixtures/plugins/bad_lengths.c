@@ -94,15 +94,15 @@ static paging_interceptor_t *create_interceptor(const char *plugin_id, const pag
 }
 
 static const paging_plugin_descriptor_t descriptors[2] = {
-    { PAGING_ABI_VERSION_INIT, "bad-lengths", "Bad lengths (fixture)", "1.0.0",
-      "Adds an item with NULL data and length 5.", PAGING_PLUGIN_SOURCE, 0 },
-    { PAGING_ABI_VERSION_INIT, "bad-out", "Bad intercept output (fixture)", "1.0.0",
-      "Adds an intercept item with NULL data and length 3.", PAGING_PLUGIN_INTERCEPTOR, 0 }
+    { PAGING_DESCRIPTOR_HEAD, "bad-lengths", "Bad lengths (fixture)", "1.0.0",
+      "Adds an item with NULL data and length 5.", PAGING_PLUGIN_SOURCE, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "bad-out", "Bad intercept output (fixture)", "1.0.0",
+      "Adds an intercept item with NULL data and length 3.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
 };
 static uint32_t fx_count(void) { return 2; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i < 2 ? &descriptors[i] : NULL; }
 static const paging_plugin_entry_t fx_entry = {
-    PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, create_source, create_interceptor
+    PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, create_source, create_interceptor, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

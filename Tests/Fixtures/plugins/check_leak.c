@@ -38,11 +38,11 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
 }
 
 static const paging_plugin_descriptor_t fx_descriptor = {
-    PAGING_ABI_VERSION_INIT, "leak", "Leak per create (fixture)", "1.0.0",
-    "Leaks 64 KB per create.", PAGING_PLUGIN_INTERCEPTOR, 0
+    PAGING_DESCRIPTOR_HEAD, "leak", "Leak per create (fixture)", "1.0.0",
+    "Leaks 64 KB per create.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL
 };
 static uint32_t fx_count(void) { return 1; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
-static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, NULL, fx_create };
+static const paging_plugin_entry_t fx_entry = { PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, NULL, fx_create, NULL, NULL };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

@@ -145,15 +145,15 @@ static paging_interceptor_t *en_create_interceptor(const char *plugin_id, const 
 }
 
 static const paging_plugin_descriptor_t en_descriptors[2] = {
-    { PAGING_ABI_VERSION_INIT, "enormous-source", "Enormous page source (fixture)", "1.0.0",
-      "Tries to return total_bytes in one page.", PAGING_PLUGIN_SOURCE, 0 },
-    { PAGING_ABI_VERSION_INIT, "enormous-interceptor", "Enormous page interceptor (fixture)", "1.0.0",
-      "Tries to complete with total_bytes in one page.", PAGING_PLUGIN_INTERCEPTOR, 0 }
+    { PAGING_DESCRIPTOR_HEAD, "enormous-source", "Enormous page source (fixture)", "1.0.0",
+      "Tries to return total_bytes in one page.", PAGING_PLUGIN_SOURCE, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "enormous-interceptor", "Enormous page interceptor (fixture)", "1.0.0",
+      "Tries to complete with total_bytes in one page.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
 };
 static uint32_t en_count(void) { return 2; }
 static const paging_plugin_descriptor_t *en_descriptor_at(uint32_t i) { return i < 2 ? &en_descriptors[i] : NULL; }
 static const paging_plugin_entry_t en_entry = {
-    PAGING_ABI_VERSION_INIT, en_count, en_descriptor_at, en_create_source, en_create_interceptor
+    PAGING_ENTRY_HEAD, en_count, en_descriptor_at, en_create_source, en_create_interceptor, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &en_entry; }

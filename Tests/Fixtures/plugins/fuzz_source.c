@@ -424,15 +424,15 @@ static paging_interceptor_t *fz_create_interceptor(const char *plugin_id, const 
 }
 
 static const paging_plugin_descriptor_t fz_descriptors[2] = {
-    { PAGING_ABI_VERSION_INIT, "fuzz-source", "Fuzz source (fixture)", "1.0.0",
-      "Seeded random pages, keys, lengths, codes and completions.", PAGING_PLUGIN_SOURCE, 0 },
-    { PAGING_ABI_VERSION_INIT, "fuzz-interceptor", "Fuzz interceptor (fixture)", "1.0.0",
-      "Seeded random intercept results.", PAGING_PLUGIN_INTERCEPTOR, 0 }
+    { PAGING_DESCRIPTOR_HEAD, "fuzz-source", "Fuzz source (fixture)", "1.0.0",
+      "Seeded random pages, keys, lengths, codes and completions.", PAGING_PLUGIN_SOURCE, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "fuzz-interceptor", "Fuzz interceptor (fixture)", "1.0.0",
+      "Seeded random intercept results.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
 };
 static uint32_t fz_count(void) { return 2; }
 static const paging_plugin_descriptor_t *fz_descriptor_at(uint32_t i) { return i < 2 ? &fz_descriptors[i] : NULL; }
 static const paging_plugin_entry_t fz_entry = {
-    PAGING_ABI_VERSION_INIT, fz_count, fz_descriptor_at, fz_create_source, fz_create_interceptor
+    PAGING_ENTRY_HEAD, fz_count, fz_descriptor_at, fz_create_source, fz_create_interceptor, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fz_entry; }

@@ -55,11 +55,11 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
 }
 
 static const paging_plugin_descriptor_t fx_descriptor = {
-    PAGING_ABI_VERSION_INIT, "never-complete", "Never complete (fixture)", "1.0.0",
-    "Accepts every fetch and never completes it.", PAGING_PLUGIN_SOURCE, 0
+    PAGING_DESCRIPTOR_HEAD, "never-complete", "Never complete (fixture)", "1.0.0",
+    "Accepts every fetch and never completes it.", PAGING_PLUGIN_SOURCE, 0, NULL
 };
 static uint32_t fx_count(void) { return 1; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
-static const paging_plugin_entry_t fx_entry = { PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, fx_create, NULL };
+static const paging_plugin_entry_t fx_entry = { PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, fx_create, NULL, NULL, NULL };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

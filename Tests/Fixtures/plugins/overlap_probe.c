@@ -72,11 +72,11 @@ static paging_source_t *probe_create(const char *id, const paging_host_t *host, 
 }
 
 static const paging_plugin_descriptor_t descriptor = {
-    PAGING_ABI_VERSION_INIT, "overlap-probe", "Overlap probe (fixture)", "1.0.0",
-    "Counts overlapping key_chain calls", PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE
+    PAGING_DESCRIPTOR_HEAD, "overlap-probe", "Overlap probe (fixture)", "1.0.0",
+    "Counts overlapping key_chain calls", PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE, NULL
 };
 static uint32_t plugin_count(void) { return 1; }
 static const paging_plugin_descriptor_t *descriptor_at(uint32_t i) { return i == 0 ? &descriptor : NULL; }
-static const paging_plugin_entry_t entry = { PAGING_ABI_VERSION_INIT, plugin_count, descriptor_at, probe_create, NULL };
+static const paging_plugin_entry_t entry = { PAGING_ENTRY_HEAD, plugin_count, descriptor_at, probe_create, NULL, NULL, NULL };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &entry; }

@@ -139,15 +139,15 @@ static paging_interceptor_t *create_interceptor(const char *plugin_id, const pag
 }
 
 static const paging_plugin_descriptor_t descriptors[2] = {
-    { PAGING_ABI_VERSION_INIT, "pass-through", "Pass-through (fixture)", "1.0.0",
-      "Lets every request proceed unchanged.", PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE },
-    { PAGING_ABI_VERSION_INIT, "counting", "Counting (fixture)", "1.0.0",
-      "Pages of 20 JSON integers; keys are page numbers.", PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE }
+    { PAGING_DESCRIPTOR_HEAD, "pass-through", "Pass-through (fixture)", "1.0.0",
+      "Lets every request proceed unchanged.", PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "counting", "Counting (fixture)", "1.0.0",
+      "Pages of 20 JSON integers; keys are page numbers.", PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE, NULL }
 };
 static uint32_t fx_count(void) { return 2; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i < 2 ? &descriptors[i] : NULL; }
 static const paging_plugin_entry_t fx_entry = {
-    PAGING_ABI_VERSION_INIT, fx_count, fx_descriptor_at, create_source, create_interceptor
+    PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, create_source, create_interceptor, NULL, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }

@@ -3,12 +3,16 @@
  * a static table that lists the library's plugins and creates instances of them. Nothing else
  * is looked up with dlsym.
  *
- *   static const paging_plugin_entry_t entry = { PAGING_ABI_VERSION_INIT, count, descriptor,
- *                                                create_source, NULL };
+ *   static const paging_plugin_entry_t entry = {
+ *       PAGING_ENTRY_HEAD, count, descriptor, create_source, NULL, NULL, NULL };
  *   PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &entry; }
  *
- * The host refuses a library whose entry->abi_version.major differs from its own (see
- * version.h) and reads members added after entry->abi_version.minor only when present.
+ * On load the host, in this order: checks entry->abi_version's major (and every descriptor's)
+ * against its own, refusing another major with a line naming the library and both versions;
+ * calls init() once; reads the descriptors; refuses a plugin whose required_extensions it
+ * lacks. It never unloads a library: deinit() is called once when the host shuts down cleanly.
+ *
+ * Core forever (version.h, rule 1): every member below; the structs grow at their end only.
  */
 #ifndef PAGING_ENTRY_H
 #define PAGING_ENTRY_H
@@ -42,23 +46,51 @@ extern "C" {
 /* Describes one plugin of the library. The struct and its strings are static, owned by the
  * plugin library, and valid while the library is loaded. */
 typedef struct paging_plugin_descriptor {
-    /* ---- ABI 1.0 ---- */
-    paging_version_t abi_version; /* the ABI this plugin was built against. [any-thread] Value member. */
+    /* ---- ABI 1.0 draft members ---- */
+    paging_version_t abi_version; /* the ABI this plugin was built against (PAGING_ABI_VERSION_INIT). [any-thread] Value member. */
+    uint32_t struct_size;         /* sizeof(paging_plugin_descriptor_t) (version.h, rule 2). [any-thread] Value member. */
     const char *id;               /* unique id, e.g. "jsonlines" (NUL-terminated, static). [any-thread] */
     const char *name;             /* human-readable name (NUL-terminated, static). [any-thread] */
     const char *version;          /* the plugin's own version, e.g. "1.0.0" (NUL-terminated, static). [any-thread] */
     const char *description;      /* one line (NUL-terminated, static). [any-thread] */
     uint32_t kind;                /* PAGING_PLUGIN_SOURCE or PAGING_PLUGIN_INTERCEPTOR. [any-thread] Value member. */
     uint32_t flags;               /* PAGING_PLUGIN_THREAD_SAFE or 0. [any-thread] Value member. */
+    /* ---- ABI 1.0 ---- */
+    /* Ids of the host extensions this plugin cannot work without (extensions.h), ending with
+     * NULL; NULL for none. A host that lacks one refuses the plugin (version.h, rule 4). Static.
+     * [any-thread] */
+    const char *const *required_extensions;
     /* Members added in later 1.x versions go here, at the end. */
 } paging_plugin_descriptor_t;
 
+typedef struct paging_library_info paging_library_info_t;
+
+/* What init() learns about the host and the library. Owned by the host; the struct and its
+ * strings are borrowed for the init() call only. */
+struct paging_library_info {
+    /* ---- ABI 1.0 ---- */
+    uint32_t struct_size;              /* sizeof(paging_library_info_t) in the host's headers (version.h, rule 2). Value member. */
+    paging_version_t host_abi_version; /* the ABI the host implements. Value member. */
+    const char *library_path;          /* the library's file as the host opened it (NUL-terminated). Borrowed for the call only. */
+    const char *host_name;             /* the host program, e.g. "pager" (NUL-terminated). Borrowed for the call only. */
+    const char *host_version;          /* its version, e.g. "1.0.0" (NUL-terminated). Borrowed for the call only. */
+    void *host_data;                   /* the host's private data; plugins never read or write it. */
+    /* Writes `message` (NUL-terminated, borrowed; the host copies it) at `level`
+     * (PAGING_LOG_*) to the host's log, tagged with the library. Say here why init() fails.
+     * During init() only, on its thread. */
+    void (*log)(const paging_library_info_t *info, uint32_t level, const char *message);
+    /* Members added in later 1.x versions go here, at the end. */
+};
+
 /* The library's table. Static, owned by the plugin library, valid while it is loaded. */
 typedef struct paging_plugin_entry {
-    /* ---- ABI 1.0 ---- */
+    /* ---- ABI 1.0 draft members ---- */
 
-    /* The ABI the library was built against. [any-thread] Value member. */
+    /* The ABI the library was built against (PAGING_ABI_VERSION_INIT). [any-thread] Value member. */
     paging_version_t abi_version;
+
+    /* sizeof(paging_plugin_entry_t) (version.h, rule 2). [any-thread] Value member. */
+    uint32_t struct_size;
 
     /* Number of plugins in the library. Returns a value. [any-thread] */
     uint32_t (*plugin_count)(void);
@@ -78,8 +110,27 @@ typedef struct paging_plugin_entry {
      * May be NULL when the library has no interceptor. [any-thread] */
     paging_interceptor_t *(*create_interceptor)(const char *plugin_id, const paging_host_t *host, const paging_config_t *config);
 
+    /* ---- ABI 1.0 ---- */
+
+    /* Prepares the library, once, before anything else of it is called but paging_plugin_entry
+     * and this table's abi_version/struct_size. May be NULL. Returns PAGING_OK, or a
+     * PAGING_ERR_* code to refuse loading (log why through info->log first). `info` is borrowed
+     * for the call. [called once, on the loading thread] */
+    paging_status_t (*init)(const paging_library_info_t *info);
+
+    /* Releases what init() prepared, once, when the host shuts down cleanly, after every
+     * instance of the library was destroyed. May be NULL. Not called when init() failed or was
+     * never called, nor when the host is killed. [called once, no other call in flight] */
+    void (*deinit)(void);
+
     /* Members added in later 1.x versions go here, at the end. */
 } paging_plugin_entry_t;
+
+/* The first two members of a descriptor's or an entry's initializer: the ABI version these
+ * headers describe, and the struct's size.
+ *   static const paging_plugin_descriptor_t d = { PAGING_DESCRIPTOR_HEAD, "id", ... }; */
+#define PAGING_DESCRIPTOR_HEAD PAGING_ABI_VERSION_INIT, (uint32_t)sizeof(paging_plugin_descriptor_t)
+#define PAGING_ENTRY_HEAD      PAGING_ABI_VERSION_INIT, (uint32_t)sizeof(paging_plugin_entry_t)
 
 /* The name of the one exported symbol, for dlsym. */
 #define PAGING_PLUGIN_ENTRY_SYMBOL "paging_plugin_entry"

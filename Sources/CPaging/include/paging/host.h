@@ -9,6 +9,19 @@
  * non-zero length, a NULL required pointer, an unknown slot, or an unknown/finished fetch id
  * returns PAGING_ERR_INVALID_ARGUMENT (and logs it); it never reads through the bad pointer
  * and never crashes.
+ *
+ * Call handles. `paging_config_t *`, `paging_intercept_out_t *` and `paging_keys_out_t *` each
+ * belong to one call of the host into the plugin (create_*, intercept(), refresh_key() or
+ * key_chain()). A handle may be used only on the thread that runs that call, and only until
+ * the call returns. They are opaque values, not pointers to read: the host checks each use,
+ * and a handle kept from an earlier call, or used from another thread, is refused
+ * (PAGING_ERR_INVALID_ARGUMENT; the config getters answer NULL, PAGING_CONFIG_ABSENT or the
+ * default), logged naming the plugin, and never applied to another call. Work that continues
+ * after the call returns uses what outlives calls: the paging_host_t pointer and fetch ids.
+ *
+ * Core forever (version.h, rule 1): every member below. The table grows at its end only;
+ * struct_size says how far (read a later member only when PAGING_STRUCT_HAS holds).
+ * Capabilities beyond the core are extensions: host->get_extension (extensions.h).
  */
 #ifndef PAGING_HOST_H
 #define PAGING_HOST_H
@@ -24,11 +37,11 @@ extern "C" {
 
 /* ---- ABI 1.0: opaque handles, owned by the host --------------------------------------- */
 
-/* The plugin's configuration; valid only during the create_* call that receives it. */
+/* The plugin's configuration: a call handle of the create_* call that receives it (see above). */
 typedef struct paging_config paging_config_t;
-/* The result builder of one intercept() call; valid only during that call. */
+/* The result builder of one intercept() call: a call handle of that call (see above). */
 typedef struct paging_intercept_out paging_intercept_out_t;
-/* The result of one refresh_key()/key_chain() call; valid only during that call. */
+/* The result of one refresh_key()/key_chain() call: a call handle of that call (see above). */
 typedef struct paging_keys_out paging_keys_out_t;
 
 /* Slots for paging_host_t.keys_set. */
@@ -36,17 +49,30 @@ typedef struct paging_keys_out paging_keys_out_t;
 #define PAGING_KEY_PREV    1u /* key_chain(): the key of the page before. */
 #define PAGING_KEY_NEXT    2u /* key_chain(): the key of the page after. */
 
+/* What paging_host_t.config_type answers for a top-level config key. */
+#define PAGING_CONFIG_ABSENT 0u /* no such key. */
+#define PAGING_CONFIG_NULL   1u /* JSON null. */
+#define PAGING_CONFIG_BOOL   2u /* true or false: config_bool reads it. */
+#define PAGING_CONFIG_INT    3u /* a number without fraction or exponent that fits int64_t: config_int (and config_double) read it. */
+#define PAGING_CONFIG_DOUBLE 4u /* any other number: config_double reads it. */
+#define PAGING_CONFIG_STRING 5u /* a string: config_string reads it. */
+#define PAGING_CONFIG_ARRAY  6u /* an array: read it from config_json. */
+#define PAGING_CONFIG_OBJECT 7u /* an object: read it from config_json. */
+
 typedef struct paging_host paging_host_t;
 
 /* The host's table. Each plugin instance gets its own paging_host_t, owned by the host and
  * valid from the create_* call until that instance's destroy() returns. The table is never
  * modified while the instance lives. */
 struct paging_host {
-    /* ---- ABI 1.0 ---- */
+    /* ---- ABI 1.0 draft members ---- */
 
-    /* The ABI version the host was built against. A plugin built against a newer minor checks
-     * this before using members added after the host's minor. [any-thread] Value member. */
+    /* The ABI version the host was built against (for messages: test members with
+     * PAGING_STRUCT_HAS and capabilities with get_extension). [any-thread] Value member. */
     paging_version_t abi_version;
+
+    /* sizeof(paging_host_t) in the host's headers (version.h, rule 2). [any-thread] Value member. */
+    uint32_t struct_size;
 
     /* The host's private data; plugins never read or write it. Owned by the host. [any-thread] */
     void *host_data;
@@ -55,19 +81,19 @@ struct paging_host {
      * `level` (PAGING_LOG_*) to the host's log, tagged with the plugin instance. [any-thread] */
     void (*log)(const paging_host_t *host, uint32_t level, const char *message);
 
-    /* ---- ABI 1.0: configuration - valid only during create_source/create_interceptor ---- */
+    /* ---- configuration - during create_source/create_interceptor only, on its thread ---- */
 
     /* The whole `config` object of this plugin as JSON text ("{}" when absent). The string is
      * owned by the host, NUL-terminated, and valid until the create_* call returns. [create-only] */
     const char *(*config_json)(const paging_config_t *config);
 
     /* The top-level string value for `key` (NUL-terminated, borrowed), or NULL when absent or
-     * not a string. The returned string is owned by the host and valid until the create_* call
+     * not a string (config_type tells which). The returned string is owned by the host and valid until the create_* call
      * returns; copy it to keep it. [create-only] */
     const char *(*config_string)(const paging_config_t *config, const char *key);
 
     /* The top-level integer for `key` (NUL-terminated, borrowed), or default_value when absent
-     * or not an integer. Returns a value; nothing to free. [create-only] */
+     * or not an integer (config_type tells which). Returns a value; nothing to free. [create-only] */
     int64_t (*config_int)(const paging_config_t *config, const char *key, int64_t default_value);
 
     /* The top-level boolean for `key` as 1/0, or default_value when absent or not a boolean.
@@ -83,7 +109,7 @@ struct paging_host {
      * A NULL return without it is reported as PAGING_ERR_INTERNAL. [create-only] */
     void (*config_fail)(const paging_config_t *config, paging_status_t code, const char *message);
 
-    /* ---- ABI 1.0: intercept result builder - valid only during intercept() on that `out` ---- */
+    /* ---- intercept result builder - during the intercept() that received `out`, on its thread ---- */
 
     /* Rewrites the request's key; used with PROCEED/PROCEED_AND_OBSERVE. `key` is borrowed for
      * the call; the host copies it. [intercept-only] */
@@ -117,14 +143,14 @@ struct paging_host {
      * (NUL-terminated, borrowed; the host copies it). [intercept-only] */
     paging_status_t (*out_fail)(paging_intercept_out_t *out, paging_status_t code, const char *message);
 
-    /* ---- ABI 1.0: key results - valid only during refresh_key()/key_chain() on that `out` ---- */
+    /* ---- key results - during the refresh_key()/key_chain() that received `out`, on its thread ---- */
 
     /* Sets the key in `slot` (PAGING_KEY_*); NULL means "no key in that slot". `key` and what
      * it points to are borrowed for the call; the host copies them. An unknown slot returns
      * PAGING_ERR_INVALID_ARGUMENT. [keys-only: during the refresh_key()/key_chain() call] */
     paging_status_t (*keys_set)(paging_keys_out_t *out, uint32_t slot, const paging_bytes_t *key);
 
-    /* ---- ABI 1.0: completing a fetch ----
+    /* ---- completing a fetch ----
      * Callable from any thread, from the moment fetch() is entered until the fetch is completed
      * or failed (from inside fetch() is fine). Fetch ids are opaque integers, not pointers: an
      * unknown or finished id (completed, failed, or its source destroyed) returns
@@ -156,6 +182,19 @@ struct paging_host {
     /* Fails the fetch with `code` (PAGING_ERR_*) and `message` (NUL-terminated, borrowed; the
      * host copies it); the id is finished afterwards. [any-thread] */
     paging_status_t (*fetch_fail)(const paging_host_t *host, uint64_t fetch_id, paging_status_t code, const char *message);
+
+    /* ---- ABI 1.0 ---- */
+
+    /* The host's table for the extension `id` (NUL-terminated, e.g. PAGING_EXT_LOG_LEVEL; see
+     * extensions.h), or NULL when this host does not offer it. The table is static, owned by
+     * the host and valid until the instance's destroy() returns; call its functions with this
+     * `host`. Cheap: ask once in create_* and keep the pointer. [any-thread] */
+    const void *(*get_extension)(const paging_host_t *host, const char *id);
+
+    /* What the top-level value for `key` (NUL-terminated, borrowed) is: PAGING_CONFIG_*. Tells
+     * an absent key (PAGING_CONFIG_ABSENT: use your default) from one of the wrong type (refuse
+     * it with config_fail, naming the key and what you expected). [create-only] */
+    uint32_t (*config_type)(const paging_config_t *config, const char *key);
 
     /* Members added in later 1.x versions go here, at the end. */
 };

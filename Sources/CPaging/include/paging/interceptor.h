@@ -8,6 +8,14 @@
  * Thread rule: the host never overlaps calls on one instance ([serialized]) unless the
  * instance's descriptor has PAGING_PLUGIN_THREAD_SAFE, in which case intercept() and handle()
  * may be called concurrently from any threads. destroy() is never concurrent with anything.
+ *
+ * Blocking: intercept() and handle() run on the thread of the load that made the request (one
+ * of the host's worker threads). They may block - on a lock, a disk read - but the load, and
+ * that thread, wait meanwhile; a manifest's call_timeout_ms fails a load whose call has not
+ * returned in time (the call itself cannot be stopped, and later calls queue behind it).
+ *
+ * Core forever (version.h, rule 1): every member below. Extensions the host may ask this
+ * instance for: get_extension (extensions.h).
  */
 #ifndef PAGING_INTERCEPTOR_H
 #define PAGING_INTERCEPTOR_H
@@ -30,9 +38,10 @@ extern "C" {
 typedef struct paging_interceptor paging_interceptor_t;
 
 /* Allocated and owned by the plugin (returned by create_interceptor); the host only calls
- * through it and hands it back to destroy(). */
+ * through it and hands it back to destroy(). Zero it before filling it in (calloc), so that
+ * members you do not set are NULL. */
 struct paging_interceptor {
-    /* ---- ABI 1.0 ---- */
+    /* ---- ABI 1.0 draft members ---- */
 
     /* The plugin's private data; the host never reads or writes it. Owned by the plugin.
      * [any-thread] */
@@ -40,7 +49,7 @@ struct paging_interceptor {
 
     /* Inspects `request` and returns a PAGING_INTERCEPT_* value, having set results on `out`
      * through the host's out_* functions. `request` and `out` are owned by the host and valid
-     * for this call only. Any other return value is treated as FAIL with PAGING_ERR_INTERNAL.
+     * for this call only; `out` only on this thread. Any other return value is treated as FAIL with PAGING_ERR_INTERNAL.
      * [serialized unless the descriptor has PAGING_PLUGIN_THREAD_SAFE] */
     uint32_t (*intercept)(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out);
 
@@ -53,6 +62,18 @@ struct paging_interceptor {
      * once, with no other call on this instance in flight; nothing is called on it afterwards.
      * [serialized] */
     void (*destroy)(paging_interceptor_t *self);
+
+    /* ---- ABI 1.0 ---- */
+
+    /* sizeof(paging_interceptor_t) in the plugin's headers (version.h, rule 2). Set it.
+     * [any-thread] Value member. */
+    uint32_t struct_size;
+    uint32_t reserved; /* 0. */
+
+    /* This instance's table for the extension `id` (NUL-terminated; extensions.h), or NULL
+     * when it has none. May be NULL (no extensions). The table must stay valid until
+     * destroy() returns. The host asks right after create_interceptor returns. [serialized] */
+    const void *(*get_extension)(paging_interceptor_t *self, const char *id);
 
     /* Members added in later 1.x versions go here, at the end. */
 };

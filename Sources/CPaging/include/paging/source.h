@@ -25,9 +25,10 @@ extern "C" {
 typedef struct paging_source paging_source_t;
 
 /* Allocated and owned by the plugin (returned by create_source); the host only calls through
- * it and hands it back to destroy(). */
+ * it and hands it back to destroy(). Zero it before filling it in (calloc), so that members
+ * you do not set are NULL. */
 struct paging_source {
-    /* ---- ABI 1.0 ---- */
+    /* ---- ABI 1.0 draft members ---- */
 
     /* The plugin's private data; the host never reads or writes it. Owned by the plugin.
      * [any-thread] */
@@ -35,13 +36,13 @@ struct paging_source {
 
     /* Names the key to load first and on refresh: sets PAGING_KEY_CURRENT on `out` through
      * host->keys_set (no key set = load with an empty key). `out` is owned by the host and
-     * valid for this call only. Returns PAGING_OK or a PAGING_ERR_* code. [serialized] */
+     * valid for this call only, on this thread. Returns PAGING_OK or a PAGING_ERR_* code. [serialized] */
     paging_status_t (*refresh_key)(paging_source_t *self, paging_keys_out_t *out);
 
     /* Computes the keys around `key`: sets PAGING_KEY_PREV / PAGING_KEY_NEXT on `out` through
      * host->keys_set (NULL or unset = no page in that direction). May be NULL: keys then come
      * with each page (host->fetch_set_prev_key/next_key/flags). `key` and `out` are owned by
-     * the host and valid for this call only. [serialized] */
+     * the host and valid for this call only (`out` on this thread only). [serialized] */
     paging_status_t (*key_chain)(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out);
 
     /* Starts loading the page for `request` and returns at once. PAGING_OK = accepted: the
@@ -63,6 +64,18 @@ struct paging_source {
      * once, with no other call on this instance in flight; afterwards completions for its
      * fetch ids are ignored (and logged) by the host. [serialized] */
     void (*destroy)(paging_source_t *self);
+
+    /* ---- ABI 1.0 ---- */
+
+    /* sizeof(paging_source_t) in the plugin's headers (version.h, rule 2). Set it.
+     * [any-thread] Value member. */
+    uint32_t struct_size;
+    uint32_t reserved; /* 0. */
+
+    /* This instance's table for the extension `id` (NUL-terminated; extensions.h), or NULL
+     * when it has none. May be NULL (no extensions). The table must stay valid until
+     * destroy() returns. The host asks right after create_source returns. [serialized] */
+    const void *(*get_extension)(paging_source_t *self, const char *id);
 
     /* Members added in later 1.x versions go here, at the end. */
 };

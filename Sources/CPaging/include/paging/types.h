@@ -4,6 +4,10 @@
  *
  * Everything here is borrowed: a pointer the host passes into a plugin call is valid for that
  * call only. A plugin that needs data later copies it before returning.
+ *
+ * Core forever (version.h, rule 1): paging_request_t and paging_page_t, which may grow at their
+ * end (check struct_size with PAGING_STRUCT_HAS before reading a member added after 1.0);
+ * paging_bytes_t and paging_param_t, which are fixed forever (rule 5).
  */
 #ifndef PAGING_TYPES_H
 #define PAGING_TYPES_H
@@ -19,9 +23,12 @@ extern "C" {
 
 /* ---- ABI 1.0: byte strings ------------------------------------------------------------ */
 
-/* A borrowed run of bytes, not NUL-terminated. `data` may be NULL only when `len` == 0; a host
- * function given NULL data with a non-zero len returns PAGING_ERR_INVALID_ARGUMENT and reads
- * nothing. By convention keys are UTF-8 text and each item is one JSON value (UTF-8). */
+/* A borrowed run of bytes, not NUL-terminated. Fixed forever. `data` may be NULL only when
+ * `len` == 0; a host function given NULL data with a non-zero len returns
+ * PAGING_ERR_INVALID_ARGUMENT and reads nothing. Keys are opaque bytes (by convention UTF-8
+ * text). Each item must be exactly one JSON value in valid UTF-8 (RFC 8259; whitespace around
+ * it allowed): the host checks every item it is handed and fails the page otherwise, naming the
+ * plugin and the item's index. */
 typedef struct paging_bytes {
     const uint8_t *data; /* first byte; owned by the caller, borrowed for the call only. [any-thread] */
     size_t len;          /* number of bytes at data. [any-thread] Value member. */
@@ -34,22 +41,34 @@ typedef struct paging_bytes {
 #define PAGING_REQUEST_PREPEND 1u /* load the page before the loaded ones; key is its key. */
 #define PAGING_REQUEST_APPEND  2u /* load the page after the loaded ones; key is its key. */
 
-/* One name/value pair of a request's user info (a string map). Both borrowed with the request. */
+/* One name/value pair of a request's user info (a string map). Fixed forever. Both borrowed
+ * with the request. */
 typedef struct paging_param {
     paging_bytes_t name;  /* UTF-8 name, e.g. "hard_refresh". Borrowed for the call only. [any-thread] */
     paging_bytes_t value; /* UTF-8 value, e.g. "true". Borrowed for the call only. [any-thread] */
 } paging_param_t;
 
 /* A load request. The struct and everything it points to are owned by the host and borrowed
- * for the duration of the call that receives it; copy what you need to keep. */
+ * for the duration of the call that receives it; copy what you need to keep.
+ *
+ * The keys around `key` are what the source's key_chain() says of it, whatever the kind: on a
+ * PREPEND `key` is the page before the first loaded one and next_key (when the chain names it)
+ * the key of that first page; on an APPEND prev_key is the key of the last loaded page. Both
+ * are NULL when the source has no key_chain() (its pages carry their keys) or names no key in
+ * that direction. A page whose own keys are not set inherits these (see paging_page_t). */
 typedef struct paging_request {
+    /* ---- ABI 1.0 draft members ---- */
     uint32_t kind;                  /* PAGING_REQUEST_*. [any-thread] Value member. */
     uint32_t page_size;             /* requested number of items (a hint; a page may hold fewer or more). [any-thread] Value member. */
     paging_bytes_t key;             /* the key of the page to load. Borrowed for the call only. [any-thread] */
     const paging_bytes_t *prev_key; /* key known before `key`, or NULL: none known. Borrowed for the call only. [any-thread] */
     const paging_bytes_t *next_key; /* key known after `key`, or NULL: none known. Borrowed for the call only. [any-thread] */
-    const paging_param_t *params;   /* param_count user-info pairs (NULL when param_count == 0). Borrowed for the call only. [any-thread] */
+    const paging_param_t *params;   /* param_count user-info pairs, sorted by name, names unique (NULL when param_count == 0). Borrowed for the call only. [any-thread] */
     size_t param_count;             /* number of entries at params. [any-thread] Value member. */
+    /* ---- ABI 1.0 ---- */
+    uint32_t struct_size;           /* sizeof(paging_request_t) in the host's headers (version.h, rule 2). [any-thread] Value member. */
+    uint32_t reserved;              /* 0. [any-thread] Value member. */
+    /* Members added in later 1.x versions go here, at the end. */
 } paging_request_t;
 
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
@@ -62,12 +81,16 @@ typedef struct paging_request {
 /* A loaded page, as handed to an interceptor's handle(). Owned by the host; the struct and all
  * it points to are borrowed for the call only. */
 typedef struct paging_page {
+    /* ---- ABI 1.0 draft members ---- */
     const paging_request_t *request; /* the request this page answers. Borrowed for the call only. [any-thread] */
     const paging_bytes_t *items;     /* item_count items, one JSON value each (NULL when item_count == 0). Borrowed for the call only. [any-thread] */
     size_t item_count;               /* number of entries at items. [any-thread] Value member. */
-    const paging_bytes_t *prev_key;  /* key of the page before, or NULL: the source did not say (the key chain applies). Borrowed for the call only. [any-thread] */
-    const paging_bytes_t *next_key;  /* key of the page after, or NULL: the source did not say (the key chain applies). Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *prev_key;  /* key of the page before (the key the page came with, else the request's prev_key), or NULL with PAGING_PAGE_PREV_END: none. Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *next_key;  /* key of the page after (the key the page came with, else the request's next_key), or NULL with PAGING_PAGE_NEXT_END: none. Borrowed for the call only. [any-thread] */
     uint32_t flags;                  /* PAGING_PAGE_* bits. [any-thread] Value member. */
+    /* ---- ABI 1.0 ---- */
+    uint32_t struct_size;            /* sizeof(paging_page_t) in the host's headers (version.h, rule 2). [any-thread] Value member. */
+    /* Members added in later 1.x versions go here, at the end. */
 } paging_page_t;
 
 /* ---- ABI 1.0: status codes ------------------------------------------------------------ */
@@ -85,9 +108,15 @@ typedef uint32_t paging_status_t;
 #define PAGING_ERR_INVALID_REQUEST  5u /* the request cannot be served (e.g. malformed key). Not retried. */
 #define PAGING_ERR_NOT_FOUND        6u /* the requested resource does not exist. Not retried. */
 #define PAGING_ERR_INTERNAL         7u /* a bug or unexpected state. Not retried. */
-#define PAGING_ERR_INVALID_ARGUMENT 8u /* a host function got a bad pointer/length or unknown/finished id. Not retried. */
+#define PAGING_ERR_INVALID_ARGUMENT 8u /* a host function got a bad pointer/length, an unknown/finished id, or a handle outside its call. Not retried. */
+#define PAGING_ERR_UNSUPPORTED      9u /* the plugin or host lacks what was asked for (e.g. a required extension). Not retried. */
 
-/* ---- ABI 1.0: log levels (paging_host_t.log) ------------------------------------------ */
+/* Unknown codes may appear in later 1.x versions: treat a code you do not know as a
+ * non-retryable failure. */
+
+/* ---- ABI 1.0: log levels (paging_host_t.log) ------------------------------------------
+ * The host prefixes every line a plugin logs with the level and the plugin's id
+ * ("[info] jsonlines: ..."): do not repeat the id in the message. */
 
 #define PAGING_LOG_TRACE   0u
 #define PAGING_LOG_DEBUG   1u

@@ -1,0 +1,130 @@
+import CPaging
+import Foundation
+import Paging
+import Synchronization
+
+/// The handles of one call into a plugin (`paging_config_t *`, `paging_intercept_out_t *`,
+/// `paging_keys_out_t *`): valid on the thread running that call, until it returns.
+///
+/// A handle is not a pointer to anything: it is a token that is never reused (the plugin
+/// instance's serial number in the high bits, a count of its calls in the low ones). While a
+/// call runs, its thread holds a ``CallFrame`` naming the token and the call's result builder;
+/// a host function given a handle resolves it through the frame of the calling thread. A handle
+/// kept from an earlier call, passed to another thread, or of the wrong kind finds no frame: it
+/// is refused and logged, naming the plugin from the token's serial, and never reaches another
+/// call's builder - a reused stack address cannot be mistaken for a live call, as it could when
+/// the handle was the builder's address.
+enum CallHandle {
+    enum Kind: UInt8, CustomStringConvertible {
+        case config, intercept, keys
+
+        var description: String {
+            switch self {
+            case .config: "config (create)"
+            case .intercept: "out (intercept)"
+            case .keys: "keys out (refresh_key/key_chain)"
+            }
+        }
+    }
+
+    /// What the calling thread is running: the innermost call of the host into a plugin.
+    struct CallFrame {
+        let token: UInt64
+        let kind: Kind
+        let builder: UnsafeMutableRawPointer
+        let previous: UnsafeMutableRawPointer?
+    }
+
+    private static let sequenceMask: UInt64 = (1 << 40) - 1
+
+    /// The calling thread's innermost ``CallFrame``.
+    private static let frameKey: pthread_key_t = {
+        var key = pthread_key_t()
+        precondition(pthread_key_create(&key, nil) == 0, "no thread-local key for plugin call handles")
+        return key
+    }()
+
+    /// Runs `body` with a fresh handle of `kind` for `instance`, resolving to `builder` on this
+    /// thread until `body` returns.
+    @inline(__always)
+    static func with<Builder, R>(
+        _ kind: Kind, _ instance: PluginInstance, _ builder: UnsafeMutablePointer<Builder>,
+        _ body: (OpaquePointer) -> R
+    ) -> R {
+        let sequence = instance.calls.add(1, ordering: .relaxed).newValue & sequenceMask
+        let token = UInt64(instance.serial) << 40 | sequence
+        let key = frameKey
+        var frame = CallFrame(token: token, kind: kind, builder: UnsafeMutableRawPointer(builder),
+                              previous: pthread_getspecific(key))
+        return withUnsafeMutablePointer(to: &frame) { frame in
+            pthread_setspecific(key, frame)
+            defer { pthread_setspecific(key, frame.pointee.previous) }
+            return body(OpaquePointer(bitPattern: UInt(token))!)
+        }
+    }
+
+    /// The builder behind `handle` when it is a live handle of `kind` on this thread; otherwise
+    /// `nil`, after logging the refusal of `function` against the plugin the handle came from.
+    @inline(__always)
+    static func resolve<Builder>(_ handle: OpaquePointer?, _ kind: Kind, _ function: String, as: Builder.Type) -> UnsafeMutablePointer<Builder>? {
+        let token = UInt64(UInt(bitPattern: handle))
+        var next = pthread_getspecific(frameKey)
+        while let raw = next {
+            let frame = raw.assumingMemoryBound(to: CallFrame.self).pointee
+            if frame.token == token {
+                guard frame.kind == kind else { break }
+                return frame.builder.assumingMemoryBound(to: Builder.self)
+            }
+            next = frame.previous
+        }
+        refuse(token, kind, function)
+        return nil
+    }
+
+    private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String) {
+        let current = pthread_getspecific(frameKey).map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
+        let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
+        let why: String
+        if token == 0 {
+            why = "a NULL \(kind) handle"
+        } else if let current, current.token >> 40 == token >> 40, current.token != token {
+            why = "a \(kind) handle kept from an earlier call, used during a later one"
+        } else if current?.token == token {
+            why = "a \(current!.kind) handle where a \(kind) handle was expected"
+        } else {
+            why = "a \(kind) handle used after its call returned, or from another thread"
+        }
+        owner?.log(.error, "\(function): \(why); refused")
+    }
+}
+
+extension PluginInstance {
+    /// Every instance by serial, for naming the plugin a stale handle came from. Instances are
+    /// never freed (see ``PluginInstance``), so the list costs no lifetime it did not have.
+    private static let registry = Locked<[PluginInstance]>([])
+
+    /// Serials run from 1 to 2^24 - 1 (24 bits of a handle; 0 is never one), then wrap.
+    private static let serialPeriod = 1 << 24 - 1
+
+    /// Registers `instance` and returns its serial.
+    static func register(_ instance: PluginInstance) -> UInt32 {
+        registry.withLock { list in
+            list.append(instance)
+            return UInt32((list.count - 1) % serialPeriod + 1)
+        }
+    }
+
+    /// The newest instance with `serial`.
+    static func registered(serial: UInt64) -> PluginInstance? {
+        guard serial > 0, serial <= UInt64(serialPeriod) else { return nil }
+        return registry.withLock { list in
+            var index = Int(serial) - 1
+            var found: PluginInstance?
+            while index < list.count {
+                found = list[index]
+                index += serialPeriod
+            }
+            return found
+        }
+    }
+}

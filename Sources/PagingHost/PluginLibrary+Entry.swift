@@ -1,0 +1,193 @@
+import CPaging
+import Foundation
+import Paging
+
+/// How many bytes of a plugin-owned struct its library says it wrote (version.h, rule 2): its
+/// `struct_size`, or the 1.0 draft's size when that is 0 (a library built against the draft
+/// headers left those bytes zero).
+package struct DeclaredSize<Struct>: Sendable {
+    package let bytes: Int
+
+    /// - Parameter draft: the member that follows the draft's last one (the draft's size).
+    init(_ structSize: UInt32, draft: PartialKeyPath<Struct>) {
+        bytes = structSize == 0 ? MemoryLayout<Struct>.offset(of: draft)! : Int(structSize)
+    }
+
+    /// Whether the writer's struct holds `member`.
+    package func holds<Member>(_ member: KeyPath<Struct, Member>) -> Bool {
+        MemoryLayout<Struct>.offset(of: member)! + MemoryLayout<Member>.size <= bytes
+    }
+
+    /// Whether the writer's struct is smaller than the draft's, which no library ever wrote.
+    func isTooSmall(draft: PartialKeyPath<Struct>) -> Bool { bytes < MemoryLayout<Struct>.offset(of: draft)! }
+}
+
+// The draft's size of each plugin-owned struct is the offset of its first 1.0 member. Members
+// are read one by one through the pointer, never by copying the whole struct, which a draft
+// library's smaller struct does not fill.
+extension DeclaredSize<paging_plugin_entry_t> {
+    init(_ entry: UnsafePointer<paging_plugin_entry_t>) { self.init(entry.pointee.struct_size, draft: \.`init`) }
+}
+
+extension DeclaredSize<paging_plugin_descriptor_t> {
+    init(_ descriptor: UnsafePointer<paging_plugin_descriptor_t>) {
+        self.init(descriptor.pointee.struct_size, draft: \.required_extensions)
+    }
+}
+
+extension DeclaredSize<paging_source_t> {
+    init(_ source: UnsafeMutablePointer<paging_source_t>) { self.init(source.pointee.struct_size, draft: \.struct_size) }
+}
+
+extension DeclaredSize<paging_interceptor_t> {
+    init(_ interceptor: UnsafeMutablePointer<paging_interceptor_t>) {
+        self.init(interceptor.pointee.struct_size, draft: \.struct_size)
+    }
+}
+
+/// The host program, as a library's `init()` learns it (`paging_library_info_t`).
+public struct PluginHostIdentity: Sendable {
+    public var name: String
+    public var version: String
+
+    public init(name: String, version: String) {
+        self.name = name
+        self.version = version
+    }
+
+    /// The version of SwiftPaging.
+    public static let frameworkVersion = "1.0.0"
+
+    /// This program: the name of its executable, and SwiftPaging's version.
+    public static var current: PluginHostIdentity {
+        get { identity.withLock { $0 } }
+        set { identity.withLock { $0 = newValue } }
+    }
+
+    private static let identity = Locked(PluginHostIdentity(
+        name: URL(fileURLWithPath: CommandLine.arguments.first ?? "host").lastPathComponent, version: frameworkVersion))
+}
+
+extension PluginLibrary {
+    /// Where libraries' own log lines go (what `init()` logs, and the host's notes about a
+    /// library): the level, the library path and the message. Standard error by default.
+    public static var librarySink: PluginLogSink {
+        get { sinkStorage.withLock { $0 } }
+        set { sinkStorage.withLock { $0 = newValue } }
+    }
+
+    private static let sinkStorage = Locked<PluginLogSink>({ level, library, message in
+        FileHandle.standardError.write(Data("[\(level)] \(library): \(message)\n".utf8))
+    })
+
+    /// Checks the entry's version and size, runs the library's `init()`, and reads its
+    /// descriptors, refusing any whose ABI major differs from the host's.
+    static func readEntry(
+        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String
+    ) throws(PluginLoadError) -> (PluginABIVersion, [PluginDescriptor]) {
+        let version = PluginABIVersion(entry.pointee.abi_version)
+        guard paging_version_is_compatible(PluginABIVersion.host.cValue, entry.pointee.abi_version) != 0 else {
+            throw .abiMajorMismatch(path: path, library: version, host: .host)
+        }
+        let size = DeclaredSize(entry)
+        if size.isTooSmall(draft: \.`init`) {
+            throw .invalidEntry(path: path, reason: "the entry's struct_size is \(entry.pointee.struct_size), smaller than any ABI 1.0 entry")
+        }
+        if size.holds(\.`init`), let initialize = entry.pointee.`init` {
+            try runInit(initialize, path: path)
+        }
+        return (version, try readDescriptors(entry, path: path))
+    }
+
+    private static func runInit(
+        _ initialize: @convention(c) (UnsafePointer<paging_library_info_t>?) -> paging_status_t, path: String
+    ) throws(PluginLoadError) {
+        let identity = PluginHostIdentity.current
+        let log = InitLog(path: path)
+        let status = withExtendedLifetime(log) {
+            path.withCString { cPath in
+                identity.name.withCString { name in
+                    identity.version.withCString { hostVersion in
+                        var info = paging_library_info_t(
+                            struct_size: UInt32(MemoryLayout<paging_library_info_t>.size),
+                            host_abi_version: PluginABIVersion.host.cValue,
+                            library_path: cPath, host_name: name, host_version: hostVersion,
+                            host_data: Unmanaged.passUnretained(log).toOpaque(),
+                            log: { info, level, message in
+                                guard let data = info?.pointee.host_data else { return }
+                                Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue()
+                                    .write(PluginLogLevel(rawValue: level) ?? .info, string(message))
+                            })
+                        return initialize(&info)
+                    }
+                }
+            }
+        }
+        guard status == PAGING_OK else {
+            throw .initFailed(path: path, status: PluginStatus(failure: status), message: log.last ?? "init() gave no reason")
+        }
+    }
+
+    /// What a library's `init()` logs: passed on to ``librarySink``, the last line kept as the
+    /// reason when it refuses to load.
+    private final class InitLog {
+        let path: String
+        var last: String?
+
+        init(path: String) { self.path = path }
+
+        func write(_ level: PluginLogLevel, _ message: String) {
+            last = message
+            PluginLibrary.librarySink(level, path, message)
+        }
+    }
+
+    private static func readDescriptors(
+        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String
+    ) throws(PluginLoadError) -> [PluginDescriptor] {
+        guard let count = entry.pointee.plugin_count, let describe = entry.pointee.descriptor else {
+            throw .invalidEntry(path: path, reason: "plugin_count or descriptor is NULL")
+        }
+        let total = count()
+        guard total <= 1_000 else { throw .invalidEntry(path: path, reason: "plugin_count() returned \(total)") }
+        var descriptors: [PluginDescriptor] = []
+        for index in 0..<total {
+            guard let raw = describe(index) else {
+                throw .invalidEntry(path: path, reason: "descriptor(\(index)) returned NULL")
+            }
+            let d = raw
+            guard let id = d.pointee.id.map({ String(cString: $0) }), !id.isEmpty else {
+                throw .invalidEntry(path: path, reason: "descriptor \(index) has no id")
+            }
+            let abiVersion = PluginABIVersion(d.pointee.abi_version)
+            guard paging_version_is_compatible(PluginABIVersion.host.cValue, d.pointee.abi_version) != 0 else {
+                throw .descriptorABIMismatch(path: path, id: id, plugin: abiVersion, host: .host)
+            }
+            let size = DeclaredSize(d)
+            if size.isTooSmall(draft: \.required_extensions) {
+                throw .invalidEntry(path: path, reason: "plugin '\(id)': the descriptor's struct_size is \(d.pointee.struct_size), smaller than any ABI 1.0 descriptor")
+            }
+            guard let kind = PluginKind(d.pointee.kind) else {
+                throw .invalidEntry(path: path, reason: "plugin '\(id)' has unknown kind \(d.pointee.kind)")
+            }
+            var required: [String] = []
+            if size.holds(\.required_extensions), var next = d.pointee.required_extensions {
+                while let id = next.pointee, required.count < 64 {
+                    required.append(String(cString: id))
+                    next += 1
+                }
+            }
+            descriptors.append(PluginDescriptor(
+                id: id,
+                name: d.pointee.name.map { String(cString: $0) } ?? id,
+                version: d.pointee.version.map { String(cString: $0) } ?? "",
+                description: d.pointee.description.map { String(cString: $0) } ?? "",
+                kind: kind,
+                isThreadSafe: d.pointee.flags & PAGING_PLUGIN_THREAD_SAFE != 0,
+                abiVersion: abiVersion,
+                isDraft: d.pointee.struct_size == 0,
+                requiredExtensions: required))
+        }
+        return descriptors
+    }
+}

@@ -1,0 +1,167 @@
+/*
+ * paging/host.h - the function table a host gives each plugin instance.
+ *
+ * Naming: everything a plugin calls on the host lives in this table (host->...); everything
+ * the host calls on a plugin lives in the plugin's tables (source.h, interceptor.h, entry.h).
+ *
+ * Every host function copies what it is given: bytes and strings are borrowed for the call
+ * only, and the plugin keeps ownership of its memory. A host function given NULL data with a
+ * non-zero length, a NULL required pointer, an unknown slot, or an unknown/finished fetch id
+ * returns PAGING_ERR_INVALID_ARGUMENT (and logs it); it never reads through the bad pointer
+ * and never crashes.
+ */
+#ifndef PAGING_HOST_H
+#define PAGING_HOST_H
+
+#include <stdint.h>
+
+#include "types.h"
+#include "version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- ABI 1.0: opaque handles, owned by the host --------------------------------------- */
+
+/* The plugin's configuration; valid only during the create_* call that receives it. */
+typedef struct paging_config paging_config_t;
+/* The result builder of one intercept() call; valid only during that call. */
+typedef struct paging_intercept_out paging_intercept_out_t;
+/* The result of one refresh_key()/key_chain() call; valid only during that call. */
+typedef struct paging_keys_out paging_keys_out_t;
+
+/* Slots for paging_host_t.keys_set. */
+#define PAGING_KEY_CURRENT 0u /* refresh_key(): the key to load first / on refresh. */
+#define PAGING_KEY_PREV    1u /* key_chain(): the key of the page before. */
+#define PAGING_KEY_NEXT    2u /* key_chain(): the key of the page after. */
+
+typedef struct paging_host paging_host_t;
+
+/* The host's table. Each plugin instance gets its own paging_host_t, owned by the host and
+ * valid from the create_* call until that instance's destroy() returns. The table is never
+ * modified while the instance lives. */
+struct paging_host {
+    /* ---- ABI 1.0 ---- */
+
+    /* The ABI version the host was built against. A plugin built against a newer minor checks
+     * this before using members added after the host's minor. [any-thread] Value member. */
+    paging_version_t abi_version;
+
+    /* The host's private data; plugins never read or write it. Owned by the host. [any-thread] */
+    void *host_data;
+
+    /* Writes `message` (NUL-terminated UTF-8, borrowed for the call; the host copies it) at
+     * `level` (PAGING_LOG_*) to the host's log, tagged with the plugin instance. [any-thread] */
+    void (*log)(const paging_host_t *host, uint32_t level, const char *message);
+
+    /* ---- ABI 1.0: configuration - valid only during create_source/create_interceptor ---- */
+
+    /* The whole `config` object of this plugin as JSON text ("{}" when absent). The string is
+     * owned by the host, NUL-terminated, and valid until the create_* call returns. [create-only] */
+    const char *(*config_json)(const paging_config_t *config);
+
+    /* The top-level string value for `key` (NUL-terminated, borrowed), or NULL when absent or
+     * not a string. The returned string is owned by the host and valid until the create_* call
+     * returns; copy it to keep it. [create-only] */
+    const char *(*config_string)(const paging_config_t *config, const char *key);
+
+    /* The top-level integer for `key` (NUL-terminated, borrowed), or default_value when absent
+     * or not an integer. Returns a value; nothing to free. [create-only] */
+    int64_t (*config_int)(const paging_config_t *config, const char *key, int64_t default_value);
+
+    /* The top-level boolean for `key` as 1/0, or default_value when absent or not a boolean.
+     * Returns a value; nothing to free. [create-only] */
+    uint32_t (*config_bool)(const paging_config_t *config, const char *key, uint32_t default_value);
+
+    /* The top-level number for `key`, or default_value when absent or not a number. Returns a
+     * value; nothing to free. [create-only] */
+    double (*config_double)(const paging_config_t *config, const char *key, double default_value);
+
+    /* Records why create_* is about to return NULL: `code` (PAGING_ERR_*) and `message`
+     * (NUL-terminated, borrowed; the host copies it). Call it at most once, then return NULL.
+     * A NULL return without it is reported as PAGING_ERR_INTERNAL. [create-only] */
+    void (*config_fail)(const paging_config_t *config, paging_status_t code, const char *message);
+
+    /* ---- ABI 1.0: intercept result builder - valid only during intercept() on that `out` ---- */
+
+    /* Rewrites the request's key; used with PROCEED/PROCEED_AND_OBSERVE. `key` is borrowed for
+     * the call; the host copies it. [intercept-only] */
+    paging_status_t (*out_set_key)(paging_intercept_out_t *out, paging_bytes_t key);
+
+    /* Rewrites the request's page size; used with PROCEED/PROCEED_AND_OBSERVE. Value
+     * argument. [intercept-only] */
+    paging_status_t (*out_set_page_size)(paging_intercept_out_t *out, uint32_t page_size);
+
+    /* Adds or replaces the request param `name`; used with PROCEED/PROCEED_AND_OBSERVE. Both
+     * are borrowed for the call; the host copies them. [intercept-only] */
+    paging_status_t (*out_set_param)(paging_intercept_out_t *out, paging_bytes_t name, paging_bytes_t value);
+
+    /* Appends one item (one JSON value) to the page returned with COMPLETE. `item` is borrowed
+     * for the call; the host copies it. [intercept-only] */
+    paging_status_t (*out_add_item)(paging_intercept_out_t *out, paging_bytes_t item);
+
+    /* Sets the previous-page key of the page returned with COMPLETE; NULL clears it. `key` and
+     * what it points to are borrowed for the call; the host copies them. [intercept-only] */
+    paging_status_t (*out_set_prev_key)(paging_intercept_out_t *out, const paging_bytes_t *key);
+
+    /* Sets the next-page key of the page returned with COMPLETE; NULL clears it. `key` and
+     * what it points to are borrowed for the call; the host copies them. [intercept-only] */
+    paging_status_t (*out_set_next_key)(paging_intercept_out_t *out, const paging_bytes_t *key);
+
+    /* Sets the PAGING_PAGE_* flags of the page returned with COMPLETE (replaces earlier
+     * flags). Value argument. [intercept-only] */
+    paging_status_t (*out_set_flags)(paging_intercept_out_t *out, uint32_t flags);
+
+    /* Records the failure returned with FAIL: `code` (PAGING_ERR_*) and `message`
+     * (NUL-terminated, borrowed; the host copies it). [intercept-only] */
+    paging_status_t (*out_fail)(paging_intercept_out_t *out, paging_status_t code, const char *message);
+
+    /* ---- ABI 1.0: key results - valid only during refresh_key()/key_chain() on that `out` ---- */
+
+    /* Sets the key in `slot` (PAGING_KEY_*); NULL means "no key in that slot". `key` and what
+     * it points to are borrowed for the call; the host copies them. An unknown slot returns
+     * PAGING_ERR_INVALID_ARGUMENT. [keys-only: during the refresh_key()/key_chain() call] */
+    paging_status_t (*keys_set)(paging_keys_out_t *out, uint32_t slot, const paging_bytes_t *key);
+
+    /* ---- ABI 1.0: completing a fetch ----
+     * Callable from any thread, from the moment fetch() is entered until the fetch is completed
+     * or failed (from inside fetch() is fine). Fetch ids are opaque integers, not pointers: an
+     * unknown or finished id (completed, failed, or its source destroyed) returns
+     * PAGING_ERR_INVALID_ARGUMENT and is logged; it never crashes. A fetch the host ended itself
+     * (it cancelled it, or it timed out) returns PAGING_ERR_CANCELLED or PAGING_ERR_TIMEOUT to
+     * the plugin's later calls for it: completing it after cancel() is expected, not misuse.
+     * Calls for one id must not overlap; calls for different ids may. */
+
+    /* Appends one item (one JSON value) to the fetch's page. `item` is borrowed for the call;
+     * the host copies it. [any-thread] */
+    paging_status_t (*fetch_add_item)(const paging_host_t *host, uint64_t fetch_id, paging_bytes_t item);
+
+    /* Sets the previous-page key of the fetch's page; NULL clears it. Borrowed for the call;
+     * the host copies it. [any-thread] */
+    paging_status_t (*fetch_set_prev_key)(const paging_host_t *host, uint64_t fetch_id, const paging_bytes_t *key);
+
+    /* Sets the next-page key of the fetch's page; NULL clears it. Borrowed for the call; the
+     * host copies it. [any-thread] */
+    paging_status_t (*fetch_set_next_key)(const paging_host_t *host, uint64_t fetch_id, const paging_bytes_t *key);
+
+    /* Sets the PAGING_PAGE_* flags of the fetch's page (replaces earlier flags). Value
+     * argument. [any-thread] */
+    paging_status_t (*fetch_set_flags)(const paging_host_t *host, uint64_t fetch_id, uint32_t flags);
+
+    /* Completes the fetch with the items/keys/flags set so far; the id is finished afterwards.
+     * [any-thread] */
+    paging_status_t (*fetch_complete)(const paging_host_t *host, uint64_t fetch_id);
+
+    /* Fails the fetch with `code` (PAGING_ERR_*) and `message` (NUL-terminated, borrowed; the
+     * host copies it); the id is finished afterwards. [any-thread] */
+    paging_status_t (*fetch_fail)(const paging_host_t *host, uint64_t fetch_id, paging_status_t code, const char *message);
+
+    /* Members added in later 1.x versions go here, at the end. */
+};
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PAGING_HOST_H */

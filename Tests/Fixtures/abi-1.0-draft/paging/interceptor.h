@@ -1,0 +1,64 @@
+/*
+ * paging/interceptor.h - the table an interceptor plugin instance gives the host.
+ *
+ * An interceptor sees every request before it reaches the source. It can let it proceed
+ * (optionally rewritten through host->out_set_key/out_set_page_size/out_set_param), answer it
+ * itself (COMPLETE, with a page built through host->out_add_item/out_set_*), or fail it.
+ *
+ * Thread rule: the host never overlaps calls on one instance ([serialized]) unless the
+ * instance's descriptor has PAGING_PLUGIN_THREAD_SAFE, in which case intercept() and handle()
+ * may be called concurrently from any threads. destroy() is never concurrent with anything.
+ */
+#ifndef PAGING_INTERCEPTOR_H
+#define PAGING_INTERCEPTOR_H
+
+#include <stdint.h>
+
+#include "host.h"
+#include "types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- ABI 1.0: intercept() return values ----------------------------------------------- */
+#define PAGING_INTERCEPT_PROCEED             0u /* pass the (possibly rewritten) request on. */
+#define PAGING_INTERCEPT_PROCEED_AND_OBSERVE 1u /* pass it on, then call handle() with the resulting page. */
+#define PAGING_INTERCEPT_COMPLETE            2u /* the items/keys/flags set on `out` form the page; the source is not called. */
+#define PAGING_INTERCEPT_FAIL                3u /* fail the request with out_fail's code+message (PAGING_ERR_INTERNAL without it). */
+
+typedef struct paging_interceptor paging_interceptor_t;
+
+/* Allocated and owned by the plugin (returned by create_interceptor); the host only calls
+ * through it and hands it back to destroy(). */
+struct paging_interceptor {
+    /* ---- ABI 1.0 ---- */
+
+    /* The plugin's private data; the host never reads or writes it. Owned by the plugin.
+     * [any-thread] */
+    void *plugin_data;
+
+    /* Inspects `request` and returns a PAGING_INTERCEPT_* value, having set results on `out`
+     * through the host's out_* functions. `request` and `out` are owned by the host and valid
+     * for this call only. Any other return value is treated as FAIL with PAGING_ERR_INTERNAL.
+     * [serialized unless the descriptor has PAGING_PLUGIN_THREAD_SAFE] */
+    uint32_t (*intercept)(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out);
+
+    /* Observes the page produced for a request this instance answered with
+     * PROCEED_AND_OBSERVE. May be NULL. `page` is owned by the host and borrowed for this call
+     * only. [serialized unless the descriptor has PAGING_PLUGIN_THREAD_SAFE] */
+    void (*handle)(paging_interceptor_t *self, const paging_page_t *page);
+
+    /* Releases the instance, including `self` (the plugin owns the struct). Called exactly
+     * once, with no other call on this instance in flight; nothing is called on it afterwards.
+     * [serialized] */
+    void (*destroy)(paging_interceptor_t *self);
+
+    /* Members added in later 1.x versions go here, at the end. */
+};
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PAGING_INTERCEPTOR_H */

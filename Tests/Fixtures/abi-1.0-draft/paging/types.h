@@ -1,0 +1,102 @@
+/*
+ * paging/types.h - value types shared by hosts and plugins: byte strings, requests, pages,
+ * status codes and log levels.
+ *
+ * Everything here is borrowed: a pointer the host passes into a plugin call is valid for that
+ * call only. A plugin that needs data later copies it before returning.
+ */
+#ifndef PAGING_TYPES_H
+#define PAGING_TYPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- ABI 1.0: byte strings ------------------------------------------------------------ */
+
+/* A borrowed run of bytes, not NUL-terminated. `data` may be NULL only when `len` == 0; a host
+ * function given NULL data with a non-zero len returns PAGING_ERR_INVALID_ARGUMENT and reads
+ * nothing. By convention keys are UTF-8 text and each item is one JSON value (UTF-8). */
+typedef struct paging_bytes {
+    const uint8_t *data; /* first byte; owned by the caller, borrowed for the call only. [any-thread] */
+    size_t len;          /* number of bytes at data. [any-thread] Value member. */
+} paging_bytes_t;
+
+/* ---- ABI 1.0: requests ---------------------------------------------------------------- */
+
+/* paging_request_t.kind values. */
+#define PAGING_REQUEST_REFRESH 0u /* load the page at `key` (initial load or refresh). */
+#define PAGING_REQUEST_PREPEND 1u /* load the page before the loaded ones; key is its key. */
+#define PAGING_REQUEST_APPEND  2u /* load the page after the loaded ones; key is its key. */
+
+/* One name/value pair of a request's user info (a string map). Both borrowed with the request. */
+typedef struct paging_param {
+    paging_bytes_t name;  /* UTF-8 name, e.g. "hard_refresh". Borrowed for the call only. [any-thread] */
+    paging_bytes_t value; /* UTF-8 value, e.g. "true". Borrowed for the call only. [any-thread] */
+} paging_param_t;
+
+/* A load request. The struct and everything it points to are owned by the host and borrowed
+ * for the duration of the call that receives it; copy what you need to keep. */
+typedef struct paging_request {
+    uint32_t kind;                  /* PAGING_REQUEST_*. [any-thread] Value member. */
+    uint32_t page_size;             /* requested number of items (a hint; a page may hold fewer or more). [any-thread] Value member. */
+    paging_bytes_t key;             /* the key of the page to load. Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *prev_key; /* key known before `key`, or NULL: none known. Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *next_key; /* key known after `key`, or NULL: none known. Borrowed for the call only. [any-thread] */
+    const paging_param_t *params;   /* param_count user-info pairs (NULL when param_count == 0). Borrowed for the call only. [any-thread] */
+    size_t param_count;             /* number of entries at params. [any-thread] Value member. */
+} paging_request_t;
+
+/* ---- ABI 1.0: pages ------------------------------------------------------------------- */
+
+/* paging_page_t.flags bits (and the flags of a fetch/intercept result). An END flag means
+ * "there is no key in that direction" and wins over a key set for that direction. */
+#define PAGING_PAGE_PREV_END 1u /* there is no page before this one. */
+#define PAGING_PAGE_NEXT_END 2u /* there is no page after this one. */
+
+/* A loaded page, as handed to an interceptor's handle(). Owned by the host; the struct and all
+ * it points to are borrowed for the call only. */
+typedef struct paging_page {
+    const paging_request_t *request; /* the request this page answers. Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *items;     /* item_count items, one JSON value each (NULL when item_count == 0). Borrowed for the call only. [any-thread] */
+    size_t item_count;               /* number of entries at items. [any-thread] Value member. */
+    const paging_bytes_t *prev_key;  /* key of the page before, or NULL: the source did not say (the key chain applies). Borrowed for the call only. [any-thread] */
+    const paging_bytes_t *next_key;  /* key of the page after, or NULL: the source did not say (the key chain applies). Borrowed for the call only. [any-thread] */
+    uint32_t flags;                  /* PAGING_PAGE_* bits. [any-thread] Value member. */
+} paging_page_t;
+
+/* ---- ABI 1.0: status codes ------------------------------------------------------------ */
+
+/* Result/error class of a call. Fixed-width on purpose (enum sizes vary by compiler). A
+ * failure carries one of these plus a message; the class drives the retry policy:
+ * retryable = PAGING_ERR_TRANSIENT, PAGING_ERR_TIMEOUT; all others are not retried. */
+typedef uint32_t paging_status_t;
+
+#define PAGING_OK                   0u /* success. */
+#define PAGING_ERR_CANCELLED        1u /* the work was cancelled. Not retried. */
+#define PAGING_ERR_TRANSIENT        2u /* temporary failure: network error, HTTP 429, 5xx. Retryable. */
+#define PAGING_ERR_TIMEOUT          3u /* the work took too long. Retryable. */
+#define PAGING_ERR_INVALID_CONFIG   4u /* the plugin's configuration is wrong. Not retried. */
+#define PAGING_ERR_INVALID_REQUEST  5u /* the request cannot be served (e.g. malformed key). Not retried. */
+#define PAGING_ERR_NOT_FOUND        6u /* the requested resource does not exist. Not retried. */
+#define PAGING_ERR_INTERNAL         7u /* a bug or unexpected state. Not retried. */
+#define PAGING_ERR_INVALID_ARGUMENT 8u /* a host function got a bad pointer/length or unknown/finished id. Not retried. */
+
+/* ---- ABI 1.0: log levels (paging_host_t.log) ------------------------------------------ */
+
+#define PAGING_LOG_TRACE   0u
+#define PAGING_LOG_DEBUG   1u
+#define PAGING_LOG_INFO    2u
+#define PAGING_LOG_WARNING 3u
+#define PAGING_LOG_ERROR   4u
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PAGING_TYPES_H */
