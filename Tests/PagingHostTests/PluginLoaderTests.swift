@@ -55,18 +55,6 @@ struct PluginLoaderTests {
         }
     }
 
-    @Test func newerMinor_loads_andThePluginSeesTheHostsVersion() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
-        #expect(library.abiVersion.minor == 99)
-        let descriptor = library.descriptors[0]
-        if descriptor.kind == .source {
-            _ = try library.makeSource(sink: log.sink)
-        } else {
-            _ = try library.makeInterceptor(sink: log.sink)
-        }
-        #expect(log.contains("host 1.0, using 1.0 members only"))
-    }
-
     @Test func unknownPluginID_listsTheAvailableOnes() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
         #expect(throws: PluginLoadError.unknownPlugin(path: library.path, id: "nope", available: ["jsonlines"])) {
