@@ -106,8 +106,11 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     public func destroy() {
         // Captures no `self`: from deinit, this may run after the object is gone.
         let table = UnsafeSendable(plugin)
-        let close: @Sendable () -> Void = { [calls, instance] in
-            calls.close { table.value.pointee.destroy?(table.value) }
+        let close: @Sendable () -> Void = { [calls, instance, library] in
+            calls.close {
+                table.value.pointee.destroy?(table.value)
+                library.liveInstances.subtract(1, ordering: .releasing)
+            }
             instance.destroyed.store(true, ordering: .releasing)
         }
         if let worker { worker.runDetached(close) } else { close() }

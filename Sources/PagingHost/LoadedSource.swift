@@ -128,7 +128,10 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
     /// Destroys the plugin instance: fetches in flight fail, later completions are refused.
     /// Called by deinit if not before.
     public func destroy() {
-        calls.close { [plugin] in plugin.pointee.destroy?(plugin) }
+        calls.close { [plugin, library] in
+            plugin.pointee.destroy?(plugin)
+            library.liveInstances.subtract(1, ordering: .releasing)
+        }
         instance.destroyed.store(true, ordering: .releasing)
         let pending = instance.fetches.withLock { fetches in
             defer { fetches = [:] }

@@ -18,16 +18,18 @@ public final class Pipeline: Sendable {
     /// - Parameters:
     ///   - searchPath: where plugin names are found; the standard one by default.
     ///   - sink: where the plugins' log lines go.
+    ///   - logLevel: the lowest level `sink` keeps (plugins may skip building lower lines).
     ///   - extraInterceptors: in-process interceptors placed before the manifest's.
     public init(
         manifest: Manifest,
         searchPath: PluginSearchPath? = nil,
         sink: @escaping PluginLogSink,
+        logLevel: PluginLogLevel = .trace,
         extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = []
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
         let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
-                                  fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout)
+                                  fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout, logLevel: logLevel)
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)

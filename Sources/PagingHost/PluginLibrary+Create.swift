@@ -24,7 +24,9 @@ extension PluginLibrary {
         }
         let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
             ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
-        return try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
+        let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
+        liveInstances.add(1, ordering: .relaxed)
+        return source
     }
 
     /// Creates the interceptor plugin `id` (or the library's only interceptor) with `config`.
@@ -44,6 +46,7 @@ extension PluginLibrary {
         }
         let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
             ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
+        liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
     }
 

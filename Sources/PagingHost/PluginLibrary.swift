@@ -9,6 +9,12 @@ public struct PluginABIVersion: Sendable, Equatable, CustomStringConvertible {
     public var minor: UInt32
     public var patch: UInt32
 
+    public init(major: UInt32, minor: UInt32, patch: UInt32) {
+        self.major = major
+        self.minor = minor
+        self.patch = patch
+    }
+
     package init(_ version: paging_version_t) {
         major = version.major
         minor = version.minor
@@ -132,8 +138,29 @@ public final class PluginLibrary: @unchecked Sendable {
     public let abiVersion: PluginABIVersion
     public let descriptors: [PluginDescriptor]
     package let entry: UnsafePointer<paging_plugin_entry_t>
+    /// Instances created and not yet destroyed: `deinit()` waits for none to be left.
+    let liveInstances = Atomic<Int>(0)
+    private let deinitialized = Atomic<Bool>(false)
 
     private static let opened = Locked<[String: PluginLibrary]>([:])
+
+    /// Calls the `deinit()` of every library opened (once each), for a clean shutdown of the
+    /// host: after every instance of it was destroyed. A library with instances left is skipped
+    /// (they may still call it), and reported to ``librarySink``.
+    public static func shutDown() {
+        for library in opened.withLock({ Array($0.values) }) { library.deinitialize() }
+    }
+
+    private func deinitialize() {
+        guard DeclaredSize(entry).holds(\.deinit), let finish = entry.pointee.deinit else { return }
+        let live = liveInstances.load(ordering: .acquiring)
+        guard live == 0 else {
+            Self.librarySink(.debug, path, "deinit() not called: \(live) instance(s) not destroyed")
+            return
+        }
+        guard !deinitialized.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        finish()
+    }
 
     private init(path: String, entry: UnsafePointer<paging_plugin_entry_t>,
                  abiVersion: PluginABIVersion, descriptors: [PluginDescriptor]) {

@@ -58,7 +58,7 @@ struct RunCommand {
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
-        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level))
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         let manager = pipeline.makeManager()
         // After a failure, the steps up to the next --retry are skipped; a retry that
         // succeeds clears the failure.

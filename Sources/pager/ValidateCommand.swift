@@ -6,15 +6,17 @@ struct ValidateCommand {
     static let help = """
     usage: pager validate MANIFEST [options]
 
-    Reads the manifest, finds, checks (sha256 pins, ABI version, kind) and creates every plugin
-    with its config, then prints a summary. Nothing is fetched.
+    Reads the manifest, finds, checks (sha256 pins, ABI version, kind, required extensions) and
+    creates every plugin with its config, asks each plugin that offers a health check whether it
+    can serve now, then prints a summary. Nothing is fetched.
 
     options:
     \(LogOptions.help)
       --help        this text
 
-    exit codes: 0 the manifest and its plugins are valid; 2 they are not (one line on stderr
-    naming the file, the JSON path or plugin, and the reason)
+    exit codes: 0 the manifest and its plugins are valid; 1 a plugin's health check failed (its
+    reason on stderr); 2 they are not valid (one line on stderr naming the file, the JSON path or
+    plugin, and the reason)
     """
 
     var manifestPath: String?
@@ -29,17 +31,28 @@ struct ValidateCommand {
     func run() throws -> Int32 {
         guard let manifestPath else { throw UsageError("validate: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
-        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level))
-        Output.line("\(manifestPath): ok")
-        Output.line("  source: \(describe(pipeline.source.descriptor, pipeline.source.library))")
-        for interceptor in pipeline.interceptors {
-            Output.line("  interceptor: \(describe(interceptor.descriptor, interceptor.library))")
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
+        // Plugins that offer paging.health/1 say whether they can serve now.
+        let plugins = [("source", pipeline.source.descriptor, pipeline.source.library, pipeline.source.health())]
+            + pipeline.interceptors.map { ("interceptor", $0.descriptor, $0.library, $0.health()) }
+        let unhealthy = plugins.filter { if case .unhealthy = $0.3 { true } else { false } }
+        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
+        for (role, descriptor, library, health) in plugins {
+            Output.line("  \(role): \(describe(descriptor, library))\(describe(health))")
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
-        return ExitCode.success
+        return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }
 
     private func describe(_ descriptor: PluginDescriptor, _ library: PluginLibrary) -> String {
         "\(descriptor.id) \(descriptor.version) (\(library.path), ABI \(library.abiVersion))"
+    }
+
+    private func describe(_ health: PluginHealth) -> String {
+        switch health {
+        case .notOffered: ""
+        case .healthy: ": healthy"
+        case .unhealthy(let status): ": unhealthy (\(status))"
+        }
     }
 }

@@ -1,0 +1,206 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// ABI 1.0's promises to plugin authors, each tried with a real library built by cc: growth in
+/// both directions, version refusals, call handles, library init/deinit and the extensions.
+@Suite("ABI 1.0: the contract")
+struct ABIContractTests {
+    let log = LogRecorder()
+
+    /// The headers as they were before ABI 1.0 was final, frozen.
+    static let draftHeaders = "\(repositoryRoot)/Tests/Fixtures/abi-1.0-draft"
+
+    // MARK: - Growth
+
+    @Test func aPluginBuiltAgainstTheDraftHeaders_loadsAndRunsUnchanged() async throws {
+        let path = try compileCPlugin("\(Self.draftHeaders)/draft_plugin.c", headers: Self.draftHeaders)
+        let library = try PluginLibrary.open(path: path)
+        #expect(library.descriptors.map(\.id) == ["draft-numbers", "draft-tagger"])
+        #expect(library.descriptors.allSatisfy { $0.isDraft })
+        let source = try library.makeSource(config: .object([("count", .int(25))]), sink: log.sink)
+        let tagger = try library.makeInterceptor(config: .object([("tag", .string("old"))]), sink: log.sink)
+        #expect(source.health() == .notOffered)
+
+        let manager = PaginationManager(pager: Pager(source: source, interceptors: [tagger]),
+                                        configuration: .init(pageSize: 10))
+        await manager.refresh().value
+        while !manager.output.appendState.isEndReached {
+            await manager.append().value
+            #expect(manager.output.appendState.error == nil)
+        }
+        #expect(manager.output.values.map(\.text) == (0..<25).map(String.init))
+        #expect(log.count(containing: "draft-tagger: page of") == 3)
+
+        let answered = try await Pager(source: source, interceptors: [tagger])
+            .load(PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: "answer"), params: params(pageSize: 10)))
+        #expect(answered.values.texts == ["\"answered\"", "7"])
+        #expect(!log.contains("refused"))
+    }
+
+    @Test func aPluginOfANewerMinor_thatNeedsNothingMore_runs_readingOnlyWhatTheHostWrote() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
+        #expect(library.abiVersion == PluginABIVersion(major: 1, minor: 99, patch: 0))
+        let source = try library.makeSource(id: "abi-minor-newer", sink: log.sink)
+        let page = try await Pager(source: source).load(source.refreshRequest(pageSize: 5))
+        #expect(page.values.texts == ["\"abi-minor-newer\""])
+        #expect(log.contains("abi-minor-newer: host 1.0, request of 64 bytes, using 1.0 members only"))
+    }
+
+    @Test func aPluginOfANewerMinor_needingAnExtensionTheHostLacks_isRefused_inOneLineNamingBothVersions() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
+        do {
+            _ = try library.makeSource(id: "abi-minor-needs", sink: log.sink)
+            Issue.record("created a plugin that needs an absent extension")
+        } catch {
+            #expect(error == .missingExtension(path: library.path, id: "abi-minor-needs", plugin: library.abiVersion,
+                                               host: .host, extension: "paging.from-the-future/1"))
+            let line = error.description
+            #expect(!line.contains("\n") && line.contains("1.99.0") && line.contains("1.0.0") && line.contains("paging.from-the-future/1"))
+        }
+        #expect(!log.contains("abi-minor-needs: created"))
+    }
+
+    @Test func aDescriptorOfAnotherMajor_isRefusedAtLoad() async throws {
+        let path = try fixturePlugin("abi_descriptor_major2")
+        #expect(throws: PluginLoadError.descriptorABIMismatch(
+            path: path, id: "abi-major2", plugin: PluginABIVersion(major: 2, minor: 0, patch: 0), host: .host)) {
+            try PluginLibrary.open(path: path)
+        }
+    }
+
+    @Test(arguments: ["run", "validate", "browse"])
+    func aDescriptorOfAnotherMajor_isRefusedByEveryCommand(_ command: String) async throws {
+        let folder = scratchFolder()
+        let plugin = try fixturePlugin("abi_descriptor_major2")
+        try #"{"source": {"plugin": "\#(plugin)"}}"#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, [command, folder + "/m.json"])
+        #expect(result.code == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("plugin 'abi-major2' is built for plugin ABI 2.0.0, this host implements 1.0.0"))
+        #expect(result.stdout.isEmpty)
+
+        let listed = try await run(pagerCommand, ["plugins"], environment: ["PAGING_PLUGIN_PATH": URL(fileURLWithPath: plugin).deletingLastPathComponent().path])
+        #expect(listed.stdout.contains("abi_descriptor_major2") || listed.stderr.contains("abi_descriptor_major2"))
+        #expect((listed.stdout + listed.stderr).contains("2.0.0"))
+    }
+
+    // MARK: - Call handles
+
+    @Test func handlesKeptFromAnEarlierCall_orUsedFromAnotherThread_areRefusedAndLogged_neverApplied() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("stale_handles"))
+        let source = try library.makeSource(sink: log.sink)
+        let interceptor = try library.makeInterceptor(config: .object([("tag", .string("t"))]), sink: log.sink)
+        let pager = Pager(source: source, interceptors: [interceptor])
+        for key in ["0", "5", "7"] {
+            let page = try await pager.load(PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey(key)),
+                                                          params: params(pageSize: 3)))
+            // Not rewritten by the kept `out`, and without its item.
+            #expect(page.request.key == PluginKey(key))
+            let first = Int(key)!
+            #expect(page.values.texts == [first, first + 1, first + 2].map(String.init))
+            #expect(page.request.params.userInfo["thread"] == nil)
+        }
+        #expect(source.refreshKey == PluginKey("0"))
+        let refusals = log.messages.filter { $0.hasSuffix("; refused") }
+        #expect(refusals.contains { $0.contains("out_set_key: a out (intercept) handle kept from an earlier call, used during a later one") })
+        #expect(refusals.contains { $0.contains("out_add_item") } && refusals.contains { $0.contains("out_set_flags") })
+        #expect(refusals.contains { $0.contains("config_string: a config (create) handle") })
+        #expect(refusals.contains { $0.contains("out_set_param: a out (intercept) handle used after its call returned, or from another thread") })
+        #expect(refusals.contains { $0.contains("keys_set: a keys out (refresh_key/key_chain) handle") })
+        #expect(log.count(containing: "kept config read: NULL") == 2)
+        #expect(log.count(containing: "thread use refused") == 3)
+        #expect(log.count(containing: "kept keys refused") == 3)
+    }
+
+    // MARK: - Library init and deinit, host extensions, config types
+
+    @Test func initLearnsTheHostAndThePath_theHostOffersItsLogLevel_andConfigTypesTellAbsentFromWrong() async throws {
+        // A library of its own: other tests' processes run `lifecycle` too, and its deinit marks its path.
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_init")
+        let libraryLog = LogRecorder()
+        let previous = PluginLibrary.librarySink
+        PluginLibrary.librarySink = libraryLog.sink
+        defer { PluginLibrary.librarySink = previous }
+        let library = try PluginLibrary.open(path: path)
+        let identity = PluginHostIdentity.current
+        #expect(libraryLog.contains("init: host \(identity.name) \(identity.version), ABI 1.0, path \(library.path)"))
+
+        let config: JSONValue = .object([("s", .string("x")), ("i", .int(3)), ("d", .double(2.5)), ("b", .bool(true)),
+                                         ("n", .null), ("a", .array([])), ("o", .object([]))])
+        let interceptor = try library.makeInterceptor(config: config, sink: log.sink,
+                                                      limits: PluginLimits(logLevel: .warning))
+        #expect(log.contains("log-level 3")) // PAGING_LOG_WARNING
+        #expect(log.contains("unknown extension NULL"))
+        // PAGING_CONFIG_STRING, _INT, _DOUBLE, _BOOL, _NULL, _ARRAY, _OBJECT, _ABSENT
+        let expected = [("s", 5), ("i", 3), ("d", 4), ("b", 2), ("n", 1), ("a", 6), ("o", 7), ("missing", 0)]
+        for (key, type) in expected { #expect(log.contains("config \(key) \(type)"), "config \(key)") }
+
+        let marker = library.path + ".deinit"
+        PluginLibrary.shutDown()
+        #expect(!FileManager.default.fileExists(atPath: marker), "deinit ran with an instance alive")
+        interceptor.destroy()
+        PluginLibrary.shutDown()
+        #expect(FileManager.default.fileExists(atPath: marker))
+    }
+
+    @Test func anInitThatFails_refusesTheLibrary_withWhatItLogged() async throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fails",
+                                      extraFlags: ["-DFIXTURE_FAIL_INIT"])
+        do {
+            _ = try PluginLibrary.open(path: path)
+            Issue.record("a library whose init() failed was loaded")
+        } catch {
+            #expect(error == .initFailed(path: path, status: .invalidConfig, message: "init: no licence here"))
+        }
+    }
+
+    // MARK: - Instance extensions
+
+    @Test func health_isAskedOfPluginsThatOfferIt() async throws {
+        let file = scratchFolder() + "/data.jsonl"
+        writeJSONLines(count: 3, to: file)
+        let jsonlines = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+            .makeSource(config: .object([("path", .string(file))]), sink: log.sink)
+        #expect(jsonlines.health() == .healthy)
+        try FileManager.default.removeItem(atPath: file)
+        #expect(jsonlines.health() == .unhealthy(.notFound))
+        #expect(log.contains("cannot read '\(file)' any more"))
+
+        let store = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
+            .makeInterceptor(config: .object([("path", .string(scratchFolder() + "/store.db"))]), sink: log.sink)
+        #expect(store.health() == .healthy)
+        let logging = try PluginLibrary.open(path: shippedPlugin("logging")).makeInterceptor(sink: log.sink)
+        #expect(logging.health() == .notOffered)
+    }
+
+    @Test func validate_reportsEachPluginsHealth_andExits1WhenOneCannotServe() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "store.db", "busy_timeout_ms": 200}}, {"plugin": "logging"}]}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let healthy = try await run(pagerCommand, ["validate", folder + "/m.json"])
+        #expect(healthy.code == 0, "\(healthy.stderr)")
+        #expect(healthy.stdout.contains("source: jsonlines 1.0.0") && healthy.stdout.contains("): healthy"))
+        #expect(healthy.stdout.contains("interceptor: sqlite-store") && healthy.stdout.contains("interceptor: logging"))
+
+        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(lifecycle)", "config": {"health": 2}}]}
+        """.write(toFile: folder + "/sick.json", atomically: true, encoding: .utf8)
+        let sick = try await run(pagerCommand, ["validate", folder + "/sick.json"])
+        #expect(sick.code == 1, "\(sick.stderr)")
+        #expect(sick.stdout.contains("1 plugin(s) cannot serve now"))
+        #expect(sick.stdout.contains("interceptor: lifecycle 1.0.0") && sick.stdout.contains("): unhealthy (transient)"))
+        #expect(sick.stderr.contains("[error] lifecycle: health: 2"))
+    }
+}
+
+extension LoadedSource {
+    func refreshRequest(pageSize: Int) -> PagingRequest<PluginKey> {
+        PagingRequest(kind: .refresh, keyChain: keyChain(for: refreshKey), params: PagingRequestParams(pageSize: pageSize))
+    }
+}
