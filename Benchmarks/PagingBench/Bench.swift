@@ -32,6 +32,7 @@ func runBench() async -> Int32 {
         ("6", benchSQLiteStore),
         ("7", benchHTTP),
         ("8", benchPeakRSS),
+        ("9", benchJSONCheck),
     ]
     for (id, row) in rows where only.isEmpty || only.contains(id) {
         do {
@@ -41,7 +42,7 @@ func runBench() async -> Int32 {
             report.miss("\(id): failed: \(error)")
         }
     }
-    let order = ["1", "2", "3", "4", "5", "6", "7", "8"]
+    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9"]
     report.sortRows(by: order)
     let elapsed = Double(nowNs() - start) / 1e9
     var out = "## paging-bench\n\nMachine:\n" + machineDescription().joined(separator: "\n") + "\n\n"
