@@ -126,7 +126,7 @@ struct MisbehavingPluginTests {
         let folder = scratchFolder()
         let plugin = try fixturePlugin("enormous_page")
         let text = """
-        {"source": {"plugin": "\(plugin)", "id": "enormous-source", "config": {"item_len": 0, "item_count": 1000000}},
+        {"source": {"plugin": "\(plugin)", "id": "enormous-source", "config": {"item_len": 1, "item_count": 1000000}},
          "max_items_per_page": 100}
         """
         try text.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
