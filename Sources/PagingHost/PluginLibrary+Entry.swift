@@ -93,10 +93,17 @@ extension PluginLibrary {
         if size.isTooSmall(draft: \.`init`) {
             throw .invalidEntry(path: path, reason: "the entry's struct_size is \(entry.pointee.struct_size), smaller than any ABI 1.0 entry")
         }
-        if size.holds(\.`init`), let initialize = entry.pointee.`init` {
-            try runInit(initialize, path: path)
+        guard size.holds(\.`init`), let initialize = entry.pointee.`init` else {
+            return (version, try readDescriptors(entry, path: path))
         }
-        return (version, try readDescriptors(entry, path: path))
+        try runInit(initialize, path: path)
+        do {
+            return (version, try readDescriptors(entry, path: path))
+        } catch {
+            // Refused after init() succeeded: the library may release what it prepared.
+            if size.holds(\.deinit) { entry.pointee.deinit?() }
+            throw error
+        }
     }
 
     private static func runInit(

@@ -255,7 +255,7 @@ public struct PluginHost: @unchecked Sendable {
         return level.rawValue >= minLevel(table)
     }
 
-    /// The host's `paging.log-level/1`, asked for once.
+    /// The host's `paging.log-level/1` (a lookup by id on each call: only when logging).
     private var logLevel: UnsafePointer<paging_ext_log_level_t>? {
         guard let lookup = table.pointee.get_extension else { return nil }
         return lookup(table, PAGING_EXT_LOG_LEVEL)?.assumingMemoryBound(to: paging_ext_log_level_t.self)

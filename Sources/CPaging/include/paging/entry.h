@@ -7,10 +7,12 @@
  *       PAGING_ENTRY_HEAD, count, descriptor, create_source, NULL, NULL, NULL };
  *   PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &entry; }
  *
- * On load the host, in this order: checks entry->abi_version's major (and every descriptor's)
- * against its own, refusing another major with a line naming the library and both versions;
- * calls init() once; reads the descriptors; refuses a plugin whose required_extensions it
- * lacks. It never unloads a library: deinit() is called once when the host shuts down cleanly.
+ * On load the host, in this order: checks entry->abi_version's major against its own (another
+ * major is refused with a line naming the library and both versions); calls init() once;
+ * reads the descriptors, refusing the library when any states another major (init() was
+ * called: deinit() then follows at once). It refuses a plugin whose required_extensions it
+ * lacks when that plugin is chosen. It never unloads a library: deinit() is called once when
+ * the host shuts down cleanly.
  *
  * Core forever (version.h, rule 1): every member below; the structs grow at their end only.
  */
@@ -66,7 +68,7 @@ typedef struct paging_plugin_descriptor {
 typedef struct paging_library_info paging_library_info_t;
 
 /* What init() learns about the host and the library. Owned by the host; the struct and its
- * strings are borrowed for the init() call only. */
+ * strings are borrowed for the init() call only, and used on its thread. */
 struct paging_library_info {
     /* ---- ABI 1.0 ---- */
     uint32_t struct_size;              /* sizeof(paging_library_info_t) in the host's headers (version.h, rule 2). Value member. */
@@ -112,15 +114,16 @@ typedef struct paging_plugin_entry {
 
     /* ---- ABI 1.0 ---- */
 
-    /* Prepares the library, once, before anything else of it is called but paging_plugin_entry
-     * and this table's abi_version/struct_size. May be NULL. Returns PAGING_OK, or a
+    /* Prepares the library, once, before any other function of this table is called. May be
+     * NULL. Returns PAGING_OK, or a
      * PAGING_ERR_* code to refuse loading (log why through info->log first). `info` is borrowed
      * for the call. [called once, on the loading thread] */
     paging_status_t (*init)(const paging_library_info_t *info);
 
-    /* Releases what init() prepared, once, when the host shuts down cleanly, after every
-     * instance of the library was destroyed. May be NULL. Not called when init() failed or was
-     * never called, nor when the host is killed. [called once, no other call in flight] */
+    /* Releases what init() prepared, once: when the host shuts down cleanly, after every
+     * instance of the library was destroyed, or at once when the host refuses the library after
+     * init() succeeded. May be NULL. Not called when init() failed, nor when the host is
+     * killed. [called once, no other call in flight] */
     void (*deinit)(void);
 
     /* Members added in later 1.x versions go here, at the end. */

@@ -8,7 +8,8 @@
  * Ids are "paging.<name>/<version>"; a table never changes once its id is published, so a
  * changed extension is a new id ("paging.health/2"), and a side may offer both.
  *
- * Which side offers what in ABI 1.0:
+ * Which side offers what in ABI 1.0 (every 1.x host offers paging.log-level/1; a plugin
+ * still checks for NULL, as for any extension):
  *
  *   id                    offered by   what for
  *   paging.log-level/1    the host     the lowest level the host keeps: skip building lines it drops
@@ -48,8 +49,8 @@ typedef struct paging_ext_health {
     /* Says whether the instance can serve loads now - its file is readable, its database
      * writable, its server reachable - without loading a page. `self` is the instance pointer
      * create_* returned (a paging_source_t * or paging_interceptor_t *). Returns PAGING_OK, or a
-     * PAGING_ERR_* code after logging why through host->log. May block briefly; the host bounds
-     * it with its call timeout. [serialized] */
+     * PAGING_ERR_* code after logging why through host->log. May block briefly: keep it well
+     * under a second (pager validate waits for it). [serialized] */
     paging_status_t (*check)(void *self);
 } paging_ext_health_t;
 

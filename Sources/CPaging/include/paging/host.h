@@ -96,11 +96,13 @@ struct paging_host {
      * or not an integer (config_type tells which). Returns a value; nothing to free. [create-only] */
     int64_t (*config_int)(const paging_config_t *config, const char *key, int64_t default_value);
 
-    /* The top-level boolean for `key` as 1/0, or default_value when absent or not a boolean.
+    /* The top-level boolean for `key` as 1/0, or default_value when absent or not a boolean
+     * (config_type tells which).
      * Returns a value; nothing to free. [create-only] */
     uint32_t (*config_bool)(const paging_config_t *config, const char *key, uint32_t default_value);
 
-    /* The top-level number for `key`, or default_value when absent or not a number. Returns a
+    /* The top-level number for `key`, or default_value when absent or not a number
+     * (config_type tells which). Returns a
      * value; nothing to free. [create-only] */
     double (*config_double)(const paging_config_t *config, const char *key, double default_value);
 

@@ -15,7 +15,7 @@
  *      reader reads a member only when PAGING_STRUCT_HAS(ptr, type, member) says the writer's
  *      struct holds it - never by comparing version numbers. A host does this for every
  *      plugin-owned struct; a plugin built against a later 1.x does it for members of the
- *      host-owned structs (request, page, host table) that 1.0 lacks. Code written against
+ *      host-owned structs (request, page, host table, library info) that 1.0 lacks. Code written against
  *      1.0 needs no check for any member these headers declare.
  *   3. New capabilities are extensions, not core members. Each has a versioned string id
  *      ("paging.log-level/1") and a table of its own. The plugin asks the host
@@ -31,9 +31,11 @@
  *   6. A different MAJOR version breaks all of the above; the host refuses it, naming the
  *      library and both versions. PATCH changes comments only.
  *
- * Libraries built against the 1.0 draft headers (before struct_size existed) left those bytes
- * zero; the host reads such a library's structs as the draft defined them, so they keep
- * working unchanged.
+ * Libraries built against the 1.0 draft headers (before struct_size existed) keep working
+ * unchanged. In the entry and the descriptors, struct_size sits where the draft had padding,
+ * which static tables leave zero: the host reads a struct_size of 0 as "built against the
+ * draft", reads those tables as the draft defined them, and reads the library's instance
+ * tables only up to the draft's destroy member (they have no struct_size of their own).
  */
 #ifndef PAGING_VERSION_H
 #define PAGING_VERSION_H
