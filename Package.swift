@@ -37,7 +37,7 @@ let package = Package(
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),
         .target(name: "PagingTestSupport", dependencies: ["Paging", "PagingHost"], path: "Tests/Support"),
-        .testTarget(name: "PagerCheckTests", dependencies: ["PagingHost", "PagingConformance", "PagingTestSupport"]),
+        .testTarget(name: "PagerCheckTests", dependencies: ["Paging", "PagingHost", "PagingConformance", "PagingTestSupport"]),
         .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "ReliabilityTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "CSQLite"]),
         .testTarget(name: "LoopbackHTTPTests", dependencies: ["LoopbackHTTP", "GitHubFixtureServer"]),

@@ -12,7 +12,17 @@ extension Conformance {
         }
         do {
             let library = try PluginLibrary.open(path: path)
-            return done(scan(library.entry, runnable: true))
+            var plugins = scan(library.entry, runnable: true)
+            for index in plugins.indices {
+                guard let descriptor = library.descriptors.first(where: { $0.id == plugins[index].id }) else { continue }
+                do {
+                    _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind)
+                } catch {
+                    // A required extension this host lacks: the loader's one line says which.
+                    plugins[index].refusal = error.description
+                }
+            }
+            return done(plugins)
         } catch {
             switch error {
             case .fileNotFound, .notAFile, .unreadable, .notASharedObject, .loadFailed, .noEntrySymbol:
@@ -28,7 +38,16 @@ extension Conformance {
                       let entry = unsafeBitCast(symbol, to: paging_plugin_entry_fn.self)(),
                       entry.pointee.plugin_count != nil, entry.pointee.descriptor != nil
                 else { return done(problem: error.description) }
-                return done(problem: error.description, scan(entry, runnable: false))
+                var plugins = scan(entry, runnable: false)
+                // A struct smaller than any ABI 1.0 one is a build problem: abi-growth reports it.
+                let entryTooSmall = ABISizes.isTooSmall(entry.pointee.struct_size, draft: ABISizes.draftEntry)
+                for index in plugins.indices {
+                    guard let descriptor = entry.pointee.descriptor?(UInt32(index)) else { continue }
+                    if entryTooSmall || ABISizes.isTooSmall(descriptor.pointee.struct_size, draft: ABISizes.draftDescriptor) {
+                        plugins[index].refusal = error.description
+                    }
+                }
+                return done(problem: error.description, plugins)
             default:
                 return done(problem: error.description)
             }

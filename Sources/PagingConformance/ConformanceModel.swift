@@ -9,6 +9,13 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     /// Ids non-empty, unique, without spaces; a name; a semver-like version; a valid kind; the
     /// host's ABI major. Run for the whole library in one process (the listing).
     case descriptor
+    /// The library grows safely with the ABI (version.h): its entry and descriptor say
+    /// struct_size at least ABI 1.0's, and so does the instance table create_* returns; the
+    /// instance's get_extension answers NULL for an id it does not offer (an unknown one, and
+    /// ""). A library built against the 1.0 draft headers (struct_size 0) passes with a note;
+    /// the host's refusal (a struct smaller than 1.0's, a required host extension this host
+    /// lacks) fails it with the loader's message.
+    case abiGrowth = "abi-growth"
     /// Create and destroy with `{}`: a successful create or a clean failure (a code and a message).
     case createEmptyConfig = "create-empty-config"
     /// Create and destroy with a valid config (given, or the suite's sample for shipped
@@ -37,15 +44,28 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     case proceedIntact = "proceed-intact"
     /// Interceptor: handle() accepts any page (empty, 1,000 items, odd bytes, no keys).
     case handleAnyPage = "handle-any-page"
+    /// Source: about 5 pages (following the keys); interceptor: the pages of the requests it
+    /// answers itself (COMPLETE). The host fails a page holding an item that is not one JSON value
+    /// in valid UTF-8 ("item N is not valid JSON: ..."): none may. Skipped for an interceptor
+    /// that never answers a request.
+    case itemsValid = "items-valid"
+    /// The plugin's normal calls (creates; intercepts and handles, or refresh_key, key_chain and
+    /// fetches) without a call handle (config, out, keys out) used after its call or from
+    /// another thread: the host refuses and logs each such use.
+    case callHandles = "call-handles"
+    /// Each instance extension of ABI 1.0 the plugin offers works: paging.health/1 answers
+    /// within the timeout with PAGING_OK or a PAGING_ERR_* code. Skipped when it offers none.
+    case extensions
     /// A plugin flagged thread-safe: 4 tasks x 500 concurrent calls, no crash, consistent results.
     case threadSafe = "thread-safe"
 
     /// The checks that apply to a plugin of `kind`, in the order they run (after `descriptor`).
     public static func checks(for kind: PluginKind) -> [ConformanceCheck] {
-        let common: [ConformanceCheck] = [.createEmptyConfig, .createValidConfig, .createInvalidConfig, .createDestroyCycles]
+        let common: [ConformanceCheck] = [.abiGrowth, .createEmptyConfig, .createValidConfig, .createInvalidConfig, .createDestroyCycles]
+        let last: [ConformanceCheck] = [.callHandles, .extensions, .threadSafe]
         switch kind {
-        case .source: return common + [.refreshKey, .fetchCompletesOnce, .keysChain, .cancelSafe, .destroyInFlight, .threadSafe]
-        case .interceptor: return common + [.proceedIntact, .handleAnyPage, .threadSafe]
+        case .source: return common + [.refreshKey, .fetchCompletesOnce, .keysChain, .itemsValid, .cancelSafe, .destroyInFlight] + last
+        case .interceptor: return common + [.proceedIntact, .handleAnyPage, .itemsValid] + last
         }
     }
 }
@@ -110,6 +130,10 @@ public struct ConformancePluginListing: Sendable, Codable {
     public var problems: [String]
     /// The other checks can run: the host loads the library and the plugin.
     public var runnable: Bool
+    /// The loader's message when the host refuses this plugin for how it was built (a struct
+    /// smaller than ABI 1.0's, a required extension this host lacks): only abi-growth runs, and
+    /// reports it.
+    public var refusal: String?
 }
 
 /// What the listing process reports about a library.

@@ -107,7 +107,19 @@ public struct ConformanceRunner: Sendable {
                                      reason: listed.problems.isEmpty ? "\(listed.kind ?? "?")\(listed.threadSafe ? ", thread-safe" : "")"
                                                                      : listed.problems.joined(separator: "; "),
                                      durationMs: listing.durationMs))
-            guard listed.runnable, let kind = listed.kind.flatMap(PluginKind.init(rawValue:)) else { continue }
+            let kind = listed.kind.flatMap(PluginKind.init(rawValue:))
+            if listed.refusal != nil {
+                // The host refuses the plugin for how it was built: abi-growth says why, and
+                // nothing else can run.
+                record(await runCheck(.abiGrowth, path: path, plugin: listed.id))
+                guard listed.runnable, let kind else { continue }
+                for check in ConformanceCheck.checks(for: kind) where check != .abiGrowth {
+                    record(ConformanceResult(plugin: listed.id, check: check.rawValue, status: .skip,
+                                             reason: "the host refuses the plugin (see abi-growth)"))
+                }
+                continue
+            }
+            guard listed.runnable, let kind else { continue }
             for check in ConformanceCheck.checks(for: kind) {
                 record(await runCheck(check, path: path, plugin: listed.id))
             }

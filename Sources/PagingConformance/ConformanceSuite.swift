@@ -26,7 +26,10 @@ public enum Conformance {
             let context = Context(library: library, descriptor: descriptor, options: options)
             result = try await context.run(check)
         } catch {
-            result = ConformanceResult(plugin: id, check: check.rawValue, status: .fail, reason: "\(error)")
+            // abi-growth reports the loader's refusal of a library built wrong; other checks
+            // never get here for such a library.
+            let reason = check == .abiGrowth ? "the host refuses it: \(error)" : "\(error)"
+            result = ConformanceResult(plugin: id, check: check.rawValue, status: .fail, reason: reason)
         }
         result.plugin = id
         result.check = check.rawValue
@@ -36,15 +39,15 @@ public enum Conformance {
 }
 
 /// A check's verdict before the plugin and check names are filled in.
-private func pass(_ reason: String = "", notes: [String] = []) -> ConformanceResult {
+func pass(_ reason: String = "", notes: [String] = []) -> ConformanceResult {
     ConformanceResult(plugin: "", check: "", status: .pass, reason: reason, notes: notes)
 }
 
-private func fail(_ reason: String, notes: [String] = []) -> ConformanceResult {
+func fail(_ reason: String, notes: [String] = []) -> ConformanceResult {
     ConformanceResult(plugin: "", check: "", status: .fail, reason: reason, notes: notes)
 }
 
-private func skip(_ reason: String) -> ConformanceResult {
+func skip(_ reason: String) -> ConformanceResult {
     ConformanceResult(plugin: "", check: "", status: .skip, reason: reason)
 }
 
@@ -65,12 +68,17 @@ final class ConformanceLog: Sendable {
 
     var count: Int { lines.withLock { $0.count } }
 
+    /// The lines from line `start` on.
+    func lines(from start: Int = 0) -> [String] {
+        lines.withLock { Array($0.dropFirst(start)) }
+    }
+
     /// A sink that keeps nothing, for the create/destroy cycles.
     static let discard: PluginLogSink = { _, _, _ in }
 }
 
 /// A plugin instance made for a check.
-private enum Instance {
+enum Instance {
     case source(LoadedSource)
     case interceptor(LoadedInterceptor)
 
@@ -82,7 +90,7 @@ private enum Instance {
     }
 }
 
-private struct Context: Sendable {
+struct Context: Sendable {
     let library: PluginLibrary
     let descriptor: PluginDescriptor
     let options: ConformanceOptions
@@ -109,6 +117,14 @@ private struct Context: Sendable {
         case .destroyInFlight: return try await requireSource { try await destroyInFlight($0, $1) }
         case .proceedIntact: return try await requireInterceptor { await proceedIntact($0, $1) }
         case .handleAnyPage: return try await requireInterceptor { await handleAnyPage($0, $1) }
+        case .abiGrowth: return abiGrowth()
+        case .itemsValid:
+            switch descriptor.kind {
+            case .source: return try await requireSource { await itemsValid($0, $1) }
+            case .interceptor: return try await requireInterceptor { await itemsValid($0, $1) }
+            }
+        case .callHandles: return try await callHandles()
+        case .extensions: return await extensions()
         case .threadSafe:
             guard descriptor.isThreadSafe else { return skip("not flagged PAGING_PLUGIN_THREAD_SAFE: the host serializes its calls") }
             switch descriptor.kind {
@@ -274,6 +290,7 @@ private struct Context: Sendable {
     /// Why a fetch error is the plugin's fault, or `nil` when it is a clean failure.
     func misbehaviour(_ error: any Error) -> String? {
         guard let error = error as? PluginError else { return "\(error)" }
+        if Conformance.invalidItem(error) != nil { return nil } // items-valid's business
         if error.status == .timeout, error.message.hasPrefix("the fetch did not complete within") {
             return "the fetch did not complete within \(timeoutText)"
         }
@@ -317,6 +334,10 @@ private struct Context: Sendable {
             do {
                 page = try await source.fetch(request: PluginRequest(kind: .append, keyChain: source.keyChain(for: next), params: params))
             } catch {
+                if Conformance.invalidItem(error) != nil {
+                    return pass("\(count) pages, then page \(count + 1) (key \(show(next))) failed over its items",
+                                notes: ["page \(count + 1) holds an item that is not valid JSON (see items-valid)"])
+                }
                 return fail("appending page \(count + 1) (key \(show(next))) failed: \(error)")
             }
             count += 1
@@ -430,6 +451,11 @@ private struct Context: Sendable {
             do {
                 _ = try await pager.load(request)
             } catch {
+                if Conformance.invalidItem(error) != nil {
+                    answered += 1
+                    note(&notes, "answers some requests with items that are not valid JSON (see items-valid)")
+                    continue
+                }
                 if let error = error as? PluginError, error.status == .invalidArgument || error.message.hasPrefix("intercept returned unknown code") {
                     return fail("intercept of \(describe(request)): \(error.message)")
                 }
@@ -487,7 +513,7 @@ private struct Context: Sendable {
                                 }
                                 firstAnswer[slot] = page.values
                             }
-                        } catch let error as PluginError where error.status == .invalidArgument {
+                        } catch let error as PluginError where error.status == .invalidArgument && Conformance.invalidItem(error) == nil {
                             return "task \(task), call \(call): \(error.message)"
                         } catch {}
                     }
@@ -562,7 +588,7 @@ private struct Outcome: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// The source behind an interceptor under check: records what reaches it, answers anything.
-private final class RecordingSource: PagingSource, Sendable {
+final class RecordingSource: PagingSource, Sendable {
     private let seen = Mutex<[PluginRequest]>([])
     let refreshKey = PluginKey("0")
 
@@ -576,12 +602,12 @@ private final class RecordingSource: PagingSource, Sendable {
     }
 }
 
-private func show(_ key: PluginKey) -> String {
+func show(_ key: PluginKey) -> String {
     guard let text = key.text, !text.contains(where: { $0.isNewline || $0 == "\0" }) else { return key.description }
     return "'\(text)'"
 }
 
-private func clip(_ text: String, _ limit: Int = 160) -> String {
+func clip(_ text: String, _ limit: Int = 160) -> String {
     text.count <= limit ? text : String(text.prefix(limit)) + "..."
 }
 

@@ -14,6 +14,10 @@ struct CheckCommand {
 
     checks:
       descriptor              ids (non-empty, unique, no spaces), name, version, kind, ABI major
+      abi-growth              entry, descriptor and instance table say struct_size (at least
+                              ABI 1.0's; 0 = built against the 1.0 draft headers: a note);
+                              get_extension answers NULL for unknown ids; the host's refusal
+                              (struct too small, a required extension it lacks) fails it
       create-empty-config     create/destroy with {}: created, or refused with a code and a message
       create-valid-config     create/destroy with a valid config (--config, or the sample for a
                               shipped plugin, or {}): must be created
@@ -25,11 +29,17 @@ struct CheckCommand {
       fetch-completes-once    (source) a fetch completes or fails exactly once, within --timeout-ms
       keys-chain              (source) 10 appended pages: each page's previous key is the page
                               before's key, no key repeats, stops at the end
+      items-valid             (source) 5 pages, (interceptor) the pages it answers itself: every
+                              item one JSON value in valid UTF-8
       cancel-safe             (source) 50 fetches cancelled after 0-5 ms all finish; cancel of
                               unknown and finished ids is ignored
       proceed-intact          (interceptor) a proceeding request reaches the source intact; a
                               rewrite (key, page size, params) is reported as a note
       handle-any-page         (interceptor) handle() of an empty page, 1,000 items, odd bytes, no keys
+      call-handles            creates, intercepts/handles or refresh_key/key_chain/fetches: no
+                              config, out or keys-out handle used after its call or off its thread
+      extensions              each instance extension offered works: paging.health/1 answers
+                              within --timeout-ms with PAGING_OK or a PAGING_ERR_* code
       thread-safe             (flagged thread-safe) 4 tasks x 500 concurrent calls, consistent results
 
     options:

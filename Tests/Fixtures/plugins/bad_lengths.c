@@ -76,6 +76,7 @@ static paging_source_t *create_source(const char *plugin_id, const paging_host_t
     f->base.fetch = src_fetch;
     f->base.cancel = NULL;
     f->base.destroy = src_destroy;
+    f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
 }
 
@@ -90,6 +91,7 @@ static paging_interceptor_t *create_interceptor(const char *plugin_id, const pag
     f->base.intercept = icp_intercept;
     f->base.handle = NULL;
     f->base.destroy = icp_destroy;
+    f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
 }
 

@@ -1,8 +1,9 @@
 /* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/check_crash_intercept.c -o libcheck_crash_intercept.so */
 /*
  * Broken fixture for `pager check`: interceptor "crash-intercept" calls abort() in intercept().
- * Everything else (create, destroy, handle) is correct. Expected: proceed-intact fails with
- * "crashed (SIGABRT)"; every other check passes (thread-safe is skipped: not flagged).
+ * Everything else (create, destroy, handle) is correct. Expected: the checks that intercept
+ * requests (proceed-intact, items-valid, call-handles) fail with "crashed (SIGABRT)"; every other
+ * check passes (thread-safe is skipped: not flagged).
  */
 #include <stdlib.h>
 
@@ -29,6 +30,7 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
     i->intercept = fx_intercept;
     i->handle = fx_handle;
     i->destroy = fx_destroy;
+    i->struct_size = (uint32_t)sizeof *i;
     return i;
 }
 

@@ -26,6 +26,7 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
     i->intercept = fx_intercept;
     i->handle = NULL;
     i->destroy = fx_destroy;
+    i->struct_size = (uint32_t)sizeof *i;
     return i;
 }
 

@@ -50,6 +50,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->base.fetch = fx_fetch;
     f->base.cancel = NULL;
     f->base.destroy = fx_destroy;
+    f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
 }
 

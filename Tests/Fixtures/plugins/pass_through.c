@@ -123,6 +123,7 @@ static paging_source_t *create_source(const char *plugin_id, const paging_host_t
     c->base.fetch = counting_fetch;
     c->base.cancel = NULL;
     c->base.destroy = counting_destroy;
+    c->base.struct_size = (uint32_t)sizeof c->base;
     return &c->base;
 }
 
@@ -135,6 +136,7 @@ static paging_interceptor_t *create_interceptor(const char *plugin_id, const pag
     p->intercept = pass_intercept;
     p->handle = NULL;
     p->destroy = pass_destroy;
+    p->struct_size = (uint32_t)sizeof *p;
     return p;
 }
 

@@ -1,0 +1,433 @@
+import CPaging
+import Dispatch
+import Foundation
+import Paging
+import PagingHost
+import Synchronization
+
+// The checks of how a plugin keeps the finished ABI 1.0: struct sizes and extensions
+// (abi-growth, extensions), call handles (call-handles) and items (items-valid).
+
+/// The sizes of the plugin-owned structs in ABI 1.0, and in the 1.0 draft (before struct_size
+/// existed: the offset of each struct's first 1.0 member).
+enum ABISizes {
+    static let entry = MemoryLayout<paging_plugin_entry_t>.size
+    static let descriptor = MemoryLayout<paging_plugin_descriptor_t>.size
+    static let source = MemoryLayout<paging_source_t>.size
+    static let interceptor = MemoryLayout<paging_interceptor_t>.size
+    static let draftEntry = MemoryLayout<paging_plugin_entry_t>.offset(of: \.`init`)!
+    static let draftDescriptor = MemoryLayout<paging_plugin_descriptor_t>.offset(of: \.required_extensions)!
+
+    /// A struct_size no ABI 1.0 library writes, and the loader refuses: not 0 (the draft), and
+    /// smaller than the draft's struct.
+    static func isTooSmall(_ size: UInt32, draft: Int) -> Bool { size != 0 && Int(size) < draft }
+}
+
+extension Conformance {
+    /// An extension id no one offers, for get_extension to answer NULL.
+    static let unknownExtension = "paging.no-such-extension/1"
+
+    /// The instance extensions of ABI 1.0 (extensions.h).
+    static let instanceExtensions = [PAGING_EXT_HEALTH]
+
+    /// The host's failure of a page holding an item that is not one JSON value in valid UTF-8,
+    /// from "item N is not valid JSON: ..." on; `nil` for any other error.
+    static func invalidItem(_ error: any Error) -> String? {
+        let text = (error as? PluginError)?.message ?? "\(error)"
+        guard let range = text.range(of: "item [0-9]+ is not valid JSON: ", options: .regularExpression) else { return nil }
+        return String(text[range.lowerBound...])
+    }
+
+    /// A line the host logs when it refuses a call handle used outside its call or thread.
+    static func isRefusedHandle(_ line: String) -> Bool {
+        line.hasSuffix("; refused") && line.contains("handle")
+    }
+
+    /// "PAGING_OK", "PAGING_ERR_TRANSIENT"...; `nil` for a code ABI 1.0 does not define.
+    static func statusName(_ code: UInt32) -> String? {
+        let names: [UInt32: String] = [
+            PAGING_OK: "PAGING_OK", PAGING_ERR_CANCELLED: "PAGING_ERR_CANCELLED", PAGING_ERR_TRANSIENT: "PAGING_ERR_TRANSIENT",
+            PAGING_ERR_TIMEOUT: "PAGING_ERR_TIMEOUT", PAGING_ERR_INVALID_CONFIG: "PAGING_ERR_INVALID_CONFIG",
+            PAGING_ERR_INVALID_REQUEST: "PAGING_ERR_INVALID_REQUEST", PAGING_ERR_NOT_FOUND: "PAGING_ERR_NOT_FOUND",
+            PAGING_ERR_INTERNAL: "PAGING_ERR_INTERNAL", PAGING_ERR_INVALID_ARGUMENT: "PAGING_ERR_INVALID_ARGUMENT",
+            PAGING_ERR_UNSUPPORTED: "PAGING_ERR_UNSUPPORTED",
+        ]
+        return names[code]
+    }
+
+    /// `body`'s result, or `nil` when it has not returned within `timeout`. It runs on a thread
+    /// of its own, which goes on (holding what `body` holds) when it does not return.
+    static func bounded<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () -> T) async -> T? {
+        await withCheckedContinuation { continuation in
+            let once = ResumeFirst(continuation)
+            Thread.detachNewThread { once.resume(body()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) { once.resume(nil) }
+        }
+    }
+}
+
+/// Resumes a continuation with the first value it is given.
+private final class ResumeFirst<T: Sendable>: Sendable {
+    private let continuation: Mutex<CheckedContinuation<T?, Never>?>
+
+    init(_ continuation: CheckedContinuation<T?, Never>) {
+        self.continuation = Mutex(continuation)
+    }
+
+    func resume(_ value: T?) {
+        continuation.withLock { continuation in
+            defer { continuation = nil }
+            return continuation
+        }?.resume(returning: value)
+    }
+}
+
+extension Instance {
+    /// The instance's `paging.health/1` answer.
+    func health() -> PluginHealth {
+        switch self {
+        case .source(let source): source.health()
+        case .interceptor(let interceptor): interceptor.health()
+        }
+    }
+}
+
+/// What an instance table says about itself, read as the plugin filled it.
+struct TableFacts {
+    var name: String
+    var create: String
+    var fullSize: Int
+    /// `nil` for a library built against the draft headers, whose table has no struct_size.
+    var structSize: UInt32?
+    var hasGetExtension = false
+    /// The ids get_extension answered with a table although the instance cannot offer them.
+    var unknownAnswered: [String] = []
+    /// The instance extensions of ABI 1.0 it offers.
+    var offered: [String] = []
+
+    init(name: String, create: String, fullSize: Int) {
+        self.name = name
+        self.create = create
+        self.fullSize = fullSize
+    }
+
+    /// Asks get_extension for ids nobody offers (it must answer NULL) and for those of ABI 1.0.
+    mutating func probe(_ lookup: (UnsafePointer<CChar>) -> UnsafeRawPointer?) {
+        hasGetExtension = true
+        unknownAnswered = [Conformance.unknownExtension, ""].filter { id in id.withCString { lookup($0) } != nil }
+        offered = Conformance.instanceExtensions.filter { id in id.withCString { lookup($0) } != nil }
+    }
+}
+
+/// What driving a source through its normal calls met.
+struct SourceWalk {
+    var keyChains = 0
+    var fetches = 0
+    var loaded = 0
+    var items = 0
+    /// The fetches that failed: their number (1-based), key and error.
+    var failures: [(page: Int, key: PluginKey, error: any Error)] = []
+    /// The walk stopped because no key followed.
+    var ended = false
+}
+
+/// What driving an interceptor through its normal calls met.
+struct InterceptorTraffic {
+    var intercepts = 0
+    var handles = 0
+    /// Requests it answered itself (COMPLETE), with a page the host took or refused.
+    var answered = 0
+    var answeredItems = 0
+    /// The answered requests whose page the host refused over an item.
+    var invalid: [(request: PluginRequest, message: String)] = []
+}
+
+extension Context {
+    var validConfig: JSONValue { Conformance.validConfig(for: descriptor.id, options) }
+
+    // MARK: - abi-growth
+
+    func abiGrowth() -> ConformanceResult {
+        // A required extension this host lacks: the loader's one line.
+        do {
+            _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind)
+        } catch {
+            return fail("the host refuses it: \(error)")
+        }
+        guard let raw = rawDescriptor() else { return fail("not listed by the library") }
+        let entrySize = library.entry.pointee.struct_size, descriptorSize = raw.pointee.struct_size
+        var problems: [String] = [], notes: [String] = []
+        if entrySize != 0, Int(entrySize) < ABISizes.entry {
+            problems.append("the entry's struct_size is \(entrySize), smaller than ABI 1.0's \(ABISizes.entry) bytes: start its initializer with PAGING_ENTRY_HEAD")
+        }
+        if descriptorSize != 0, Int(descriptorSize) < ABISizes.descriptor {
+            problems.append("the descriptor's struct_size is \(descriptorSize), smaller than ABI 1.0's \(ABISizes.descriptor) bytes: start its initializer with PAGING_DESCRIPTOR_HEAD")
+        }
+        let draft = entrySize == 0 || descriptorSize == 0
+        if draft { notes.append("built against the 1.0 draft headers: rebuild to offer extensions") }
+        let host = PluginABIVersion.host
+        if let newer = [library.abiVersion, descriptor.abiVersion].first(where: { $0.minor > host.minor }) {
+            notes.append("built against ABI \(newer), newer than this host's \(host): it requires no extension this host lacks, and the host reads only the members of \(host.major).\(host.minor)")
+        }
+        if !descriptor.requiredExtensions.isEmpty {
+            notes.append("requires the host extensions \(descriptor.requiredExtensions.joined(separator: ", ")), which this host offers")
+        }
+        let table: TableFacts
+        switch inspectTable(validConfig) {
+        case .failure(let error):
+            if !problems.isEmpty { return fail(problems.joined(separator: "; "), notes: notes) }
+            return skip("cannot be created with a valid config (see create-valid-config), so its table cannot be checked: \(error)")
+        case .success(let facts):
+            table = facts
+        }
+        if let size = table.structSize {
+            if size == 0 {
+                problems.append("the \(table.name) table \(table.create) returns has struct_size 0: set it to sizeof(\(table.name)) (without it the host reads none of the table's 1.0 members, so never asks for extensions)")
+            } else if Int(size) < table.fullSize {
+                problems.append("the \(table.name) table \(table.create) returns has struct_size \(size), smaller than ABI 1.0's \(table.fullSize) bytes: set it to sizeof(\(table.name))")
+            }
+        }
+        if !table.unknownAnswered.isEmpty {
+            let ids = table.unknownAnswered.map { "\"\($0)\"" }.joined(separator: " and ")
+            problems.append("get_extension answered a table for \(ids), which it cannot offer: it must answer NULL for every id the instance does not offer")
+        }
+        if !problems.isEmpty { return fail(problems.joined(separator: "; "), notes: notes) }
+        if draft {
+            return pass("built against the 1.0 draft headers (struct_size 0): the host reads its structs as the draft defined them", notes: notes)
+        }
+        var reason = "struct_size: entry \(entrySize), descriptor \(descriptorSize), \(table.name) \(table.structSize ?? 0) (ABI 1.0: \(ABISizes.entry), \(ABISizes.descriptor), \(table.fullSize))"
+        if table.hasGetExtension {
+            reason += "; get_extension answers NULL for unknown ids"
+            if !table.offered.isEmpty { reason += "; offers \(table.offered.joined(separator: ", "))" }
+        } else {
+            reason += "; no get_extension (no extensions)"
+        }
+        return pass(reason, notes: notes)
+    }
+
+    /// The descriptor of this plugin as the library states it.
+    func rawDescriptor() -> UnsafePointer<paging_plugin_descriptor_t>? {
+        guard let count = library.entry.pointee.plugin_count, let describe = library.entry.pointee.descriptor else { return nil }
+        for index in 0..<min(count(), 1_000) {
+            if let raw = describe(index), raw.pointee.id.map({ String(cString: $0) }) == descriptor.id { return raw }
+        }
+        return nil
+    }
+
+    /// Creates an instance with `config` and reads its table as the plugin filled it: its
+    /// struct_size, and what get_extension answers. Destroys it afterwards.
+    func inspectTable(_ config: JSONValue) -> Result<TableFacts, PluginLoadError> {
+        let instance = PluginInstance(label: "\(descriptor.id) (\(library.path))", sink: ConformanceLog.discard, limits: limits)
+        defer { instance.destroyed.store(true, ordering: .releasing) }
+        do {
+            switch descriptor.kind {
+            case .source:
+                guard let create = library.entry.pointee.create_source else {
+                    throw PluginLoadError.invalidEntry(path: library.path, reason: "plugin '\(descriptor.id)' is a source but create_source is NULL")
+                }
+                let plugin = try library.create(descriptor, config, instance) { create($0, instance.table, $1) }
+                defer { plugin.pointee.destroy?(plugin) }
+                var facts = TableFacts(name: "paging_source_t", create: "create_source", fullSize: ABISizes.source)
+                // A draft library's table ends before struct_size: nothing more to read.
+                guard !descriptor.isDraft else { return .success(facts) }
+                let size = plugin.pointee.struct_size
+                facts.structSize = size
+                let end = MemoryLayout<paging_source_t>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size
+                if Int(size) >= end, let lookup = plugin.pointee.get_extension { facts.probe { lookup(plugin, $0) } }
+                return .success(facts)
+            case .interceptor:
+                guard let create = library.entry.pointee.create_interceptor else {
+                    throw PluginLoadError.invalidEntry(path: library.path, reason: "plugin '\(descriptor.id)' is an interceptor but create_interceptor is NULL")
+                }
+                let plugin = try library.create(descriptor, config, instance) { create($0, instance.table, $1) }
+                defer { plugin.pointee.destroy?(plugin) }
+                var facts = TableFacts(name: "paging_interceptor_t", create: "create_interceptor", fullSize: ABISizes.interceptor)
+                guard !descriptor.isDraft else { return .success(facts) }
+                let size = plugin.pointee.struct_size
+                facts.structSize = size
+                let end = MemoryLayout<paging_interceptor_t>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size
+                if Int(size) >= end, let lookup = plugin.pointee.get_extension { facts.probe { lookup(plugin, $0) } }
+                return .success(facts)
+            }
+        } catch let error as PluginLoadError {
+            return .failure(error)
+        } catch {
+            return .failure(.invalidEntry(path: library.path, reason: "\(error)"))
+        }
+    }
+
+    // MARK: - extensions
+
+    func extensions() async -> ConformanceResult {
+        if descriptor.isDraft { return skip("built against the 1.0 draft headers, which have no extensions") }
+        let log = ConformanceLog()
+        let instance: Instance
+        switch makeValid(sink: log.sink) {
+        case .refused(let result): return result
+        case .made(let made): instance = made
+        }
+        let start = ContinuousClock.now
+        guard let health = await Conformance.bounded(options.fetchTimeout, { instance.health() }) else {
+            // The call goes on and holds the instance, which is left to it rather than
+            // destroyed under it.
+            return fail("\(PAGING_EXT_HEALTH): check() did not return within \(timeoutText)")
+        }
+        let took = Int(Conformance.milliseconds(since: start))
+        let logged = log.lines()
+        instance.destroy()
+        switch health {
+        case .notOffered:
+            return skip("offers no instance extension of ABI 1.0 (\(Conformance.instanceExtensions.joined(separator: ", ")))")
+        case .healthy:
+            return pass("\(PAGING_EXT_HEALTH): check() answered PAGING_OK in \(took) ms")
+        case .unhealthy(let status):
+            guard let name = Conformance.statusName(status.rawValue) else {
+                return fail("\(PAGING_EXT_HEALTH): check() answered \(status.rawValue), which is neither PAGING_OK nor a PAGING_ERR_* code of ABI 1.0")
+            }
+            guard let why = logged.last else {
+                return pass("\(PAGING_EXT_HEALTH): check() answered \(name) in \(took) ms",
+                            notes: ["answered \(name) without saying why through host->log"])
+            }
+            return pass("\(PAGING_EXT_HEALTH): check() answered \(name) in \(took) ms: \(clip(why))")
+        }
+    }
+
+    // MARK: - call-handles
+
+    func callHandles() async throws -> ConformanceResult {
+        let log = ConformanceLog()
+        var instances: [Instance] = []
+        defer { for instance in instances { instance.destroy() } }
+        var refusedCreates = 0
+        for _ in 0..<3 {
+            switch create(validConfig, sink: log.sink) {
+            case .success(let instance): instances.append(instance)
+            case .failure(let error):
+                if instances.isEmpty { return skip("cannot be created with a valid config (see create-valid-config): \(error)") }
+                refusedCreates += 1
+            }
+        }
+        let creates = instances.count + refusedCreates
+        var total = creates
+        var calls: [String]
+        switch instances[0] {
+        case .source(let source):
+            let walk = await walk(source, pages: 6)
+            total += creates + walk.keyChains + walk.fetches
+            calls = [count(creates, "create") + ", each with refresh_key", "\(walk.keyChains) key_chain", count(walk.fetches, "fetch", "fetches")]
+        case .interceptor(let interceptor):
+            let traffic = await drive(interceptor, rounds: 3)
+            total += traffic.intercepts + traffic.handles
+            calls = [count(creates, "create"), count(traffic.intercepts, "intercept"), count(traffic.handles, "handle")]
+        }
+        // A handle kept for a thread of the plugin's own would be used about now.
+        try await Task.sleep(for: .milliseconds(200))
+        let refused = log.lines().filter(Conformance.isRefusedHandle)
+        guard let first = refused.first else {
+            return pass("\(total) calls (\(calls.joined(separator: ", "))), no call handle used outside its call")
+        }
+        var functions: [String] = []
+        for line in refused {
+            let function = String(line.prefix { $0 != ":" })
+            if !functions.contains(function) { functions.append(function) }
+        }
+        return fail("over \(total) calls, the host refused \(count(refused.count, "use")) of a call handle outside its call (\(functions.joined(separator: ", "))); the first: \"\(first)\"")
+    }
+
+    // MARK: - items-valid
+
+    func itemsValid(_ source: LoadedSource, _ log: ConformanceLog) async -> ConformanceResult {
+        let walk = await walk(source, pages: 5)
+        let invalid = walk.failures.compactMap { failure in
+            Conformance.invalidItem(failure.error).map { (page: failure.page, key: failure.key, message: $0) }
+        }
+        if let first = invalid.first {
+            let more = invalid.count > 1 ? "; \(invalid.count - 1) more of the \(walk.fetches) pages fetched failed the same way" : ""
+            return fail("page \(first.page) (key \(show(first.key))): \(first.message)\(more)")
+        }
+        if walk.loaded == 0, let failure = walk.failures.first {
+            return skip("the refresh fetch failed, so there are no items to check (see fetch-completes-once): \(failure.error)")
+        }
+        let notes = walk.failures.map { "page \($0.page) (key \(show($0.key))) failed: \($0.error)" }
+        return pass("\(count(walk.loaded, "page")), \(count(walk.items, "item")), every one valid JSON\(walk.ended ? ", then the end" : "")", notes: notes)
+    }
+
+    func itemsValid(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
+        let traffic = await drive(interceptor, rounds: 2)
+        if let first = traffic.invalid.first {
+            let more = traffic.invalid.count > 1 ? "; \(count(traffic.invalid.count - 1, "more answered page")) failed the same way" : ""
+            return fail("answered \(describe(first.request)) with a page the host refused: \(first.message)\(more)")
+        }
+        guard traffic.answered > 0 else {
+            return skip("never answers requests itself (\(traffic.intercepts) requests, all passed on)")
+        }
+        return pass("answered \(traffic.answered) of \(traffic.intercepts) requests itself, \(count(traffic.answeredItems, "item")), every one valid JSON")
+    }
+
+    // MARK: - Driving
+
+    /// "1 page", "5 pages".
+    func count(_ number: Int, _ singular: String, _ plural: String? = nil) -> String {
+        "\(number) \(number == 1 ? singular : plural ?? singular + "s")"
+    }
+
+    /// Fetches up to `pages` pages from the refresh key on, each after its key_chain, following
+    /// the page's next key (or the chain's, when a page fails).
+    func walk(_ source: LoadedSource, pages limit: Int) async -> SourceWalk {
+        var walk = SourceWalk()
+        var key = source.refreshKey, kind = PagingRequestKind.refresh
+        var seen: Set<PluginKey> = [key]
+        while walk.fetches < limit {
+            let chain = source.keyChain(for: key)
+            walk.keyChains += 1
+            walk.fetches += 1
+            let next: PluginKey?
+            do {
+                let page = try await source.fetch(request: PluginRequest(kind: kind, keyChain: chain, params: params))
+                walk.loaded += 1
+                walk.items += page.values.count
+                next = page.nextKey
+            } catch {
+                walk.failures.append((walk.fetches, key, error))
+                next = chain.nextKey
+            }
+            guard let next else {
+                walk.ended = true
+                break
+            }
+            guard seen.insert(next).inserted else { break }
+            key = next
+            kind = .append
+        }
+        return walk
+    }
+
+    /// The sample requests, `rounds` times: intercept each, pass what proceeds to a recording
+    /// source, and hand its page to handle() when the interceptor asks to observe it.
+    func drive(_ interceptor: LoadedInterceptor, rounds: Int) async -> InterceptorTraffic {
+        let source = RecordingSource()
+        var traffic = InterceptorTraffic()
+        for _ in 0..<rounds {
+            for request in Self.sampleRequests {
+                traffic.intercepts += 1
+                do {
+                    switch try await interceptor.intercept(request: request) {
+                    case .proceed(let next, let observe):
+                        guard observe else { continue }
+                        let page = try await source.fetch(request: next)
+                        await interceptor.handle(page: page)
+                        traffic.handles += 1
+                    case .complete(let page):
+                        traffic.answered += 1
+                        traffic.answeredItems += page.values.count
+                    }
+                } catch {
+                    guard let message = Conformance.invalidItem(error) else { continue }
+                    traffic.answered += 1
+                    traffic.invalid.append((request, message))
+                }
+            }
+        }
+        return traffic
+    }
+}

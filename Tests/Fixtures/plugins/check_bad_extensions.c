@@ -1,0 +1,99 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/check_bad_extensions.c -o libcheck_bad_extensions.so */
+/*
+ * Fixture for `pager check`: four interceptors (each lets every request proceed) that offer
+ * paging.health/1, some wrongly:
+ *   "greedy-extensions" answers its health table for every id get_extension is asked for, also
+ *     ids it cannot offer. Expected: abi-growth fails (get_extension must answer NULL for them).
+ *   "bad-health"  health check() answers 42, which is no status code. Expected: extensions fails.
+ *   "slow-health" health check() takes 3 s. Expected: extensions fails (the check's timeout).
+ *   "unhealthy"   health check() logs why and answers PAGING_ERR_TRANSIENT: a valid answer,
+ *     named in extensions' reason, which passes.
+ * Every other check passes.
+ */
+#define _POSIX_C_SOURCE 199309L
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "paging/paging.h"
+
+enum { GREEDY, BAD, SLOW, UNHEALTHY, PLUGINS };
+
+typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; } fixture;
+
+static paging_status_t fx_check(void *self)
+{
+    fixture *f = (fixture *)self;
+    switch (f->which) {
+    case BAD:
+        return 42u; /* deliberate: not a status code */
+    case SLOW: {
+        struct timespec pause;
+        pause.tv_sec = 3;
+        pause.tv_nsec = 0;
+        nanosleep(&pause, NULL); /* deliberate: longer than the check's timeout */
+        return PAGING_OK;
+    }
+    case UNHEALTHY:
+        f->host->log(f->host, PAGING_LOG_WARNING, "the upstream is unreachable");
+        return PAGING_ERR_TRANSIENT;
+    default:
+        return PAGING_OK;
+    }
+}
+
+static const paging_ext_health_t fx_health = { fx_check };
+
+static const void *fx_get_extension(paging_interceptor_t *self, const char *id)
+{
+    fixture *f = (fixture *)self;
+    if (f->which == GREEDY) return &fx_health; /* deliberate: whatever the id */
+    return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &fx_health : NULL;
+}
+
+static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self;
+    (void)request;
+    (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void fx_destroy(paging_interceptor_t *self) { free(self); }
+
+static const paging_plugin_descriptor_t fx_descriptors[PLUGINS] = {
+    { PAGING_DESCRIPTOR_HEAD, "greedy-extensions", "Greedy get_extension (fixture)", "1.0.0",
+      "Answers a table for any extension id.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "bad-health", "Health answering 42 (fixture)", "1.0.0",
+      "Its health check answers no status code.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "slow-health", "Slow health (fixture)", "1.0.0",
+      "Its health check takes 3 s.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "unhealthy", "Unhealthy (fixture)", "1.0.0",
+      "Its health check says the upstream is unreachable.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+};
+
+static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    fixture *f;
+    int which;
+    for (which = 0; which < PLUGINS; which++) {
+        if (strcmp(plugin_id, fx_descriptors[which].id) == 0) break;
+    }
+    if (which == PLUGINS) { host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "unknown plugin id"); return NULL; }
+    f = (fixture *)calloc(1, sizeof *f);
+    if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    f->host = host;
+    f->which = which;
+    f->base.plugin_data = f;
+    f->base.intercept = fx_intercept;
+    f->base.destroy = fx_destroy;
+    f->base.struct_size = (uint32_t)sizeof f->base;
+    f->base.get_extension = fx_get_extension;
+    return &f->base;
+}
+
+static uint32_t fx_count(void) { return PLUGINS; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i < PLUGINS ? &fx_descriptors[i] : NULL; }
+static const paging_plugin_entry_t fx_entry = { PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, NULL, fx_create, NULL, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &fx_entry; }
