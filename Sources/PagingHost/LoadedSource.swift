@@ -206,6 +206,14 @@ final class FetchWatchdog: Sendable {
 }
 
 extension PluginInstance {
+    /// Remembers a fetch the host ended while the plugin may still complete it (bounded).
+    func rememberEnded(_ id: UInt64, _ status: PluginStatus) {
+        abandoned.withLock { abandoned in
+            if abandoned.count >= 1_024, let oldest = abandoned.keys.min() { abandoned[oldest] = nil }
+            abandoned[id] = status
+        }
+    }
+
     /// Finishes a fetch on the host's side (timeout, cancellation); a no-op once it finished.
     package func finishFetch(_ id: UInt64, _ result: FetchResult) {
         let (ended, waiter) = fetches.withLock { fetches -> (Bool, CheckedContinuation<FetchResult, Never>?) in
@@ -221,10 +229,7 @@ extension PluginInstance {
         guard ended else { return }
         // Whether or not the caller waits yet, the plugin's own completion is still to come.
         if case .failed(let status, let message) = result {
-            abandoned.withLock { abandoned in
-                if abandoned.count >= 1_024, let oldest = abandoned.keys.min() { abandoned[oldest] = nil }
-                abandoned[id] = status
-            }
+            rememberEnded(id, status)
             if status == .timeout { log(.error, message) }
         }
         guard let waiter else { return }

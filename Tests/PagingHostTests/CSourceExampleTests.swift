@@ -130,6 +130,6 @@ struct CSourceExampleTests {
         #expect(result.code == 0, "\(result.stdout)\(result.stderr)")
         #expect(!result.stdout.contains(" FAIL "), "\(result.stdout)")
         #expect(result.stdout.contains("keys-chain             PASS") && result.stdout.contains("thread-safe            PASS"), "\(result.stdout)")
-        #expect(result.stdout.split(separator: "\n").last?.hasPrefix("11 passed, 0 failed, 0 skipped") == true, "\(result.stdout)")
+        #expect(result.stdout.split(separator: "\n").last?.hasPrefix("15 passed, 0 failed, 0 skipped") == true, "\(result.stdout)")
     }
 }
