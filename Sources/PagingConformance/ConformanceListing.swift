@@ -25,7 +25,7 @@ extension Conformance {
             return done(plugins)
         } catch {
             switch error {
-            case .fileNotFound, .notAFile, .unreadable, .notASharedObject, .loadFailed, .noEntrySymbol:
+            case .fileNotFound, .notAFile, .notARegularFile, .unreadable, .notASharedObject, .loadFailed, .noEntrySymbol:
                 return done(badInput: error.description)
             case .abiMajorMismatch:
                 // A different major may lay its tables out differently: read nothing more.

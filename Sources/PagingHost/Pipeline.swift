@@ -17,7 +17,8 @@ public final class Pipeline: Sendable {
     ///
     /// - Parameters:
     ///   - searchPath: where plugin names are found; the standard one by default.
-    ///   - sink: where the plugins' log lines go.
+    ///   - sink: where the plugins' log lines go, and the loader's warnings (a library file that
+    ///     changed since this process first loaded it), at level `.warning`.
     ///   - logLevel: the lowest level `sink` keeps (plugins may skip building lower lines).
     ///   - extraInterceptors: in-process interceptors placed before the manifest's.
     public init(
@@ -33,19 +34,11 @@ public final class Pipeline: Sendable {
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
-                if let pinned = reference.sha256 {
-                    try PluginLibrary.checkFile(path)
-                    let actual: String
-                    do { actual = try SHA256.hex(ofFile: path) } catch {
-                        throw PluginLoadError.unreadable(path: path, reason: "\(error.localizedDescription)")
-                    }
-                    guard actual == pinned else { throw PluginLoadError.checksumMismatch(path: path, expected: pinned, actual: actual) }
+                return try PluginLibrary.open(path: path, sha256: reference.sha256) { note in
+                    sink(.warning, "\(reference.plugin) (\(path))", note.description)
                 }
-                return try PluginLibrary.open(path: path)
-            } catch let error as PluginLoadError {
-                throw manifest.error(at: reference, error)
             } catch {
-                throw manifest.error(at: reference, .unreadable(path: reference.plugin, reason: "\(error)"))
+                throw manifest.error(at: reference, error)
             }
         }
         func config(_ reference: Manifest.PluginReference) -> JSONValue {

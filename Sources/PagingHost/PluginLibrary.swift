@@ -1,5 +1,6 @@
 import CPaging
 import Foundation
+import Glibc
 import Paging
 import Synchronization
 
@@ -67,6 +68,8 @@ public struct PluginDescriptor: Sendable {
 public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible {
     case fileNotFound(path: String)
     case notAFile(path: String)
+    /// A FIFO, socket or device: `kind` says which.
+    case notARegularFile(path: String, kind: String)
     case unreadable(path: String, reason: String)
     case notASharedObject(path: String, reason: String)
     case loadFailed(path: String, reason: String)
@@ -89,6 +92,8 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
             "\(path): no such file"
         case .notAFile(let path):
             "\(path): is a folder, expected a shared library file"
+        case .notARegularFile(let path, let kind):
+            "\(path): is \(kind), expected a shared library file"
         case .unreadable(let path, let reason):
             "\(path): cannot be read: \(reason)"
         case .notASharedObject(let path, let reason):
@@ -129,26 +134,68 @@ package let PAGING_PLUGIN_ENTRY_SYMBOL_NAME = "paging_plugin_entry"
 ///
 /// Libraries are opened with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE` and never closed:
 /// unloading a Swift library breaks the host's later dynamic casts, and plugin instances may
-/// outlive any one owner. Opening the same path again returns the same library.
+/// outlive any one owner.
+///
+/// The file is opened once, and everything the loader checks is read through that one file
+/// descriptor. A library pinned with a SHA-256, and a file that changed after it was first
+/// loaded, are loaded from a sealed in-memory copy (a memfd) of the bytes that were hashed, so
+/// what runs is exactly what was checked, whatever happens to the file meanwhile. Such a
+/// library is loaded from `/proc/self/fd/N`, not from its folder: `$ORIGIN` in its `RUNPATH`
+/// does not point at its folder, and backtraces name it `/memfd:<file name>`.
+///
+/// Opening the same path again returns the same library while the file is unchanged (same
+/// device, inode, size, modification and change times). When the file changed, the new file
+/// is loaded as a new mapping (dlopen by the same name would return the old one) and the
+/// change is reported; instances made from the earlier library keep running it. A change that
+/// keeps the size and lands within one tick of the file system's clock can go unseen. Replace a
+/// library by renaming a new file over it: writing into a file that was loaded by its path
+/// (an unpinned library) also changes the code of the library already mapped from it.
 ///
 /// # Thread safety
-/// Immutable; safe from any thread.
+/// Immutable; safe from any thread. Opens are serialized.
 public final class PluginLibrary: @unchecked Sendable {
     public let path: String
     public let abiVersion: PluginABIVersion
     public let descriptors: [PluginDescriptor]
+    /// What dlopen loaded: `path`, or `/proc/self/fd/N` for a library loaded from a sealed
+    /// in-memory copy of its file (a pinned library, or a file that changed after it was first
+    /// loaded). That descriptor stays open for the life of the process.
+    public let loadedFrom: String
+    /// The SHA-256 (lowercase hex) of the bytes loaded, when they came from an in-memory copy;
+    /// `nil` when dlopen read `path` itself.
+    public let loadedSHA256: String?
     package let entry: UnsafePointer<paging_plugin_entry_t>
     /// Instances created and not yet destroyed: `deinit()` waits for none to be left.
     let liveInstances = Atomic<Int>(0)
     private let deinitialized = Atomic<Bool>(false)
 
-    private static let opened = Locked<[String: PluginLibrary]>([:])
+    /// Something ``open(path:sha256:report:)`` noticed that the user should hear about.
+    public struct OpenNote: Sendable, Equatable, CustomStringConvertible {
+        public enum Kind: Sendable, Equatable {
+            /// The file changed since a library was loaded from it in this process: the library
+            /// returned is a new mapping of the new file; instances made from the earlier one
+            /// keep running the earlier mapping.
+            case fileChanged
+        }
+
+        public let kind: Kind
+        /// The library file, as ``PluginLibrary/path``.
+        public let path: String
+
+        public var description: String {
+            switch kind {
+            case .fileChanged:
+                "\(path): the file changed since it was first loaded; it is loaded again: new instances run the new code, "
+                    + "instances created before run the earlier library"
+            }
+        }
+    }
 
     /// Calls the `deinit()` of every library opened (once each), for a clean shutdown of the
     /// host: after every instance of it was destroyed. A library with instances left is skipped
     /// (they may still call it), and reported to ``librarySink``.
     public static func shutDown() {
-        for library in opened.withLock({ Array($0.values) }) { library.deinitialize() }
+        for library in loader.withLock({ $0.libraries.values.map(\.library) }) { library.deinitialize() }
     }
 
     private func deinitialize() {
@@ -162,22 +209,164 @@ public final class PluginLibrary: @unchecked Sendable {
         finish()
     }
 
-    private init(path: String, entry: UnsafePointer<paging_plugin_entry_t>,
+    private init(path: String, loadedFrom: String, loadedSHA256: String?, entry: UnsafePointer<paging_plugin_entry_t>,
                  abiVersion: PluginABIVersion, descriptors: [PluginDescriptor]) {
         self.path = path
+        self.loadedFrom = loadedFrom
+        self.loadedSHA256 = loadedSHA256
         self.entry = entry
         self.abiVersion = abiVersion
         self.descriptors = descriptors
     }
 
     /// Opens the library at `path` and reads its descriptors.
-    public static func open(path: String) throws(PluginLoadError) -> PluginLibrary {
+    ///
+    /// - Parameters:
+    ///   - sha256: the SHA-256 the library's bytes must have (64 hex digits, any case). The file
+    ///     is copied into a sealed memfd while it is hashed, and that copy is what is loaded; a
+    ///     different checksum throws ``PluginLoadError/checksumMismatch(path:expected:actual:)``
+    ///     and loads nothing. A library already loaded from this path is reused only when the
+    ///     file is unchanged and its bytes are known to have this checksum.
+    ///   - report: receives what the user should be told, such as a file that changed since it
+    ///     was first loaded (after the library is loaded, on the calling thread).
+    /// - Throws: a ``PluginLoadError`` naming the file: missing, a folder or another kind of
+    ///   file than a regular one (a FIFO is refused without blocking), unreadable, not a shared
+    ///   object, a checksum mismatch, or a library that fails to load or is no plugin.
+    public static func open(
+        path: String, sha256: String? = nil, report: (OpenNote) -> Void = { _ in }
+    ) throws(PluginLoadError) -> PluginLibrary {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
-        if let library = opened.withLock({ $0[path] }) { return library }
-        try checkFile(path)
-        guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
-            throw .loadFailed(path: path, reason: dlerror().map { String(cString: $0) } ?? "unknown error")
+        let pin = sha256?.lowercased()
+        let (library, note) = try loader.withLock { (state: inout LoaderState) throws(PluginLoadError) in
+            try load(path: path, pin: pin, state: &state)
         }
+        if let note { report(note) }
+        return library
+    }
+
+    // MARK: - Loading
+
+    /// Who a file is, as far as `stat` tells: a change of content changes one of these (unless
+    /// it keeps the size and lands within one tick of the file system's clock).
+    struct FileIdentity: Hashable {
+        let device: UInt64
+        let inode: UInt64
+        let size: Int64
+        let modified: Int64
+        let modifiedNanoseconds: Int
+        let changed: Int64
+        let changedNanoseconds: Int
+
+        init(_ info: stat) {
+            device = UInt64(info.st_dev)
+            inode = UInt64(info.st_ino)
+            size = Int64(info.st_size)
+            modified = Int64(info.st_mtim.tv_sec)
+            modifiedNanoseconds = info.st_mtim.tv_nsec
+            changed = Int64(info.st_ctim.tv_sec)
+            changedNanoseconds = info.st_ctim.tv_nsec
+        }
+
+        struct Inode: Hashable {
+            let device: UInt64
+            let inode: UInt64
+        }
+
+        var fileID: Inode { Inode(device: device, inode: inode) }
+    }
+
+    private struct Cached {
+        let library: PluginLibrary
+        /// The file's identity when the library was loaded from it.
+        var identity: FileIdentity
+        /// The file's SHA-256 at `identity`, when known: the bytes loaded from a copy, or a pin
+        /// checked against the unchanged file.
+        var fileSHA256: String?
+    }
+
+    private struct LoaderState {
+        /// The library each path last loaded.
+        var libraries: [String: Cached] = [:]
+        /// The files glibc has loaded by path (it matches later opens by name, then by device
+        /// and inode), with their identity then: such a file, changed, is loaded from a copy.
+        var loadedByName: [String: FileIdentity] = [:]
+        var loadedInodes: [FileIdentity.Inode: FileIdentity] = [:]
+        /// The memfds libraries were loaded from. Never closed: the libraries are never
+        /// unloaded, and glibc matches loaded libraries by name, so a `/proc/self/fd/N` whose
+        /// number was reused would find the earlier library.
+        var memfds: [Int32] = []
+    }
+
+    private static let loader = Locked(LoaderState())
+
+    private static func load(
+        path: String, pin: String?, state: inout LoaderState
+    ) throws(PluginLoadError) -> (PluginLibrary, OpenNote?) {
+        // One stat decides whether the library already loaded from this path still stands for
+        // the file; it also refuses a FIFO or a device before opening it.
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw fileError(path, errno) }
+        try checkType(info, path: path)
+        let previous = state.libraries[path]
+        if let previous, previous.identity == FileIdentity(info) {
+            guard let pin else { return (previous.library, nil) }
+            if let known = previous.fileSHA256 {
+                guard known == pin else { throw .checksumMismatch(path: path, expected: pin, actual: known) }
+                return (previous.library, nil)
+            }
+        }
+
+        let file = try PluginFile(path: path)
+        let identity = file.identity
+        if let previous, previous.identity == identity, let pin, previous.fileSHA256 == nil {
+            // Loaded by path without this pin, and unchanged: reused when the file has its checksum.
+            let actual = try file.sha256()
+            guard actual == pin else { throw .checksumMismatch(path: path, expected: pin, actual: actual) }
+            state.libraries[path]?.fileSHA256 = actual
+            return (previous.library, nil)
+        }
+
+        // A name or inode glibc already holds, whose file changed since, would be answered
+        // with the earlier mapping: such a file is loaded from a copy too.
+        let glibcHoldsAnother = state.loadedByName[path].map { $0 != identity } ?? false
+            || state.loadedInodes[identity.fileID].map { $0 != identity } ?? false
+        guard pin != nil || previous != nil || glibcHoldsAnother else {
+            try file.checkELFHeader()
+            let library = try dlopenLibrary(path: path, loadFrom: path, loadedSHA256: nil) {
+                state.loadedByName[path] = identity
+                state.loadedInodes[identity.fileID] = identity
+            }
+            state.libraries[path] = Cached(library: library, identity: identity, fileSHA256: nil)
+            return (library, nil)
+        }
+
+        let copy = try file.sealedCopy()
+        var keepCopy = false
+        defer { if !keepCopy { close(copy.fd) } }
+        if let pin, copy.sha256 != pin { throw .checksumMismatch(path: path, expected: pin, actual: copy.sha256) }
+        if let previous, previous.fileSHA256 == copy.sha256 {
+            // Touched or rewritten with the same bytes: the library loaded is still the file's.
+            state.libraries[path]?.identity = identity
+            return (previous.library, nil)
+        }
+        let library = try dlopenLibrary(path: path, loadFrom: "/proc/self/fd/\(copy.fd)", loadedSHA256: copy.sha256) {
+            keepCopy = true
+            state.memfds.append(copy.fd)
+        }
+        state.libraries[path] = Cached(library: library, identity: identity, fileSHA256: copy.sha256)
+        return (library, previous == nil ? nil : OpenNote(kind: .fileChanged, path: path))
+    }
+
+    /// dlopens `loadFrom` and reads the plugin entry; `loaded` runs once dlopen succeeded, as
+    /// the library then stays loaded whatever follows.
+    private static func dlopenLibrary(
+        path: String, loadFrom: String, loadedSHA256: String?, loaded: () -> Void
+    ) throws(PluginLoadError) -> PluginLibrary {
+        guard let handle = dlopen(loadFrom, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
+            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
+            throw .loadFailed(path: path, reason: loadFrom == path ? reason : "\(reason) (loading its in-memory copy)")
+        }
+        loaded()
         guard let symbol = dlsym(handle, PAGING_PLUGIN_ENTRY_SYMBOL_NAME) else {
             throw .noEntrySymbol(path: path)
         }
@@ -186,11 +375,24 @@ public final class PluginLibrary: @unchecked Sendable {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
         }
         let (version, descriptors) = try readEntry(entry, path: path)
-        let library = PluginLibrary(path: path, entry: entry, abiVersion: version, descriptors: descriptors)
-        return opened.withLock { opened in
-            if let existing = opened[path] { return existing }
-            opened[path] = library
-            return library
+        return PluginLibrary(path: path, loadedFrom: loadFrom, loadedSHA256: loadedSHA256, entry: entry,
+                             abiVersion: version, descriptors: descriptors)
+    }
+
+    static func fileError(_ path: String, _ code: Int32) -> PluginLoadError {
+        code == ENOENT ? .fileNotFound(path: path) : .unreadable(path: path, reason: String(cString: strerror(code)))
+    }
+
+    /// Refuses anything but a regular file, naming what it is.
+    static func checkType(_ info: stat, path: String) throws(PluginLoadError) {
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return
+        case S_IFDIR: throw .notAFile(path: path)
+        case S_IFIFO: throw .notARegularFile(path: path, kind: "a FIFO (named pipe)")
+        case S_IFSOCK: throw .notARegularFile(path: path, kind: "a socket")
+        case S_IFCHR: throw .notARegularFile(path: path, kind: "a character device")
+        case S_IFBLK: throw .notARegularFile(path: path, kind: "a block device")
+        default: throw .notARegularFile(path: path, kind: "a special file")
         }
     }
 
@@ -220,24 +422,5 @@ public final class PluginLibrary: @unchecked Sendable {
             throw .missingExtension(path: path, id: descriptor.id, plugin: descriptor.abiVersion, host: .host, extension: missing)
         }
         return descriptor
-    }
-
-    /// Refuses what dlopen would fail on with a less clear message, or would not refuse at all.
-    static func checkFile(_ path: String) throws(PluginLoadError) {
-        var info = stat()
-        guard stat(path, &info) == 0 else {
-            if errno == ENOENT { throw .fileNotFound(path: path) }
-            throw .unreadable(path: path, reason: String(cString: strerror(errno)))
-        }
-        if info.st_mode & S_IFMT == S_IFDIR { throw .notAFile(path: path) }
-        guard let file = fopen(path, "rb") else {
-            throw .unreadable(path: path, reason: String(cString: strerror(errno)))
-        }
-        defer { fclose(file) }
-        var magic = [UInt8](repeating: 0, count: 4)
-        let read = fread(&magic, 1, 4, file)
-        guard read == 4, magic == [0x7F, 0x45, 0x4C, 0x46] else {
-            throw .notASharedObject(path: path, reason: read < 4 ? "the file is too short" : "no ELF header")
-        }
     }
 }

@@ -1,24 +1,17 @@
 import Foundation
 
-/// SHA-256 (FIPS 180-4) of a file, for pinning plugin libraries; the toolchain on Linux has no
+/// SHA-256 (FIPS 180-4), for pinning plugin libraries; the toolchain on Linux has no
 /// hashing library.
 enum SHA256 {
-    static func hex(ofFile path: String) throws -> String {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw CocoaError(.fileReadNoSuchFile, userInfo: [NSFilePathErrorKey: path])
-        }
-        defer { try? handle.close() }
-        var hasher = Hasher256()
-        while let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty {
-            hasher.update(chunk)
-        }
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
-    }
-
     static func hex(of bytes: some Collection<UInt8>) -> String {
         var hasher = Hasher256()
         hasher.update(bytes)
-        return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        return hex(hasher.finalize())
+    }
+
+    /// A digest as lowercase hex.
+    static func hex(_ digest: [UInt8]) -> String {
+        digest.map { String(format: "%02x", $0) }.joined()
     }
 
     struct Hasher256 {

@@ -40,7 +40,7 @@ struct PluginsCommand {
             for file in files.sorted() where file.hasPrefix("lib") && file.hasSuffix(".so") {
                 let path = URL(fileURLWithPath: folder).appendingPathComponent(file).path
                 do {
-                    let library = try PluginLibrary.open(path: path)
+                    let library = try PluginLibrary.open(path: path) { Output.error("warning: \($0)") }
                     for descriptor in library.descriptors {
                         found += 1
                         Output.line("\(descriptor.id)\t\(descriptor.kind)\t\(descriptor.version)\t\(path)\t\(descriptor.name): \(descriptor.description)"

@@ -1,0 +1,136 @@
+import Foundation
+import Glibc
+
+/// A plugin library file, opened once: whatever the loader checks, hashes or copies of it is
+/// read through this one descriptor, so a file swapped at the path meanwhile is not mixed in.
+final class PluginFile {
+    let path: String
+    let fd: Int32
+    /// The file's identity when it was opened.
+    let identity: PluginLibrary.FileIdentity
+
+    /// Opens `path` for reading without blocking (a FIFO with no writer would block a plain
+    /// open) and refuses anything but a regular file.
+    init(path: String) throws(PluginLoadError) {
+        let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { throw PluginLibrary.fileError(path, errno) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let code = errno
+            close(fd)
+            throw PluginLibrary.fileError(path, code)
+        }
+        do {
+            try PluginLibrary.checkType(info, path: path)
+        } catch {
+            close(fd)
+            throw error
+        }
+        self.path = path
+        self.fd = fd
+        identity = PluginLibrary.FileIdentity(info)
+    }
+
+    deinit { close(fd) }
+
+    /// Refuses a file that does not start with the ELF magic number.
+    func checkELFHeader() throws(PluginLoadError) {
+        try Self.checkELFHeader(fd, path: path)
+    }
+
+    /// The SHA-256 of the whole file.
+    func sha256() throws(PluginLoadError) -> String {
+        var hasher = SHA256.Hasher256()
+        try readAll { hasher.update($0) }
+        return SHA256.hex(hasher.finalize())
+    }
+
+    /// A sealed memfd (no write, no resize, no further seals) holding a copy of the file, and
+    /// the SHA-256 of exactly the bytes copied. The caller owns the descriptor.
+    func sealedCopy() throws(PluginLoadError) -> (fd: Int32, sha256: String) {
+        let memfd = try Memfd.create(name: URL(fileURLWithPath: path).lastPathComponent, path: path)
+        do throws(PluginLoadError) {
+            var hasher = SHA256.Hasher256()
+            try readAll { (chunk: UnsafeBufferPointer<UInt8>) throws(PluginLoadError) in
+                hasher.update(chunk)
+                var written = 0
+                while written < chunk.count {
+                    let count = write(memfd, chunk.baseAddress! + written, chunk.count - written)
+                    if count < 0, errno == EINTR { continue }
+                    guard count > 0 else { throw Memfd.failure(path, "writing the in-memory copy", errno) }
+                    written += count
+                }
+            }
+            guard fcntl(memfd, Memfd.addSeals, Memfd.allSeals) == 0 else {
+                throw Memfd.failure(path, "sealing the in-memory copy", errno)
+            }
+            try Self.checkELFHeader(memfd, path: path)
+            return (memfd, SHA256.hex(hasher.finalize()))
+        } catch {
+            close(memfd)
+            throw error
+        }
+    }
+
+    /// Reads the file from its start to its end, a chunk at a time.
+    private func readAll(_ body: (UnsafeBufferPointer<UInt8>) throws(PluginLoadError) -> Void) throws(PluginLoadError) {
+        let buffer = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: 1 << 20)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while true {
+            let count = pread(fd, buffer.baseAddress, buffer.count, offset)
+            if count < 0, errno == EINTR { continue }
+            guard count >= 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
+            if count == 0 { return }
+            try body(UnsafeBufferPointer(rebasing: buffer[..<count]))
+            offset += off_t(count)
+        }
+    }
+
+    private static func checkELFHeader(_ fd: Int32, path: String) throws(PluginLoadError) {
+        var magic = [UInt8](repeating: 0, count: 4)
+        var count: Int
+        repeat { count = pread(fd, &magic, 4, 0) } while count < 0 && errno == EINTR
+        guard count >= 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
+        guard count == 4, magic == [0x7F, 0x45, 0x4C, 0x46] else {
+            throw .notASharedObject(path: path, reason: count < 4 ? "the file is too short" : "no ELF header")
+        }
+    }
+}
+
+/// memfd_create(2) and file seals, which the Glibc module does not declare (they need
+/// `_GNU_SOURCE`): the function is looked up in the C library, and the constants are the
+/// kernel's ABI values (`<linux/memfd.h>`, `<bits/fcntl-linux.h>`).
+enum Memfd {
+    private typealias Create = @convention(c) (UnsafePointer<CChar>, UInt32) -> Int32
+
+    private static let cloexec: UInt32 = 0x0001        // MFD_CLOEXEC
+    private static let allowSealing: UInt32 = 0x0002   // MFD_ALLOW_SEALING
+    private static let noExecSeal: UInt32 = 0x0008     // MFD_NOEXEC_SEAL (Linux 6.3)
+    static let addSeals: Int32 = 1033                  // F_ADD_SEALS
+    static let getSeals: Int32 = 1034                  // F_GET_SEALS
+    /// F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE.
+    static let allSeals: Int32 = 0x0001 | 0x0002 | 0x0004 | 0x0008
+
+    /// A new memfd that can be sealed, closed on exec; `name` shows in /proc/self/maps as
+    /// `/memfd:<name> (deleted)`.
+    static func create(name: String, path: String) throws(PluginLoadError) -> Int32 {
+        guard let symbol = dlsym(nil, "memfd_create") else {
+            throw .loadFailed(path: path, reason: "this C library has no memfd_create, needed to load a checked copy")
+        }
+        let create = unsafeBitCast(symbol, to: Create.self)
+        let name = String(decoding: name.utf8.prefix(200), as: UTF8.self)
+        var fd = create(name, cloexec | allowSealing)
+        if fd < 0, errno == EACCES {
+            // vm.memfd_noexec = 2 refuses memfds that could be executed; mapping the library
+            // (unlike exec) is still allowed in one sealed against exec.
+            fd = create(name, cloexec | allowSealing | noExecSeal)
+        }
+        guard fd >= 0 else { throw failure(path, "memfd_create", errno) }
+        return fd
+    }
+
+    static func failure(_ path: String, _ what: String, _ code: Int32) -> PluginLoadError {
+        .loadFailed(path: path, reason: "\(what): \(String(cString: strerror(code)))")
+    }
+}
