@@ -230,10 +230,8 @@ extension Context {
                 var facts = TableFacts(name: "paging_source_t", create: "create_source", fullSize: ABISizes.source)
                 // A draft library's table ends before struct_size: nothing more to read.
                 guard !descriptor.isDraft else { return .success(facts) }
-                let size = plugin.pointee.struct_size
-                facts.structSize = size
-                let end = MemoryLayout<paging_source_t>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size
-                if Int(size) >= end, let lookup = plugin.pointee.get_extension { facts.probe { lookup(plugin, $0) } }
+                facts.structSize = plugin.pointee.struct_size
+                if let lookup = extensionLookup(plugin, isDraft: false) { facts.probe(lookup) }
                 return .success(facts)
             case .interceptor:
                 guard let create = library.entry.pointee.create_interceptor else {
@@ -243,10 +241,8 @@ extension Context {
                 defer { plugin.pointee.destroy?(plugin) }
                 var facts = TableFacts(name: "paging_interceptor_t", create: "create_interceptor", fullSize: ABISizes.interceptor)
                 guard !descriptor.isDraft else { return .success(facts) }
-                let size = plugin.pointee.struct_size
-                facts.structSize = size
-                let end = MemoryLayout<paging_interceptor_t>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size
-                if Int(size) >= end, let lookup = plugin.pointee.get_extension { facts.probe { lookup(plugin, $0) } }
+                facts.structSize = plugin.pointee.struct_size
+                if let lookup = extensionLookup(plugin, isDraft: false) { facts.probe(lookup) }
                 return .success(facts)
             }
         } catch let error as PluginLoadError {

@@ -22,8 +22,7 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
-        let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
-            ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
+        let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
         liveInstances.add(1, ordering: .relaxed)
         return source
@@ -44,8 +43,7 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
-        let extensions = InstanceExtensions(descriptor.isDraft || !DeclaredSize(plugin).holds(\.get_extension)
-            ? nil : plugin.pointee.get_extension.map { lookup in { lookup(plugin, $0) } })
+        let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
     }

@@ -35,6 +35,22 @@ extension DeclaredSize<paging_plugin_descriptor_t> {
     }
 }
 
+/// An instance table's `get_extension` as a lookup, when its library is not draft-built and its
+/// table holds the member and sets it (a draft library's table ends before struct_size).
+package func extensionLookup(
+    _ plugin: UnsafeMutablePointer<paging_source_t>, isDraft: Bool
+) -> ((UnsafePointer<CChar>) -> UnsafeRawPointer?)? {
+    guard !isDraft, DeclaredSize(plugin).holds(\.get_extension), let lookup = plugin.pointee.get_extension else { return nil }
+    return { lookup(plugin, $0) }
+}
+
+package func extensionLookup(
+    _ plugin: UnsafeMutablePointer<paging_interceptor_t>, isDraft: Bool
+) -> ((UnsafePointer<CChar>) -> UnsafeRawPointer?)? {
+    guard !isDraft, DeclaredSize(plugin).holds(\.get_extension), let lookup = plugin.pointee.get_extension else { return nil }
+    return { lookup(plugin, $0) }
+}
+
 extension DeclaredSize<paging_source_t> {
     init(_ source: UnsafeMutablePointer<paging_source_t>) { self.init(source.pointee.struct_size, draft: \.struct_size) }
 }
