@@ -38,9 +38,6 @@ static int en_configure(en_config *c, const paging_host_t *host, const paging_co
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "enormous: item_len must be 0...1048576, totals >= 0");
         return 0;
     }
-    /* Every item is valid JSON whatever its length: the number 1, then spaces. */
-    memset(en_buffer, ' ', sizeof en_buffer);
-    en_buffer[0] = '1';
     c->host = host;
     c->item_len = (uint64_t)len;
     c->total_bytes = (uint64_t)total;
@@ -152,10 +149,21 @@ static const paging_plugin_descriptor_t en_descriptors[2] = {
     { PAGING_DESCRIPTOR_HEAD, "enormous-interceptor", "Enormous page interceptor (fixture)", "1.0.0",
       "Tries to complete with total_bytes in one page.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
 };
+/* Every item is valid JSON whatever its length: the number 1, then spaces. Filled once, when
+ * the library is loaded: instances configured later only read it, so a fetch in flight never
+ * sees it rewritten. */
+static paging_status_t en_init(const paging_library_info_t *info)
+{
+    (void)info;
+    memset(en_buffer, ' ', sizeof en_buffer);
+    en_buffer[0] = '1';
+    return PAGING_OK;
+}
+
 static uint32_t en_count(void) { return 2; }
 static const paging_plugin_descriptor_t *en_descriptor_at(uint32_t i) { return i < 2 ? &en_descriptors[i] : NULL; }
 static const paging_plugin_entry_t en_entry = {
-    PAGING_ENTRY_HEAD, en_count, en_descriptor_at, en_create_source, en_create_interceptor, NULL, NULL
+    PAGING_ENTRY_HEAD, en_count, en_descriptor_at, en_create_source, en_create_interceptor, en_init, NULL
 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &en_entry; }
