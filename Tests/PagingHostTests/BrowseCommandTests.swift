@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 /// `pager browse` in a real pseudo-terminal, through script(1).
@@ -14,53 +15,157 @@ struct BrowseCommandTests {
         return folder + "/m.json"
     }
 
-    /// Runs `command` in a pseudo-terminal of 12 rows, typing `keys` after it starts.
-    func inTerminal(_ command: String, keys: [String]) async throws -> (code: Int32, screen: String) {
-        let typing = keys.map { "sleep 0.6; printf '\($0)'" }.joined(separator: "; ")
-        let result = try await run("/bin/sh", ["-c", "(\(typing); sleep 2) | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
-        return (result.code, result.stdout)
-    }
-
     @Test func scrollsLoadsMoreAtTheEnd_andQuitsCleanly() async throws {
-        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 35))", keys: ["j", "G", "G", "G", "G", "q"])
+        let terminal = try Terminal("\(pager) browse \(try manifest(items: 35))")
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true })
+        // G moves to the last item loaded, which loads more; pressing it again once more has
+        // come reaches the end.
+        let reachedTheEnd = await terminal.waitFor { frame in
+            guard let status = frame.status else { return false }
+            if status.hasPrefix("35/35") && status.contains("end of data") { return true }
+            if frame.cursorIsAboveTheLastItem { terminal.type("G") }
+            return false
+        }
+        #expect(reachedTheEnd, "the end of the list loaded as the cursor reached it: \(terminal.lastFrame?.status ?? "no frame")")
+        terminal.type("q")
+        let (code, screen) = await terminal.exit()
         #expect(code == 0)
-        #expect(screen.contains("1. {\"n\":0}"))
-        #expect(screen.contains("35/35"), "the end of the list loaded as the cursor reached it")
-        #expect(screen.contains("end of data"))
         let enter = screen.range(of: "\u{1B}[?1049h")
         let leave = screen.range(of: "\u{1B}[?1049l", options: .backwards)
         #expect(enter != nil && leave != nil && enter!.lowerBound < leave!.lowerBound, "the terminal is restored on exit")
     }
 
     @Test func withMaxSize_theCursorStaysOnItsItem_asPagesAreDropped() async throws {
-        let tens = Array(repeating: String(repeating: "j", count: 10), count: 4)
-        // The first, empty, "key" gives the first page time to arrive.
-        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))", keys: [""] + tens + ["q"])
-        #expect(code == 0)
-        // The last frame's highlighted line (before its status line, also in reverse video) is
-        // the item 40 rows down from the first, whatever its index after the drops.
-        let parts = screen.components(separatedBy: "\u{1B}[7m")
-        let highlighted = parts.count >= 2 ? parts[parts.count - 2] : ""
-        #expect(highlighted.contains(#"{"n":40}"#), "\(highlighted.prefix(80))")
+        let terminal = try Terminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))")
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
+        // One line down at a time, each once the item below is loaded (a key on the last item
+        // loaded stays there): pages dropped at the top must never move the cursor off its item.
+        for n in 1...40 {
+            #expect(await terminal.waitFor { $0.cursorIsAboveTheLastItem }, "\(terminal.lastFrame?.status ?? "no frame")")
+            terminal.type("j")
+            let moved = await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":\#(n)}"#) == true }
+            #expect(moved, "line \(n): the cursor is on \(terminal.lastFrame?.cursorLine ?? "nothing")")
+            if !moved { break }
+        }
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
     }
 
     @Test func ctrlC_quitsAndRestoresTheTerminal() async throws {
-        let (code, screen) = try await inTerminal("\(pager) browse \(try manifest(items: 5))", keys: ["\\003"])
+        let terminal = try Terminal("\(pager) browse \(try manifest(items: 5))")
+        #expect(await terminal.waitFor { $0.cursorLine != nil })
+        terminal.type("\u{03}")
+        let (code, screen) = await terminal.exit()
         #expect(code == 0)
         #expect(screen.contains("\u{1B}[?1049l"))
         #expect(screen.contains("\u{1B}[?25h"), "the cursor is shown again")
     }
 
     @Test func sigterm_restoresTheTerminal() async throws {
-        let command = "sh -c '(sleep 1; kill -TERM $$) & exec \(pager) browse \(try manifest(items: 5))'"
-        let result = try await run("/bin/sh", ["-c", "sleep 3 | script -qfec \"stty rows 12 cols 80; \(command)\" /dev/null"])
-        #expect(result.stdout.contains("\u{1B}[?1049h"))
-        #expect(result.stdout.contains("\u{1B}[?1049l"))
+        let terminal = try Terminal("\(pager) browse \(try manifest(items: 5))")
+        #expect(await terminal.waitFor { $0.cursorLine != nil })
+        terminal.signalCommand(SIGTERM)
+        let (_, screen) = await terminal.exit()
+        #expect(screen.contains("\u{1B}[?1049h"))
+        #expect(screen.contains("\u{1B}[?1049l"))
     }
 
     @Test func withoutATerminal_itExitsWith2() async throws {
         let result = try await run(pager, ["browse", try manifest(items: 5)], input: "q")
         #expect(result.code == 2)
         #expect(result.stderr.contains("not a terminal"))
+    }
+}
+
+/// A command in a pseudo-terminal of 12 rows and 80 columns (through script(1)), typed into and
+/// watched by a test: the test waits for what the screen shows, never for a fixed time.
+private final class Terminal: @unchecked Sendable {
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Mutex(Data())
+    private let pidFile = scratchFolder() + "/pid"
+
+    init(_ command: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
+        process.arguments = ["-qfec", "stty rows 12 cols 80; echo $$ > \(pidFile); exec \(command)", "/dev/null"]
+        let out = Pipe()
+        process.standardInput = input
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil }
+            self?.output.withLock { $0.append(data) }
+        }
+        try process.run()
+    }
+
+    deinit {
+        if process.isRunning { process.terminate() }
+    }
+
+    var screen: String { output.withLock { String(decoding: $0, as: UTF8.self) } }
+
+    /// The last whole frame `pager browse` drew.
+    var lastFrame: Frame? { Frame.last(in: screen) }
+
+    func type(_ keys: String) {
+        try? input.fileHandleForWriting.write(contentsOf: Data(keys.utf8))
+    }
+
+    /// Sends `signal` to the command (not to script(1)).
+    func signalCommand(_ signal: Int32) {
+        guard let text = try? String(contentsOfFile: pidFile, encoding: .utf8), let pid = Int32(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return }
+        kill(pid, signal)
+    }
+
+    /// Waits until `condition` holds for the last frame drawn, for up to a minute.
+    func waitFor(_ condition: (Frame) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if let frame = lastFrame, condition(frame) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// Waits for the command to end (killing it after a minute): its exit status and all it drew.
+    func exit() async -> (code: Int32, screen: String) {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while process.isRunning && ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+        try? input.fileHandleForWriting.close()
+        return (process.terminationStatus, screen)
+    }
+
+    /// One frame of `pager browse`: list lines, then a status line, both highlighted lines in
+    /// reverse video.
+    struct Frame {
+        let text: String
+
+        /// The frame after the last cursor-home, when it was drawn whole (ends with its status line).
+        static func last(in screen: String) -> Frame? {
+            let frames = screen.components(separatedBy: "\u{1B}[H").dropFirst()
+            return frames.reversed().first { $0.contains(Self.statusEnd) }.map { Frame(text: $0) }
+        }
+
+        private static let statusEnd = "\u{1B}[0m\u{1B}[K"
+
+        private var highlighted: [String] {
+            text.components(separatedBy: "\u{1B}[7m").dropFirst().map { $0.components(separatedBy: "\u{1B}[0m")[0] }
+        }
+
+        /// The list line under the cursor.
+        var cursorLine: String? { highlighted.count == 2 ? highlighted[0] : nil }
+        var status: String? { highlighted.last }
+
+        /// Whether the status line's "cursor/count" has an item loaded below the cursor.
+        var cursorIsAboveTheLastItem: Bool {
+            let numbers = (status?.split(separator: " ").first ?? "").split(separator: "/").compactMap { Int($0) }
+            return numbers.count == 2 && numbers[0] < numbers[1]
+        }
     }
 }
