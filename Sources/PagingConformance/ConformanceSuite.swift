@@ -404,8 +404,18 @@ struct Context: Sendable {
 
     func destroyInFlight(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
         let request = refreshRequest(source)
-        let tasks = (0..<5).map { _ in Task { try await source.fetch(request: request) } }
-        try await Task.sleep(for: .milliseconds(1))
+        let ended = Locked(0)
+        let tasks = (0..<5).map { _ in
+            Task {
+                defer { ended.withLock { $0 += 1 } }
+                return try await source.fetch(request: request)
+            }
+        }
+        // Destroyed while the fetches are in the plugin's hands: once each reached it (or ended).
+        let deadline = ContinuousClock.now + options.fetchTimeout
+        while source.fetchesInFlight + ended.withLock({ $0 }) < 5, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(1))
+        }
         source.destroy()
         let destroyed = log.count // lines before: refused calls during fetch() (fetch-completes-once's business)
         for task in tasks { _ = await task.result }

@@ -125,6 +125,9 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
         calls.runUnserialized { plugin.pointee.cancel?(plugin, id) }
     }
 
+    /// Fetches handed to the plugin (or about to be) and not yet finished.
+    package var fetchesInFlight: Int { instance.fetches.withLock { $0.count } }
+
     /// Destroys the plugin instance: fetches in flight fail, later completions are refused.
     /// Called by deinit if not before.
     public func destroy() {

@@ -5,14 +5,17 @@
  * both END flags, completes, and logs "foreign-thread: late fetch_complete returned <code>".
  * Refresh key "0".
  *
- * DELIBERATE MISUSE: the thread does not stop at destroy(). If the source is destroyed within
- * 10 ms of a fetch, the thread calls host->fetch_add_item/fetch_set_flags/fetch_complete/log
- * AFTER destroy() has returned - outside the lifetime host.h promises for the host table. This
- * tests the host's promise that completions for a destroyed source's ids are ignored (and
- * logged), so the host must keep each paging_host_t (and what host_data points to) readable
- * after destroy(): e.g. never free host tables, or keep them until the process ends.
- * The thread never touches the (freed) instance: it copies the host pointer, the fetch id and
- * the key into its own allocation before fetch() returns.
+ * DELIBERATE MISUSE: besides, each instance has a watcher thread that waits for destroy() and,
+ * once destroy() has returned, completes the instance's last fetch again (one item, both END
+ * flags), then logs "foreign-thread: late fetch_complete returned <code>": calls made outside
+ * the lifetime host.h promises for the host table, whatever the timing. This tests the host's
+ * promise that completions for a destroyed source's ids are refused (and logged), so the host
+ * must keep each paging_host_t (and what host_data points to) readable after destroy(): e.g.
+ * never free host tables, or keep them until the process ends. A fetch thread may also
+ * complete after destroy() when destroy() comes within its 10 ms.
+ * No thread touches the (freed) instance: a fetch thread copies the host pointer, the fetch id
+ * and the key into its own allocation before fetch() returns; the watcher shares a separate,
+ * reference-counted record with the instance.
  * Build with -Wl,-z,nodelete (line 1) so a dlclose cannot unmap the code a sleeping thread will
  * return to; a host loading with RTLD_NODELETE gets the same effect.
  */
@@ -25,7 +28,16 @@
 
 #include "paging/paging.h"
 
-typedef struct fixture { paging_source_t base; const paging_host_t *host; } fixture;
+/* What the instance shares with its watcher thread; freed by whichever lets go last. */
+typedef struct shared {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int destroyed, refs;
+    uint64_t last_fetch_id;
+    const paging_host_t *host;
+} shared;
+
+typedef struct fixture { paging_source_t base; const paging_host_t *host; shared *watch; } fixture;
 
 typedef struct job {
     const paging_host_t *host; /* outlives the instance only by the host's promise (see above) */
@@ -56,6 +68,42 @@ static void *fx_thread(void *arg)
     return NULL;
 }
 
+static void fx_release(shared *w)
+{
+    int last;
+    pthread_mutex_lock(&w->lock);
+    last = --w->refs == 0;
+    pthread_mutex_unlock(&w->lock);
+    if (last) {
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->changed);
+        free(w);
+    }
+}
+
+static void *fx_watcher(void *arg)
+{
+    shared *w = (shared *)arg;
+    const paging_host_t *h = w->host;
+    paging_bytes_t item;
+    paging_status_t rc;
+    uint64_t id;
+    char msg[96];
+    pthread_mutex_lock(&w->lock);
+    while (!w->destroyed) pthread_cond_wait(&w->changed, &w->lock);
+    id = w->last_fetch_id;
+    pthread_mutex_unlock(&w->lock);
+    item.data = (const uint8_t *)"\"late\"";
+    item.len = 6;
+    h->fetch_add_item(h, id, item);
+    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    rc = h->fetch_complete(h, id);
+    snprintf(msg, sizeof msg, "foreign-thread: late fetch_complete returned %u", (unsigned)rc);
+    h->log(h, PAGING_LOG_INFO, msg);
+    fx_release(w);
+    return NULL;
+}
+
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
     fixture *f = (fixture *)self;
@@ -74,6 +122,9 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     pthread_attr_t attr;
     int rc;
     if (j == NULL) return PAGING_ERR_INTERNAL;
+    pthread_mutex_lock(&f->watch->lock);
+    f->watch->last_fetch_id = id;
+    pthread_mutex_unlock(&f->watch->lock);
     j->host = f->host;
     j->fetch_id = id;
     j->key_len = klen;
@@ -88,7 +139,43 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     return PAGING_OK;
 }
 
-static void fx_destroy(paging_source_t *self) { free(self); } /* threads keep running */
+/* Threads keep running: the watcher wakes now, after this returns. */
+static void fx_destroy(paging_source_t *self)
+{
+    fixture *f = (fixture *)self;
+    shared *w = f->watch;
+    pthread_mutex_lock(&w->lock);
+    w->destroyed = 1;
+    pthread_cond_signal(&w->changed);
+    pthread_mutex_unlock(&w->lock);
+    fx_release(w);
+    free(f);
+}
+
+static int fx_start_watcher(fixture *f)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    int rc;
+    shared *w = (shared *)calloc(1, sizeof *w);
+    if (w == NULL) return 0;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->changed, NULL);
+    w->refs = 2;
+    w->host = f->host;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, fx_watcher, w);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        pthread_mutex_destroy(&w->lock);
+        pthread_cond_destroy(&w->changed);
+        free(w);
+        return 0;
+    }
+    f->watch = w;
+    return 1;
+}
 
 static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
@@ -96,6 +183,11 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     (void)plugin_id;
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
+    if (!fx_start_watcher(f)) {
+        free(f);
+        host->config_fail(config, PAGING_ERR_INTERNAL, "cannot start the watcher thread");
+        return NULL;
+    }
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
@@ -108,7 +200,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
 
 static const paging_plugin_descriptor_t fx_descriptor = {
     PAGING_DESCRIPTOR_HEAD, "foreign-thread", "Foreign thread (fixture)", "1.0.0",
-    "Completes each fetch from a new thread after 10 ms, even after destroy.", PAGING_PLUGIN_SOURCE, 0, NULL
+    "Completes each fetch from a new thread after 10 ms, and its last fetch again after destroy.", PAGING_PLUGIN_SOURCE, 0, NULL
 };
 static uint32_t fx_count(void) { return 1; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
