@@ -1,3 +1,4 @@
+import CCallFrame
 import CPaging
 import Foundation
 import Paging
@@ -37,28 +38,23 @@ enum CallHandle {
 
     private static let sequenceMask: UInt64 = (1 << 40) - 1
 
-    /// The calling thread's innermost ``CallFrame``.
-    private static let frameKey: pthread_key_t = {
-        var key = pthread_key_t()
-        precondition(pthread_key_create(&key, nil) == 0, "no thread-local key for plugin call handles")
-        return key
-    }()
+    /// A fresh token for a call into `instance`, never given before.
+    @inline(__always)
+    static func token(for instance: PluginInstance) -> UInt64 {
+        UInt64(instance.serial) << 40 | instance.calls.add(1, ordering: .relaxed).newValue & sequenceMask
+    }
 
-    /// Runs `body` with a fresh handle of `kind` for `instance`, resolving to `builder` on this
-    /// thread until `body` returns.
+    /// Runs `body` with the handle `token` (from ``token(for:)``) of `kind`, resolving to
+    /// `builder` on this thread until `body` returns.
     @inline(__always)
     static func with<Builder, R>(
-        _ kind: Kind, _ instance: PluginInstance, _ builder: UnsafeMutablePointer<Builder>,
-        _ body: (OpaquePointer) -> R
+        _ kind: Kind, _ token: UInt64, _ builder: UnsafeMutablePointer<Builder>, _ body: (OpaquePointer) -> R
     ) -> R {
-        let sequence = instance.calls.add(1, ordering: .relaxed).newValue & sequenceMask
-        let token = UInt64(instance.serial) << 40 | sequence
-        let key = frameKey
         var frame = CallFrame(token: token, kind: kind, builder: UnsafeMutableRawPointer(builder),
-                              previous: pthread_getspecific(key))
+                              previous: paging_call_frame_current())
         return withUnsafeMutablePointer(to: &frame) { frame in
-            pthread_setspecific(key, frame)
-            defer { pthread_setspecific(key, frame.pointee.previous) }
+            paging_call_frame_set(frame)
+            defer { paging_call_frame_set(frame.pointee.previous) }
             return body(OpaquePointer(bitPattern: UInt(token))!)
         }
     }
@@ -68,7 +64,7 @@ enum CallHandle {
     @inline(__always)
     static func resolve<Builder>(_ handle: OpaquePointer?, _ kind: Kind, _ function: String, as: Builder.Type) -> UnsafeMutablePointer<Builder>? {
         let token = UInt64(UInt(bitPattern: handle))
-        var next = pthread_getspecific(frameKey)
+        var next = paging_call_frame_current()
         while let raw = next {
             let frame = raw.assumingMemoryBound(to: CallFrame.self).pointee
             if frame.token == token {
@@ -82,7 +78,7 @@ enum CallHandle {
     }
 
     private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String) {
-        let current = pthread_getspecific(frameKey).map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
+        let current = paging_call_frame_current().map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
         let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
         let why: String
         if token == 0 {

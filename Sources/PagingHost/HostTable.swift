@@ -372,9 +372,11 @@ extension CallResultBuilder {
         return PAGING_OK
     }
 
-    /// Runs `body` with a handle to this builder, live on this thread until `body` returns.
-    mutating func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
-        withUnsafeMutablePointer(to: &self) { CallHandle.with(Self.handleKind, instance, $0, body) }
+    /// Runs `body` with the handle `token` (``CallHandle/token(for:)``, taken before the call so
+    /// that the call captures no instance) to this builder, live on this thread until `body`
+    /// returns.
+    mutating func withHandle<R>(_ token: UInt64, _ body: (OpaquePointer) -> R) -> R {
+        withUnsafeMutablePointer(to: &self) { CallHandle.with(Self.handleKind, token, $0, body) }
     }
 }
 

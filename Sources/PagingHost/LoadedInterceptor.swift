@@ -43,48 +43,45 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        let (code, out): (UInt32?, InterceptOut)
-        if let worker {
-            guard let finished = await worker.run({ [self] in callIntercept(request) }) else {
-                throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
-            }
-            (code, out) = finished
-        } else {
-            (code, out) = callIntercept(request)
+        guard let worker else { return try callIntercept(request).get() }
+        guard let finished = await worker.run({ [self] in callIntercept(request) }) else {
+            throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
         }
-        guard let code else { throw failure(.internal, "the plugin was destroyed") }
-        if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
+        return try finished.get()
+    }
+
+    /// The plugin's intercept, with its result builder on this thread's stack, and what it
+    /// answered. Synchronous, so that the builder never lives in an async frame.
+    private func callIntercept(_ request: PluginRequest) -> Result<PagingInterceptResult<PluginKey, PluginItem>, PluginError> {
+        var out = InterceptOut(limits: instance.limits)
+        let token = CallHandle.token(for: instance)
+        let code: UInt32? = calls.run { [plugin] () -> UInt32? in
+            guard let intercept = plugin.pointee.intercept else { return nil }
+            return CView.withRequest(request) { view in
+                out.withHandle(token) { intercept(plugin, view, $0) }
+            }
+        }
+        guard let code else { return .failure(failure(.internal, "the plugin was destroyed")) }
+        if let misuse = out.misuse { return .failure(failure(.invalidArgument, misuse)) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
             guard out.key != nil || out.pageSize != nil || !out.params.isEmpty else {
-                return .proceed(request, handleAfterwards: observe)
+                return .success(.proceed(request, handleAfterwards: observe))
             }
             var next = request
             if let key = out.key { next.keyChain = PagingKeyChain(key: key) }
             if let pageSize = out.pageSize { next.params.pageSize = pageSize }
             next.params.userInfo.merge(out.params) { $1 }
-            return .proceed(next, handleAfterwards: observe)
+            return .success(.proceed(next, handleAfterwards: observe))
         case PAGING_INTERCEPT_COMPLETE:
-            return .complete(out.page.page(for: request))
+            return .success(.complete(out.page.page(for: request)))
         case PAGING_INTERCEPT_FAIL:
             let (status, message) = out.failure ?? (.internal, "intercept returned FAIL without out_fail")
-            throw failure(status, message)
+            return .failure(failure(status, message))
         default:
-            throw failure(.internal, "intercept returned unknown code \(code)")
+            return .failure(failure(.internal, "intercept returned unknown code \(code)"))
         }
-    }
-
-    /// The plugin's intercept, with its result builder on this thread's stack.
-    private func callIntercept(_ request: PluginRequest) -> (UInt32?, InterceptOut) {
-        var out = InterceptOut(limits: instance.limits)
-        let code: UInt32? = calls.run { [plugin, instance] () -> UInt32? in
-            guard let intercept = plugin.pointee.intercept else { return nil }
-            return CView.withRequest(request) { view in
-                out.withHandle(instance) { intercept(plugin, view, $0) }
-            }
-        }
-        return (code, out)
     }
 
     public func handle(page: PluginPage) async {

@@ -33,7 +33,7 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
         watchdog = FetchWatchdog(instance: instance)
         var out = KeysOut()
-        let status = out.withHandle(instance) { plugin.pointee.refresh_key?(plugin, $0) }
+        let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)
             throw .createFailed(path: library.path, id: descriptor.id, status: PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
@@ -54,9 +54,10 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
         var out = KeysOut()
-        let status = calls.runExclusive { [plugin, instance] in
+        let token = CallHandle.token(for: instance)
+        let status = calls.runExclusive { [plugin] in
             CView.withBytes(key.bytes) { bytes in
-                out.withHandle(instance) { keyChain(plugin, bytes, $0) }
+                out.withHandle(token) { keyChain(plugin, bytes, $0) }
             }
         }
         guard status == PAGING_OK, out.misuse == nil else {

@@ -30,7 +30,7 @@ package final class PluginConfig {
     /// `body` returns: the handle of `instance`'s create call.
     package func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
         var config = self
-        return withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, instance, $0, body) }
+        return withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, CallHandle.token(for: instance), $0, body) }
     }
 
     /// `PAGING_CONFIG_*` for the top-level `key`.
