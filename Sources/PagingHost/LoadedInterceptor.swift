@@ -43,8 +43,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        guard let worker else { return try callIntercept(request).get() }
-        guard let finished = await worker.run({ [self] in callIntercept(request) }) else {
+        guard let worker else { return try callIntercept(request) }
+        guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callIntercept(request) } }) else {
             throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
         }
         return try finished.get()
@@ -52,7 +52,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
 
     /// The plugin's intercept, with its result builder on this thread's stack, and what it
     /// answered. Synchronous, so that the builder never lives in an async frame.
-    private func callIntercept(_ request: PluginRequest) -> Result<PagingInterceptResult<PluginKey, PluginItem>, PluginError> {
+    private func callIntercept(_ request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
         var out = InterceptOut(limits: instance.limits)
         let token = CallHandle.token(for: instance)
         let code: UInt32? = calls.run { [plugin] () -> UInt32? in
@@ -61,26 +61,26 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 out.withHandle(token) { intercept(plugin, view, $0) }
             }
         }
-        guard let code else { return .failure(failure(.internal, "the plugin was destroyed")) }
-        if let misuse = out.misuse { return .failure(failure(.invalidArgument, misuse)) }
+        guard let code else { throw failure(.internal, "the plugin was destroyed") }
+        if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
             guard out.key != nil || out.pageSize != nil || !out.params.isEmpty else {
-                return .success(.proceed(request, handleAfterwards: observe))
+                return .proceed(request, handleAfterwards: observe)
             }
             var next = request
             if let key = out.key { next.keyChain = PagingKeyChain(key: key) }
             if let pageSize = out.pageSize { next.params.pageSize = pageSize }
             next.params.userInfo.merge(out.params) { $1 }
-            return .success(.proceed(next, handleAfterwards: observe))
+            return .proceed(next, handleAfterwards: observe)
         case PAGING_INTERCEPT_COMPLETE:
-            return .success(.complete(out.page.page(for: request)))
+            return .complete(out.page.page(for: request))
         case PAGING_INTERCEPT_FAIL:
             let (status, message) = out.failure ?? (.internal, "intercept returned FAIL without out_fail")
-            return .failure(failure(status, message))
+            throw failure(status, message)
         default:
-            return .failure(failure(.internal, "intercept returned unknown code \(code)"))
+            throw failure(.internal, "intercept returned unknown code \(code)")
         }
     }
 
