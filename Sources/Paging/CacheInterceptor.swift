@@ -13,7 +13,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     public let timeToLive: Duration
     public let maxEntries: Int
     @usableFromInline let clock: PagingClock
-    @usableFromInline let cache: Locked<LRUCache<CacheKey, Page<Key, Value>>>
+    @usableFromInline let cache: Locked<LRUCache<PagingRequestIdentity<Key>, Page<Key, Value>>>
 
     // The Pager calls `intercept` and `handle` through `any PagingInterceptor`, that is through
     // this class's generic witnesses, which are never specialized: run unspecialized, a hit
@@ -80,7 +80,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
             cache.withLock { $0.removeAll() }
             return nil
         }
-        let key = CacheKey(request)
+        let key = request.identity
         let now = clock.now()
         guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
         return Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
@@ -88,40 +88,8 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
 
     @inlinable
     func insert(_ page: Page<Key, Value>) {
-        let key = CacheKey(page.request)
+        let key = page.request.identity
         let now = clock.now()
         cache.withLock { $0.insert(page, for: key, now: now) }
-    }
-
-    @usableFromInline
-    struct CacheKey: Hashable, Sendable {
-        @usableFromInline var key: Key
-        @usableFromInline var pageSize: Int
-        @usableFromInline var userInfo: [String: String]
-
-        @inlinable
-        init(_ request: PagingRequest<Key>) {
-            key = request.key
-            pageSize = request.params.pageSize
-            userInfo = request.params.userInfo
-            if !userInfo.isEmpty, userInfo[PagingUserInfoKey.hardRefresh] != nil {
-                userInfo[PagingUserInfoKey.hardRefresh] = nil
-            }
-        }
-
-        // Written out and @inlinable (the derived ones are not), so that they are specialized;
-        // an empty user info (the common case) is not hashed or compared element by element.
-        @inlinable
-        static func == (lhs: CacheKey, rhs: CacheKey) -> Bool {
-            lhs.pageSize == rhs.pageSize && lhs.key == rhs.key
-                && (lhs.userInfo.isEmpty ? rhs.userInfo.isEmpty : lhs.userInfo == rhs.userInfo)
-        }
-
-        @inlinable
-        func hash(into hasher: inout Hasher) {
-            hasher.combine(key)
-            hasher.combine(pageSize)
-            if !userInfo.isEmpty { hasher.combine(userInfo) }
-        }
     }
 }

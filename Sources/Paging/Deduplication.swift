@@ -1,4 +1,6 @@
-/// How a ``Pager`` treats identical requests: same kind, key chain and page size.
+/// How a ``Pager`` treats identical requests: the same kind and the same
+/// ``PagingRequestIdentity`` (key, page size, user info but the hard-refresh flag). A hard
+/// refresh is never shared nor answered from a recent page.
 public struct Deduplication: Sendable {
     /// Identical requests in flight share one fetch, and every caller gets the page.
     public var sharesInFlight: Bool

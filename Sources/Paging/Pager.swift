@@ -70,8 +70,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     ///   ``PagingError/supersededByRefresh`` when a refresh started meanwhile.
     @inlinable
     public func load(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
-        // Computed once: it is hashed on registration and again when the load finishes.
-        let identity = deduplication.sharesInFlight || deduplication.reuseWindow != nil ? request.identity : nil
+        // Computed once: it is hashed on registration and again when the load finishes. A hard
+        // refresh shares nothing: it must reach the source.
+        let identity = (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.isHardRefresh
+            ? request.sharingKey : nil
         while true {
             switch register(request, identity) {
             case .reuse(let page):
@@ -114,7 +116,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     @inlinable
-    func register(_ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?) -> Ticket {
+    func register(_ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.SharingKey?) -> Ticket {
         let isRefresh = request.kind.isRefresh
         // Nothing to share or reuse: an append or prepend only needs the generation.
         guard let identity else {
@@ -217,7 +219,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     // async function not inlined costs a frame on the task allocator and copies of the page.
     @inlinable @inline(__always)
     func run(
-        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?,
+        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.SharingKey?,
         _ load: InFlightLoad?, _ generation: UInt64
     ) async throws -> Page<Key, Value> {
         broadcast.yield(.loading(request))
@@ -304,7 +306,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// hands the outcome to the callers sharing it and returns it to the one running it.
     @inlinable
     func finish(
-        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.Identity?,
+        _ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.SharingKey?,
         _ load: InFlightLoad?, _ generation: UInt64, with outcome: Outcome
     ) throws -> Page<Key, Value> {
         var waiters: [CheckedContinuation<Outcome, Never>] = []
@@ -409,8 +411,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             }
         }
 
-        @usableFromInline var shared: [PagingRequest<Key>.Identity: InFlightLoad] = [:]
-        @usableFromInline var recent: [PagingRequest<Key>.Identity: Recent] = [:]
+        @usableFromInline var shared: [PagingRequest<Key>.SharingKey: InFlightLoad] = [:]
+        @usableFromInline var recent: [PagingRequest<Key>.SharingKey: Recent] = [:]
         /// Prepends and appends started with `send`, which a refresh cancels.
         @usableFromInline var sentTasks: [UInt64: Task<Page<Key, Value>, any Error>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
@@ -419,7 +421,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         init() {}
 
         @usableFromInline
-        mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.Identity,
+        mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.SharingKey,
                                at now: Duration, window: Duration) {
             if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window } }
             recent[identity] = Recent(page: page, finishedAt: now)

@@ -69,37 +69,65 @@ public struct PagingRequest<Key: Hashable & Sendable>: Sendable {
     @inlinable
     public var key: Key { keyChain.key }
 
-    /// What makes two requests the same for deduplication and caching: kind, key chain and page size.
+    /// What identifies the page this request asks for (see ``PagingRequestIdentity``).
     @inlinable
-    var identity: Identity { Identity(kind: kind, keyChain: keyChain, pageSize: params.pageSize) }
+    public var identity: PagingRequestIdentity<Key> { PagingRequestIdentity(self) }
 
-    /// Hashing and equality are written out and @inlinable (the derived ones are not), so that
-    /// the Pager's specialized code hashes it without generic metadata lookups.
+    /// What the ``Pager`` shares in-flight loads and reuses recent pages by: the identity, per
+    /// kind (a refresh starts a new generation and never joins a load of another kind).
+    @inlinable
+    var sharingKey: SharingKey { SharingKey(kind: kind.ordinal, identity: identity) }
+
     @usableFromInline
-    struct Identity: Hashable, Sendable {
-        @usableFromInline var kind: PagingRequestKind
-        @usableFromInline var keyChain: PagingKeyChain<Key>
-        @usableFromInline var pageSize: Int
+    struct SharingKey: Hashable, Sendable {
+        @usableFromInline var kind: UInt8
+        @usableFromInline var identity: PagingRequestIdentity<Key>
 
         @inlinable
-        init(kind: PagingRequestKind, keyChain: PagingKeyChain<Key>, pageSize: Int) {
+        init(kind: UInt8, identity: PagingRequestIdentity<Key>) {
             self.kind = kind
-            self.keyChain = keyChain
-            self.pageSize = pageSize
+            self.identity = identity
         }
+    }
+}
 
-        @inlinable
-        static func == (lhs: Identity, rhs: Identity) -> Bool {
-            lhs.kind.ordinal == rhs.kind.ordinal && lhs.pageSize == rhs.pageSize && lhs.keyChain == rhs.keyChain
-        }
+/// What identifies the page a request asks for, the one definition every cache, store and
+/// deduplication uses (in-process, and in plugins through the C request's `identity`): the
+/// page's key, the page size and the user info, except ``PagingUserInfoKey/hardRefresh`` (how
+/// to load, not what). Two requests with equal identities ask for the same page; any parameter
+/// that changes the answer (a query, a filter) belongs in the user info so that it is part of
+/// the identity. The kind and the keys around the page are not: an append and a prepend of
+/// the same key ask for the same page.
+public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendable {
+    public let key: Key
+    public let pageSize: Int
+    /// The request's user info without ``PagingUserInfoKey/hardRefresh``.
+    public let userInfo: [String: String]
 
-        @inlinable
-        func hash(into hasher: inout Hasher) {
-            // The case's ordinal: a String raw-value enum hashes its raw value's text.
-            hasher.combine(kind.ordinal)
-            hasher.combine(keyChain)
-            hasher.combine(pageSize)
+    @inlinable
+    public init(_ request: PagingRequest<Key>) {
+        key = request.key
+        pageSize = request.params.pageSize
+        var userInfo = request.params.userInfo
+        if !userInfo.isEmpty, userInfo[PagingUserInfoKey.hardRefresh] != nil {
+            userInfo[PagingUserInfoKey.hardRefresh] = nil
         }
+        self.userInfo = userInfo
+    }
+
+    // Written out and @inlinable (the derived ones are not), so that they are specialized;
+    // an empty user info (the common case) is not hashed or compared element by element.
+    @inlinable
+    public static func == (lhs: Self, rhs: Self) -> Bool {
+        lhs.pageSize == rhs.pageSize && lhs.key == rhs.key
+            && (lhs.userInfo.isEmpty ? rhs.userInfo.isEmpty : lhs.userInfo == rhs.userInfo)
+    }
+
+    @inlinable
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(key)
+        hasher.combine(pageSize)
+        if !userInfo.isEmpty { hasher.combine(userInfo) }
     }
 }
 

@@ -185,6 +185,48 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// Two queries for the same key at once: the user info is part of the request's identity,
+    /// so each caller gets the page of its own query (they once shared the first one's).
+    @Test(.timeLimit(.minutes(1)))
+    func sameKey_differentUserInfo_inFlightAtOnce_eachGetsItsOwnPage() async throws {
+        let scripted = ScriptedPagingSource(pages: numberedPages(3))
+        scripted.script(key: 1, .suspend, .suspend)
+        let pager = Pager(source: QueryTaggingSource(scripted: scripted))
+        async let swift = pager.load(pager.request(.append, key: 1, params: params(userInfo: ["q": "swift"])))
+        async let rust = pager.load(pager.request(.append, key: 1, params: params(userInfo: ["q": "rust"])))
+        await scripted.waitUntilSuspended(count: 2)
+        scripted.release(key: 1)
+        let (swiftPage, rustPage) = try await (swift, rust)
+        #expect(swiftPage.values == ["swift:3", "swift:4", "swift:5"])
+        #expect(rustPage.values == ["rust:3", "rust:4", "rust:5"])
+    }
+
+    /// A hard refresh must reach the source: it neither joins an identical load in flight nor
+    /// takes a page from the reuse window.
+    @Test func hardRefresh_isNeverAnsweredFromTheReuseWindow() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
+        _ = try await pager.load(pager.refreshRequest(params: params()))
+        _ = try await pager.load(pager.refreshRequest(params: params()))
+        #expect(source.fetchCount == 1)
+        _ = try await pager.load(pager.refreshRequest(params: params(userInfo: [PagingUserInfoKey.hardRefresh: "true"])))
+        #expect(source.fetchCount == 2)
+    }
+
+    @Test func identity_isKeyPageSizeAndUserInfo_notTheKindNorTheHardRefreshFlag() {
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(3)))
+        let append = pager.request(.append, key: 1, params: params(userInfo: ["q": "swift"]))
+        #expect(append.identity == pager.request(.prepend, key: 1, params: params(userInfo: ["q": "swift"])).identity)
+        #expect(append.identity == pager.request(.append, key: 1, params: params(
+            userInfo: ["q": "swift", PagingUserInfoKey.hardRefresh: "true"])).identity)
+        #expect(append.identity != pager.request(.append, key: 1, params: params(userInfo: ["q": "rust"])).identity)
+        #expect(append.identity != pager.request(.append, key: 1, params: params()).identity)
+        #expect(append.identity != pager.request(.append, key: 1, params: params(pageSize: 4, userInfo: ["q": "swift"])).identity)
+        #expect(append.identity != pager.request(.append, key: 2, params: params(userInfo: ["q": "swift"])).identity)
+    }
+
     @Test func disabledDeduplication_fetchesEveryRequest() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspend, .suspend)

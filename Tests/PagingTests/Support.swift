@@ -85,3 +85,19 @@ func eventually(_ condition: () -> Bool) async -> Bool {
     }
     return condition()
 }
+
+/// The scripted source's pages, each value tagged with the request's query (user info "q"):
+/// "q:value".
+struct QueryTaggingSource: PagingSource {
+    let scripted: ScriptedPagingSource<Int>
+
+    var refreshKey: Int { scripted.refreshKey }
+
+    func keyChain(for key: Int) -> PagingKeyChain<Int> { scripted.keyChain(for: key) }
+
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+        let page = try await scripted.fetch(request: request)
+        let query = request.params.userInfo["q"] ?? ""
+        return Page(request: request, values: page.values.map { "\(query):\($0)" }, prevKey: page.prevKey, nextKey: page.nextKey)
+    }
+}
