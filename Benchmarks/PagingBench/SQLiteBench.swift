@@ -26,23 +26,23 @@ final class PlainStore {
         try exec("PRAGMA synchronous=NORMAL")
         try exec("BEGIN IMMEDIATE")
         try exec("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;")
-        try exec("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 1)")
+        try exec("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 2)")
         try exec("""
-            CREATE TABLE IF NOT EXISTS pages ( namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,\
+            CREATE TABLE IF NOT EXISTS pages ( namespace TEXT NOT NULL, identity BLOB NOT NULL,\
              prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,\
-             stored_at INTEGER NOT NULL, PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;\
-            CREATE TABLE IF NOT EXISTS items ( namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,\
-             position INTEGER NOT NULL, item BLOB NOT NULL, PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;
+             stored_at INTEGER NOT NULL, PRIMARY KEY (namespace, identity)) WITHOUT ROWID;\
+            CREATE TABLE IF NOT EXISTS items ( namespace TEXT NOT NULL, identity BLOB NOT NULL,\
+             position INTEGER NOT NULL, item BLOB NOT NULL, PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;
             """)
         try exec("COMMIT")
         beginRead = try prepare("BEGIN")
         beginWrite = try prepare("BEGIN IMMEDIATE")
         commit = try prepare("COMMIT")
-        getPage = try prepare("SELECT prev_key, next_key, flags, item_count FROM pages WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
-        getItems = try prepare("SELECT item FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3 ORDER BY position")
-        putPage = try prepare("INSERT OR REPLACE INTO pages (namespace, key, page_size, prev_key, next_key, flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
-        delItems = try prepare("DELETE FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
-        putItem = try prepare("INSERT INTO items (namespace, key, page_size, position, item) VALUES (?1, ?2, ?3, ?4, ?5)")
+        getPage = try prepare("SELECT prev_key, next_key, flags, item_count FROM pages WHERE namespace = ?1 AND identity = ?2")
+        getItems = try prepare("SELECT item FROM items WHERE namespace = ?1 AND identity = ?2 ORDER BY position")
+        putPage = try prepare("INSERT OR REPLACE INTO pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        delItems = try prepare("DELETE FROM items WHERE namespace = ?1 AND identity = ?2")
+        putItem = try prepare("INSERT INTO items (namespace, identity, position, item) VALUES (?1, ?2, ?3, ?4)")
     }
 
     deinit {
@@ -69,10 +69,13 @@ final class PlainStore {
         return rc
     }
 
+    /// Binds the namespace and the page's identity (as the plugin is handed it: page size and key).
     private func bindID(_ statement: OpaquePointer, _ key: UnsafeRawBufferPointer, _ pageSize: Int) {
         sqlite3_bind_text(statement, 1, namespace, -1, nil)
-        sqlite3_bind_blob(statement, 2, key.baseAddress, Int32(key.count), nil)
-        sqlite3_bind_int64(statement, 3, Int64(pageSize))
+        var identity = Array("\(pageSize) \(key.count):".utf8)
+        identity.append(contentsOf: key)
+        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self) // SQLITE_TRANSIENT: SQLite copies the bytes
+        identity.withUnsafeBytes { sqlite3_bind_blob(statement, 2, $0.baseAddress, Int32($0.count), transient) }
     }
 
     /// One page written as the plugin's handle() does: one BEGIN IMMEDIATE ... COMMIT.
@@ -85,13 +88,13 @@ final class PlainStore {
             bindID(putPage, key, pageSize)
             let rc: Int32 = withOptional(prev) { prev in
                 withOptional(next) { next in
-                    if let prev { sqlite3_bind_blob(putPage, 4, prev.baseAddress, Int32(prev.count), nil) } else { sqlite3_bind_null(putPage, 4) }
-                    if let next { sqlite3_bind_blob(putPage, 5, next.baseAddress, Int32(next.count), nil) } else { sqlite3_bind_null(putPage, 5) }
-                    sqlite3_bind_int64(putPage, 6, 0)
-                    sqlite3_bind_int64(putPage, 7, Int64(items.count))
+                    if let prev { sqlite3_bind_blob(putPage, 3, prev.baseAddress, Int32(prev.count), nil) } else { sqlite3_bind_null(putPage, 3) }
+                    if let next { sqlite3_bind_blob(putPage, 4, next.baseAddress, Int32(next.count), nil) } else { sqlite3_bind_null(putPage, 4) }
+                    sqlite3_bind_int64(putPage, 5, 0)
+                    sqlite3_bind_int64(putPage, 6, Int64(items.count))
                     var ts = timespec()
                     clock_gettime(CLOCK_REALTIME, &ts)
-                    sqlite3_bind_int64(putPage, 8, Int64(ts.tv_sec) * 1_000 + Int64(ts.tv_nsec / 1_000_000))
+                    sqlite3_bind_int64(putPage, 7, Int64(ts.tv_sec) * 1_000 + Int64(ts.tv_nsec / 1_000_000))
                     return step(putPage)
                 }
             }
@@ -99,8 +102,8 @@ final class PlainStore {
             guard rc == SQLITE_DONE else { return false }
             bindID(putItem, key, pageSize)
             for (position, item) in items.enumerated() {
-                sqlite3_bind_int64(putItem, 4, Int64(position))
-                let rc = item.withUnsafeBytes { sqlite3_bind_blob(putItem, 5, $0.baseAddress, Int32($0.count), nil); return step(putItem) }
+                sqlite3_bind_int64(putItem, 3, Int64(position))
+                let rc = item.withUnsafeBytes { sqlite3_bind_blob(putItem, 4, $0.baseAddress, Int32($0.count), nil); return step(putItem) }
                 guard rc == SQLITE_DONE else { return false }
             }
             sqlite3_clear_bindings(putItem)

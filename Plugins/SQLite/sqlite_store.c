@@ -21,28 +21,34 @@
  *                      of a page, inside the open write transaction. Never set it in production.
  *
  * Behaviour:
+ *   Pages are stored under (namespace, the request's identity): its key, page size and every
+ *   param but hard_refresh (paging_request_t.identity), so a page loaded for one query is never
+ *   served for another.
  *   intercept(): a REFRESH request with param hard_refresh = "true" deletes every page of the
- *   namespace (one transaction) and proceeds. Otherwise the page stored under (namespace,
- *   request key, request page_size) is answered with COMPLETE (items, stored prev/next keys and
- *   flags) when it is complete: item_count >= page_size, or flags has PAGING_PAGE_NEXT_END (the
- *   last page is complete even when short). Anything else proceeds and observes. A read error
- *   is logged at WARNING and the request proceeds: the store is a cache, never a failure.
- *   handle(): stores the page, replacing the one with the same namespace/key/page_size. A write
+ *   namespace (one transaction) and proceeds. Otherwise the page stored under the request's
+ *   identity is answered with COMPLETE (items, stored prev/next keys and flags) when it is
+ *   complete: item_count >= page_size, or flags has PAGING_PAGE_NEXT_END (the last page is
+ *   complete even when short). Anything else proceeds and observes. A read error is logged at
+ *   WARNING and the request proceeds: the store is a cache, never a failure.
+ *   handle(): stores the page, replacing the one with the same namespace and identity. A write
  *   error (disk full, lock timeout) is logged at ERROR and the page is simply not stored.
  *
- * File format, schema version 1 (refused when meta.schema_version is not 1):
+ * File format, schema version 2 (a version 1 file is upgraded in place: its pages are dropped,
+ * with a WARNING, because version 1 did not record the params each page was loaded with;
+ * any other version is refused):
  *   CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
- *       -- one row: ('schema_version', 1)
- *   CREATE TABLE pages (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+ *       -- one row: ('schema_version', 2)
+ *   CREATE TABLE pages (namespace TEXT NOT NULL,
+ *       identity BLOB NOT NULL,              -- paging_request_t.identity, bytes as given
  *       prev_key BLOB, next_key BLOB,        -- NULL: the source gave no key
  *       flags INTEGER NOT NULL,              -- PAGING_PAGE_* bits
  *       item_count INTEGER NOT NULL,
  *       stored_at INTEGER NOT NULL,          -- Unix time in milliseconds
- *       PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;
- *   CREATE TABLE items (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+ *       PRIMARY KEY (namespace, identity)) WITHOUT ROWID;
+ *   CREATE TABLE items (namespace TEXT NOT NULL, identity BLOB NOT NULL,
  *       position INTEGER NOT NULL,           -- 0-based
  *       item BLOB NOT NULL,                  -- one JSON value, bytes as given
- *       PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;
+ *       PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;
  *   The file uses journal_mode=WAL and synchronous=NORMAL.
  *
  * Atomicity: each page write (and each namespace clear) is one BEGIN IMMEDIATE ... COMMIT
@@ -71,7 +77,7 @@
 
 #include "paging/paging.h"
 
-#define SQLS_SCHEMA_VERSION 1
+#define SQLS_SCHEMA_VERSION 2
 
 typedef struct sqls_span {
     size_t offset; /* into sqls_state.buf */
@@ -109,16 +115,16 @@ static const paging_plugin_descriptor_t sqls_descriptor = {
 static const char sqls_schema_meta[] =
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;";
 
-static const char sqls_schema_v1[] =
+static const char sqls_schema_v2[] =
     "CREATE TABLE IF NOT EXISTS pages ("
-    " namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,"
+    " namespace TEXT NOT NULL, identity BLOB NOT NULL,"
     " prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,"
     " stored_at INTEGER NOT NULL,"
-    " PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;"
+    " PRIMARY KEY (namespace, identity)) WITHOUT ROWID;"
     "CREATE TABLE IF NOT EXISTS items ("
-    " namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,"
+    " namespace TEXT NOT NULL, identity BLOB NOT NULL,"
     " position INTEGER NOT NULL, item BLOB NOT NULL,"
-    " PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;";
+    " PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;";
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -157,12 +163,11 @@ static int sqls_bind_opt_bytes(sqlite3_stmt *stmt, int index, const paging_bytes
     return b == NULL ? sqlite3_bind_null(stmt, index) : sqls_bind_bytes(stmt, index, *b);
 }
 
-/* Binds ?1 namespace, ?2 key, ?3 page_size. */
+/* Binds ?1 namespace, ?2 the request's identity. */
 static int sqls_bind_page_id(sqls_state *st, sqlite3_stmt *stmt, const paging_request_t *req)
 {
     int rc = sqlite3_bind_text(stmt, 1, st->ns, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK) rc = sqls_bind_bytes(stmt, 2, req->key);
-    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt, 3, (sqlite3_int64)req->page_size);
+    if (rc == SQLITE_OK) rc = sqls_bind_bytes(stmt, 2, req->identity);
     return rc;
 }
 
@@ -375,11 +380,11 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
 
     if (rc == SQLITE_DONE) {
         rc = sqls_bind_page_id(st, st->put_page, req);
-        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 4, page->prev_key);
-        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 5, page->next_key);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 6, (sqlite3_int64)page->flags);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 7, (sqlite3_int64)page->item_count);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 8, (sqlite3_int64)sqls_now_ms());
+        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 3, page->prev_key);
+        if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 4, page->next_key);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 5, (sqlite3_int64)page->flags);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 6, (sqlite3_int64)page->item_count);
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 7, (sqlite3_int64)sqls_now_ms());
         if (rc == SQLITE_OK) rc = sqls_exec(st->put_page);
         sqlite3_clear_bindings(st->put_page);
     }
@@ -388,8 +393,8 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
         rc = sqls_bind_page_id(st, st->put_item, req);
         for (i = 0; rc == SQLITE_OK && i < page->item_count; i++) {
             if ((int64_t)i == st->crash_after_items) _exit(137); /* test hook: see the top comment */
-            rc = sqlite3_bind_int64(st->put_item, 4, (sqlite3_int64)i);
-            if (rc == SQLITE_OK) rc = sqls_bind_bytes(st->put_item, 5, page->items[i]);
+            rc = sqlite3_bind_int64(st->put_item, 3, (sqlite3_int64)i);
+            if (rc == SQLITE_OK) rc = sqls_bind_bytes(st->put_item, 4, page->items[i]);
             if (rc == SQLITE_OK) rc = sqls_exec(st->put_item);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }
@@ -468,7 +473,28 @@ static int sqls_prepare(sqls_state *st, sqlite3_stmt **stmt, const char *sql)
     return sqlite3_prepare_v2(st->db, sql, -1, stmt, NULL) == SQLITE_OK;
 }
 
-/* Creates or checks the schema. Returns 1, or 0 after config_fail (st freed). */
+/* Upgrades a version 1 file, inside the caller's write transaction: its pages were stored
+ * under (key, page_size) without the params they were loaded with, so none can be matched to
+ * a request's identity; they are dropped, and the count logged. Returns 1 on success. */
+static int sqls_upgrade_from_v1(sqls_state *st, const char *path)
+{
+    sqlite3_stmt *stmt = NULL;
+    sqlite3_int64 pages = 0;
+    char msg[1400];
+    if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM pages", -1, &stmt, NULL) != SQLITE_OK) return 0;
+    if (sqlite3_step(stmt) == SQLITE_ROW) pages = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    if (sqlite3_exec(st->db, "DROP TABLE items; DROP TABLE pages;"
+                     " UPDATE meta SET value = 2 WHERE name = 'schema_version';", NULL, NULL, NULL) != SQLITE_OK)
+        return 0;
+    snprintf(msg, sizeof msg,
+             "sqlite-store: '%.1000s' upgraded from schema version 1 to 2: its %lld stored pages were "
+             "dropped (version 1 did not record the params each page was loaded with)", path, (long long)pages);
+    st->host->log(st->host, PAGING_LOG_WARNING, msg);
+    return 1;
+}
+
+/* Creates, upgrades or checks the schema. Returns 1, or 0 after config_fail (st freed). */
 static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const char *path)
 {
     sqlite3_stmt *stmt = NULL;
@@ -492,7 +518,11 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         sqls_fail_db(st, config, path, "cannot read the schema version");
         return 0;
     }
-    if (rc == SQLITE_ROW && version != SQLS_SCHEMA_VERSION) {
+    if (rc == SQLITE_ROW && version == 1 && !sqls_upgrade_from_v1(st, path)) {
+        sqls_fail_db(st, config, path, "cannot upgrade the schema from version 1");
+        return 0;
+    }
+    if (rc == SQLITE_ROW && version != 1 && version != SQLS_SCHEMA_VERSION) {
         char msg[1400];
         snprintf(msg, sizeof msg,
                  "sqlite-store: config `path` '%.1000s': the file has schema version %lld, this "
@@ -503,9 +533,9 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         return 0;
     }
     if ((rc == SQLITE_DONE
-         && sqlite3_exec(st->db, "INSERT INTO meta (name, value) VALUES ('schema_version', 1)",
+         && sqlite3_exec(st->db, "INSERT INTO meta (name, value) VALUES ('schema_version', 2)",
                          NULL, NULL, NULL) != SQLITE_OK)
-        || sqlite3_exec(st->db, sqls_schema_v1, NULL, NULL, NULL) != SQLITE_OK
+        || sqlite3_exec(st->db, sqls_schema_v2, NULL, NULL, NULL) != SQLITE_OK
         || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         sqls_fail_db(st, config, path, "cannot create the schema");
         return 0;
@@ -589,18 +619,15 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         || !sqls_prepare(st, &st->rollback, "ROLLBACK")
         || !sqls_prepare(st, &st->get_page,
                          "SELECT prev_key, next_key, flags, item_count FROM pages"
-                         " WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
+                         " WHERE namespace = ?1 AND identity = ?2")
         || !sqls_prepare(st, &st->get_items,
-                         "SELECT item FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3"
-                         " ORDER BY position")
+                         "SELECT item FROM items WHERE namespace = ?1 AND identity = ?2 ORDER BY position")
         || !sqls_prepare(st, &st->put_page,
-                         "INSERT OR REPLACE INTO pages (namespace, key, page_size, prev_key, next_key,"
-                         " flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
-        || !sqls_prepare(st, &st->del_items,
-                         "DELETE FROM items WHERE namespace = ?1 AND key = ?2 AND page_size = ?3")
+                         "INSERT OR REPLACE INTO pages (namespace, identity, prev_key, next_key,"
+                         " flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
+        || !sqls_prepare(st, &st->del_items, "DELETE FROM items WHERE namespace = ?1 AND identity = ?2")
         || !sqls_prepare(st, &st->put_item,
-                         "INSERT INTO items (namespace, key, page_size, position, item)"
-                         " VALUES (?1, ?2, ?3, ?4, ?5)")
+                         "INSERT INTO items (namespace, identity, position, item) VALUES (?1, ?2, ?3, ?4)")
         || !sqls_prepare(st, &st->clear_pages, "DELETE FROM pages WHERE namespace = ?1")
         || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE namespace = ?1"))
         return sqls_fail_db(st, config, path, "cannot prepare statements");

@@ -10,11 +10,14 @@ package enum CView {
             try withOptionalKey(chain.prevKey) { prev in
                 try withOptionalKey(chain.nextKey) { next in
                     try withParams(request.params.userInfo) { params, count in
-                        var view = paging_request_t(
-                            kind: kind(request.kind), page_size: UInt32(clamping: request.params.pageSize),
-                            key: key, prev_key: prev, next_key: next, params: params, param_count: count,
-                            struct_size: UInt32(MemoryLayout<paging_request_t>.size), reserved: 0)
-                        return try withUnsafePointer(to: &view, body)
+                        try withIdentity(request.identity) { identity in
+                            var view = paging_request_t(
+                                kind: kind(request.kind), page_size: UInt32(clamping: request.params.pageSize),
+                                key: key, prev_key: prev, next_key: next, params: params, param_count: count,
+                                struct_size: UInt32(MemoryLayout<paging_request_t>.size), reserved: 0,
+                                identity: identity)
+                            return try withUnsafePointer(to: &view, body)
+                        }
                     }
                 }
             }
@@ -59,6 +62,40 @@ package enum CView {
         return try withBytes(key.bytes) { bytes in
             var bytes = bytes
             return try withUnsafePointer(to: &bytes) { try body($0) }
+        }
+    }
+
+    /// `identity` encoded as types.h defines `paging_request_t.identity` (the page size, the
+    /// key, then each param in name order, each as <length>:<bytes>), in a buffer on the stack
+    /// when it is small.
+    static func withIdentity<R>(_ identity: PagingRequestIdentity<PluginKey>, _ body: (paging_bytes_t) throws -> R) rethrows -> R {
+        let params = identity.userInfo.isEmpty ? [] : identity.userInfo.sorted { $0.key < $1.key }
+        func measured(_ count: Int) -> Int { String(count).utf8.count + 1 + count }
+        var size = String(identity.pageSize).utf8.count + 1 + measured(identity.key.bytes.count)
+        for (name, value) in params { size += 1 + measured(name.utf8.count) + 1 + measured(value.utf8.count) }
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buffer in
+            var end = 0
+            func write<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
+                for byte in bytes {
+                    buffer[end] = byte
+                    end += 1
+                }
+            }
+            func writeField<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
+                write(String(bytes.count).utf8)
+                write(CollectionOfOne(UInt8(ascii: ":")))
+                write(bytes)
+            }
+            write(String(identity.pageSize).utf8)
+            write(CollectionOfOne(UInt8(ascii: " ")))
+            writeField(identity.key.bytes)
+            for (name, value) in params {
+                write(CollectionOfOne(UInt8(ascii: " ")))
+                writeField(name.utf8)
+                write(CollectionOfOne(UInt8(ascii: "=")))
+                writeField(value.utf8)
+            }
+            return try body(paging_bytes_t(data: buffer.baseAddress, len: end))
         }
     }
 

@@ -1,3 +1,4 @@
+import CPaging
 import Foundation
 import Paging
 import PagingHost
@@ -45,7 +46,7 @@ struct ABIContractTests {
         let source = try library.makeSource(id: "abi-minor-newer", sink: log.sink)
         let page = try await Pager(source: source).load(source.refreshRequest(pageSize: 5))
         #expect(page.values.texts == ["\"abi-minor-newer\""])
-        #expect(log.contains("abi-minor-newer: host 1.0, request of 64 bytes, using 1.0 members only"))
+        #expect(log.contains("abi-minor-newer: host 1.0, request of \(MemoryLayout<paging_request_t>.size) bytes, using 1.0 members only"))
     }
 
     @Test func aPluginOfANewerMinor_needingAnExtensionTheHostLacks_isRefused_inOneLineNamingBothVersions() async throws {

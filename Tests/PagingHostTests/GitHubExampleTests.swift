@@ -52,6 +52,32 @@ struct GitHubExampleTests {
         #expect(server.requestCount == 5, "a hard refresh clears the store and fetches again")
     }
 
+    /// The store keys pages by the request's identity, user info included: the same manifest
+    /// with another query fetches that query's repositories instead of being served the first
+    /// query's from the database.
+    @Test func anotherQuery_isFetched_notServedTheFirstQuerysPages() async throws {
+        let server = try server()
+        defer { server.stop() }
+        let (manifest, _) = try manifest(for: server)
+        let swift = try await run(pager, ["run", manifest])
+        #expect(swift.code == 0, "\(swift.stderr)")
+        #expect(server.requestCount == 1)
+
+        let logManifest = (manifest as NSString).deletingLastPathComponent + "/log.json"
+        try String(contentsOfFile: manifest, encoding: .utf8)
+            .replacingOccurrences(of: #""q": "swift in:name,description""#, with: #""q": "log""#)
+            .write(toFile: logManifest, atomically: true, encoding: .utf8)
+        let log = try await run(pager, ["run", logManifest])
+        #expect(log.code == 0, "\(log.stderr)")
+        #expect(server.requestCount == 2, "the other query reached the server")
+        #expect(!log.stdout.isEmpty && log.stdout != swift.stdout)
+
+        // Each query is now served its own pages from the database.
+        #expect(try await run(pager, ["run", manifest]).stdout == swift.stdout)
+        #expect(try await run(pager, ["run", logManifest]).stdout == log.stdout)
+        #expect(server.requestCount == 2)
+    }
+
     @Test func pagingToTheEnd_reachesTheLastPage_fromTheLinkHeader() async throws {
         let server = try server()
         defer { server.stop() }

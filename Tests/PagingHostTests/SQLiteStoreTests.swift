@@ -76,6 +76,56 @@ struct SQLiteStoreTests {
         await #expect(throws: PluginError.self) { try await a.load(a.request(.refresh, key: "0", params: params(pageSize: 10))) }
     }
 
+    /// Pages are stored under the request's identity: the same key with other user info (another
+    /// query) is not served the stored page, and a hard-refresh flag does not change what is
+    /// asked for.
+    @Test func sameKey_otherUserInfo_goesToTheSource_butTheHardRefreshFlagChangesNothing() async throws {
+        let folder = scratchFolder()
+        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
+        let pager = try storeOnly(folder: folder)
+        let plain = try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 10)))
+        #expect(plain.values.count == 10)
+        await #expect(throws: PluginError.self, "another query's page is not the stored one") {
+            try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 10, userInfo: ["q": "other"])))
+        }
+        // (The store clears its namespace only on a hard REFRESH; this is an append.)
+        let flagged = try await pager.load(pager.request(.append, key: "0", params: params(
+            pageSize: 10, userInfo: [PagingUserInfoKey.hardRefresh: "true"])))
+        #expect(flagged.values == plain.values)
+    }
+
+    /// A file written by the version of the store that keyed pages by key and page size only:
+    /// upgraded in place, its pages dropped (their params are unknown) with a warning.
+    @Test func schemaVersion1File_isUpgraded_droppingItsPages_withAWarning() async throws {
+        let folder = scratchFolder()
+        let version1 = """
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
+        INSERT INTO meta VALUES ('schema_version', 1);
+        CREATE TABLE pages (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+          prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,
+          stored_at INTEGER NOT NULL, PRIMARY KEY (namespace, key, page_size)) WITHOUT ROWID;
+        CREATE TABLE items (namespace TEXT NOT NULL, key BLOB NOT NULL, page_size INTEGER NOT NULL,
+          position INTEGER NOT NULL, item BLOB NOT NULL,
+          PRIMARY KEY (namespace, key, page_size, position)) WITHOUT ROWID;
+        INSERT INTO pages VALUES ('test', X'30', 1, NULL, NULL, 3, 1, 0);
+        INSERT INTO items VALUES ('test', X'30', 1, 0, X'2273746f72656422');
+        """
+        let created = try await run("/usr/bin/env", [
+            "python3", "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.executescript(sys.stdin.read()); db.commit()",
+            folder + "/store.db"], input: version1)
+        #expect(created.code == 0, "\(created.stderr)")
+        let pager = try storeOnly(folder: folder)
+        #expect(log.contains("upgraded from schema version 1 to 2: its 1 stored pages were dropped"))
+        await #expect(throws: PluginError.self, "the version 1 page is gone") {
+            try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 1)))
+        }
+        // The upgraded file works: a run stores pages, a new pipeline is served them.
+        let stored = try await run(self.pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
+        #expect(stored.code == 0, "\(stored.stderr)")
+        let served = try storeOnly(folder: folder)
+        #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
+    }
+
     @Test func badConfig_namesTheKeyAndThePath() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
         do {

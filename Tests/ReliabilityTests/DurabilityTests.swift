@@ -42,32 +42,38 @@ func inspectStore(_ path: String) -> StoreInspection {
     }
     query("PRAGMA integrity_check") { result.integrity.append(String(cString: sqlite3_column_text($0, 0))) }
     query("""
-        SELECT p.key, p.page_size, p.item_count, COUNT(i.position), COALESCE(MIN(i.position), 0), COALESCE(MAX(i.position), -1)
-        FROM pages p LEFT JOIN items i ON i.namespace = p.namespace AND i.key = p.key AND i.page_size = p.page_size
-        GROUP BY p.namespace, p.key, p.page_size
+        SELECT p.identity, p.item_count, COUNT(i.position), COALESCE(MIN(i.position), 0), COALESCE(MAX(i.position), -1)
+        FROM pages p LEFT JOIN items i ON i.namespace = p.namespace AND i.identity = p.identity
+        GROUP BY p.namespace, p.identity
         """) { row in
         result.pages += 1
-        let key = text(row, 0)
-        let expected = sqlite3_column_int64(row, 2), count = sqlite3_column_int64(row, 3)
-        let low = sqlite3_column_int64(row, 4), high = sqlite3_column_int64(row, 5)
+        let key = identityKey(text(row, 0))
+        let expected = sqlite3_column_int64(row, 1), count = sqlite3_column_int64(row, 2)
+        let low = sqlite3_column_int64(row, 3), high = sqlite3_column_int64(row, 4)
         if count != expected || low != 0 || high != expected - 1 {
             result.problems.append("page \(key): item_count \(expected), \(count) items at positions \(low)...\(high)")
         }
     }
-    query("SELECT key, position, item FROM items") { row in
+    query("SELECT identity, position, item FROM items") { row in
         result.items += 1
-        let key = Int(text(row, 0)) ?? -1_000_000, position = Int(sqlite3_column_int64(row, 1))
+        let key = Int(identityKey(text(row, 0))) ?? -1_000_000, position = Int(sqlite3_column_int64(row, 1))
         let item = text(row, 2)
         if item != #"{"n":\#(key + position)}"# { result.problems.append("item \(key)+\(position) is \(item)") }
     }
     query("""
         SELECT COUNT(*) FROM items i WHERE NOT EXISTS (SELECT 1 FROM pages p
-        WHERE p.namespace = i.namespace AND p.key = i.key AND p.page_size = i.page_size)
+        WHERE p.namespace = i.namespace AND p.identity = i.identity)
         """) { row in
         let orphans = sqlite3_column_int64(row, 0)
         if orphans != 0 { result.problems.append("\(orphans) items without their page row") }
     }
     return result
+}
+
+/// The key in a request identity without params ("<page size> <length>:<key>", types.h).
+private func identityKey(_ identity: String) -> String {
+    guard let space = identity.firstIndex(of: " "), let colon = identity[space...].firstIndex(of: ":") else { return "" }
+    return String(identity[identity.index(after: colon)...])
 }
 
 @Suite("Durability of the sqlite-store plugin")

@@ -68,8 +68,19 @@ typedef struct paging_request {
     /* ---- ABI 1.0 ---- */
     uint32_t struct_size;           /* sizeof(paging_request_t) in the host's headers (version.h, rule 2). [any-thread] Value member. */
     uint32_t reserved;              /* 0. [any-thread] Value member. */
+    paging_bytes_t identity;        /* what identifies the page asked for (see below): key caches and stores by it. Borrowed for the call only. [any-thread] */
     /* Members added in later 1.x versions go here, at the end. */
 } paging_request_t;
+
+/* A request's identity: the one definition of "the same page" that every cache, store and
+ * deduplication uses, in the host and in plugins. Two requests ask for the same page exactly
+ * when their identities are equal byte strings. It holds the key, the page size and every
+ * param except hard_refresh (how to load, not what); not the kind, nor the keys around the key.
+ * A parameter that changes the answer (a query, a filter) must therefore travel as a param.
+ * Encoding (compare and store it whole; never parse it): the page size in decimal, a space,
+ * the key as <length>:<bytes>, then for each param in name order a space, <length>:<name>,
+ * '=', <length>:<value>; lengths are decimal byte counts. For example key "3", page size 20
+ * and param q=swift: `20 1:3 1:q=5:swift`. */
 
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
 
