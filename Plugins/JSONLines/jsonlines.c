@@ -16,11 +16,12 @@
  * Keys are decimal line indexes as UTF-8 text ("0", "20", ...); the refresh key is "0". There is
  * no key_chain: each page carries its neighbours' keys:
  *   next = key + item_count, or the PAGING_PAGE_NEXT_END flag when the last line was served;
- *   prev = max(0, key - page_size), or the PAGING_PAGE_PREV_END flag when key == 0.
- * For a PREPEND request with a next_key (the first loaded page), at most next_key - key lines are
- * served, so a clamped prev key never repeats lines already loaded.
- * A key that is not a decimal integer in 0...line_count fails the fetch with
- * PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
+ *   prev = key - page_size when key >= page_size; "0-<key>" when 0 < key < page_size (the lines
+ *   before the page, fewer than a page: a range key "<first>-<end>" serves at most end - first
+ *   lines, so a prepend never repeats lines already loaded); the PAGING_PAGE_PREV_END flag when
+ *   key == 0.
+ * A key that is not a decimal integer in 0...line_count (or a range within it) fails the fetch
+ * with PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
  *
  * Extensions offered: paging.health/1 (the file is still a readable regular file).
  *
@@ -122,17 +123,30 @@ static int jsonl_index_lines(jsonl_state *st, size_t len)
 /* ---- source functions ------------------------------------------------------------------ */
 
 /* Parses a decimal key ("0", "20"); returns 0 when it is not a plain non-negative integer. */
-static int jsonl_parse_key(paging_bytes_t key, size_t *out)
+/* Parses a decimal number of 1...19 digits. */
+static int jsonl_parse_number(const uint8_t *data, size_t len, size_t *out)
 {
     size_t i, v = 0;
-    if (key.len == 0 || key.len > 19 || key.data == NULL) return 0;
-    for (i = 0; i < key.len; i++) {
-        if (key.data[i] < '0' || key.data[i] > '9') return 0;
+    if (len == 0 || len > 19 || data == NULL) return 0;
+    for (i = 0; i < len; i++) {
+        if (data[i] < '0' || data[i] > '9') return 0;
         if (v > ((size_t)-1 - 9) / 10) return 0;
-        v = v * 10 + (size_t)(key.data[i] - '0');
+        v = v * 10 + (size_t)(data[i] - '0');
     }
     *out = v;
     return 1;
+}
+
+/* Parses a key: "<first>", or "<first>-<end>" with first < end (*end = (size_t)-1 without one). */
+static int jsonl_parse_key(paging_bytes_t key, size_t *first, size_t *end)
+{
+    const uint8_t *dash = key.data ? (const uint8_t *)memchr(key.data, '-', key.len) : NULL;
+    if (dash == NULL) {
+        *end = (size_t)-1;
+        return jsonl_parse_number(key.data, key.len, first);
+    }
+    return jsonl_parse_number(key.data, (size_t)(dash - key.data), first)
+        && jsonl_parse_number(dash + 1, key.len - (size_t)(dash - key.data) - 1, end) && *first < *end;
 }
 
 static paging_bytes_t jsonl_key_bytes(char *buf, size_t cap, size_t value)
@@ -157,24 +171,21 @@ static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t
 {
     jsonl_state *st = (jsonl_state *)self;
     const paging_host_t *h = st->host;
-    size_t key, page_size, count, i, limit;
+    size_t key, end, page_size, count, i;
     uint32_t flags = 0;
     char buf[32];
     paging_bytes_t kb;
 
-    if (!jsonl_parse_key(request->key, &key) || key > st->line_count) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "jsonlines: key is not a line index in 0...%lu",
+    if (!jsonl_parse_key(request->key, &key, &end) || key > st->line_count) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "jsonlines: key is not a line index in 0...%lu (nor a range first-end of them)",
                  (unsigned long)st->line_count);
         h->fetch_fail(h, fetch_id, PAGING_ERR_INVALID_REQUEST, msg);
         return PAGING_OK;
     }
     page_size = request->page_size ? request->page_size : st->default_page_size;
     count = page_size;
-    if (request->kind == PAGING_REQUEST_PREPEND && request->next_key != NULL
-        && jsonl_parse_key(*request->next_key, &limit) && limit > key && limit - key < count) {
-        count = limit - key;
-    }
+    if (end != (size_t)-1 && end - key < count) count = end - key;
     if (count > st->line_count - key) count = st->line_count - key;
 
     for (i = 0; i < count; i++) {
@@ -191,8 +202,13 @@ static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t
     }
     if (key == 0) {
         flags |= PAGING_PAGE_PREV_END;
+    } else if (key >= page_size) {
+        kb = jsonl_key_bytes(buf, sizeof buf, key - page_size);
+        h->fetch_set_prev_key(h, fetch_id, &kb);
     } else {
-        kb = jsonl_key_bytes(buf, sizeof buf, key > page_size ? key - page_size : 0);
+        int n = snprintf(buf, sizeof buf, "0-%lu", (unsigned long)key);
+        kb.data = (const uint8_t *)buf;
+        kb.len = n > 0 ? (size_t)n : 0;
         h->fetch_set_prev_key(h, fetch_id, &kb);
     }
     h->fetch_set_flags(h, fetch_id, flags);

@@ -56,6 +56,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     public init(pager: Pager<Key, Value>, configuration: Configuration) {
         self.pager = pager
         self.configuration = configuration
+        let source = String(describing: pager.source)
+        state.withLock { $0.sourceDescription = source }
     }
 
     /// A manager over a new ``Pager`` of `source` and `interceptors`.
@@ -257,6 +259,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var stalledKey: Key?
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
+        /// The pager's source as it describes itself, for errors about its pages.
+        @usableFromInline var sourceDescription = ""
 
         @usableFromInline
         init() {}
@@ -303,10 +307,30 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.prependState = .idle
                     return
                 }
+                if let nextKey = page.nextKey, nextKey != first.key, case let repeated = Self.repeatedValues(page, before: first), repeated > 0 {
+                    let error = PagingError.overlappingPrepend(source: sourceDescription, pageKey: "\(page.key)", nextKey: "\(nextKey)",
+                                                               firstKey: "\(first.key)", repeated: repeated)
+                    output.prependState = .failed(error)
+                    output.lastError = error
+                    return
+                }
                 output.values = output.values.prepending(page)
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .append) { output.appendState = .idle }
             }
+        }
+
+        /// How many of `page`'s last values are `first`'s first ones (when values are Hashable;
+        /// 0 otherwise): the longest such overlap.
+        @inlinable
+        static func repeatedValues(_ page: Page<Key, Value>, before first: Page<Key, Value>) -> Int {
+            let values = page.values.map { $0 as? AnyHashable }, head = first.values.map { $0 as? AnyHashable }
+            guard let firstValue = head.first, firstValue != nil else { return 0 }
+            for start in values.indices where values[start] == firstValue {
+                let count = values.count - start
+                if count <= head.count && values[start...].elementsEqual(head[..<count]) { return count }
+            }
+            return 0
         }
 
         /// Drops pages at one end while more than `maxSize` values are held, keeping at least

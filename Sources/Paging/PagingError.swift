@@ -2,10 +2,19 @@
 public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A refresh started while this prepend or append was loading; its page was dropped.
     case supersededByRefresh
+    /// A prepended page repeats the first `repeated` values of the first loaded page, and its
+    /// next key (`nextKey`) is not that page's key (`firstKey`): the source's keys overlap (a
+    /// bug in `source`, described as the ``Pager``'s source describes itself). The page is
+    /// dropped.
+    case overlappingPrepend(source: String, pageKey: String, nextKey: String, firstKey: String, repeated: Int)
 
     public var description: String {
         switch self {
-        case .supersededByRefresh: "the load was superseded by a refresh and its page dropped"
+        case .supersededByRefresh:
+            "the load was superseded by a refresh and its page dropped"
+        case let .overlappingPrepend(source, pageKey, nextKey, firstKey, repeated):
+            "\(source): the page prepended at key \(pageKey) repeats the first \(repeated) values of the page at key "
+                + "\(firstKey) (its next key is \(nextKey), not \(firstKey)); the page was dropped"
         }
     }
 }

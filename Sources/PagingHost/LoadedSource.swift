@@ -8,7 +8,7 @@ import Synchronization
 /// table, from any thread. A fetch completed twice, or after it was finished, cancelled or
 /// timed out, is refused and logged; a fetch not completed within ``PluginLimits/fetchTimeout``
 /// fails with a retryable timeout; cancelling the caller's task calls the plugin's `cancel`.
-public final class LoadedSource: PagingSource, @unchecked Sendable {
+public final class LoadedSource: PagingSource, CustomStringConvertible, @unchecked Sendable {
     public typealias Key = PluginKey
     public typealias Value = PluginItem
 
@@ -125,6 +125,9 @@ public final class LoadedSource: PagingSource, @unchecked Sendable {
         instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled"))
         calls.runUnserialized { plugin.pointee.cancel?(plugin, id) }
     }
+
+    /// The plugin and its library, as errors name them.
+    public var description: String { instance.label }
 
     /// Fetches handed to the plugin (or about to be) and not yet finished.
     package var fetchesInFlight: Int { instance.fetches.withLock { $0.count } }

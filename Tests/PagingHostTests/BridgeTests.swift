@@ -25,6 +25,35 @@ struct BridgeTests {
         #expect(manager.output.values.pageCount == 3)
     }
 
+    /// A page at a key that is not a multiple of the page size: the page before it is shorter
+    /// than a page, and prepending it repeats no line (it once repeated lines 5...9).
+    @Test func jsonLines_prependFromAMidKey_repeatsNoLine() async throws {
+        let source = try jsonLinesSource(count: 30)
+        let pager = Pager(source: source)
+        let middle = try await pager.load(pager.request(.refresh, key: "5", params: params(pageSize: 10)))
+        #expect(middle.values.texts == (5..<15).map { #"{"n":\#($0)}"# })
+        let previous = try #require(middle.prevKey)
+        let before = try await pager.load(pager.request(.prepend, key: previous, params: params(pageSize: 10)))
+        #expect(before.values.texts == (0..<5).map { #"{"n":\#($0)}"# })
+        #expect(before.nextKey == "5")
+        #expect(before.prevKey == nil)
+    }
+
+    /// A source whose prepended page overlaps the first loaded one (the keys say so: its next
+    /// key is not that page's key): the prepend fails naming the plugin, the list is unchanged.
+    @Test func overlappingPrepend_failsNamingThePlugin_andKeepsTheList() async throws {
+        let source = try PluginLibrary.open(path: try fixturePlugin("overlapping_prepend")).makeSource(sink: log.sink)
+        let manager = PaginationManager(source: source, pageSize: 10)
+        await manager.refresh().value
+        let loaded = manager.output.values.map(\.text)
+        #expect(loaded.count == 10)
+        await manager.prepend().value
+        let error = try #require(manager.output.prependState.error as? PagingError)
+        #expect("\(error)".contains("overlapping-prepend ("), "\(error)")
+        #expect("\(error)".contains("repeats the first 5 values of the page at key 5"), "\(error)")
+        #expect(manager.output.values.map(\.text) == loaded)
+    }
+
     @Test func mixedPipeline_swiftInProcess_swiftPlugins_andACPlugin() async throws {
         let counter = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
             .makeInterceptor(config: .object([("label", .string("edge"))]), sink: log.sink)

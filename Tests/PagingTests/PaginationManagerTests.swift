@@ -27,6 +27,24 @@ struct PaginationManagerTests {
         #expect(source.fetchCount == 3)
     }
 
+    /// Keys that disagree are not enough to call a prepend wrong (cursor APIs name one page by
+    /// several cursors); keys that disagree and values that repeat are.
+    @Test(arguments: [(overlap: 0, fails: false), (overlap: 4, fails: true)])
+    func prepend_failsOnlyWhenItsKeysDisagree_andItsValuesRepeat(overlap: Int, fails: Bool) async throws {
+        let manager = PaginationManager(source: CursorLikeSource(overlap: overlap), pageSize: 10)
+        await manager.refresh().value
+        await manager.prepend().value
+        let error = manager.output.prependState.error as? PagingError
+        #expect((error != nil) == fails, "\(String(describing: error))")
+        if fails {
+            #expect("\(error!)".contains("CursorLikeSource"), "the source is named: \(error!)")
+            #expect("\(error!)".contains("repeats the first \(overlap) values"))
+            #expect(Array(manager.output.values) == Array(100..<110))
+        } else {
+            #expect(Array(manager.output.values) == Array(90..<110))
+        }
+    }
+
     @Test func appendWithNothingLoaded_refreshes() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
@@ -204,5 +222,19 @@ struct PaginationManagerTests {
         await manager.append().value
         #expect(Array(manager.output.values) == [Repo(id: 0, name: "a"), Repo(id: 1, name: "b"),
                                                   Repo(id: 2, name: "a"), Repo(id: 3, name: "b")])
+    }
+}
+
+/// Pages of 10 numbers from key 100; the page before is at key - 10 + `overlap`, and each page
+/// names its next page by a cursor of its own (key + 1000), never by the key it was loaded at.
+private struct CursorLikeSource: PagingSource {
+    let overlap: Int
+    let refreshKey = 100
+
+    func keyChain(for key: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
+
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+        let key = request.key % 1_000
+        return Page(request: request, values: Array(key..<key + 10), prevKey: key - 10 + overlap, nextKey: key + 1_000 + 10)
     }
 }

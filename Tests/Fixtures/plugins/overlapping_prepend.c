@@ -1,0 +1,82 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/overlapping_prepend.c -o liboverlapping_prepend.so */
+/*
+ * Misbehaving fixture: source "overlapping-prepend" serves 30 items {"n":0}...{"n":29}; keys are
+ * decimal indexes and the refresh key is "5". Its prev key is max(0, key - page_size) without
+ * a clamp, so the page before "5" (page size 10) is "0", which holds items 0...9 - repeating
+ * items 5...9 of the page at "5". Its next key is key + item count.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paging/paging.h"
+
+#define OP_COUNT 30u
+
+typedef struct op_source { paging_source_t base; const paging_host_t *host; } op_source;
+
+static paging_bytes_t op_number(char *buf, size_t cap, unsigned long value, const char *format)
+{
+    paging_bytes_t b;
+    int n = snprintf(buf, cap, format, value);
+    b.data = (const uint8_t *)buf;
+    b.len = n > 0 ? (size_t)n : 0;
+    return b;
+}
+
+static paging_status_t op_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    op_source *s = (op_source *)self;
+    char buf[8];
+    paging_bytes_t k = op_number(buf, sizeof buf, 5, "%lu");
+    return s->host->keys_set(out, PAGING_KEY_CURRENT, &k);
+}
+
+static paging_status_t op_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    op_source *s = (op_source *)self;
+    const paging_host_t *h = s->host;
+    char buf[32];
+    unsigned long key = 0, i, end;
+    uint32_t flags = 0;
+    paging_bytes_t b;
+    for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
+    end = key + request->page_size < OP_COUNT ? key + request->page_size : OP_COUNT;
+    for (i = key; i < end; i++) {
+        b = op_number(buf, sizeof buf, i, "{\"n\":%lu}");
+        h->fetch_add_item(h, id, b);
+    }
+    if (end >= OP_COUNT) flags |= PAGING_PAGE_NEXT_END;
+    else { b = op_number(buf, sizeof buf, end, "%lu"); h->fetch_set_next_key(h, id, &b); }
+    if (key == 0) flags |= PAGING_PAGE_PREV_END;
+    else { b = op_number(buf, sizeof buf, key > request->page_size ? key - request->page_size : 0, "%lu"); h->fetch_set_prev_key(h, id, &b); }
+    h->fetch_set_flags(h, id, flags);
+    h->fetch_complete(h, id);
+    return PAGING_OK;
+}
+
+static void op_destroy(paging_source_t *self) { free(self); }
+
+static paging_source_t *op_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    op_source *s = (op_source *)calloc(1, sizeof *s);
+    (void)plugin_id;
+    if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    s->host = host;
+    s->base.plugin_data = s;
+    s->base.refresh_key = op_refresh_key;
+    s->base.fetch = op_fetch;
+    s->base.destroy = op_destroy;
+    s->base.struct_size = (uint32_t)sizeof s->base;
+    return &s->base;
+}
+
+static const paging_plugin_descriptor_t op_descriptor = {
+    PAGING_DESCRIPTOR_HEAD, "overlapping-prepend", "Overlapping prepend (fixture)", "1.0.0",
+    "Its page before the refresh page repeats items of it.", PAGING_PLUGIN_SOURCE, 0, NULL
+};
+static uint32_t op_count(void) { return 1; }
+static const paging_plugin_descriptor_t *op_descriptor_at(uint32_t i) { return i == 0 ? &op_descriptor : NULL; }
+static const paging_plugin_entry_t op_entry = { PAGING_ENTRY_HEAD, op_count, op_descriptor_at, op_create, NULL, NULL, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &op_entry; }
