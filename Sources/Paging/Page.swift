@@ -32,10 +32,16 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @inlinable
     public var key: Key { request.key }
 
-    /// Whether the page holds as many values as were asked for. The ``PaginationManager``
-    /// requests an incomplete last (or first) page again, replacing it, before moving on.
+    /// Whether the page holds as many values as were asked for.
     @inlinable
     public var isComplete: Bool { values.count >= request.params.pageSize }
+
+    /// Whether the source named the next page itself (a cursor, a `Link` header, an offset it
+    /// counted) rather than leaving it to the request's key chain. A short page that names its
+    /// next page is followed, not loaded again: a server that caps its page size says where
+    /// the next page is.
+    @inlinable
+    public var namesItsNextKey: Bool { nextKey != request.keyChain.nextKey }
 }
 
 extension Page: CustomStringConvertible {

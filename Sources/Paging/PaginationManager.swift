@@ -5,8 +5,10 @@ import Synchronization
 ///
 /// - A direction reaches its end when the page there has no key beyond it; then nothing more is
 ///   loaded in that direction until a refresh.
-/// - Before that, an incomplete last page (fewer values than the page size) is requested again
-///   by the next append and replaced, as in the original SwiftPaging; then paging moves on.
+/// - Before that, an incomplete last page (fewer values than the page size) whose next key comes
+///   from the key chain alone is requested again by the next append and replaced, as in the
+///   original SwiftPaging, until a reload brings nothing new; then paging moves on. A short page
+///   that names its next page itself (``Page/namesItsNextKey``) is simply followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:)`` loads the next page when the
@@ -94,8 +96,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @discardableResult
     public func prepend() -> Task<Void, Never> { start(.prepend, userInfo: [:]) }
 
-    /// Loads the page after the last one (or the last one again when it was incomplete and the
-    /// end is not reached).
+    /// Loads the page after the last one (or the last one again when it was incomplete, did not
+    /// name its next page, and the end is not reached).
     @discardableResult
     public func append() -> Task<Void, Never> { start(.append, userInfo: [:]) }
 
@@ -202,8 +204,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     return nil
                 }
                 // An incomplete last page is loaded again (it may have grown), until a reload
-                // brings nothing new: then paging moves on (a server may cap its page size).
-                key = last.isComplete || last.key == state.stalledKey ? next : last.key
+                // brings nothing new: then paging moves on. Unless the page said where the next
+                // one is: then it is short because the server caps its page size.
+                key = last.isComplete || last.namesItsNextKey || last.key == state.stalledKey ? next : last.key
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,

@@ -228,6 +228,24 @@ struct HTTPSourcePluginTests {
         #expect(manager.output.prependState.isEndReached)
     }
 
+    /// A page size above the server's cap (GitHub: 100): each short page names its next page in
+    /// its Link header, so it is followed, not loaded again - one request a page (there were 3
+    /// for 2 pages, 399 for 200).
+    @Test(arguments: [150, 1_000])
+    func linkPagination_serverCappingThePageSize_oneRequestAPage(pageSize: Int) async throws {
+        let handler = gitHubSearchHandler(fixture: .synthetic(count: 250))
+        let server = try startServer(handler)
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/search/repositories?q=swift&per_page={pageSize}",
+             "items": "/items", "pagination": {"type": "link"}}
+            """)
+        let manager = try await pageToEnd(source, pageSize: pageSize)
+        #expect(manager.output.values.count == 250)
+        #expect(manager.output.values.pageCount == 3)
+        #expect(server.requestCount == 3)
+    }
+
     @Test func linkPagination_prevLinks_prepend() async throws {
         let handler = gitHubSearchHandler(fixture: .synthetic(count: 30))
         let server = try startServer(handler)
