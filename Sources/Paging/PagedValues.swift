@@ -43,11 +43,12 @@ public struct PagedValues<Key: Hashable & Sendable, Value: Sendable>: RandomAcce
         return pages
     }
 
-    /// O(1): every node keeps its subtree's first and last node.
+    /// The first page, or `nil` when empty. O(1): every node keeps its subtree's first and last node.
     @inlinable
-    var firstPage: Page<Key, Value>? { root?.firstNode.page }
+    public var firstPage: Page<Key, Value>? { root?.firstNode.page }
+    /// The last page, or `nil` when empty. O(1).
     @inlinable
-    var lastPage: Page<Key, Value>? { root?.lastNode.page }
+    public var lastPage: Page<Key, Value>? { root?.lastNode.page }
 
     @inlinable
     func appending(_ page: Page<Key, Value>) -> PagedValues { PagedValues(root: PageNode.insertLast(page, into: root)) }

@@ -16,9 +16,12 @@ struct BrowseCommand {
       j, down       next item          k, up        previous item
       space, pgdn   next screen        b, pgup      previous screen
       g             first item         G            last item
-      r             refresh            q, ctrl-c    quit
+      r             refresh            R            retry the load that failed
+      q, ctrl-c     quit
 
-    The status line shows what is loading, the last error, and the end of the data.
+    The status line shows what is loading, the last error, the end of the data, and why the
+    list cannot scroll back when its first pages were dropped (max_size) by a source that gives
+    no previous keys.
     The terminal is restored on exit, on ctrl-c and on SIGTERM/SIGHUP.
 
     exit codes: 0 quit; 2 bad manifest or plugin, or no terminal
@@ -70,6 +73,7 @@ struct BrowseCommand {
                 switch key {
                 case .quit: return ExitCode.success
                 case .refresh: manager.refresh()
+                case .retry: manager.retry()
                 case .move(let delta): screen.move(by: delta == .max ? screen.listHeight : delta == .min ? -screen.listHeight : delta, count: output.values.count)
                 case .top: screen.move(by: -output.values.count, count: output.values.count)
                 case .bottom: screen.move(by: output.values.count, count: output.values.count)
@@ -96,7 +100,7 @@ struct BrowseCommand {
     }
 
     enum Key: Sendable {
-        case quit, refresh, top, bottom
+        case quit, refresh, retry, top, bottom
         /// Lines to move; `.max`/`.min` for a screen down/up.
         case move(Int)
 
@@ -120,6 +124,7 @@ struct BrowseCommand {
                 switch bytes[index] {
                 case UInt8(ascii: "q"), 0x03, 0x04: keys.append(.quit)
                 case UInt8(ascii: "r"): keys.append(.refresh)
+                case UInt8(ascii: "R"): keys.append(.retry)
                 case UInt8(ascii: "j"): keys.append(.move(1))
                 case UInt8(ascii: "k"): keys.append(.move(-1))
                 case UInt8(ascii: " "): keys.append(.move(.max))
@@ -224,10 +229,15 @@ private struct Screen {
         var parts = ["\(output.values.isEmpty ? 0 : cursor + 1)/\(output.values.count)"]
         if output.isRefreshing { parts.append("refreshing…") }
         if output.isAppending { parts.append("loading more…") }
-        if let error = output.refreshState.error ?? output.appendState.error {
-            parts.append("error: \(error) (r to retry)")
+        if let error = output.refreshState.error ?? output.prependState.error ?? output.appendState.error {
+            parts.append("error: \(error) (R to retry)")
         } else if let problem {
             parts.append(problem)
+        }
+        if cursor == 0, output.prependState.isEndReached, let first = output.values.firstPage, first.request.kind == .append {
+            // The page at the top was appended and names no page before it: the pages before
+            // were dropped (max_size) and the source gives no previous keys to load them again.
+            parts.append("cannot scroll back: earlier pages were dropped and the source gives no previous keys")
         }
         if output.appendState.isEndReached { parts.append("end of data") }
         parts.append("r refresh · q quit")

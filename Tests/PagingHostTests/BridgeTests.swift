@@ -42,14 +42,14 @@ struct BridgeTests {
     /// A source whose prepended page overlaps the first loaded one (the keys say so: its next
     /// key is not that page's key): the prepend fails naming the plugin, the list is unchanged.
     @Test func overlappingPrepend_failsNamingThePlugin_andKeepsTheList() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("overlapping_prepend")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try fixturePlugin("numbered_source")).makeSource(sink: log.sink)
         let manager = PaginationManager(source: source, pageSize: 10)
         await manager.refresh().value
         let loaded = manager.output.values.map(\.text)
         #expect(loaded.count == 10)
         await manager.prepend().value
         let error = try #require(manager.output.prependState.error as? PagingError)
-        #expect("\(error)".contains("overlapping-prepend ("), "\(error)")
+        #expect("\(error)".contains("numbered ("), "\(error)")
         #expect("\(error)".contains("repeats the first 5 values of the page at key 5"), "\(error)")
         #expect(manager.output.values.map(\.text) == loaded)
     }

@@ -51,6 +51,64 @@ struct BrowseCommandTests {
         #expect(await terminal.exit().code == 0)
     }
 
+    /// A manifest of `source` (a manifest object's text) with page size 10.
+    func manifest(source: String, interceptors: String = "[]", maxSize: Int? = nil) throws -> String {
+        let path = scratchFolder() + "/m.json"
+        try #"{"source": \#(source), "interceptors": \#(interceptors), "page_size": 10\#(maxSize.map { #", "max_size": \#($0)"# } ?? "")}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    @Test func aFailedPrepend_isShown() async throws {
+        let source = #"{"plugin": "\#(try fixturePlugin("numbered_source"))"}"#
+        let terminal = try Terminal("\(pager) browse \(try manifest(source: source))", columns: 400)
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":5}"#) == true })
+        terminal.type("k") // at the top: loads the page before, which overlaps
+        let shown = await terminal.waitFor { $0.status?.contains("repeats the first 5 values") == true }
+        #expect(shown, "\(terminal.lastFrame?.status ?? "no frame")")
+        #expect(terminal.lastFrame?.status?.contains("(R to retry)") == true)
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
+    @Test func capitalR_retriesTheLoadThatFailed() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        let source = #"{"plugin": "jsonlines", "config": {"path": "\#(folder)/data.jsonl"}}"#
+        let flaky = #"[{"plugin": "\#(try fixturePlugin("flaky"))", "config": {"fail_first": 1, "status": 6}}]"#
+        let terminal = try Terminal("\(pager) browse \(try manifest(source: source, interceptors: flaky))", columns: 400)
+        let failed = await terminal.waitFor { $0.status?.contains("injected failure of call 0") == true }
+        #expect(failed, "\(terminal.lastFrame?.status ?? "no frame")")
+        #expect(terminal.lastFrame?.status?.contains("(R to retry)") == true)
+        terminal.type("R")
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true && $0.status?.contains("error") == false },
+                "\(terminal.lastFrame?.status ?? "no frame")")
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
+    /// With max_size, the first pages are dropped as the cursor goes down; a source that gives
+    /// no previous keys cannot load them again, and the status line says so at the top.
+    @Test func withoutPreviousKeys_theTopSaysWhyItCannotScrollBack() async throws {
+        let source = #"{"plugin": "\#(try fixturePlugin("numbered_source"))", "config": {"count": 200, "refresh_key": 0, "prev_keys": false}}"#
+        let terminal = try Terminal("\(pager) browse \(try manifest(source: source, maxSize: 30))", columns: 200)
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
+        for n in 1...40 {
+            #expect(await terminal.waitFor { $0.cursorIsAboveTheLastItem })
+            terminal.type("j")
+            guard await terminal.waitFor({ $0.cursorLine?.hasSuffix(#"{"n":\#(n)}"#) == true }) else {
+                Issue.record("line \(n): the cursor is on \(terminal.lastFrame?.cursorLine ?? "nothing")")
+                break
+            }
+        }
+        terminal.type("g")
+        let said = await terminal.waitFor { $0.status?.contains("cannot scroll back: earlier pages were dropped") == true }
+        #expect(said, "\(terminal.lastFrame?.status ?? "no frame")")
+        #expect(terminal.lastFrame?.cursorLine?.hasSuffix(#"{"n":0}"#) == false, "the first page was dropped")
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
     @Test func ctrlC_quitsAndRestoresTheTerminal() async throws {
         let terminal = try Terminal("\(pager) browse \(try manifest(items: 5))")
         #expect(await terminal.waitFor { $0.cursorLine != nil })
@@ -77,17 +135,18 @@ struct BrowseCommandTests {
     }
 }
 
-/// A command in a pseudo-terminal of 12 rows and 80 columns (through script(1)), typed into and
-/// watched by a test: the test waits for what the screen shows, never for a fixed time.
+/// A command in a pseudo-terminal of 12 rows and 80 columns, or `columns` (through script(1)),
+/// typed into and watched by a test: the test waits for what the screen shows, never for a
+/// fixed time.
 private final class Terminal: @unchecked Sendable {
     private let process = Process()
     private let input = Pipe()
     private let output = Mutex(Data())
     private let pidFile = scratchFolder() + "/pid"
 
-    init(_ command: String) throws {
+    init(_ command: String, columns: Int = 80) throws {
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
-        process.arguments = ["-qfec", "stty rows 12 cols 80; echo $$ > \(pidFile); exec \(command)", "/dev/null"]
+        process.arguments = ["-qfec", "stty rows 12 cols \(columns); echo $$ > \(pidFile); exec \(command)", "/dev/null"]
         let out = Pipe()
         process.standardInput = input
         process.standardOutput = out

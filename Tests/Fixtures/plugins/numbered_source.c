@@ -1,9 +1,14 @@
-/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/overlapping_prepend.c -o liboverlapping_prepend.so */
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/numbered_source.c -o libnumbered_source.so */
 /*
- * Misbehaving fixture: source "overlapping-prepend" serves 30 items {"n":0}...{"n":29}; keys are
- * decimal indexes and the refresh key is "5". Its prev key is max(0, key - page_size) without
- * a clamp, so the page before "5" (page size 10) is "0", which holds items 0...9 - repeating
- * items 5...9 of the page at "5". Its next key is key + item count.
+ * Fixture: source "numbered" serves `count` items {"n":0}, {"n":1}...; keys are decimal indexes,
+ * the refresh key is `refresh_key`, and the next key is key + item count. Config:
+ *   count        integer, default 30
+ *   refresh_key  integer, default 5
+ *   prev_keys    boolean, default true. When true, the prev key is max(0, key - page_size)
+ *                WITHOUT a clamp (misbehaving): with the defaults and page size 10, the page
+ *                before "5" is "0", which holds items 0...9 - repeating items 5...9 of the page
+ *                at "5". When false, pages name no page before them, as a cursor API without
+ *                a previous cursor.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +16,12 @@
 
 #include "paging/paging.h"
 
-#define OP_COUNT 30u
-
-typedef struct op_source { paging_source_t base; const paging_host_t *host; } op_source;
+typedef struct op_source {
+    paging_source_t base;
+    const paging_host_t *host;
+    unsigned long count, refresh_key;
+    uint32_t prev_keys;
+} op_source;
 
 static paging_bytes_t op_number(char *buf, size_t cap, unsigned long value, const char *format)
 {
@@ -27,8 +35,8 @@ static paging_bytes_t op_number(char *buf, size_t cap, unsigned long value, cons
 static paging_status_t op_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
     op_source *s = (op_source *)self;
-    char buf[8];
-    paging_bytes_t k = op_number(buf, sizeof buf, 5, "%lu");
+    char buf[24];
+    paging_bytes_t k = op_number(buf, sizeof buf, s->refresh_key, "%lu");
     return s->host->keys_set(out, PAGING_KEY_CURRENT, &k);
 }
 
@@ -41,14 +49,14 @@ static paging_status_t op_fetch(paging_source_t *self, const paging_request_t *r
     uint32_t flags = 0;
     paging_bytes_t b;
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
-    end = key + request->page_size < OP_COUNT ? key + request->page_size : OP_COUNT;
+    end = key + request->page_size < s->count ? key + request->page_size : s->count;
     for (i = key; i < end; i++) {
         b = op_number(buf, sizeof buf, i, "{\"n\":%lu}");
         h->fetch_add_item(h, id, b);
     }
-    if (end >= OP_COUNT) flags |= PAGING_PAGE_NEXT_END;
+    if (end >= s->count) flags |= PAGING_PAGE_NEXT_END;
     else { b = op_number(buf, sizeof buf, end, "%lu"); h->fetch_set_next_key(h, id, &b); }
-    if (key == 0) flags |= PAGING_PAGE_PREV_END;
+    if (key == 0 || !s->prev_keys) flags |= PAGING_PAGE_PREV_END;
     else { b = op_number(buf, sizeof buf, key > request->page_size ? key - request->page_size : 0, "%lu"); h->fetch_set_prev_key(h, id, &b); }
     h->fetch_set_flags(h, id, flags);
     h->fetch_complete(h, id);
@@ -63,6 +71,9 @@ static paging_source_t *op_create(const char *plugin_id, const paging_host_t *ho
     (void)plugin_id;
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
+    s->count = (unsigned long)host->config_int(config, "count", 30);
+    s->refresh_key = (unsigned long)host->config_int(config, "refresh_key", 5);
+    s->prev_keys = host->config_bool(config, "prev_keys", 1);
     s->base.plugin_data = s;
     s->base.refresh_key = op_refresh_key;
     s->base.fetch = op_fetch;
@@ -72,8 +83,8 @@ static paging_source_t *op_create(const char *plugin_id, const paging_host_t *ho
 }
 
 static const paging_plugin_descriptor_t op_descriptor = {
-    PAGING_DESCRIPTOR_HEAD, "overlapping-prepend", "Overlapping prepend (fixture)", "1.0.0",
-    "Its page before the refresh page repeats items of it.", PAGING_PLUGIN_SOURCE, 0, NULL
+    PAGING_DESCRIPTOR_HEAD, "numbered", "Numbered items (fixture)", "1.0.0",
+    "Numbered items; prev keys that overlap, or none.", PAGING_PLUGIN_SOURCE, 0, NULL
 };
 static uint32_t op_count(void) { return 1; }
 static const paging_plugin_descriptor_t *op_descriptor_at(uint32_t i) { return i == 0 ? &op_descriptor : NULL; }
