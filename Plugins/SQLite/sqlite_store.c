@@ -14,6 +14,15 @@
  *                      the path and SQLite's error.
  *   namespace          string, optional (default "default"). Pages are stored and looked up under
  *                      this name; instances with different namespaces share a file safely.
+ *   policy             string, optional (default "cache-first"). When a stored page answers:
+ *                        "cache-first"  a fresh stored page answers; a stale one is loaded again
+ *                        "network-first"  every request goes on to the source; a stored page
+ *                                       (of any age) answers only when that load fails, with a
+ *                                       warning naming the failure
+ *                        "stale-while-revalidate"  a stored page answers at once; a stale one
+ *                                       is then loaded again in the background and stored
+ *   max_age_seconds    integer >= 0, optional. How long a stored page is fresh (default: for
+ *                      ever; with "stale-while-revalidate", 0: every answer is revalidated).
  *   busy_timeout_ms    integer, optional (default 5000, 0...2147483647). How long a call waits
  *                      for another process holding the write lock.
  *   crash_after_items  integer, optional (default -1). TEST HOOK for the durability test only:
@@ -26,9 +35,11 @@
  *   served for another.
  *   intercept(): a REFRESH request with param hard_refresh = "true" deletes every page of the
  *   namespace (one transaction) and proceeds. Otherwise the page stored under the request's
- *   identity is answered with COMPLETE (items, stored prev/next keys and flags) when it is
- *   complete: item_count >= page_size, or flags has PAGING_PAGE_NEXT_END (the last page is
- *   complete even when short). Anything else proceeds and observes. A read error is logged at
+ *   identity, when it is complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
+ *   the last page is complete even when short), answers by the policy: COMPLETE (fresh),
+ *   PROCEED_OR_FALL_BACK (network-first) or COMPLETE_THEN_REVALIDATE (stale, with
+ *   stale-while-revalidate), with its items, stored prev/next keys and flags on `out`.
+ *   Anything else proceeds and observes. A read error is logged at
  *   WARNING and the request proceeds: the store is a cache, never a failure.
  *   handle(): stores the page, replacing the one with the same namespace and identity. A write
  *   error (disk full, lock timeout) is logged at ERROR and the page is simply not stored.
@@ -79,6 +90,10 @@
 
 #define SQLS_SCHEMA_VERSION 2
 
+#define SQLS_CACHE_FIRST 0
+#define SQLS_NETWORK_FIRST 1
+#define SQLS_STALE_WHILE_REVALIDATE 2
+
 typedef struct sqls_span {
     size_t offset; /* into sqls_state.buf */
     size_t len;
@@ -90,6 +105,8 @@ typedef struct sqls_state {
     sqlite3 *db;
     char *ns;                 /* namespace, NUL-terminated */
     int64_t crash_after_items;
+    int policy;               /* SQLS_CACHE_FIRST... */
+    int64_t max_age_ms;       /* -1: pages never go stale */
     /* prepared once at create, reused */
     sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
     sqlite3_stmt *get_page, *get_items;
@@ -262,7 +279,7 @@ static void sqls_clear_namespace(sqls_state *st)
  * Returns 1 when a complete page was read, 0 when there is none (or it is incomplete), -1 on a
  * read error (already logged). Both statements run in one read transaction (one snapshot). */
 static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t *flags,
-                          size_t *count, int *has_prev, int *has_next)
+                          size_t *count, int *has_prev, int *has_next, int64_t *stored_at)
 {
     size_t used = 0, n = 0;
     sqlite3_int64 item_count = 0;
@@ -276,6 +293,7 @@ static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t 
     if (rc == SQLITE_ROW) {
         *flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
         item_count = sqlite3_column_int64(st->get_page, 3);
+        *stored_at = sqlite3_column_int64(st->get_page, 4);
         if (item_count >= (sqlite3_int64)req->page_size || (*flags & PAGING_PAGE_NEXT_END)) {
             found = 1;
             nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, has_prev)
@@ -324,15 +342,18 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
     const paging_host_t *h = st->host;
     uint32_t flags = 0;
     size_t count = 0, i;
-    int has_prev = 0, has_next = 0;
+    int has_prev = 0, has_next = 0, fresh;
+    int64_t stored_at = 0;
     paging_bytes_t b;
 
     if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true")) {
         sqls_clear_namespace(st);
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     }
-    if (sqls_read_page(st, request, &flags, &count, &has_prev, &has_next) != 1)
+    if (sqls_read_page(st, request, &flags, &count, &has_prev, &has_next, &stored_at) != 1)
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    fresh = st->max_age_ms < 0 || sqls_now_ms() - stored_at <= st->max_age_ms;
+    if (st->policy == SQLS_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
 
     /* The whole page is in the buffer: hand it over. */
     for (i = 0; i < count; i++) {
@@ -354,7 +375,8 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
         h->out_set_next_key(out, &b);
     }
     h->out_set_flags(out, flags);
-    return PAGING_INTERCEPT_COMPLETE;
+    if (st->policy == SQLS_NETWORK_FIRST) return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK;
+    return fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
 }
 
 /* ---- handle ---------------------------------------------------------------------------- */
@@ -543,6 +565,37 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
     return 1;
 }
 
+/* Reads `policy` and `max_age_seconds`. Returns 1, or 0 after config_fail (st freed). */
+static int sqls_configure_freshness(sqls_state *st, const paging_config_t *config)
+{
+    const paging_host_t *host = st->host;
+    const char *policy = host->config_string(config, "policy");
+    uint32_t age_type = host->config_type(config, "max_age_seconds");
+    const char *problem = NULL;
+    int64_t age = -1;
+
+    if (policy == NULL && host->config_type(config, "policy") != PAGING_CONFIG_ABSENT)
+        problem = "sqlite-store: config `policy` must be a string: \"cache-first\", \"network-first\" or \"stale-while-revalidate\"";
+    else if (policy == NULL || strcmp(policy, "cache-first") == 0) st->policy = SQLS_CACHE_FIRST;
+    else if (strcmp(policy, "network-first") == 0) st->policy = SQLS_NETWORK_FIRST;
+    else if (strcmp(policy, "stale-while-revalidate") == 0) st->policy = SQLS_STALE_WHILE_REVALIDATE;
+    else problem = "sqlite-store: config `policy` must be \"cache-first\", \"network-first\" or \"stale-while-revalidate\"";
+
+    if (problem == NULL && age_type != PAGING_CONFIG_ABSENT) {
+        age = host->config_int(config, "max_age_seconds", -1);
+        if (age_type != PAGING_CONFIG_INT || age < 0 || age > INT64_MAX / 1000)
+            problem = "sqlite-store: config `max_age_seconds` must be a whole number of seconds >= 0";
+    }
+    if (problem != NULL) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, problem);
+        sqls_destroy(&st->interceptor);
+        return 0;
+    }
+    if (age < 0 && st->policy == SQLS_STALE_WHILE_REVALIDATE) age = 0;
+    st->max_age_ms = age < 0 ? -1 : age * 1000;
+    return 1;
+}
+
 static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, const paging_host_t *host,
                                                      const paging_config_t *config)
 {
@@ -581,6 +634,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     memcpy(st->ns, ns, strlen(ns) + 1);
     st->host = host;
     st->crash_after_items = host->config_int(config, "crash_after_items", -1);
+    if (!sqls_configure_freshness(st, config)) return NULL;
 
     rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) return sqls_fail_db(st, config, path, "cannot open the database");
@@ -618,7 +672,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         || !sqls_prepare(st, &st->commit, "COMMIT")
         || !sqls_prepare(st, &st->rollback, "ROLLBACK")
         || !sqls_prepare(st, &st->get_page,
-                         "SELECT prev_key, next_key, flags, item_count FROM pages"
+                         "SELECT prev_key, next_key, flags, item_count, stored_at FROM pages"
                          " WHERE namespace = ?1 AND identity = ?2")
         || !sqls_prepare(st, &st->get_items,
                          "SELECT item FROM items WHERE namespace = ?1 AND identity = ?2 ORDER BY position")

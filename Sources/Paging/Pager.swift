@@ -241,19 +241,76 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     @inlinable @inline(__always)
     func passInterceptors(
-        _ request: PagingRequest<Key>, observers: inout Observers
+        _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers
     ) async throws -> Page<Key, Value> {
         var request = request
-        for index in interceptors.indices {
+        for index in interceptors.indices.dropFirst(start) {
             switch try await interceptors[index].intercept(request: request) {
             case .proceed(let next, let handleAfterwards):
                 request = next
                 if handleAfterwards { observers.insert(index) }
             case .complete(let page):
                 return page
+            case .completeThenRevalidate(let page):
+                revalidate(request, after: index)
+                return page
+            case .proceedOrFallBack(let next, let fallback, let whenUsed):
+                observers.insert(index)
+                return try await passOrFallBack(next, after: index, fallback: fallback, whenUsed: whenUsed, observers: &observers)
             }
         }
         return try await fetch(request)
+    }
+
+    /// The rest of the chain after interceptor `index`, or `fallback` when it fails. Off the hot path.
+    @usableFromInline
+    func passOrFallBack(
+        _ request: PagingRequest<Key>, after index: Int, fallback: Page<Key, Value>,
+        whenUsed: @Sendable (any Error) -> Void, observers: inout Observers
+    ) async throws -> Page<Key, Value> {
+        var rest = Observers()
+        do {
+            let page = try await passInterceptors(request, from: index + 1, observers: &rest)
+            observers.formUnion(rest)
+            return page
+        } catch is CancellationError where Task.isCancelled {
+            throw CancellationError()
+        } catch {
+            whenUsed(error)
+            // The stored page is not handed back to the interceptors that would store it again.
+            observers.remove(index)
+            return fallback
+        }
+    }
+
+    /// Loads `request` through the interceptors after `index` and the source in a task of its
+    /// own, and hands the page to interceptor `index` and to those of the rest that observe.
+    @usableFromInline
+    func revalidate(_ request: PagingRequest<Key>, after index: Int) {
+        // Registered under the lock, so the task cannot end (and unregister) before it is registered.
+        registry.withLock { registry in
+            let id = registry.nextTaskID
+            registry.nextTaskID += 1
+            registry.backgroundLoads[id] = Task {
+                defer { self.registry.withLock { _ = $0.backgroundLoads.removeValue(forKey: id) } }
+                var observers = Observers()
+                observers.insert(index)
+                do {
+                    let page = try await passInterceptors(request, from: index + 1, observers: &observers)
+                    _ = await handBack(page, to: observers)
+                } catch {
+                    broadcast.yield(.failed(request, error))
+                }
+            }
+        }
+    }
+
+    /// Waits for the loads running in the background (a stale page's revalidation) to end, also
+    /// those they start; call it before the process exits so that their pages are stored.
+    public func backgroundLoadsFinished() async {
+        while let task = registry.withLock({ $0.backgroundLoads.values.first }) {
+            await task.value
+        }
     }
 
     @inlinable
@@ -416,6 +473,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         /// Prepends and appends started with `send`, which a refresh cancels.
         @usableFromInline var sentTasks: [UInt64: Task<Page<Key, Value>, any Error>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
+        /// Revalidations running in the background (``PagingInterceptResult/completeThenRevalidate(_:)``).
+        @usableFromInline var backgroundLoads: [UInt64: Task<Void, Never>] = [:]
 
         @usableFromInline
         init() {}
@@ -467,6 +526,18 @@ struct Observers {
     @inlinable
     mutating func insert(_ index: Int) {
         if index < 64 { bits |= 1 << UInt64(index) } else { overflow.append(index) }
+    }
+
+    @inlinable
+    mutating func remove(_ index: Int) {
+        if index < 64 { bits &= ~(1 << UInt64(index)) } else { overflow.removeAll { $0 == index } }
+    }
+
+    /// Adds `other`'s indexes, all higher than this set's (the interceptors after one).
+    @inlinable
+    mutating func formUnion(_ other: Observers) {
+        bits |= other.bits
+        overflow.append(contentsOf: other.overflow)
     }
 
     /// Removes and returns the highest index.

@@ -5,6 +5,16 @@ public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Se
     case proceed(PagingRequest<Key>, handleAfterwards: Bool)
     /// Answer the request with this page; the interceptors after this one and the source are skipped.
     case complete(Page<Key, Value>)
+    /// Answer the request with this (stored, possibly stale) page at once; then load the request
+    /// in the background through the interceptors after this one and the source, and hand the
+    /// fresh page to this interceptor's ``PagingInterceptor/handle(page:)`` (and to the later
+    /// ones that observe it). A failure of that load is published as a ``PagingState/failed(_:_:)``
+    /// state. Stale-while-revalidate.
+    case completeThenRevalidate(Page<Key, Value>)
+    /// Pass the request on and see the page afterwards, as `.proceed(request, handleAfterwards:
+    /// true)`; but should the rest of the chain fail (with anything but a cancellation), answer
+    /// with `fallback` instead, after telling `whenUsed` why. Network-first with a stored page.
+    case proceedOrFallBack(PagingRequest<Key>, fallback: Page<Key, Value>, whenUsed: @Sendable (any Error) -> Void)
 }
 
 /// A step between the caller and the source that can inspect, rewrite or answer requests

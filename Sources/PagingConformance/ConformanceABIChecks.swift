@@ -413,9 +413,13 @@ extension Context {
                         let page = try await source.fetch(request: next)
                         await interceptor.handle(page: page)
                         traffic.handles += 1
-                    case .complete(let page):
+                    case .complete(let page), .completeThenRevalidate(let page):
                         traffic.answered += 1
                         traffic.answeredItems += page.values.count
+                    case .proceedOrFallBack(let next, _, _):
+                        let page = try await source.fetch(request: next)
+                        await interceptor.handle(page: page)
+                        traffic.handles += 1
                     }
                 } catch {
                     guard let message = Conformance.invalidItem(error) else { continue }

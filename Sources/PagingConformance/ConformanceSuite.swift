@@ -515,9 +515,9 @@ struct Context: Sendable {
                         }
                         do {
                             switch try await interceptor.intercept(request: request) {
-                            case .proceed(let next, _):
+                            case .proceed(let next, _), .proceedOrFallBack(let next, _, _):
                                 if next.kind != request.kind { return "task \(task), call \(call): the kind changed to \(next.kind)" }
-                            case .complete(let page):
+                            case .complete(let page), .completeThenRevalidate(let page):
                                 if let first = firstAnswer[slot], first != page.values {
                                     return "task \(task), call \(call): answered \(show(key)) with \(page.values.count) items, earlier with \(first.count) different ones"
                                 }

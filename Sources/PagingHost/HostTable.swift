@@ -396,6 +396,16 @@ struct InterceptOut: CallResultBuilder, Sendable {
     init(limits: PluginLimits) {
         self.limits = limits
     }
+
+    /// `request` with the key, page size and params the plugin set (itself when none).
+    func rewritten(_ request: PluginRequest) -> PluginRequest {
+        guard key != nil || pageSize != nil || !params.isEmpty else { return request }
+        var next = request
+        if let key { next.keyChain = PagingKeyChain(key: key) }
+        if let pageSize { next.params.pageSize = pageSize }
+        next.params.userInfo.merge(params) { $1 }
+        return next
+    }
 }
 
 /// The result of one `refresh_key()` or `key_chain()` call, by slot.

@@ -66,16 +66,18 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
-            guard out.key != nil || out.pageSize != nil || !out.params.isEmpty else {
-                return .proceed(request, handleAfterwards: observe)
-            }
-            var next = request
-            if let key = out.key { next.keyChain = PagingKeyChain(key: key) }
-            if let pageSize = out.pageSize { next.params.pageSize = pageSize }
-            next.params.userInfo.merge(out.params) { $1 }
-            return .proceed(next, handleAfterwards: observe)
+            return .proceed(out.rewritten(request), handleAfterwards: observe)
         case PAGING_INTERCEPT_COMPLETE:
             return .complete(out.page.page(for: request))
+        case PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE:
+            let page = out.page.page(for: request)
+            return plugin.pointee.handle == nil ? .complete(page) : .completeThenRevalidate(page)
+        case PAGING_INTERCEPT_PROCEED_OR_FALL_BACK:
+            let next = out.rewritten(request)
+            guard plugin.pointee.handle != nil else { return .proceed(next, handleAfterwards: false) }
+            return .proceedOrFallBack(next, fallback: out.page.page(for: request)) { [instance] error in
+                instance.log(.warning, "the load failed (\(error)); answered with the page this plugin holds")
+            }
         case PAGING_INTERCEPT_FAIL:
             let (status, message) = out.failure ?? (.internal, "intercept returned FAIL without out_fail")
             throw failure(status, message)

@@ -88,6 +88,8 @@ struct RunCommand {
         for item in output.values { Output.line(item.text) }
         Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
                      + "prepend: \(output.prependState), append: \(output.appendState)")
+        // Stale pages served by a store are being loaded again in the background: let them be stored.
+        await pipeline.pager.backgroundLoadsFinished()
         return failed ? ExitCode.failure : ExitCode.success
     }
 

@@ -34,6 +34,17 @@ extern "C" {
 #define PAGING_INTERCEPT_PROCEED_AND_OBSERVE 1u /* pass it on, then call handle() with the resulting page. */
 #define PAGING_INTERCEPT_COMPLETE            2u /* the items/keys/flags set on `out` form the page; the source is not called. */
 #define PAGING_INTERCEPT_FAIL                3u /* fail the request with out_fail's code+message (PAGING_ERR_INTERNAL without it). */
+/* A cache or store with a page for the request (set on `out`, as for COMPLETE), to answer it by
+ * its freshness policy (requires handle(); without it they act as COMPLETE and PROCEED_AND_OBSERVE): */
+#define PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE 4u /* answer with the page on `out` now; then the host
+                                                      * loads the request in the background through the
+                                                      * rest of the chain and calls handle() with the fresh
+                                                      * page (stale-while-revalidate). */
+#define PAGING_INTERCEPT_PROCEED_OR_FALL_BACK     5u /* pass the (possibly rewritten) request on and call
+                                                      * handle() with the page; should the rest of the chain
+                                                      * fail, answer with the page on `out` instead (the host
+                                                      * logs a warning naming this plugin and the failure;
+                                                      * handle() is not called). Network-first. */
 
 typedef struct paging_interceptor paging_interceptor_t;
 
@@ -54,7 +65,7 @@ struct paging_interceptor {
     uint32_t (*intercept)(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out);
 
     /* Observes the page produced for a request this instance answered with
-     * PROCEED_AND_OBSERVE. May be NULL. `page` is owned by the host and borrowed for this call
+     * PROCEED_AND_OBSERVE, PROCEED_OR_FALL_BACK or COMPLETE_THEN_REVALIDATE. May be NULL. `page` is owned by the host and borrowed for this call
      * only. [serialized unless the descriptor has PAGING_PLUGIN_THREAD_SAFE] */
     void (*handle)(paging_interceptor_t *self, const paging_page_t *page);
 

@@ -1,0 +1,115 @@
+import Foundation
+import LoopbackHTTP
+import Paging
+import Testing
+
+/// The sqlite-store's freshness policies, each run a separate `pager` process against a loopback
+/// server whose data changes between runs and which can be made to fail.
+@Suite("Freshness of stored pages")
+struct FreshnessTests {
+    let pager = pagerCommand
+
+    /// What the server answers: one page of three items tagged with `version`, or a 500.
+    final class Upstream: Sendable {
+        let state = Locked((version: 1, failing: false))
+        let server: LoopbackHTTPServer
+
+        init() throws {
+            let state = self.state
+            server = try LoopbackHTTPServer { _ in
+                let (version, failing) = state.withLock { ($0.version, $0.failing) }
+                if failing { return .json(#"{"message":"down"}"#, status: 500) }
+                return .json("[" + (0..<3).map { #"{"v":\#(version),"n":\#($0)}"# }.joined(separator: ",") + "]")
+            }
+            server.start()
+        }
+
+        func set(version: Int? = nil, failing: Bool) {
+            state.withLock {
+                if let version { $0.version = version }
+                $0.failing = failing
+            }
+        }
+    }
+
+    /// A manifest of the http source (one page, the end of the data) behind the store with
+    /// `storeConfig` (JSON members after path and namespace).
+    func manifest(_ upstream: Upstream, _ storeConfig: String) throws -> String {
+        let folder = scratchFolder()
+        let path = folder + "/m.json"
+        try """
+        {"source": {"plugin": "http", "config": {"url": "\(upstream.server.baseURL)/items?per_page={pageSize}",
+                                                  "items": "", "pagination": {"type": "offset"}}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "store.db", "namespace": "n"\(storeConfig)}}],
+         "page_size": 10}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    func versions(_ output: String) -> Set<String> {
+        Set(output.split(separator: "\n").compactMap { $0.split(separator: ",").first.map(String.init) })
+    }
+
+    @Test func cacheFirst_servesAFreshPage_andLoadsAStaleOneAgain() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        let forever = try manifest(upstream, "")
+        #expect(try await run(pager, ["run", forever]).code == 0)
+        upstream.set(version: 2, failing: false)
+        #expect(versions(try await run(pager, ["run", forever]).stdout) == [#"{"v":1"#], "without max_age, stored pages stay fresh")
+        #expect(upstream.server.requestCount == 1)
+
+        let stale = try manifest(upstream, #", "policy": "cache-first", "max_age_seconds": 0"#)
+        #expect(try await run(pager, ["run", stale]).code == 0)
+        upstream.set(version: 3, failing: false)
+        let again = try await run(pager, ["run", stale])
+        #expect(versions(again.stdout) == [#"{"v":3"#], "a page older than max_age is loaded again")
+        #expect(upstream.server.requestCount == 3)
+    }
+
+    @Test func networkFirst_loadsEveryTime_andFallsBackToTheStoredPageSayingSo() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        let path = try manifest(upstream, #", "policy": "network-first""#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.set(version: 2, failing: false)
+        #expect(versions(try await run(pager, ["run", path]).stdout) == [#"{"v":2"#], "the network answers first")
+
+        upstream.set(failing: true)
+        let down = try await run(pager, ["run", path])
+        #expect(down.code == 0, "\(down.stderr)")
+        #expect(versions(down.stdout) == [#"{"v":2"#], "the stored page answers when the network fails")
+        #expect(down.stderr.contains("[warning] sqlite-store: the load failed ("), "\(down.stderr)")
+        #expect(down.stderr.contains("answered with the page this plugin holds"))
+        #expect(upstream.server.requestCount == 3)
+    }
+
+    @Test func staleWhileRevalidate_servesTheStoredPageAtOnce_andStoresTheFreshOne() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.set(version: 2, failing: false)
+        let stale = try await run(pager, ["run", path])
+        #expect(versions(stale.stdout) == [#"{"v":1"#], "the stored page answers at once")
+        #expect(upstream.server.requestCount == 2, "and is loaded again in the background")
+        upstream.set(failing: true)
+        let next = try await run(pager, ["run", path])
+        #expect(versions(next.stdout) == [#"{"v":2"#], "the fresh page was stored")
+    }
+
+    @Test func badPolicies_areRefusedNamingTheKey() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        for (config, expected) in [
+            (#", "policy": "fastest""#, "config `policy` must be"),
+            (#", "policy": 3"#, "config `policy` must be a string"),
+            (#", "max_age_seconds": -1"#, "config `max_age_seconds` must be a whole number of seconds >= 0"),
+            (#", "max_age_seconds": "1h""#, "config `max_age_seconds` must be a whole number"),
+        ] {
+            let result = try await run(pager, ["run", try manifest(upstream, config)])
+            #expect(result.code == 2, "\(config): \(result.stderr)")
+            #expect(result.stderr.contains(expected), "\(config): \(result.stderr)")
+        }
+    }
+}
