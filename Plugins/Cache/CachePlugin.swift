@@ -2,9 +2,14 @@
 // up to a number of pages (least recently used evicted first), O(1) a request.
 //
 // Config:
-//   ttl_seconds  how long a page is served (default 600)
+//   ttl_seconds  how long a page is fresh (default 600)
 //   max_entries  how many pages are kept (default 1000)
-// A request with the param hard_refresh = "true" empties the cache and goes to the source.
+//   policy       "cache-first" (default: a fresh page answers, a stale one is loaded again),
+//                "network-first" (every request is loaded; a held page answers only when the
+//                load fails, with a warning) or "stale-while-revalidate" (a held page answers at
+//                once; a stale one is then loaded again in the background)
+// Pages are kept under the request's identity (key, page size, params but hard_refresh). A
+// request with the param hard_refresh = "true" empties the cache and goes to the source.
 import Paging
 import PagingPluginKit
 
@@ -16,18 +21,30 @@ final class CachePlugin: InterceptorPlugin {
     private let cache: CacheInterceptor<[UInt8], [UInt8]>
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
-        try config.rejectUnknownKeys(["ttl_seconds", "max_entries"])
+        try config.rejectUnknownKeys(["ttl_seconds", "max_entries", "policy"])
         let ttl = try config.int("ttl_seconds", default: 600)
         let maxEntries = try config.int("max_entries", default: 1_000)
         guard ttl > 0 else { throw .invalidConfig("ttl_seconds: expected a positive number of seconds, got \(ttl)") }
         guard maxEntries > 0 else { throw .invalidConfig("max_entries: expected a positive count, got \(maxEntries)") }
-        cache = CacheInterceptor(timeToLive: .seconds(ttl), maxEntries: maxEntries)
+        let policyName = try config.string("policy") ?? FreshnessPolicy.cacheFirst.rawValue
+        guard let policy = FreshnessPolicy(rawValue: policyName) else {
+            throw .invalidConfig("policy: expected one of \(FreshnessPolicy.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(policyName)\"")
+        }
+        cache = CacheInterceptor(timeToLive: .seconds(ttl), maxEntries: maxEntries, policy: policy)
     }
 
     func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
-        guard let page = cache.cachedPage(for: Self.request(request)) else { return .proceed(observe: true) }
-        return .complete(PageContent(items: page.values, prevKey: page.prevKey, nextKey: page.nextKey,
-                                     isFirst: page.prevKey == nil, isLast: page.nextKey == nil))
+        switch cache.answer(for: Self.request(request)) {
+        case .proceed: .proceed(observe: true)
+        case .complete(let page): .complete(Self.content(page))
+        case .completeThenRevalidate(let page): .completeThenRevalidate(Self.content(page))
+        case .proceedOrFallBack(_, let page, _): .proceedOrFallBack(Self.content(page))
+        }
+    }
+
+    private static func content(_ page: Page<[UInt8], [UInt8]>) -> PageContent {
+        PageContent(items: page.values, prevKey: page.prevKey, nextKey: page.nextKey,
+                    isFirst: page.prevKey == nil, isLast: page.nextKey == nil)
     }
 
     func handle(_ page: PagingPluginPage) {

@@ -1,10 +1,21 @@
 import Synchronization
 
+/// When a cache or a store answers a request with the page it holds.
+public enum FreshnessPolicy: String, Sendable, CaseIterable {
+    /// A fresh page answers; a stale one is loaded again (and replaced).
+    case cacheFirst = "cache-first"
+    /// Every request is loaded; the page held (of any age) answers only when that load fails.
+    case networkFirst = "network-first"
+    /// The page held answers at once; a stale one is then loaded again in the background.
+    case staleWhileRevalidate = "stale-while-revalidate"
+}
+
 /// Answers requests from the pages it has seen, for a time, up to a number of pages.
 ///
-/// A page is cached under its key, page size and user info (less the hard-refresh flag). A
-/// cached page expires after ``timeToLive``; beyond ``maxEntries`` the least recently used page
-/// is evicted. A request with a hard refresh (``PagingRequestParams/isHardRefresh``) empties
+/// A page is cached under its request's ``PagingRequestIdentity``. A cached page is fresh for
+/// ``timeToLive``; the ``policy`` says what is served when (``FreshnessPolicy``; with
+/// `.cacheFirst`, the default, a stale page is dropped). Beyond ``maxEntries`` the least
+/// recently used page is evicted. A request with a hard refresh (``PagingRequestParams/isHardRefresh``) empties
 /// the cache and goes on to the source. Every request costs O(1), whatever the cache holds.
 ///
 /// # Thread safety
@@ -12,6 +23,7 @@ import Synchronization
 public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: PagingInterceptor {
     public let timeToLive: Duration
     public let maxEntries: Int
+    public let policy: FreshnessPolicy
     @usableFromInline let clock: PagingClock
     @usableFromInline let cache: Locked<LRUCache<PagingRequestIdentity<Key>, Page<Key, Value>>>
 
@@ -28,16 +40,32 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     /// - Parameters:
     ///   - timeToLive: how long a page is served; 10 minutes by default.
     ///   - maxEntries: how many pages are kept at most.
+    ///   - policy: when a cached page answers (`.cacheFirst` by default).
+    ///   - whenFallingBack: with `.networkFirst`, told why a load failed before its cached page
+    ///     answers it (to say so).
     ///   - clock: the time expiry is measured on (tests inject their own).
     @inlinable
-    public init(timeToLive: Duration = .seconds(600), maxEntries: Int = 1_000, clock: PagingClock = .continuous) {
+    public init(timeToLive: Duration = .seconds(600), maxEntries: Int = 1_000, policy: FreshnessPolicy = .cacheFirst,
+                whenFallingBack: @escaping @Sendable (any Error) -> Void = { _ in }, clock: PagingClock = .continuous) {
         precondition(maxEntries > 0, "CacheInterceptor needs maxEntries > 0, got \(maxEntries)")
         self.timeToLive = timeToLive
         self.maxEntries = maxEntries
+        self.policy = policy
         self.clock = clock
         cache = Locked(LRUCache(capacity: maxEntries, timeToLive: timeToLive))
         interceptCore = { cache, request in
-            if let page = cache.lookUp(request) { return .complete(page) }
+            switch policy {
+            case .cacheFirst:
+                if let page = cache.lookUp(request) { return .complete(page) }
+            case .networkFirst:
+                if let (page, _) = cache.lookUpKeepingStale(request) {
+                    return .proceedOrFallBack(request, fallback: page, whenUsed: whenFallingBack)
+                }
+            case .staleWhileRevalidate:
+                if let (page, isFresh) = cache.lookUpKeepingStale(request) {
+                    return isFresh ? .complete(page) : .completeThenRevalidate(page)
+                }
+            }
             return .proceed(request, handleAfterwards: true)
         }
         lookupCore = { cache, request in cache.lookUp(request) }
@@ -58,8 +86,13 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         storeCore(self, page)
     }
 
-    /// The cached page answering `request`, or `nil` on a miss. A hard refresh empties the
-    /// cache and misses. The synchronous core of ``intercept(request:)``.
+    /// What ``intercept(request:)`` answers, synchronously.
+    public func answer(for request: PagingRequest<Key>) -> PagingInterceptResult<Key, Value> {
+        interceptCore(self, request)
+    }
+
+    /// The fresh cached page answering `request`, or `nil` on a miss. A hard refresh empties
+    /// the cache and misses.
     public func cachedPage(for request: PagingRequest<Key>) -> Page<Key, Value>? {
         lookupCore(self, request)
     }
@@ -84,6 +117,19 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         let now = clock.now()
         guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
         return Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
+    }
+
+    /// The cached page for `request` whatever its age, and whether it is fresh.
+    @inlinable
+    func lookUpKeepingStale(_ request: PagingRequest<Key>) -> (Page<Key, Value>, isFresh: Bool)? {
+        if request.params.isHardRefresh {
+            cache.withLock { $0.removeAll() }
+            return nil
+        }
+        let key = request.identity
+        let now = clock.now()
+        guard let (cached, isFresh) = cache.withLock({ $0.valueKeepingStale(for: key, now: now) }) else { return nil }
+        return (Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey), isFresh)
     }
 
     @inlinable

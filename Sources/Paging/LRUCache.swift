@@ -53,6 +53,15 @@ struct LRUCache<Key: Hashable, Value> {
         return entry.value
     }
 
+    /// The value for `key` and whether it is still fresh, keeping it when it is not (for
+    /// policies that serve stale values); a hit makes it the newest.
+    @inlinable
+    mutating func valueKeepingStale(for key: Key, now: Duration) -> (value: Value, isFresh: Bool)? {
+        guard let slot = slotOfKey[key], let entry = slots[slot] else { return nil }
+        moveToNewest(slot)
+        return (entry.value, now - entry.storedAt <= timeToLive)
+    }
+
     @inlinable
     mutating func insert(_ value: Value, for key: Key, now: Duration) {
         if let slot = slotOfKey[key] {

@@ -213,17 +213,30 @@ final class InterceptorBox {
             }
             return observe ? PAGING_INTERCEPT_PROCEED_AND_OBSERVE : PAGING_INTERCEPT_PROCEED
         case .complete(let page):
-            for item in page.items {
-                _ = item.withUnsafeBufferPointer { host.pointee.out_add_item?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
-            }
-            if let prev = page.prevKey { _ = withKey(prev) { host.pointee.out_set_prev_key?(out, $0) } }
-            if let next = page.nextKey { _ = withKey(next) { host.pointee.out_set_next_key?(out, $0) } }
-            _ = host.pointee.out_set_flags?(out, page.flags)
+            put(page, out)
             return PAGING_INTERCEPT_COMPLETE
+        case .completeThenRevalidate(let page):
+            put(page, out)
+            return PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE
+        case .proceedOrFallBack(let page):
+            put(page, out)
+            return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK
         case .fail(let failure):
             _ = failure.message.withCString { host.pointee.out_fail?(out, failure.status, $0) }
             return PAGING_INTERCEPT_FAIL
         }
+    }
+}
+
+extension InterceptorBox {
+    /// Sets `page` on `out`, as the answer (or the fallback) of an intercept call.
+    private func put(_ page: PageContent, _ out: OpaquePointer?) {
+        for item in page.items {
+            _ = item.withUnsafeBufferPointer { host.pointee.out_add_item?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
+        }
+        if let prev = page.prevKey { _ = withKey(prev) { host.pointee.out_set_prev_key?(out, $0) } }
+        if let next = page.nextKey { _ = withKey(next) { host.pointee.out_set_next_key?(out, $0) } }
+        _ = host.pointee.out_set_flags?(out, page.flags)
     }
 }
 

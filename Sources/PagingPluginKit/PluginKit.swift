@@ -301,6 +301,12 @@ public enum InterceptDecision: Sendable {
     case proceed(observe: Bool, key: [UInt8]? = nil, pageSize: Int? = nil, params: [String: String] = [:])
     /// Answer with this page.
     case complete(PageContent)
+    /// Answer with this (stale) page at once; the host then loads the request in the background
+    /// and calls `handle` with the fresh page (stale-while-revalidate).
+    case completeThenRevalidate(PageContent)
+    /// Go on and observe the page, as `.proceed(observe: true)`; should the load fail, answer
+    /// with this page instead (the host logs a warning naming the plugin). Network-first.
+    case proceedOrFallBack(PageContent)
     /// Fail the load.
     case fail(PluginFailure)
 }

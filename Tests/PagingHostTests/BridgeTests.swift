@@ -54,6 +54,35 @@ struct BridgeTests {
         #expect(manager.output.values.map(\.text) == loaded)
     }
 
+    /// The cache plugin's network-first policy through the ABI: every request goes on; when the
+    /// load behind it fails, the cached page answers and the host says so, naming the plugin.
+    @Test func cachePlugin_networkFirst_answersAFailedLoadWithTheCachedPage() async throws {
+        let cache = try PluginLibrary.open(path: shippedPlugin("cache"))
+            .makeInterceptor(config: .object([("policy", .string("network-first"))]), sink: log.sink)
+        let flaky = try PluginLibrary.open(path: try fixturePlugin("flaky"))
+            .makeInterceptor(config: .object([("fail_every", .int(2)), ("status", .int(6))]), sink: log.sink)
+        let pager = Pager(source: try jsonLinesSource(count: 30), interceptors: [cache, flaky], deduplication: .disabled)
+        let request = pager.request(.append, key: "10", params: params(pageSize: 10))
+        let loaded = try await pager.load(request)
+        let answered = try await pager.load(request) // flaky fails its second call
+        #expect(answered.values == loaded.values)
+        #expect(log.contains("the load failed ("), "\(log.messages)")
+        #expect(log.contains("injected failure of call 1"))
+        #expect(log.entries.contains { $0.level == .warning && $0.plugin.hasPrefix("cache (") && $0.message.contains("the load failed") },
+                "\(log.entries.map { "\($0.level) \($0.plugin)" })")
+        await #expect(throws: PluginError.self, "nothing cached for another key: the failure stands") {
+            _ = try await pager.load(pager.request(.append, key: "0", params: params(pageSize: 10)))
+            _ = try await pager.load(pager.request(.append, key: "20", params: params(pageSize: 10)))
+        }
+    }
+
+    @Test func cachePlugin_unknownPolicy_isRefusedNamingTheKey() throws {
+        #expect {
+            try PluginLibrary.open(path: shippedPlugin("cache"))
+                .makeInterceptor(config: .object([("policy", .string("fastest"))]), sink: log.sink)
+        } throws: { "\($0)".contains(#"policy: expected one of "cache-first", "network-first", "stale-while-revalidate", got "fastest""#) }
+    }
+
     @Test func mixedPipeline_swiftInProcess_swiftPlugins_andACPlugin() async throws {
         let counter = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
             .makeInterceptor(config: .object([("label", .string("edge"))]), sink: log.sink)

@@ -52,6 +52,38 @@ struct CacheInterceptorTests {
         #expect(cache.count == 0)
     }
 
+    @Test func networkFirst_loadsEveryTime_andAnswersWithTheCachedPageWhenTheLoadFails() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let fallbacks = Locked<[String]>([])
+        let cache = CacheInterceptor<Int, Int>(policy: .networkFirst, whenFallingBack: { error in fallbacks.withLock { $0.append("\(error)") } })
+        let pager = Pager(source: source, interceptors: [cache])
+        _ = try await pager.load(request(1))
+        source.setPages([[0, 0, 0], [9, 9, 9], [0, 0, 0]])
+        #expect(try await pager.load(request(1)).values == [9, 9, 9], "the source answers first")
+        source.script(key: 1, .fail(ScriptedError("server down", isRetryable: false)))
+        #expect(try await pager.load(request(1)).values == [9, 9, 9], "the cached page answers the failed load")
+        #expect(fallbacks.withLock { $0 } == ["server down"])
+        #expect(source.fetchCount == 3)
+        source.script(key: 2, .fail(ScriptedError("server down", isRetryable: false)))
+        await #expect(throws: ScriptedError.self, "nothing cached: the failure stands") { try await pager.load(self.request(2)) }
+    }
+
+    @Test func staleWhileRevalidate_answersAtOnce_andCachesTheFreshPageInTheBackground() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(60), policy: .staleWhileRevalidate, clock: clock.pagingClock)
+        let pager = Pager(source: source, interceptors: [cache], deduplication: .disabled)
+        _ = try await pager.load(request(1))
+        source.setPages([[0, 0, 0], [9, 9, 9], [0, 0, 0]])
+        #expect(try await pager.load(request(1)).values == [3, 4, 5], "fresh: the cache answers, nothing is loaded")
+        #expect(source.fetchCount == 1)
+        clock.advance(by: .seconds(61))
+        #expect(try await pager.load(request(1)).values == [3, 4, 5], "stale: the cache answers at once")
+        await pager.backgroundLoadsFinished()
+        #expect(source.fetchCount == 2, "and the page is loaded again in the background")
+        #expect(try await pager.load(request(1)).values == [9, 9, 9], "the fresh page was cached")
+    }
+
     @Test func hardRefresh_emptiesTheCache_andGoesToTheSource() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>()

@@ -165,6 +165,11 @@ public final class LogRecorder: Sendable {
 
     public var messages: [String] { lines.withLock { $0.kept.map(\.2) } }
 
+    /// The lines kept, with their level and the plugin that logged them.
+    public var entries: [(level: PluginLogLevel, plugin: String, message: String)] {
+        lines.withLock { $0.kept.map { (level: $0.0, plugin: $0.1, message: $0.2) } }
+    }
+
     /// Every line logged, kept or not.
     public var total: Int { lines.withLock { $0.total } }
 
