@@ -5,14 +5,16 @@ import Paging
 /// the call" rule).
 package enum CView {
     package static func withRequest<R>(_ request: PluginRequest, _ body: (UnsafePointer<paging_request_t>) throws -> R) rethrows -> R {
-        let chain = request.keyChain
-        return try withBytes(chain.key.bytes) { key in
+        // Read out first: the closures below capture these, not the (large) request.
+        let chain = request.keyChain, kind = kind(request.kind), pageSize = request.params.pageSize
+        let keyBytes = chain.key.bytes, userInfo = request.params.userInfo
+        return try withBytes(keyBytes) { key in
             try withOptionalKey(chain.prevKey) { prev in
                 try withOptionalKey(chain.nextKey) { next in
-                    try withParams(request.params.userInfo) { params, count in
-                        try withIdentity(request.identity) { identity in
+                    try withParams(userInfo) { params, count in
+                        try withIdentity(pageSize: pageSize, key: keyBytes, userInfo: userInfo) { identity in
                             var view = paging_request_t(
-                                kind: kind(request.kind), page_size: UInt32(clamping: request.params.pageSize),
+                                kind: kind, page_size: UInt32(clamping: pageSize),
                                 key: key, prev_key: prev, next_key: next, params: params, param_count: count,
                                 struct_size: UInt32(MemoryLayout<paging_request_t>.size), reserved: 0,
                                 identity: identity)
@@ -65,37 +67,75 @@ package enum CView {
         }
     }
 
-    /// `identity` encoded as types.h defines `paging_request_t.identity` (the page size, the
-    /// key, then each param in name order, each as <length>:<bytes>), in a buffer on the stack
-    /// when it is small.
-    static func withIdentity<R>(_ identity: PagingRequestIdentity<PluginKey>, _ body: (paging_bytes_t) throws -> R) rethrows -> R {
-        let params = identity.userInfo.isEmpty ? [] : identity.userInfo.sorted { $0.key < $1.key }
-        func measured(_ count: Int) -> Int { String(count).utf8.count + 1 + count }
-        var size = String(identity.pageSize).utf8.count + 1 + measured(identity.key.bytes.count)
-        for (name, value) in params { size += 1 + measured(name.utf8.count) + 1 + measured(value.utf8.count) }
-        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: size) { buffer in
-            var end = 0
-            func write<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
-                for byte in bytes {
-                    buffer[end] = byte
-                    end += 1
-                }
+    /// The request's identity encoded as types.h defines `paging_request_t.identity` (the page
+    /// size, the key, then each param but hard_refresh in name order, each as <length>:<bytes>),
+    /// in a buffer on the stack when it is small. Built for every call into a plugin: the
+    /// common request, without params, is written without a dictionary or a string.
+    static func withIdentity<R>(
+        pageSize: Int, key: [UInt8], userInfo: [String: String], _ body: (paging_bytes_t) throws -> R
+    ) rethrows -> R {
+        let params = userInfo.isEmpty ? [] : userInfo.filter { $0.key != PagingUserInfoKey.hardRefresh }.sorted { $0.key < $1.key }
+        var size = 20 + 1 + 20 + 1 + key.count
+        for (name, value) in params { size += 1 + 21 + name.utf8.count + 1 + 21 + value.utf8.count }
+        // A constant capacity is allocated on the stack outright.
+        guard size <= 256 else {
+            var heap = [UInt8](repeating: 0, count: size)
+            return try heap.withUnsafeMutableBufferPointer { try body(encodeIdentity(into: $0.baseAddress!, pageSize, key, params)) }
+        }
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 256) {
+            try body(encodeIdentity(into: $0.baseAddress!, pageSize, key, params))
+        }
+    }
+
+    private static func encodeIdentity(
+        into start: UnsafeMutablePointer<UInt8>, _ pageSize: Int, _ key: [UInt8], _ params: [(key: String, value: String)]
+    ) -> paging_bytes_t {
+        var writer = IdentityWriter(start: start)
+        writer.decimal(max(0, pageSize))
+        writer.byte(UInt8(ascii: " "))
+        key.withUnsafeBytes { writer.field($0) }
+        for (name, value) in params {
+            var name = name, value = value
+            writer.byte(UInt8(ascii: " "))
+            name.withUTF8 { writer.field(UnsafeRawBufferPointer($0)) }
+            writer.byte(UInt8(ascii: "="))
+            value.withUTF8 { writer.field(UnsafeRawBufferPointer($0)) }
+        }
+        return paging_bytes_t(data: start, len: writer.count)
+    }
+
+    /// Writes an identity into a buffer sized for it (no bounds checks: the caller sized it).
+    struct IdentityWriter {
+        let start: UnsafeMutablePointer<UInt8>
+        var count = 0
+
+        mutating func byte(_ byte: UInt8) {
+            start[count] = byte
+            count += 1
+        }
+
+        mutating func decimal(_ value: Int) {
+            var digits = 1, rest = value / 10
+            while rest > 0 {
+                digits += 1
+                rest /= 10
             }
-            func writeField<Bytes: Collection<UInt8>>(_ bytes: Bytes) {
-                write(String(bytes.count).utf8)
-                write(CollectionOfOne(UInt8(ascii: ":")))
-                write(bytes)
+            var number = value
+            for index in stride(from: count + digits - 1, through: count, by: -1) {
+                start[index] = UInt8(ascii: "0") + UInt8(number % 10)
+                number /= 10
             }
-            write(String(identity.pageSize).utf8)
-            write(CollectionOfOne(UInt8(ascii: " ")))
-            writeField(identity.key.bytes)
-            for (name, value) in params {
-                write(CollectionOfOne(UInt8(ascii: " ")))
-                writeField(name.utf8)
-                write(CollectionOfOne(UInt8(ascii: "=")))
-                writeField(value.utf8)
+            count += digits
+        }
+
+        /// <length>:<bytes>
+        mutating func field(_ bytes: UnsafeRawBufferPointer) {
+            decimal(bytes.count)
+            byte(UInt8(ascii: ":"))
+            if let base = bytes.baseAddress, !bytes.isEmpty {
+                UnsafeMutableRawPointer(start + count).copyMemory(from: base, byteCount: bytes.count)
+                count += bytes.count
             }
-            return try body(paging_bytes_t(data: buffer.baseAddress, len: end))
         }
     }
 

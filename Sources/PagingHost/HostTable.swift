@@ -397,9 +397,12 @@ struct InterceptOut: CallResultBuilder, Sendable {
         self.limits = limits
     }
 
+    /// Whether the plugin set a key, a page size or params for the request.
+    var rewrites: Bool { key != nil || pageSize != nil || !params.isEmpty }
+
     /// `request` with the key, page size and params the plugin set (itself when none).
     func rewritten(_ request: PluginRequest) -> PluginRequest {
-        guard key != nil || pageSize != nil || !params.isEmpty else { return request }
+        guard rewrites else { return request }
         var next = request
         if let key { next.keyChain = PagingKeyChain(key: key) }
         if let pageSize { next.params.pageSize = pageSize }

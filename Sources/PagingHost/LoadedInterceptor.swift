@@ -66,6 +66,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
+            guard out.rewrites else { return .proceed(request, handleAfterwards: observe) }
             return .proceed(out.rewritten(request), handleAfterwards: observe)
         case PAGING_INTERCEPT_COMPLETE:
             return .complete(out.page.page(for: request))
