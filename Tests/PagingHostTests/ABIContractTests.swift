@@ -40,6 +40,24 @@ struct ABIContractTests {
         #expect(!log.contains("refused"))
     }
 
+    /// paging_request_t.identity, as types.h defines it: page size, key, then the params but
+    /// hard_refresh in name order, each <length>:<bytes>.
+    @Test func requestIdentity_isEncodedAsTheHeaderSays() {
+        func identity(_ key: String, _ pageSize: Int, _ userInfo: [String: String]) -> String {
+            let request = PluginRequest(kind: .append, keyChain: PagingKeyChain(key: PluginKey(key)),
+                                        params: PagingRequestParams(pageSize: pageSize, userInfo: userInfo))
+            return CView.withRequest(request) { view in
+                String(decoding: UnsafeRawBufferPointer(start: view.pointee.identity.data, count: view.pointee.identity.len), as: UTF8.self)
+            }
+        }
+        #expect(identity("3", 20, ["q": "swift"]) == "20 1:3 1:q=5:swift")
+        #expect(identity("3", 20, ["q": "swift", "hard_refresh": "true"]) == "20 1:3 1:q=5:swift")
+        #expect(identity("", 7, [:]) == "7 0:")
+        #expect(identity("next page", 100, ["b": "2", "a": "ü"]) == "100 9:next page 1:a=2:ü 1:b=1:2")
+        let long = String(repeating: "k", count: 300)
+        #expect(identity(long, 1, [:]) == "1 300:" + long, "beyond the stack buffer")
+    }
+
     @Test func aPluginOfANewerMinor_thatNeedsNothingMore_runs_readingOnlyWhatTheHostWrote() async throws {
         let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
         #expect(library.abiVersion == PluginABIVersion(major: 1, minor: 99, patch: 0))
