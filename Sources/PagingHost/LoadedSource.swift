@@ -1,4 +1,5 @@
 import CPaging
+import Dispatch
 import Paging
 import Synchronization
 
@@ -117,7 +118,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
                 if let ready { continuation.resume(returning: ready) }
             }
         } onCancel: {
-            self.cancel(id)
+            // Not here: the handler runs under the task's status lock, which resuming a fetch
+            // takes too, and a plugin may complete a fetch (resuming it) while holding the very
+            // lock its cancel() waits for: both would hang.
+            DispatchQueue.global().async { self.cancel(id) }
         }
     }
 
