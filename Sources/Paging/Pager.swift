@@ -305,6 +305,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// How many callers have joined a load another caller runs (deduplication), for tests that
+    /// must know a caller joined before they go on.
+    package var joinedCallerCount: Int {
+        registry.withLock { registry in
+            registry.shared.values.reduce(0) { count, load in
+                count + (load.joiners.map { unsafeDowncast($0, to: Joiners.self).nextWaiter } ?? 0)
+            }
+        }
+    }
+
     /// Waits for the loads running in the background (a stale page's revalidation) to end, also
     /// those they start; call it before the process exits so that their pages are stored.
     public func backgroundLoadsFinished() async {

@@ -56,7 +56,7 @@ struct PagerCancellationTests {
         let owner = Task { try await pager.load(request) }
         await source.waitUntilSuspended()
         let joiner = Task { try await pager.load(request) }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(await eventually { pager.joinedCallerCount == 1 })
         owner.cancel()
         let page = try await joiner.value
         #expect(page.values == [3, 4, 5])
@@ -72,7 +72,7 @@ struct PagerCancellationTests {
         let owner = Task { try await pager.load(request) }
         await source.waitUntilSuspended()
         let joiner = Task { try await pager.load(request) }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(await eventually { pager.joinedCallerCount == 1 })
         joiner.cancel()
         await #expect(throws: CancellationError.self) { try await joiner.value }
         source.release(key: 1)

@@ -165,8 +165,8 @@ struct PagerDeduplicationTests {
         async let first = pager.load(request)
         await source.waitUntilSuspended()
         async let second = pager.load(request)
-        // Let the second caller join before the fetch ends.
-        try await Task.sleep(for: .milliseconds(20))
+        // The second caller has joined before the fetch ends.
+        #expect(await eventually { pager.joinedCallerCount == 1 })
         source.release(key: 1)
         let pages = try await [first, second]
         #expect(pages.map(\.values) == [[3, 4, 5], [3, 4, 5]])
@@ -264,7 +264,7 @@ struct PagerDeduplicationTests {
         async let first = Result { try await pager.load(request) }
         await source.waitUntilSuspended()
         async let second = Result { try await pager.load(request) }
-        try await Task.sleep(for: .milliseconds(20))
+        #expect(await eventually { pager.joinedCallerCount == 1 })
         source.release(key: 1)
         let results = await [first, second]
         #expect(source.fetchCount == 1)
