@@ -139,28 +139,45 @@ struct BrowseCommandTests {
 /// typed into and watched by a test: the test waits for what the screen shows, never for a
 /// fixed time.
 private final class Terminal: @unchecked Sendable {
-    private let process = Process()
-    private let input = Pipe()
+    private let process: Process
+    private let input: ExecSafePipe
+    /// Kept: its read end, watched by a readability handler, closes when it is freed.
+    private let outputPipe: ExecSafePipe
     private let output = Mutex(Data())
     private let pidFile = scratchFolder() + "/pid"
 
     init(_ command: String, columns: Int = 80) throws {
+        let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         process.arguments = ["-qfec", "stty rows 12 cols \(columns); echo $$ > \(pidFile); exec \(command)", "/dev/null"]
-        let out = Pipe()
-        process.standardInput = input
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+        let (input, out) = try spawning { () throws -> (ExecSafePipe, ExecSafePipe) in
+            let input = ExecSafePipe(), out = ExecSafePipe()
+            process.standardInput = input.read
+            process.standardOutput = out.write
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            return (input, out)
+        }
+        self.process = process
+        self.input = input
+        outputPipe = out
+        out.read.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             if data.isEmpty { handle.readabilityHandler = nil }
             self?.output.withLock { $0.append(data) }
         }
-        try process.run()
+        try? input.read.close()
+        try? out.write.close()
     }
 
     deinit {
-        if process.isRunning { process.terminate() }
+        if process.isRunning { stop() }
+    }
+
+    /// Kills the command and script(1) (which does not pass SIGTERM on).
+    private func stop() {
+        signalCommand(SIGKILL)
+        process.terminate()
     }
 
     var screen: String { output.withLock { String(decoding: $0, as: UTF8.self) } }
@@ -169,7 +186,7 @@ private final class Terminal: @unchecked Sendable {
     var lastFrame: Frame? { Frame.last(in: screen) }
 
     func type(_ keys: String) {
-        try? input.fileHandleForWriting.write(contentsOf: Data(keys.utf8))
+        try? input.write.write(contentsOf: Data(keys.utf8))
     }
 
     /// Sends `signal` to the command (not to script(1)).
@@ -194,9 +211,9 @@ private final class Terminal: @unchecked Sendable {
         while process.isRunning && ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        if process.isRunning { process.terminate() }
+        if process.isRunning { stop() }
         process.waitUntilExit()
-        try? input.fileHandleForWriting.close()
+        try? input.write.close()
         return (process.terminationStatus, screen)
     }
 

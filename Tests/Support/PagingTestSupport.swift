@@ -55,6 +55,32 @@ public func run(
     }
 }
 
+/// A pipe whose two ends are closed on exec, so that a child another test spawns at the same
+/// moment cannot inherit them. (Foundation's `Pipe` can be inherited that way; a reader then
+/// waits for the end of the data until that unrelated child exits, which may be never.) Make
+/// it, and start the process that gets one end, inside ``spawning(_:)``; then close that end
+/// in the parent.
+public struct ExecSafePipe: @unchecked Sendable {
+    public let read: FileHandle
+    public let write: FileHandle
+
+    public init() {
+        var fds: [Int32] = [-1, -1]
+        precondition(pipe(&fds) == 0, "pipe failed: errno \(errno)")
+        for fd in fds { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        read = FileHandle(fileDescriptor: fds[0], closeOnDealloc: true)
+        write = FileHandle(fileDescriptor: fds[1], closeOnDealloc: true)
+    }
+}
+
+private let spawnLock = Locked(())
+
+/// Runs `body` (making pipes, starting a process) while no other test starts one: a pipe is
+/// inheritable between its creation and its close-on-exec mark.
+public func spawning<R>(_ body: () throws -> R) rethrows -> R {
+    try spawnLock.withLock { _ in try body() }
+}
+
 /// Runs a program, blocking the calling thread. Past `deadline` the process is killed
 /// (SIGKILL) and the result says so; `killAfter` kills it on purpose after that delay.
 public func runBlocking(
@@ -65,28 +91,35 @@ public func runBlocking(
     process.executableURL = URL(fileURLWithPath: program)
     process.arguments = arguments
     process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-    let out = Pipe(), err = Pipe(), inputPipe = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe
     let ended = DispatchSemaphore(value: 0)
     process.terminationHandler = { _ in ended.signal() }
     let clock = ContinuousClock()
     let start = clock.now
-    try process.run()
+    let (out, err, inputPipe) = try spawning {
+        let out = ExecSafePipe(), err = ExecSafePipe(), inputPipe = ExecSafePipe()
+        process.standardOutput = out.write
+        process.standardError = err.write
+        process.standardInput = input == nil ? FileHandle.nullDevice : inputPipe.read
+        try process.run()
+        return (out, err, inputPipe)
+    }
+    // The child has its copies; without closing ours, the readers would never see the end.
+    try? out.write.close()
+    try? err.write.close()
+    try? inputPipe.read.close()
     if let input {
         // A child may exit without reading its input: that must not kill the tests with SIGPIPE.
         ignoreBrokenPipes
-        try? inputPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8))
-        try? inputPipe.fileHandleForWriting.close()
+        try? inputPipe.write.write(contentsOf: Data(input.utf8))
     }
+    try? inputPipe.write.close()
     // Read both pipes on threads of their own, so that neither can fill up and stall the child.
     let collected = Locked([Data(), Data()])
     let reads = DispatchGroup()
     for (index, pipe) in [out, err].enumerated() {
         reads.enter()
         Thread.detachNewThread {
-            let data = pipe.fileHandleForReading.readDataToEndOfFile()
+            let data = pipe.read.readDataToEndOfFile()
             collected.withLock { $0[index] = data }
             reads.leave()
         }
