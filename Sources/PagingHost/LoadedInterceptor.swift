@@ -182,6 +182,10 @@ final class PluginCallWorker: Sendable {
     private let queue: DispatchQueue
     private let timeout: Duration
 
+    /// Where timeouts fire: a queue of their own, never behind plugin calls that block the
+    /// shared pool (a global queue has as many threads as cores).
+    private static let timers = DispatchQueue(label: "paging.plugin-call-timeouts")
+
     init(label: String, timeout: Duration, concurrent: Bool) {
         queue = DispatchQueue(label: "paging.plugin-calls \(label)", attributes: concurrent ? .concurrent : [])
         self.timeout = timeout
@@ -194,7 +198,7 @@ final class PluginCallWorker: Sendable {
             queue.async { once.resume(call()) }
             let (seconds, attoseconds) = timeout.components
             let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { once.resume(nil) }
+            Self.timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { once.resume(nil) }
         }
     }
 

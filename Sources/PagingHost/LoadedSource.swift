@@ -1,5 +1,5 @@
 import CPaging
-import Dispatch
+import Foundation
 import Paging
 import Synchronization
 
@@ -120,8 +120,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         } onCancel: {
             // Not here: the handler runs under the task's status lock, which resuming a fetch
             // takes too, and a plugin may complete a fetch (resuming it) while holding the very
-            // lock its cancel() waits for: both would hang.
-            DispatchQueue.global().async { self.cancel(id) }
+            // lock its cancel() waits for: both would hang. On a thread of its own (cancels are
+            // rare), so that a cancel() that blocks holds up no shared pool.
+            Thread.detachNewThread { self.cancel(id) }
         }
     }
 
