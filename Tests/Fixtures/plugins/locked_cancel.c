@@ -18,6 +18,8 @@ typedef struct lc_source {
     paging_source_t base;
     const paging_host_t *host;
     pthread_mutex_t lock;
+    pthread_cond_t threads_ended;
+    unsigned live_threads;    /* completing threads not yet ended, under `lock` */
 } lc_source;
 
 typedef struct lc_job { lc_source *source; uint64_t id; } lc_job;
@@ -28,6 +30,7 @@ static void *lc_complete(void *arg)
     lc_source *s = job->source;
     pthread_mutex_lock(&s->lock);
     s->host->fetch_fail(s->host, job->id, PAGING_ERR_TRANSIENT, "locked-cancel: no data");
+    if (--s->live_threads == 0) pthread_cond_signal(&s->threads_ended);
     pthread_mutex_unlock(&s->lock);
     free(job);
     return NULL;
@@ -51,7 +54,16 @@ static paging_status_t lc_fetch(paging_source_t *self, const paging_request_t *r
     if (job == NULL) return PAGING_ERR_INTERNAL;
     job->source = s;
     job->id = id;
-    if (pthread_create(&thread, NULL, lc_complete, job) != 0) { free(job); return PAGING_ERR_INTERNAL; }
+    pthread_mutex_lock(&s->lock);
+    s->live_threads++;
+    pthread_mutex_unlock(&s->lock);
+    if (pthread_create(&thread, NULL, lc_complete, job) != 0) {
+        pthread_mutex_lock(&s->lock);
+        s->live_threads--;
+        pthread_mutex_unlock(&s->lock);
+        free(job);
+        return PAGING_ERR_INTERNAL;
+    }
     pthread_detach(thread);
     return PAGING_OK;
 }
@@ -64,12 +76,14 @@ static void lc_cancel(paging_source_t *self, uint64_t id)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* Waits for a completing thread by taking its mutex (the test awaits every fetch first). */
+/* Waits until every completing thread has ended: none may touch the instance afterwards. */
 static void lc_destroy(paging_source_t *self)
 {
     lc_source *s = (lc_source *)self;
     pthread_mutex_lock(&s->lock);
+    while (s->live_threads > 0) pthread_cond_wait(&s->threads_ended, &s->lock);
     pthread_mutex_unlock(&s->lock);
+    pthread_cond_destroy(&s->threads_ended);
     pthread_mutex_destroy(&s->lock);
     free(s);
 }
@@ -81,6 +95,7 @@ static paging_source_t *lc_create(const char *plugin_id, const paging_host_t *ho
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
     pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->threads_ended, NULL);
     s->base.plugin_data = s;
     s->base.refresh_key = lc_refresh_key;
     s->base.fetch = lc_fetch;
