@@ -58,7 +58,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     public init(pager: Pager<Key, Value>, configuration: Configuration) {
         self.pager = pager
         self.configuration = configuration
-        let source = String(describing: pager.source)
+        // Its own description when it has one (a loaded plugin names itself), else its type: a
+        // struct's default description would print all it holds.
+        let source = (pager.source as? CustomStringConvertible)?.description ?? "\(type(of: pager.source))"
         state.withLock { $0.sourceDescription = source }
     }
 
