@@ -5,9 +5,9 @@
  * both END flags, completes, and logs "foreign-thread: late fetch_complete returned <code>".
  * Refresh key "0".
  *
- * DELIBERATE MISUSE: besides, each instance has a watcher thread that waits for destroy() and,
- * once destroy() has returned, completes the instance's last fetch again (one item, both END
- * flags), then logs "foreign-thread: late fetch_complete returned <code>": calls made outside
+ * DELIBERATE MISUSE: besides, each instance that fetched has a watcher thread that waits for
+ * destroy() and, once destroy() has returned, completes the instance's last fetch again (one
+ * item, both END flags), then logs "foreign-thread: late fetch_complete returned <code>": calls made outside
  * the lifetime host.h promises for the host table, whatever the timing. This tests the host's
  * promise that completions for a destroyed source's ids are refused (and logged), so the host
  * must keep each paging_host_t (and what host_data points to) readable after destroy(): e.g.
@@ -32,7 +32,7 @@
 typedef struct shared {
     pthread_mutex_t lock;
     pthread_cond_t changed;
-    int destroyed, refs;
+    int destroyed, refs, watching;
     uint64_t last_fetch_id;
     const paging_host_t *host;
 } shared;
@@ -113,6 +113,8 @@ static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *
     return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
 }
 
+static void fx_start_watcher(shared *w);
+
 static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
 {
     fixture *f = (fixture *)self;
@@ -124,6 +126,7 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     if (j == NULL) return PAGING_ERR_INTERNAL;
     pthread_mutex_lock(&f->watch->lock);
     f->watch->last_fetch_id = id;
+    if (!f->watch->watching) fx_start_watcher(f->watch);
     pthread_mutex_unlock(&f->watch->lock);
     j->host = f->host;
     j->fetch_id = id;
@@ -139,6 +142,21 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     return PAGING_OK;
 }
 
+/* Started with the first fetch (an instance only created and destroyed starts no thread);
+ * called under w->lock. Without a thread (pthread_create failed) there is simply no watcher. */
+static void fx_start_watcher(shared *w)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, fx_watcher, w) == 0) {
+        w->watching = 1;
+        w->refs++;
+    }
+    pthread_attr_destroy(&attr);
+}
+
 /* Threads keep running: the watcher wakes now, after this returns. */
 static void fx_destroy(paging_source_t *self)
 {
@@ -152,42 +170,22 @@ static void fx_destroy(paging_source_t *self)
     free(f);
 }
 
-static int fx_start_watcher(fixture *f)
-{
-    pthread_t t;
-    pthread_attr_t attr;
-    int rc;
-    shared *w = (shared *)calloc(1, sizeof *w);
-    if (w == NULL) return 0;
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->changed, NULL);
-    w->refs = 2;
-    w->host = f->host;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    rc = pthread_create(&t, &attr, fx_watcher, w);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        pthread_mutex_destroy(&w->lock);
-        pthread_cond_destroy(&w->changed);
-        free(w);
-        return 0;
-    }
-    f->watch = w;
-    return 1;
-}
-
 static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
     fixture *f = (fixture *)calloc(1, sizeof *f);
     (void)plugin_id;
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
-    if (!fx_start_watcher(f)) {
+    f->watch = (shared *)calloc(1, sizeof *f->watch);
+    if (f->watch == NULL) {
         free(f);
-        host->config_fail(config, PAGING_ERR_INTERNAL, "cannot start the watcher thread");
+        host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    pthread_mutex_init(&f->watch->lock, NULL);
+    pthread_cond_init(&f->watch->changed, NULL);
+    f->watch->refs = 1;
+    f->watch->host = host;
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
