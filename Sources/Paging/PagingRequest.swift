@@ -115,6 +115,12 @@ public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendabl
         self.userInfo = userInfo
     }
 
+    /// Whether the user-info entry `name` is part of a request's identity: every one but
+    /// ``PagingUserInfoKey/hardRefresh``, the one entry `init` drops. (Encoders of the identity
+    /// ask this.)
+    @inlinable
+    public static func identifies(_ name: String) -> Bool { name != PagingUserInfoKey.hardRefresh }
+
     // Written out and @inlinable (the derived ones are not), so that they are specialized;
     // an empty user info (the common case) is not hashed or compared element by element.
     @inlinable

@@ -67,14 +67,15 @@ package enum CView {
         }
     }
 
-    /// The request's identity encoded as types.h defines `paging_request_t.identity` (the page
-    /// size, the key, then each param but hard_refresh in name order, each as <length>:<bytes>),
-    /// in a buffer on the stack when it is small. Built for every call into a plugin: the
-    /// common request, without params, is written without a dictionary or a string.
+    /// A request's ``PagingRequestIdentity`` encoded as types.h defines `paging_request_t.identity`
+    /// (the page size, the key, then each param that identifies the page in name order, each as
+    /// <length>:<bytes>), in a buffer on the stack when it is small. Built for every call into a
+    /// plugin, from the request's fields rather than an identity value (which costs the chain's
+    /// hot path copies): the common request, without params, is written without a sort or a string.
     static func withIdentity<R>(
         pageSize: Int, key: [UInt8], userInfo: [String: String], _ body: (paging_bytes_t) throws -> R
     ) rethrows -> R {
-        let params = userInfo.isEmpty ? [] : userInfo.filter { $0.key != PagingUserInfoKey.hardRefresh }.sorted { $0.key < $1.key }
+        let params = userInfo.isEmpty ? [] : userInfo.filter { PagingRequestIdentity<PluginKey>.identifies($0.key) }.sorted { $0.key < $1.key }
         var size = 20 + 1 + 20 + 1 + key.count
         for (name, value) in params { size += 1 + 21 + name.utf8.count + 1 + 21 + value.utf8.count }
         // A constant capacity is allocated on the stack outright.

@@ -117,12 +117,11 @@ package struct PageBuilder: Sendable {
         // The limits are checked before the copy: one huge item must not be copied to be refused.
         guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
         guard item.len <= limits.maxPageBytes - self.bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
-        guard item.data != nil || item.len == 0 else { return "an item with NULL data and length \(item.len)" }
-        // Checked where it is read anyway: every item that crosses the ABI is one JSON value.
-        if let problem = JSONValidator.validate(UnsafeRawBufferPointer(start: item.data, count: Int(item.len))) {
+        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
+        // Every item that crosses the ABI is one JSON value.
+        if let problem = bytes.withUnsafeBytes({ JSONValidator.validate($0) }) {
             return "item \(items.count) is not valid JSON: \(problem)"
         }
-        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
         self.bytes += bytes.count
         items.append(PluginItem(bytes: bytes))
         return nil

@@ -16,13 +16,16 @@ struct MisbehavingPluginTests {
             .makeSource(config: .object([("path", .string(file))]), sink: log.sink, limits: limits)
     }
 
-    /// An intercept that blocks (the fixture sleeps 1.5 s on every call): with a call timeout,
+    /// An intercept that blocks (the fixture sleeps until the test wakes it): with a call timeout,
     /// each load fails with a retryable timeout in time, also while earlier calls are stuck.
     @Test(.timeLimit(.minutes(1)))
     func blockingIntercept_failsWithATimeout() async throws {
         let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
+        // The plugin sleeps until the test creates `wake` (a minute at most): however late a
+        // loaded machine fires the timeouts, the loads end while it still sleeps.
+        let wake = scratchFolder() + "/wake"
         let interceptor = try PluginLibrary.open(path: try fixturePlugin("blocking_intercept"))
-            .makeInterceptor(config: .object([("sleep_ms", .int(3_000))]), sink: log.sink, limits: limits)
+            .makeInterceptor(config: .object([("sleep_ms", .int(60_000)), ("until_path", .string(wake))]), sink: log.sink, limits: limits)
         let pager = Pager(source: try jsonLinesSource(count: 30, limits: limits), interceptors: [interceptor])
         for _ in 0..<2 {
             do {
@@ -34,8 +37,8 @@ struct MisbehavingPluginTests {
                 #expect(error.message.contains("intercept did not return within"))
             }
         }
-        // Each load waited 200 ms, not the plugin's 3 s: both ended while it still slept.
         #expect(!log.contains("blocking-intercept: woke after"), "both loads ended before the plugin woke up")
+        FileManager.default.createFile(atPath: wake, contents: nil)
         // The abandoned calls still run to their end, on the plugin's own thread.
         #expect(await log.waitFor("blocking-intercept: woke after"))
     }
