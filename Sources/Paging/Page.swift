@@ -11,6 +11,9 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var prevKey: Key?
     /// The key of the page after this one, or `nil` at the end of the data.
     public var nextKey: Key?
+    /// Names and values an interceptor attached to the page (``PagingInterceptor/transform(page:)``):
+    /// how many values a filter dropped, where a page came from. Empty unless one did.
+    public var metadata: [String: String] = [:]
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable

@@ -3,9 +3,10 @@ import Synchronization
 /// Runs requests through a chain of interceptors to a source and publishes what happens.
 ///
 /// A request passes the interceptors in order; the first that completes it answers it,
-/// otherwise the source fetches the page (retried per the request's ``RetryPolicy``). The page
-/// then goes back to each interceptor that asked for it, in reverse order, and is published on
-/// ``states()``.
+/// otherwise the source fetches the page (each step retried per the request's ``RetryPolicy``).
+/// The page then goes back to each interceptor that asked for it, in reverse order, each of
+/// which may transform it, and is published on ``states()``. When a load fails, the
+/// interceptors that let it proceed hear of it.
 ///
 /// - A failed load is a ``PagingState/failed(_:_:)`` state; the pager goes on serving.
 /// - Identical requests (kind, key chain, page size) in flight share one fetch (see
@@ -55,7 +56,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// A request for `key` whose key chain comes from the source.
     @inlinable
     public func request(_ kind: PagingRequestKind, key: Key, params: PagingRequestParams) -> PagingRequest<Key> {
-        PagingRequest(kind: kind, keyChain: source.keyChain(for: key), params: params)
+        PagingRequest(kind: kind, keyChain: source.keyChain(for: key, pageSize: params.pageSize), params: params)
     }
 
     /// A refresh request for the source's refresh key.
@@ -228,7 +229,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         do {
             var page = try await passInterceptors(request, observers: &observers)
             if observers.any && !isSuperseded(request, generation) {
-                page = await handBack(page, to: observers)
+                page = try await handBack(page, to: observers)
             }
             outcome = .page(page)
         } catch is CancellationError where Task.isCancelled {
@@ -239,27 +240,59 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return try finish(request, identity, load, generation, with: outcome)
     }
 
+    /// Runs `request` through the interceptors from `start` on and the source. When a step
+    /// fails (after its retries), the interceptors before it that let the request proceed hear
+    /// of it before the error goes on.
     @inlinable @inline(__always)
     func passInterceptors(
         _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers
     ) async throws -> Page<Key, Value> {
         var request = request
-        for index in interceptors.indices.dropFirst(start) {
-            switch try await interceptors[index].intercept(request: request) {
-            case .proceed(let next, let handleAfterwards):
-                request = next
-                if handleAfterwards { observers.insert(index) }
-            case .complete(let page):
-                return page
-            case .completeThenRevalidate(let page):
-                revalidate(request, after: index)
-                return page
-            case .proceedOrFallBack(let next, let fallback, let whenUsed):
-                observers.insert(index)
-                return try await passOrFallBack(next, after: index, fallback: fallback, whenUsed: whenUsed, observers: &observers)
+        // The step running: an interceptor's index, or `interceptors.count` for the source.
+        var step = start
+        do {
+            while step < interceptors.count {
+                switch try await intercept(request, at: step) {
+                case .proceed(let next, let handleAfterwards):
+                    request = next
+                    if handleAfterwards { observers.insert(step) }
+                case .complete(let page):
+                    return page
+                case .completeThenRevalidate(let page):
+                    revalidate(request, after: step)
+                    return page
+                case .proceedOrFallBack(let next, let fallback, let whenUsed):
+                    observers.insert(step)
+                    // This interceptor let the request proceed: it hears a failure too.
+                    step += 1
+                    return try await passOrFallBack(next, after: step - 1, fallback: fallback, whenUsed: whenUsed, observers: &observers)
+                }
+                step += 1
             }
+            return try await fetch(request)
+        } catch {
+            if step > start { await tellFailure(error, of: request, to: start..<step) }
+            throw error
         }
-        return try await fetch(request)
+    }
+
+    /// Interceptor `index`'s answer, retried per the request's policy when it throws.
+    @inlinable @inline(__always)
+    func intercept(_ request: PagingRequest<Key>, at index: Int) async throws -> PagingInterceptResult<Key, Value> {
+        do {
+            return try await interceptors[index].intercept(request: request)
+        } catch {
+            return try await retry(request, after: error) { try await self.interceptors[index].intercept(request: request) }
+        }
+    }
+
+    /// Tells the interceptors in `range` that the load of `request` failed with `error`. Off
+    /// the hot path.
+    @usableFromInline
+    func tellFailure(_ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>) async {
+        for index in range.reversed() {
+            await interceptors[index].loadFailed(request, error: error)
+        }
     }
 
     /// The rest of the chain after interceptor `index`, or `fallback` when it fails. Off the hot path.
@@ -297,8 +330,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 observers.insert(index)
                 do {
                     let page = try await passInterceptors(request, from: index + 1, observers: &observers)
-                    _ = await handBack(page, to: observers)
+                    _ = try await handBack(page, to: observers)
                 } catch {
+                    // Interceptor `index` asked for this load: it hears how it failed too.
+                    await tellFailure(error, of: request, to: index..<index + 1)
                     broadcast.yield(.failed(request, error))
                 }
             }
@@ -323,11 +358,20 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// Hands the page back to the interceptors that observe, from the last to the first, each
+    /// transforming what the one after it returned. When one throws, those still to come hear
+    /// of the failure.
     @inlinable
-    func handBack(_ page: Page<Key, Value>, to observers: Observers) async -> Page<Key, Value> {
+    func handBack(_ page: Page<Key, Value>, to observers: Observers) async throws -> Page<Key, Value> {
+        var page = page
         var remaining = observers
         while let index = remaining.popLast() {
-            await interceptors[index].handle(page: page)
+            do {
+                page = try await interceptors[index].transform(page: page)
+            } catch {
+                await tellFailure(error, of: page.request, to: 0..<index)
+                throw error
+            }
         }
         return page
     }
@@ -337,26 +381,29 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         do {
             return try await source.fetch(request: request)
         } catch {
-            return try await fetchAgain(request, after: error)
+            return try await retry(request, after: error) { try await self.source.fetch(request: request) }
         }
     }
 
-    /// The retries of a failed fetch, per the request's policy. Not inlinable: off the hot path.
+    /// The retries of a failed step (`attempt` runs it again), per the request's policy. Not
+    /// inlinable: off the hot path.
     @usableFromInline
-    func fetchAgain(_ request: PagingRequest<Key>, after firstError: any Error) async throws -> Page<Key, Value> {
+    func retry<Result>(
+        _ request: PagingRequest<Key>, after firstError: any Error, _ attempt: () async throws -> Result
+    ) async throws -> Result {
         let policy = request.params.retryPolicy
-        var attempt = 0
+        var retries = 0
         var error = firstError
         while true {
-            guard attempt < policy.maxRetries, !Task.isCancelled, policy.condition(error) else {
+            guard retries < policy.maxRetries, !Task.isCancelled, policy.condition(error) else {
                 throw error
             }
-            attempt += 1
-            broadcast.yield(.retrying(request, attempt: attempt, error: error))
-            let delay = policy.backoff.delay(forAttempt: attempt)
+            retries += 1
+            let delay = try policy.backoff.delay(forAttempt: retries, after: error)
+            broadcast.yield(.retrying(request, attempt: retries, error: error))
             if delay > .zero { try await Task.sleep(for: delay) }
             do {
-                return try await source.fetch(request: request)
+                return try await attempt()
             } catch let next {
                 error = next
             }

@@ -7,6 +7,9 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// bug in `source`, described as the ``Pager``'s source describes itself). The page is
     /// dropped.
     case overlappingPrepend(source: String, pageKey: String, nextKey: String, firstKey: String, repeated: Int)
+    /// A step failed with `error` (its description), saying to retry after `retryAfter`, which
+    /// is longer than the retry policy's longest wait (`maximum`): the load fails instead of waiting.
+    case retryAfterBeyondBackoff(retryAfter: Duration, maximum: Duration, error: String)
 
     public var description: String {
         switch self {
@@ -15,6 +18,8 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .overlappingPrepend(source, pageKey, nextKey, firstKey, repeated):
             "\(source): the page prepended at key \(pageKey) repeats the first \(repeated) values of the page at key "
                 + "\(firstKey) (its next key is \(nextKey), not \(firstKey)); the page was dropped"
+        case let .retryAfterBeyondBackoff(retryAfter, maximum, error):
+            "\(error) (it says to retry after \(retryAfter), longer than the retry policy's longest wait, \(maximum))"
         }
     }
 }

@@ -21,7 +21,8 @@ public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Se
 /// (logging, caching, a database).
 ///
 /// Interceptors run in order on the way in; the page comes back to those that asked for it,
-/// in reverse order. Both requirements have defaults, so a pass-through interceptor that only
+/// in reverse order, each of which may change it (``transform(page:)``) before it goes on to
+/// the one before. Every requirement has a default, so a pass-through interceptor that only
 /// watches pages is a few lines:
 ///
 /// ```swift
@@ -34,6 +35,27 @@ public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Se
 /// }
 /// ```
 ///
+/// A filter drops values on their way back:
+///
+/// ```swift
+/// struct StarredOnly: PagingInterceptor {
+///     func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Repo> {
+///         .proceed(request, handleAfterwards: true)
+///     }
+///     func transform(page: Page<Int, Repo>) async throws -> Page<Int, Repo> {
+///         var page = page
+///         page.values.removeAll { $0.stars == 0 }
+///         return page
+///     }
+/// }
+/// ```
+///
+/// # Failures and retries
+/// An error thrown by ``intercept(request:)`` is retried like a failed fetch, per the
+/// request's ``RetryPolicy`` (an error conforming to ``RetryHintedError`` says how long to wait
+/// at least). Every interceptor that let a load proceed hears how it failed
+/// (``loadFailed(_:error:)``), so that a store can mark its page stale or a circuit breaker open.
+///
 /// # Thread safety
 /// The ``Pager`` calls an interceptor from many tasks at once: keep shared state behind a lock
 /// or in an actor.
@@ -41,13 +63,25 @@ public protocol PagingInterceptor<Key, Value>: Sendable {
     associatedtype Key: Hashable & Sendable
     associatedtype Value: Sendable
 
-    /// Decides what happens to the request. Throwing fails the load with that error (the
-    /// source is not called and nothing is retried). The default proceeds unchanged.
+    /// Decides what happens to the request. Throwing fails this attempt with that error: the
+    /// source is not called, and the ``Pager`` calls `intercept` again when the request's
+    /// ``RetryPolicy`` retries the error. The default proceeds unchanged.
     func intercept(request: PagingRequest<Key>) async throws -> PagingInterceptResult<Key, Value>
 
     /// Sees the page of a request this interceptor proceeded with `handleAfterwards: true`.
     /// The default does nothing.
     func handle(page: Page<Key, Value>) async
+
+    /// The page of a request this interceptor proceeded with `handleAfterwards: true`, as it
+    /// goes on towards the caller: the same, or with values dropped, replaced, added or
+    /// reordered, other keys, or ``Page/metadata``. Throwing fails the load. The default calls
+    /// ``handle(page:)`` and returns the page unchanged.
+    func transform(page: Page<Key, Value>) async throws -> Page<Key, Value>
+
+    /// Hears that a load this interceptor let proceed failed (or was cancelled): `request` is
+    /// the request as it reached the step that failed, `error` what failed it (after retries).
+    /// The default does nothing.
+    func loadFailed(_ request: PagingRequest<Key>, error: any Error) async
 }
 
 extension PagingInterceptor {
@@ -56,4 +90,11 @@ extension PagingInterceptor {
     }
 
     public func handle(page: Page<Key, Value>) async {}
+
+    public func transform(page: Page<Key, Value>) async throws -> Page<Key, Value> {
+        await handle(page: page)
+        return page
+    }
+
+    public func loadFailed(_ request: PagingRequest<Key>, error: any Error) async {}
 }

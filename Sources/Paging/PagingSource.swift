@@ -21,6 +21,11 @@ public protocol PagingSource<Key, Value>: Sendable {
     /// neighbours' keys with each page instead.
     func keyChain(for key: Key) -> PagingKeyChain<Key>
 
+    /// The key chain of `key` for pages of `pageSize` values, for keys that depend on it (an
+    /// offset: the next page starts `pageSize` further). The ``Pager`` asks this one; the
+    /// default answers ``keyChain(for:)``.
+    func keyChain(for key: Key, pageSize: Int) -> PagingKeyChain<Key>
+
     /// Fetches the page the request asks for. Throwing fails this load only: the ``Pager``
     /// publishes the error as a state and goes on.
     func fetch(request: PagingRequest<Key>) async throws -> Page<Key, Value>
@@ -29,5 +34,9 @@ public protocol PagingSource<Key, Value>: Sendable {
 extension PagingSource {
     public func keyChain(for key: Key) -> PagingKeyChain<Key> {
         PagingKeyChain(key: key)
+    }
+
+    public func keyChain(for key: Key, pageSize: Int) -> PagingKeyChain<Key> {
+        keyChain(for: key)
     }
 }

@@ -1,5 +1,10 @@
-/// How the ``Pager`` retries a failed fetch: how many times, for which errors, and how long it
-/// waits in between. Each retry calls the source's fetch again.
+/// How the ``Pager`` retries a failed step of a load - a source's fetch, an interceptor's
+/// intercept: how many times, for which errors, and how long it waits in between. Each retry
+/// calls the step that failed again.
+///
+/// An error that says when to retry (``RetryHintedError``, an API's `Retry-After`) is waited
+/// for at least that long; a hint longer than ``Backoff/maximum`` is not waited for: the load
+/// fails with ``PagingError/retryAfterBeyondBackoff(retryAfter:maximum:error:)``.
 public struct RetryPolicy: Sendable {
     /// Retries after the first attempt; `0` means no retry.
     public var maxRetries: Int
@@ -56,12 +61,33 @@ public struct RetryPolicy: Sendable {
             let capped = min(grown, maximum)
             return capped * (1 - jitter * random)
         }
+
+        /// The wait before retry number `attempt` after `error`: the backoff's delay, or the
+        /// error's retry hint when that is longer.
+        ///
+        /// - Throws: ``PagingError/retryAfterBeyondBackoff(retryAfter:maximum:error:)`` when the
+        ///   hint is longer than ``maximum``.
+        public func delay(forAttempt attempt: Int, after error: any Error) throws(PagingError) -> Duration {
+            let backoff = delay(forAttempt: attempt)
+            guard let hint = (error as? any RetryHintedError)?.retryAfter else { return backoff }
+            guard hint <= maximum else {
+                throw .retryAfterBeyondBackoff(retryAfter: hint, maximum: maximum, error: String(describing: error))
+            }
+            return max(backoff, hint)
+        }
     }
 }
 
 /// An error that knows whether retrying can help (a timeout can; a bad request cannot).
 public protocol RetryClassifiedError: Error {
     var isRetryable: Bool { get }
+}
+
+/// An error that says how long to wait before trying again (an HTTP `Retry-After`, a rate
+/// limiter's next free slot). The retry policy waits at least that long.
+public protocol RetryHintedError: Error {
+    /// The least wait before a retry can succeed; `nil` when the error does not say.
+    var retryAfter: Duration? { get }
 }
 
 /// `base` to a whole power, stopping once it is far past any sensible delay.
