@@ -26,19 +26,23 @@ package enum CView {
         }
     }
 
-    /// A page as handed to `handle()`: its resolved keys, and END flags where there are none.
+    /// A page as handed to `handle()`: its resolved keys, END flags where there are none, and
+    /// its metadata.
     static func withPage<R>(_ page: PluginPage, _ body: (UnsafePointer<paging_page_t>) throws -> R) rethrows -> R {
         try withRequest(page.request) { request in
             try withOptionalKey(page.prevKey) { prev in
                 try withOptionalKey(page.nextKey) { next in
                     try withItems(page.values) { items, count in
-                        var flags: UInt32 = 0
-                        if page.prevKey == nil { flags |= PAGING_PAGE_PREV_END }
-                        if page.nextKey == nil { flags |= PAGING_PAGE_NEXT_END }
-                        var view = paging_page_t(request: request, items: items, item_count: count,
-                                                 prev_key: prev, next_key: next, flags: flags,
-                                                 struct_size: UInt32(MemoryLayout<paging_page_t>.size))
-                        return try withUnsafePointer(to: &view, body)
+                        try withParams(page.metadata) { metadata, metadataCount in
+                            var flags: UInt32 = 0
+                            if page.prevKey == nil { flags |= PAGING_PAGE_PREV_END }
+                            if page.nextKey == nil { flags |= PAGING_PAGE_NEXT_END }
+                            var view = paging_page_t(request: request, items: items, item_count: count,
+                                                     prev_key: prev, next_key: next, flags: flags,
+                                                     struct_size: UInt32(MemoryLayout<paging_page_t>.size),
+                                                     metadata: metadata, metadata_count: metadataCount)
+                            return try withUnsafePointer(to: &view, body)
+                        }
                     }
                 }
             }

@@ -101,6 +101,9 @@ typedef struct paging_page {
     uint32_t flags;                  /* PAGING_PAGE_* bits. [any-thread] Value member. */
     /* ---- ABI 1.0 ---- */
     uint32_t struct_size;            /* sizeof(paging_page_t) in the host's headers (version.h, rule 2). [any-thread] Value member. */
+    /* ---- ABI 1.1 (read only when PAGING_STRUCT_HAS(page, paging_page_t, metadata_count)) ---- */
+    const paging_param_t *metadata;  /* metadata_count name/value pairs interceptors attached (paging.page-transform/1), sorted by name, names unique (NULL when metadata_count == 0). Borrowed for the call only. [any-thread] */
+    size_t metadata_count;           /* number of entries at metadata. [any-thread] Value member. */
     /* Members added in later 1.x versions go here, at the end. */
 } paging_page_t;
 

@@ -47,9 +47,10 @@
 extern "C" {
 #endif
 
-/* ABI 1.0 */
+/* ABI 1.1: 1.0 plus the extensions marked "since 1.1" in extensions.h and paging_page_t's
+ * metadata. */
 #define PAGING_ABI_VERSION_MAJOR 1u
-#define PAGING_ABI_VERSION_MINOR 0u
+#define PAGING_ABI_VERSION_MINOR 1u
 #define PAGING_ABI_VERSION_PATCH 0u
 
 /* A version triple. Value type, fixed forever: copied, never borrowed. */
