@@ -17,13 +17,14 @@ import Synchronization
 /// the handle was the builder's address.
 enum CallHandle {
     enum Kind: UInt8, CustomStringConvertible {
-        case config, intercept, keys
+        case config, intercept, keys, transform
 
         var description: String {
             switch self {
             case .config: "config (create)"
             case .intercept: "out (intercept)"
             case .keys: "keys out (refresh_key/key_chain)"
+            case .transform: "page out (transform)"
             }
         }
     }

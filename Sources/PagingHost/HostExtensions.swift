@@ -11,10 +11,98 @@ enum HostExtensions {
         return table
     }()
 
+    /// `paging.page-transform/1`: the builders of a transformed page.
+    private nonisolated(unsafe) static let pageTransform = table(paging_ext_page_transform_host_t(
+        keep_item: { out, index in
+            TransformOut.update(out, "keep_item") { $0.keep(index > Int.max ? -1 : Int(index)) }
+        },
+        add_item: { out, item in
+            TransformOut.update(out, "add_item") { out in out.page.add(item, limits: out.limits) }
+        },
+        set_prev_key: { out, key in
+            TransformOut.update(out, "set_prev_key") { out in
+                guard let key = copyKey(key) else { return "a key with NULL data" }
+                out.page.prevKey = key
+                return nil
+            }
+        },
+        set_next_key: { out, key in
+            TransformOut.update(out, "set_next_key") { out in
+                guard let key = copyKey(key) else { return "a key with NULL data" }
+                out.page.nextKey = key
+                return nil
+            }
+        },
+        set_flags: { out, flags in
+            TransformOut.update(out, "set_flags") { out in
+                out.page.flags = flags
+                out.flagsSet = true
+                return nil
+            }
+        },
+        set_metadata: { out, name, value in
+            TransformOut.update(out, "set_metadata") { out in
+                guard let name = copyBytes(name), let value = copyBytes(value) else { return "a name or value with NULL data" }
+                guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
+                    return "a name or value that is not valid UTF-8"
+                }
+                out.metadata[name] = value
+                return nil
+            }
+        },
+        fail: { out, code, message in
+            TransformOut.update(out, "fail") { out in
+                out.failure = (PluginStatus(failure: code), string(message))
+                return nil
+            }
+        }))
+
+    /// `paging.async-intercept/1`: deferring an intercept's answer, and giving it later.
+    private nonisolated(unsafe) static let asyncIntercept = table(paging_ext_async_intercept_host_t(
+        defer: { out in
+            var id: UInt64 = 0
+            _ = InterceptOut.update(out, "defer") { out in
+                id = out.deferred ?? out.instance._withUnsafeGuaranteedRef { $0.deferIntercept() }
+                out.deferred = id
+                return nil
+            }
+            return id
+        },
+        resume: { host, id, answer, context in
+            PluginInstance.with(host) { $0.resumeIntercept(id, answer, context) } ?? PAGING_ERR_INVALID_ARGUMENT
+        }))
+
+    /// `paging.retry-hint/1`: how long a failure asks to be waited for.
+    private nonisolated(unsafe) static let retryHint = table(paging_ext_retry_hint_host_t(
+        out_retry_after: { out, milliseconds in
+            InterceptOut.update(out, "out_retry_after") { out in
+                out.retryAfter = .milliseconds(Int64(clamping: milliseconds))
+                return nil
+            }
+        },
+        fetch_retry_after: { host, id, milliseconds in
+            PluginInstance.with(host) { instance in
+                instance.updateFetch(id, "fetch_retry_after") { fetch in
+                    fetch.retryAfter = .milliseconds(Int64(clamping: milliseconds))
+                    return nil
+                }
+            } ?? PAGING_ERR_INVALID_ARGUMENT
+        }))
+
     /// The ids offered, and their tables.
     private nonisolated(unsafe) static let offered: [String: UnsafeRawPointer] = [
         PAGING_EXT_LOG_LEVEL: UnsafeRawPointer(logLevel),
+        PAGING_EXT_PAGE_TRANSFORM: pageTransform,
+        PAGING_EXT_ASYNC_INTERCEPT: asyncIntercept,
+        PAGING_EXT_RETRY_HINT: retryHint,
     ]
+
+    /// A table that lives as long as the process.
+    private static func table<Table>(_ value: Table) -> UnsafeRawPointer {
+        let table = UnsafeMutablePointer<Table>.allocate(capacity: 1)
+        table.initialize(to: value)
+        return UnsafeRawPointer(table)
+    }
 
     static func offers(_ id: String) -> Bool { offered[id] != nil }
 
@@ -24,22 +112,30 @@ enum HostExtensions {
 /// The extensions a plugin instance offers the host (`get_extension` of its table).
 struct InstanceExtensions: @unchecked Sendable {
     /// `paging.health/1`.
-    let health: UnsafePointer<paging_ext_health_t>?
+    var health: UnsafePointer<paging_ext_health_t>?
+    /// `paging.page-transform/1`.
+    var pageTransform: UnsafePointer<paging_ext_page_transform_t>?
+    /// `paging.async-intercept/1`.
+    var asyncIntercept: UnsafePointer<paging_ext_async_intercept_t>?
+    /// `paging.load-outcome/1`.
+    var loadOutcome: UnsafePointer<paging_ext_load_outcome_t>?
+    /// `paging.sized-key-chain/1`.
+    var sizedKeyChain: UnsafePointer<paging_ext_sized_key_chain_t>?
 
-    static let none = InstanceExtensions(health: nil)
+    static let none = InstanceExtensions(nil)
 
     /// Asks the instance for every extension the host uses. `lookup` is the instance's
     /// `get_extension`, or `nil` when its table has none (a draft library, or NULL).
     init(_ lookup: ((UnsafePointer<CChar>) -> UnsafeRawPointer?)?) {
-        guard let lookup else {
-            health = nil
-            return
+        guard let lookup else { return }
+        func table<Table>(_ id: String, _ type: Table.Type) -> UnsafePointer<Table>? {
+            lookup(id).map { $0.assumingMemoryBound(to: Table.self) }
         }
-        health = lookup(PAGING_EXT_HEALTH).map { $0.assumingMemoryBound(to: paging_ext_health_t.self) }
-    }
-
-    private init(health: UnsafePointer<paging_ext_health_t>?) {
-        self.health = health
+        health = table(PAGING_EXT_HEALTH, paging_ext_health_t.self)
+        pageTransform = table(PAGING_EXT_PAGE_TRANSFORM, paging_ext_page_transform_t.self)
+        asyncIntercept = table(PAGING_EXT_ASYNC_INTERCEPT, paging_ext_async_intercept_t.self)
+        loadOutcome = table(PAGING_EXT_LOAD_OUTCOME, paging_ext_load_outcome_t.self)
+        sizedKeyChain = table(PAGING_EXT_SIZED_KEY_CHAIN, paging_ext_sized_key_chain_t.self)
     }
 }
 

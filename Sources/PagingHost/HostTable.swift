@@ -60,6 +60,8 @@ package final class PluginInstance: Sendable {
     let sink: PluginLogSink
     let limits: PluginLimits
     package let fetches = Locked<[UInt64: PendingFetch]>([:])
+    /// Intercepts whose answer the plugin deferred (`paging.async-intercept/1`), by id.
+    let intercepts = Locked<[UInt64: PendingIntercept]>([:])
     /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
     let abandoned = Locked<[UInt64: PluginStatus]>([:])
@@ -145,6 +147,8 @@ package struct PageBuilder: Sendable {
 /// A fetch between `fetch()` and its completion.
 package struct PendingFetch: Sendable {
     var builder = PageBuilder()
+    /// The retry hint of the failure to come (`paging.retry-hint/1`).
+    var retryAfter: Duration?
     package var result: FetchResult?
     var waiter: CheckedContinuation<FetchResult, Never>?
 
@@ -153,7 +157,7 @@ package struct PendingFetch: Sendable {
 
 package enum FetchResult: Sendable {
     case completed(PageBuilder)
-    case failed(PluginStatus, String)
+    case failed(PluginStatus, String, retryAfter: Duration? = nil)
 }
 
 /// Copies borrowed bytes; `nil` for NULL data with a non-zero length.
@@ -344,7 +348,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         PluginInstance.with(host) { instance in
             let message = string(message)
             return instance.updateFetch(id, "fetch_fail", ends: true) { fetch in
-                fetch.result = .failed(PluginStatus(failure: code), message)
+                fetch.result = .failed(PluginStatus(failure: code), message, retryAfter: fetch.retryAfter)
                 return nil
             }
         } ?? PAGING_ERR_INVALID_ARGUMENT
@@ -384,17 +388,25 @@ extension CallResultBuilder {
 struct InterceptOut: CallResultBuilder, Sendable {
     static let handleKind = CallHandle.Kind.intercept
 
-    let limits: PluginLimits
+    /// Unretained: instances are never freed (``PluginInstance``), and a retain would cost the
+    /// hot path.
+    let instance: Unmanaged<PluginInstance>
     var key: PluginKey?
     var pageSize: Int?
     var params: [String: String] = [:]
     var page = PageBuilder()
     var failure: (PluginStatus, String)?
+    /// The failure's retry hint (`paging.retry-hint/1`).
+    var retryAfter: Duration?
+    /// The id `defer` gave this call's answer (`paging.async-intercept/1`).
+    var deferred: UInt64?
     var misuse: String?
 
-    init(limits: PluginLimits) {
-        self.limits = limits
+    init(instance: PluginInstance) {
+        self.instance = Unmanaged.passUnretained(instance)
     }
+
+    var limits: PluginLimits { instance._withUnsafeGuaranteedRef { $0.limits } }
 
     /// Whether the plugin set a key, a page size or params for the request.
     var rewrites: Bool { key != nil || pageSize != nil || !params.isEmpty }
@@ -407,6 +419,57 @@ struct InterceptOut: CallResultBuilder, Sendable {
         if let pageSize { next.params.pageSize = pageSize }
         next.params.userInfo.merge(params) { $1 }
         return next
+    }
+}
+
+/// The result of one `transform()` call (`paging.page-transform/1`): a new page, built from the
+/// original's items (kept without a copy) and new ones.
+struct TransformOut: CallResultBuilder {
+    static let handleKind = CallHandle.Kind.transform
+
+    let limits: PluginLimits
+    let original: PluginPage
+    var page = PageBuilder()
+    var flagsSet = false
+    var metadata: [String: String]
+    var failure: (PluginStatus, String)?
+    var misuse: String?
+
+    init(limits: PluginLimits, original: PluginPage) {
+        self.limits = limits
+        self.original = original
+        metadata = original.metadata
+    }
+
+    /// Appends the original page's item `index`.
+    mutating func keep(_ index: Int) -> String? {
+        guard index >= 0, index < original.values.count else {
+            return "item index \(index), the page has \(original.values.count) items"
+        }
+        let item = original.values[index]
+        guard page.items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
+        guard item.bytes.count <= limits.maxPageBytes - page.bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        page.bytes += item.bytes.count
+        page.items.append(item)
+        return nil
+    }
+
+    /// The new page: its items, and the original's keys where not set.
+    var replacement: PluginPage {
+        func resolve(_ override: KeyOverride, end: UInt32, original: PluginKey?) -> PluginKey? {
+            if flagsSet && page.flags & end != 0 { return nil }
+            switch override {
+            case .unset: return original
+            case .key(let key): return key
+            case .cleared: return nil
+            }
+        }
+        var result = original
+        result.values = page.items
+        result.prevKey = resolve(page.prevKey, end: PAGING_PAGE_PREV_END, original: original.prevKey)
+        result.nextKey = resolve(page.nextKey, end: PAGING_PAGE_NEXT_END, original: original.nextKey)
+        result.metadata = metadata
+        return result
     }
 }
 

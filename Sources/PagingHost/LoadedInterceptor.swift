@@ -21,6 +21,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     /// The thread calls run on when ``PluginLimits/callTimeout`` is set.
     private let worker: PluginCallWorker?
     private let extensions: InstanceExtensions
+    /// Times out deferred intercepts (`paging.async-intercept/1`) after the fetch timeout.
+    private let watchdog: CallWatchdog
+    /// Ends a deferred intercept on the host's side and tells the plugin (its `cancel`).
+    private let endDeferred: @Sendable (UInt64, PluginStatus, String) -> Void
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_interceptor_t>, extensions: InstanceExtensions) {
@@ -29,9 +33,18 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         self.instance = instance
         self.plugin = plugin
         self.extensions = extensions
-        calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        let calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        self.calls = calls
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
+        }
+        let table = UnsafeSendable(plugin), cancel = UnsafeSendable(extensions.asyncIntercept?.pointee.cancel)
+        endDeferred = { [instance] id, status, message in
+            guard instance.endIntercept(id, status, message), let cancel = cancel.value else { return }
+            calls.runUnserialized { cancel(UnsafeMutableRawPointer(table.value), id) }
+        }
+        watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [endDeferred] id, timeout in
+            endDeferred(id, .timeout, "the deferred intercept was not answered within \(timeout)")
         }
     }
 
@@ -43,17 +56,31 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        guard let worker else { return try callIntercept(request) }
-        guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callIntercept(request) } }) else {
-            throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
+        let answer: InterceptAnswer
+        if let worker {
+            guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callIntercept(request) } }) else {
+                throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
+            }
+            answer = try finished.get()
+        } else {
+            answer = try callIntercept(request)
         }
-        return try finished.get()
+        switch answer {
+        case .now(let result): return result
+        case .deferred(let id): return try await deferredAnswer(id, for: request)
+        }
+    }
+
+    /// An intercept's answer: at once, or deferred (`paging.async-intercept/1`) under an id.
+    private enum InterceptAnswer {
+        case now(PagingInterceptResult<PluginKey, PluginItem>)
+        case deferred(UInt64)
     }
 
     /// The plugin's intercept, with its result builder on this thread's stack, and what it
     /// answered. Synchronous, so that the builder never lives in an async frame.
-    private func callIntercept(_ request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
-        var out = InterceptOut(limits: instance.limits)
+    private func callIntercept(_ request: PluginRequest) throws(PluginError) -> InterceptAnswer {
+        var out = InterceptOut(instance: instance)
         let token = CallHandle.token(for: instance)
         let code: UInt32? = calls.run { [plugin] () -> UInt32? in
             guard let intercept = plugin.pointee.intercept else { return nil }
@@ -62,30 +89,67 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             }
         }
         guard let code else { throw failure(.internal, "the plugin was destroyed") }
+        if let id = out.deferred {
+            if code == PAGING_INTERCEPT_PENDING, out.misuse == nil { return .deferred(id) }
+            // Deferred, then answered (or failed) in the call after all: the id is done with.
+            instance.forgetIntercept(id)
+        } else if code == PAGING_INTERCEPT_PENDING {
+            throw failure(.internal, "intercept returned PAGING_INTERCEPT_PENDING without calling defer() (paging.async-intercept/1)")
+        }
+        return .now(try result(code, out, for: request))
+    }
+
+    /// Waits, holding no thread, for the answer of a deferred intercept: the plugin's, or the
+    /// host's when the load is cancelled or the fetch timeout passes.
+    private func deferredAnswer(_ id: UInt64, for request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        watchdog.watch(id)
+        defer { watchdog.unwatch(id) }
+        let answer = await withTaskCancellationHandler {
+            await instance.answer(of: id)
+        } onCancel: { [endDeferred] in
+            // On a thread of its own, as a source's cancel (LoadedSource): the plugin's cancel()
+            // may block, and the handler runs under the task's status lock.
+            Thread.detachNewThread { endDeferred(id, .cancelled, "the load was cancelled") }
+        }
+        switch answer {
+        case .answered(let code, let out):
+            if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
+            return try result(code, out, for: request)
+        case .ended(let status, let message):
+            if status == .cancelled, Task.isCancelled { throw CancellationError() }
+            throw failure(status, message)
+        }
+    }
+
+    /// The engine's answer for what the plugin returned and set on `out`.
+    private func result(_ code: UInt32, _ out: InterceptOut, for request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
         if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
-            let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && plugin.pointee.handle != nil
+            let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && observes
             guard out.rewrites else { return .proceed(request, handleAfterwards: observe) }
             return .proceed(out.rewritten(request), handleAfterwards: observe)
         case PAGING_INTERCEPT_COMPLETE:
             return .complete(out.page.page(for: request))
         case PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE:
             let page = out.page.page(for: request)
-            return plugin.pointee.handle == nil ? .complete(page) : .completeThenRevalidate(page)
+            return observes ? .completeThenRevalidate(page) : .complete(page)
         case PAGING_INTERCEPT_PROCEED_OR_FALL_BACK:
             let next = out.rewritten(request)
-            guard plugin.pointee.handle != nil else { return .proceed(next, handleAfterwards: false) }
+            guard observes else { return .proceed(next, handleAfterwards: false) }
             return .proceedOrFallBack(next, fallback: out.page.page(for: request)) { [instance] error in
                 instance.log(.warning, "the load failed (\(error)); answered with the page this plugin holds")
             }
         case PAGING_INTERCEPT_FAIL:
             let (status, message) = out.failure ?? (.internal, "intercept returned FAIL without out_fail")
-            throw failure(status, message)
+            throw failure(status, message, retryAfter: out.retryAfter)
         default:
             throw failure(.internal, "intercept returned unknown code \(code)")
         }
     }
+
+    /// Whether the instance can see pages: it has handle() or offers paging.page-transform/1.
+    private var observes: Bool { plugin.pointee.handle != nil || extensions.pageTransform?.pointee.transform != nil }
 
     public func handle(page: PluginPage) async {
         guard let worker else { return callHandle(page) }
@@ -101,6 +165,62 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
+    /// The page as the plugin's `transform` (`paging.page-transform/1`) leaves it; without it,
+    /// the page after ``handle(page:)``.
+    public func transform(page: PluginPage) async throws -> PluginPage {
+        guard extensions.pageTransform?.pointee.transform != nil else {
+            await handle(page: page)
+            return page
+        }
+        guard let worker else { return try callTransform(page) }
+        guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callTransform(page) } }) else {
+            throw failure(.timeout, "transform did not return within \(instance.limits.callTimeout!)")
+        }
+        return try finished.get()
+    }
+
+    private func callTransform(_ page: PluginPage) throws(PluginError) -> PluginPage {
+        var out = TransformOut(limits: instance.limits, original: page)
+        let token = CallHandle.token(for: instance)
+        let code: UInt32? = calls.run { [plugin, extensions] () -> UInt32? in
+            guard let transform = extensions.pageTransform?.pointee.transform else { return nil }
+            return CView.withPage(page) { view in
+                out.withHandle(token) { transform(UnsafeMutableRawPointer(plugin), view, $0) }
+            }
+        }
+        guard let code else { throw failure(.internal, "the plugin was destroyed") }
+        if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
+        switch code {
+        case PAGING_TRANSFORM_KEEP:
+            return page
+        case PAGING_TRANSFORM_REPLACE:
+            return out.replacement
+        case PAGING_TRANSFORM_FAIL:
+            let (status, message) = out.failure ?? (.internal, "transform returned FAIL without fail()")
+            throw failure(status, message)
+        default:
+            throw failure(.internal, "transform returned unknown code \(code)")
+        }
+    }
+
+    /// Tells the plugin (`paging.load-outcome/1`) that a load it let proceed failed.
+    public func loadFailed(_ request: PluginRequest, error: any Error) async {
+        guard extensions.loadOutcome?.pointee.failed != nil else { return }
+        let (status, message) = PluginStatus.of(error)
+        let call: @Sendable () -> Void = { [calls, plugin = UnsafeSendable(plugin), extensions] in
+            calls.run {
+                guard let failed = extensions.loadOutcome?.pointee.failed else { return }
+                CView.withRequest(request) { view in
+                    message.withCString { failed(UnsafeMutableRawPointer(plugin.value), view, status.rawValue, $0) }
+                }
+            }
+        }
+        guard let worker else { return call() }
+        if await worker.run(call) == nil {
+            instance.log(.error, "failed() did not return within \(instance.limits.callTimeout!); the load goes on")
+        }
+    }
+
     /// Destroys the plugin instance; later calls fail. Called by deinit if not before. With a
     /// call timeout, destruction waits on the plugin's thread for the calls before it.
     public func destroy() {
@@ -112,12 +232,13 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 library.liveInstances.subtract(1, ordering: .releasing)
             }
             instance.destroyed.store(true, ordering: .releasing)
+            instance.endAllIntercepts()
         }
         if let worker { worker.runDetached(close) } else { close() }
     }
 
-    private func failure(_ status: PluginStatus, _ message: String) -> PluginError {
-        PluginError(status, message, plugin: instance.label)
+    private func failure(_ status: PluginStatus, _ message: String, retryAfter: Duration? = nil) -> PluginError {
+        PluginError(status, message, plugin: instance.label, retryAfter: retryAfter)
     }
 }
 

@@ -19,10 +19,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     let instance: PluginInstance
     private let plugin: UnsafeMutablePointer<paging_source_t>
     private let calls: SerializedCalls
-    private let watchdog: FetchWatchdog
+    private let watchdog: CallWatchdog
     private let extensions: InstanceExtensions
-
-    private static let nextFetchID = Atomic<UInt64>(1)
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_source_t>, extensions: InstanceExtensions) throws(PluginLoadError) {
@@ -32,7 +30,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         self.plugin = plugin
         self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
-        watchdog = FetchWatchdog(instance: instance)
+        watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance] id, timeout in
+            instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout)"))
+        }
         var out = KeysOut()
         let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }
         guard status == PAGING_OK, out.misuse == nil else {
@@ -54,11 +54,26 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// their keys) or the call fails (logged).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
+        return keys(around: key) { [plugin] bytes, out in keyChain(plugin, bytes, out) }
+    }
+
+    /// The plugin's key chain for pages of `pageSize` items when it offers
+    /// `paging.sized-key-chain/1`; its plain ``keyChain(for:)`` otherwise.
+    public func keyChain(for key: PluginKey, pageSize: Int) -> PagingKeyChain<PluginKey> {
+        guard let sized = extensions.sizedKeyChain?.pointee.key_chain else { return keyChain(for: key) }
+        let size = UInt32(clamping: pageSize)
+        return keys(around: key) { [plugin] bytes, out in sized(UnsafeMutableRawPointer(plugin), bytes, size, out) }
+    }
+
+    /// Runs a key-chain call with a keys handle, serialized with the others.
+    private func keys(
+        around key: PluginKey, _ call: (paging_bytes_t, OpaquePointer) -> paging_status_t
+    ) -> PagingKeyChain<PluginKey> {
         var out = KeysOut()
         let token = CallHandle.token(for: instance)
-        let status = calls.runExclusive { [plugin] in
+        let status = calls.runExclusive {
             CView.withBytes(key.bytes) { bytes in
-                out.withHandle(token) { keyChain(plugin, bytes, $0) }
+                out.withHandle(token) { call(bytes, $0) }
             }
         }
         guard status == PAGING_OK, out.misuse == nil else {
@@ -69,7 +84,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     public func fetch(request: PluginRequest) async throws -> PluginPage {
-        let id = Self.nextFetchID.add(1, ordering: .relaxed).oldValue
+        let id = PluginInstance.nextCallID.add(1, ordering: .relaxed).oldValue
         instance.fetches.withLock { $0[id] = PendingFetch() }
         let status = calls.run { [plugin] () -> UInt32? in
             guard let fetch = plugin.pointee.fetch else { return nil }
@@ -91,9 +106,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         switch finished {
         case .completed(let builder):
             return builder.page(for: request)
-        case .failed(let status, let message):
+        case .failed(let status, let message, let retryAfter):
             if status == .cancelled, Task.isCancelled { throw CancellationError() }
-            throw PluginError(status, message, plugin: instance.label)
+            throw PluginError(status, message, plugin: instance.label, retryAfter: retryAfter)
         }
     }
 
@@ -153,27 +168,31 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 }
 
-/// Times out the fetches of one source instance that are not completed within
-/// ``PluginLimits/fetchTimeout``: one task, which runs only while fetches are waited for and
-/// sleeps until the earliest deadline. Every deadline is "now + the same timeout", so a fetch
-/// watched later never needs an earlier wake-up than the one the task sleeps until.
-final class FetchWatchdog: Sendable {
+/// Times out the calls of one plugin instance that are not finished within a timeout (fetches
+/// not completed, deferred intercepts not answered): one task, which runs only while calls are
+/// waited for and sleeps until the earliest deadline. Every deadline is "now + the same
+/// timeout", so a call watched later never needs an earlier wake-up than the one the task
+/// sleeps until.
+final class CallWatchdog: Sendable {
     private struct State {
-        /// The deadline of every fetch waited for, by id.
+        /// The deadline of every call waited for, by id.
         var deadlines: [UInt64: ContinuousClock.Instant] = [:]
         /// Whether the task runs; it ends (under the lock) when nothing is left to watch.
         var running = false
     }
 
-    private let instance: PluginInstance
+    private let timeout: Duration
+    /// Ends the call `id`, which did not finish within `timeout`.
+    private let expire: @Sendable (_ id: UInt64, _ timeout: Duration) -> Void
     private let state = Locked(State())
 
-    init(instance: PluginInstance) {
-        self.instance = instance
+    init(timeout: Duration, expire: @escaping @Sendable (UInt64, Duration) -> Void) {
+        self.timeout = timeout
+        self.expire = expire
     }
 
     func watch(_ id: UInt64) {
-        let deadline = ContinuousClock.now + instance.limits.fetchTimeout
+        let deadline = ContinuousClock.now + timeout
         let start = state.withLock { state -> Bool in
             state.deadlines[id] = deadline
             if state.running { return false }
@@ -181,7 +200,7 @@ final class FetchWatchdog: Sendable {
             return true
         }
         if start {
-            // Holds the watchdog, not the source: a source can go while its fetches time out.
+            // Holds the watchdog, not the plugin's owner: a source can go while its fetches time out.
             Task { [self] in await run() }
         }
     }
@@ -191,7 +210,6 @@ final class FetchWatchdog: Sendable {
     }
 
     private func run() async {
-        let timeout = instance.limits.fetchTimeout
         while true {
             let now = ContinuousClock.now
             let (expired, next) = state.withLock { state -> ([UInt64], ContinuousClock.Instant?) in
@@ -208,9 +226,7 @@ final class FetchWatchdog: Sendable {
                 if next == nil { state.running = false }
                 return (expired, next)
             }
-            for id in expired {
-                instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout)"))
-            }
+            for id in expired { expire(id, timeout) }
             guard let next else { return }
             try? await Task.sleep(until: next, clock: .continuous)
         }
@@ -240,7 +256,7 @@ extension PluginInstance {
         }
         guard ended else { return }
         // Whether or not the caller waits yet, the plugin's own completion is still to come.
-        if case .failed(let status, let message) = result {
+        if case .failed(let status, let message, _) = result {
             rememberEnded(id, status)
             if status == .timeout { log(.error, message) }
         }

@@ -44,20 +44,38 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
 }
 
 /// A failure reported by a plugin, or by the host about a plugin's behaviour, during a load.
-/// Its status decides whether the retry policy retries it.
-public struct PluginError: Error, RetryClassifiedError, CustomStringConvertible {
+/// Its status decides whether the retry policy retries it; its retry hint, how long it waits.
+public struct PluginError: Error, RetryClassifiedError, RetryHintedError, CustomStringConvertible {
     public let status: PluginStatus
     public let message: String
     /// The plugin that failed, as "id (library path)".
     public let plugin: String
+    /// How long the plugin said to wait before retrying (extension `paging.retry-hint/1`).
+    public let retryAfter: Duration?
 
-    public init(_ status: PluginStatus, _ message: String, plugin: String) {
+    public init(_ status: PluginStatus, _ message: String, plugin: String, retryAfter: Duration? = nil) {
         self.status = status
         self.message = message
         self.plugin = plugin
+        self.retryAfter = retryAfter
     }
 
     public var isRetryable: Bool { status.isRetryable }
 
-    public var description: String { "\(plugin): \(status): \(message)" }
+    public var description: String {
+        "\(plugin): \(status): \(message)" + (retryAfter.map { " (retry after \($0))" } ?? "")
+    }
+}
+
+extension PluginStatus {
+    /// The class and message under which a plugin hears of `error` (`paging.load-outcome/1`).
+    static func of(_ error: any Error) -> (PluginStatus, String) {
+        switch error {
+        case let error as PluginError: (error.status, error.description)
+        case is CancellationError: (.cancelled, "the load was cancelled")
+        case PagingError.supersededByRefresh: (.cancelled, "\(error)")
+        case let error as any RetryClassifiedError: (error.isRetryable ? .transient : .internal, "\(error)")
+        default: (.internal, "\(error)")
+        }
+    }
 }

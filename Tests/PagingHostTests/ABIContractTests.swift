@@ -64,7 +64,7 @@ struct ABIContractTests {
         let source = try library.makeSource(id: "abi-minor-newer", sink: log.sink)
         let page = try await Pager(source: source).load(source.refreshRequest(pageSize: 5))
         #expect(page.values.texts == ["\"abi-minor-newer\""])
-        #expect(log.contains("abi-minor-newer: host 1.0, request of \(MemoryLayout<paging_request_t>.size) bytes, using 1.0 members only"))
+        #expect(log.contains("abi-minor-newer: host \(hostMajorMinor), request of \(MemoryLayout<paging_request_t>.size) bytes, using 1.0 members only"))
     }
 
     @Test func aPluginOfANewerMinor_needingAnExtensionTheHostLacks_isRefused_inOneLineNamingBothVersions() async throws {
@@ -76,7 +76,7 @@ struct ABIContractTests {
             #expect(error == .missingExtension(path: library.path, id: "abi-minor-needs", plugin: library.abiVersion,
                                                host: .host, extension: "paging.from-the-future/1"))
             let line = error.description
-            #expect(!line.contains("\n") && line.contains("1.99.0") && line.contains("1.0.0") && line.contains("paging.from-the-future/1"))
+            #expect(!line.contains("\n") && line.contains("1.99.0") && line.contains("\(PluginABIVersion.host)") && line.contains("paging.from-the-future/1"))
         }
         #expect(!log.contains("abi-minor-needs: created"))
     }
@@ -96,7 +96,7 @@ struct ABIContractTests {
         try #"{"source": {"plugin": "\#(plugin)"}}"#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, [command, folder + "/m.json"])
         #expect(result.code == 2, "\(result.stderr)")
-        #expect(result.stderr.contains("plugin 'abi-major2' is built for plugin ABI 2.0.0, this host implements 1.0.0"))
+        #expect(result.stderr.contains("plugin 'abi-major2' is built for plugin ABI 2.0.0, this host implements \(PluginABIVersion.host)"))
         #expect(result.stdout.isEmpty)
 
         let listed = try await run(pagerCommand, ["plugins"], environment: ["PAGING_PLUGIN_PATH": URL(fileURLWithPath: plugin).deletingLastPathComponent().path])
@@ -143,7 +143,7 @@ struct ABIContractTests {
         defer { PluginLibrary.librarySink = previous }
         let library = try PluginLibrary.open(path: path)
         let identity = PluginHostIdentity.current
-        #expect(libraryLog.contains("init: host \(identity.name) \(identity.version), ABI 1.0, path \(library.path)"))
+        #expect(libraryLog.contains("init: host \(identity.name) \(identity.version), ABI \(hostMajorMinor), path \(library.path)"))
 
         let config: JSONValue = .object([("s", .string("x")), ("i", .int(3)), ("d", .double(2.5)), ("b", .bool(true)),
                                          ("n", .null), ("a", .array([])), ("o", .object([]))])
@@ -223,3 +223,6 @@ extension LoadedSource {
         PagingRequest(kind: .refresh, keyChain: keyChain(for: refreshKey), params: PagingRequestParams(pageSize: pageSize))
     }
 }
+
+/// The host's ABI version as plugins print it: "1.1".
+private let hostMajorMinor = "\(PluginABIVersion.host.major).\(PluginABIVersion.host.minor)"

@@ -1,0 +1,127 @@
+import CPaging
+import Foundation
+import Synchronization
+
+/// An intercept whose answer the plugin deferred (`paging.async-intercept/1`), between `defer`
+/// and its answer.
+struct PendingIntercept: Sendable {
+    var answer: DeferredAnswer?
+    /// The plugin's `answer` callback runs (outside the lock); a second `resume` is refused.
+    var answering = false
+    var waiter: CheckedContinuation<DeferredAnswer, Never>?
+}
+
+/// How a deferred intercept ended: the plugin answered (with the result code and what it set),
+/// or the host ended it (cancelled, timed out, destroyed).
+enum DeferredAnswer: Sendable {
+    case answered(UInt32, InterceptOut)
+    case ended(PluginStatus, String)
+}
+
+extension PluginInstance {
+    /// The ids of fetches and deferred intercepts: one sequence, so that an id names one call.
+    static let nextCallID = Atomic<UInt64>(1)
+
+    /// Registers a deferred intercept and returns its id.
+    func deferIntercept() -> UInt64 {
+        let id = Self.nextCallID.add(1, ordering: .relaxed).oldValue
+        intercepts.withLock { $0[id] = PendingIntercept() }
+        return id
+    }
+
+    /// The plugin's `resume`: runs `answer` with a fresh result builder on this thread and hands
+    /// what it built to the load waiting for it.
+    func resumeIntercept(
+        _ id: UInt64, _ answer: (@convention(c) (UnsafeMutableRawPointer?, OpaquePointer?) -> UInt32)?,
+        _ context: UnsafeMutableRawPointer?
+    ) -> paging_status_t {
+        guard let answer else {
+            log(.error, "resume: a NULL answer function for deferred intercept id \(id); refused")
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        let claimed = intercepts.withLock { intercepts -> Bool in
+            guard let pending = intercepts[id], pending.answer == nil, !pending.answering else { return false }
+            intercepts[id]?.answering = true
+            return true
+        }
+        guard claimed else {
+            if let status = abandoned.withLock({ $0.removeValue(forKey: id) }) {
+                log(.debug, "resume for deferred intercept id \(id), which the host already ended (\(status))")
+                return status.rawValue
+            }
+            log(.error, "resume for unknown or finished deferred intercept id \(id); refused")
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        var out = InterceptOut(instance: self)
+        let code = out.withHandle(CallHandle.token(for: self)) { answer(context, $0) }
+        if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
+            out.misuse = "resume: the answer returned PAGING_INTERCEPT_PENDING"
+        }
+        finishIntercept(id, .answered(code, out))
+        return PAGING_OK
+    }
+
+    /// Ends a deferred intercept on the host's side; `false` when it was answered or ended before
+    /// (or is being answered: that answer stands).
+    func endIntercept(_ id: UInt64, _ status: PluginStatus, _ message: String) -> Bool {
+        let ending = DeferredAnswer.ended(status, message)
+        let (ended, waiter) = intercepts.withLock { intercepts -> (Bool, CheckedContinuation<DeferredAnswer, Never>?) in
+            guard let pending = intercepts[id], pending.answer == nil, !pending.answering else { return (false, nil) }
+            if let waiter = pending.waiter {
+                intercepts[id] = nil
+                return (true, waiter)
+            }
+            intercepts[id]?.answer = ending
+            return (true, nil)
+        }
+        guard ended else { return false }
+        rememberEnded(id, status)
+        waiter?.resume(returning: ending)
+        return true
+    }
+
+    /// Hands `answer` to the waiting load, or keeps it until the load waits.
+    private func finishIntercept(_ id: UInt64, _ answer: DeferredAnswer) {
+        let waiter = intercepts.withLock { intercepts -> CheckedContinuation<DeferredAnswer, Never>? in
+            guard intercepts[id] != nil else { return nil }
+            if let waiter = intercepts[id]?.waiter {
+                intercepts[id] = nil
+                return waiter
+            }
+            intercepts[id]?.answer = answer
+            intercepts[id]?.answering = false
+            return nil
+        }
+        waiter?.resume(returning: answer)
+    }
+
+    /// Waits for the answer of deferred intercept `id`.
+    func answer(of id: UInt64) async -> DeferredAnswer {
+        await withCheckedContinuation { continuation in
+            let ready = intercepts.withLock { intercepts -> DeferredAnswer? in
+                guard let pending = intercepts[id] else { return .ended(.cancelled, "the interceptor was destroyed") }
+                guard let answer = pending.answer else {
+                    intercepts[id]?.waiter = continuation
+                    return nil
+                }
+                intercepts[id] = nil
+                return answer
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+
+    /// Drops a deferred intercept the plugin answered within its `intercept()` call after all.
+    func forgetIntercept(_ id: UInt64) {
+        intercepts.withLock { _ = $0.removeValue(forKey: id) }
+    }
+
+    /// Ends every deferred intercept: the instance is destroyed.
+    func endAllIntercepts() {
+        let waiters = intercepts.withLock { intercepts in
+            defer { intercepts = [:] }
+            return intercepts.values.compactMap(\.waiter)
+        }
+        for waiter in waiters { waiter.resume(returning: .ended(.cancelled, "the interceptor was destroyed")) }
+    }
+}

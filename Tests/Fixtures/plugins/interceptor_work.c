@@ -1,0 +1,379 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -pthread -I Sources/CPaging/include Tests/Fixtures/plugins/interceptor_work.c -o libinterceptor_work.so */
+/*
+ * Fixture: the ABI 1.1 extensions an interceptor or source offers or calls, each driven by the
+ * config's "mode". Plugins:
+ *
+ *   transformer (interceptor, paging.page-transform/1) - mode:
+ *     "keep-odd"   keeps items 1, 3, 5... (keep_item) and sets metadata kept=<count>
+ *     "add"        keeps every item and adds {"added":true}
+ *     "keep"       returns KEEP
+ *     "fail"       fails TRANSIENT "transform refused"
+ *     "bad-index"  keep_item(999)
+ *     "next-key"   keeps every item and sets the next key to "zz"
+ *   deferring (interceptor, paging.async-intercept/1) - mode:
+ *     "thread"     defers, then a new thread resumes with PROCEED
+ *     "complete"   defers, then a new thread resumes with COMPLETE and one item {"deferred":true}
+ *     "inline"     defers and resumes within intercept() before returning PENDING
+ *     "never"      defers (logging "deferred <id>") and never resumes; cancel() logs "cancel <id>"
+ *     "no-defer"   returns PENDING without defer()
+ *     "twice"      defers; a new thread resumes twice and logs "second resume: <status>"
+ *   listener (interceptor, paging.load-outcome/1): proceeds; logs "failed <code> <message>"
+ *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
+ *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
+ *   offsets (source, paging.sized-key-chain/1): keys are decimal offsets; the page at k holds
+ *     {"n":k}...{"n":k+page_size-1} of "count" (default 100) items; the chain's next key is
+ *     k + page_size. Its first "fail_times" fetches (default 0) fail TRANSIENT with
+ *     fetch_retry_after(retry_after_ms).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "paging/paging.h"
+
+typedef struct work_plugin {
+    paging_interceptor_t interceptor;
+    paging_source_t source;
+    const paging_host_t *host;
+    const paging_ext_page_transform_host_t *transform_host;
+    const paging_ext_async_intercept_host_t *async_host;
+    const paging_ext_retry_hint_host_t *hint_host;
+    char mode[32];
+    long count, fail_times, retry_after_ms;
+    pthread_mutex_t lock;
+} work_plugin;
+
+static paging_bytes_t wk_text(const char *text)
+{
+    paging_bytes_t b;
+    b.data = (const uint8_t *)text;
+    b.len = strlen(text);
+    return b;
+}
+
+static void wk_log(const work_plugin *p, const char *format, unsigned long long a, const char *text)
+{
+    char line[512];
+    snprintf(line, sizeof line, format, a, text);
+    p->host->log(p->host, PAGING_LOG_INFO, line);
+}
+
+/* Takes one of the plugin's failures; non-zero when one was left. */
+static int wk_take_failure(work_plugin *p)
+{
+    int fail;
+    pthread_mutex_lock(&p->lock);
+    fail = p->fail_times > 0;
+    if (fail) p->fail_times--;
+    pthread_mutex_unlock(&p->lock);
+    return fail;
+}
+
+/* ---- transformer ---- */
+
+static uint32_t wk_proceed_observe(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self; (void)request; (void)out;
+    return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+}
+
+static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_out_t *out)
+{
+    work_plugin *p = (work_plugin *)((paging_interceptor_t *)self)->plugin_data;
+    const paging_ext_page_transform_host_t *t = p->transform_host;
+    size_t i, kept = 0;
+    char number[32];
+    if (strcmp(p->mode, "keep") == 0) return PAGING_TRANSFORM_KEEP;
+    if (strcmp(p->mode, "fail") == 0) {
+        t->fail(out, PAGING_ERR_TRANSIENT, "transform refused");
+        return PAGING_TRANSFORM_FAIL;
+    }
+    if (strcmp(p->mode, "bad-index") == 0) {
+        t->keep_item(out, 999);
+        return PAGING_TRANSFORM_REPLACE;
+    }
+    for (i = 0; i < page->item_count; i++) {
+        if (strcmp(p->mode, "keep-odd") == 0 && i % 2 == 0) continue;
+        t->keep_item(out, i);
+        kept++;
+    }
+    if (strcmp(p->mode, "keep-odd") == 0) {
+        snprintf(number, sizeof number, "%lu", (unsigned long)kept);
+        t->set_metadata(out, wk_text("kept"), wk_text(number));
+    }
+    if (strcmp(p->mode, "add") == 0) t->add_item(out, wk_text("{\"added\":true}"));
+    if (strcmp(p->mode, "next-key") == 0) {
+        paging_bytes_t next = wk_text("zz");
+        t->set_next_key(out, &next);
+    }
+    return PAGING_TRANSFORM_REPLACE;
+}
+
+static const paging_ext_page_transform_t wk_transform_table = { wk_transform };
+
+/* ---- deferring ---- */
+
+typedef struct wk_resumption {
+    work_plugin *plugin;
+    uint64_t id;
+} wk_resumption;
+
+static uint32_t wk_answer_proceed(void *context, paging_intercept_out_t *out)
+{
+    (void)context; (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static uint32_t wk_answer_complete(void *context, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)context;
+    p->host->out_add_item(out, wk_text("{\"deferred\":true}"));
+    p->host->out_set_flags(out, PAGING_PAGE_NEXT_END | PAGING_PAGE_PREV_END);
+    return PAGING_INTERCEPT_COMPLETE;
+}
+
+static void *wk_resume_later(void *argument)
+{
+    wk_resumption *r = (wk_resumption *)argument;
+    work_plugin *p = r->plugin;
+    const paging_host_t *h = p->host;
+    if (strcmp(p->mode, "complete") == 0) {
+        p->async_host->resume(h, r->id, wk_answer_complete, p);
+    } else {
+        p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
+        if (strcmp(p->mode, "twice") == 0) {
+            paging_status_t second = p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
+            wk_log(p, "second resume: %llu%s", second, "");
+        }
+    }
+    free(r);
+    return NULL;
+}
+
+static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    wk_resumption *r;
+    pthread_t thread;
+    uint64_t id;
+    (void)request;
+    if (strcmp(p->mode, "no-defer") == 0) return PAGING_INTERCEPT_PENDING;
+    id = p->async_host->defer(out);
+    if (strcmp(p->mode, "never") == 0) {
+        wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
+        return PAGING_INTERCEPT_PENDING;
+    }
+    if (strcmp(p->mode, "inline") == 0) {
+        p->async_host->resume(p->host, id, wk_answer_proceed, NULL);
+        return PAGING_INTERCEPT_PENDING;
+    }
+    r = (wk_resumption *)malloc(sizeof *r);
+    if (r == NULL) return PAGING_INTERCEPT_FAIL;
+    r->plugin = p;
+    r->id = id;
+    if (pthread_create(&thread, NULL, wk_resume_later, r) != 0) {
+        free(r);
+        return PAGING_INTERCEPT_FAIL;
+    }
+    pthread_detach(thread);
+    return PAGING_INTERCEPT_PENDING;
+}
+
+static void wk_cancel(void *self, uint64_t id)
+{
+    work_plugin *p = (work_plugin *)((paging_interceptor_t *)self)->plugin_data;
+    wk_log(p, "cancel %llu%s", (unsigned long long)id, "");
+}
+
+static const paging_ext_async_intercept_t wk_async_table = { wk_cancel };
+
+/* ---- listener ---- */
+
+static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self; (void)request; (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void wk_failed(void *self, const paging_request_t *request, paging_status_t code, const char *message)
+{
+    work_plugin *p = (work_plugin *)((paging_interceptor_t *)self)->plugin_data;
+    (void)request;
+    wk_log(p, "failed %llu %s", code, message);
+}
+
+static const paging_ext_load_outcome_t wk_outcome_table = { wk_failed };
+
+/* ---- hinting ---- */
+
+static uint32_t wk_hint(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    (void)request;
+    if (!wk_take_failure(p)) return PAGING_INTERCEPT_PROCEED;
+    p->hint_host->out_retry_after(out, (uint64_t)p->retry_after_ms);
+    p->host->out_fail(out, PAGING_ERR_TRANSIENT, "slow down");
+    return PAGING_INTERCEPT_FAIL;
+}
+
+/* ---- offsets ---- */
+
+static unsigned long wk_offset(paging_bytes_t key)
+{
+    unsigned long value = 0;
+    size_t i;
+    for (i = 0; i < key.len && key.data[i] >= '0' && key.data[i] <= '9'; i++) value = value * 10 + (unsigned long)(key.data[i] - '0');
+    return value;
+}
+
+static paging_status_t wk_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    paging_bytes_t zero = wk_text("0");
+    return p->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
+}
+
+static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32_t page_size, paging_keys_out_t *out)
+{
+    work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
+    unsigned long offset = wk_offset(key);
+    char text[32];
+    paging_bytes_t b;
+    if (offset + page_size < (unsigned long)p->count) {
+        snprintf(text, sizeof text, "%lu", offset + page_size);
+        b = wk_text(text);
+        p->host->keys_set(out, PAGING_KEY_NEXT, &b);
+    }
+    if (offset > 0) {
+        snprintf(text, sizeof text, "%lu", offset > page_size ? offset - page_size : 0);
+        b = wk_text(text);
+        p->host->keys_set(out, PAGING_KEY_PREV, &b);
+    }
+    return PAGING_OK;
+}
+
+static const paging_ext_sized_key_chain_t wk_sized_table = { wk_sized_key_chain };
+
+static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    const paging_host_t *h = p->host;
+    unsigned long offset = wk_offset(request->key), i;
+    char item[48];
+    if (wk_take_failure(p)) {
+        p->hint_host->fetch_retry_after(h, id, (uint64_t)p->retry_after_ms);
+        h->fetch_fail(h, id, PAGING_ERR_TRANSIENT, "busy");
+        return PAGING_OK;
+    }
+    for (i = offset; i < offset + request->page_size && i < (unsigned long)p->count; i++) {
+        snprintf(item, sizeof item, "{\"n\":%lu}", i);
+        h->fetch_add_item(h, id, wk_text(item));
+    }
+    h->fetch_complete(h, id);
+    return PAGING_OK;
+}
+
+/* ---- instances ---- */
+
+static const void *wk_interceptor_extension(paging_interceptor_t *self, const char *id)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    if (p->transform_host != NULL && strcmp(id, PAGING_EXT_PAGE_TRANSFORM) == 0) return &wk_transform_table;
+    if (p->async_host != NULL && strcmp(id, PAGING_EXT_ASYNC_INTERCEPT) == 0) return &wk_async_table;
+    if (self->intercept == wk_proceed && strcmp(id, PAGING_EXT_LOAD_OUTCOME) == 0) return &wk_outcome_table;
+    return NULL;
+}
+
+static const void *wk_source_extension(paging_source_t *self, const char *id)
+{
+    (void)self;
+    return strcmp(id, PAGING_EXT_SIZED_KEY_CHAIN) == 0 ? &wk_sized_table : NULL;
+}
+
+static void wk_free(work_plugin *p)
+{
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+static void wk_destroy_interceptor(paging_interceptor_t *self) { wk_free((work_plugin *)self->plugin_data); }
+static void wk_destroy_source(paging_source_t *self) { wk_free((work_plugin *)self->plugin_data); }
+
+static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *config)
+{
+    work_plugin *p = (work_plugin *)calloc(1, sizeof *p);
+    const char *mode;
+    if (p == NULL) return NULL;
+    pthread_mutex_init(&p->lock, NULL);
+    p->host = host;
+    mode = host->config_string(config, "mode");
+    snprintf(p->mode, sizeof p->mode, "%s", mode != NULL ? mode : "");
+    p->count = (long)host->config_int(config, "count", 100);
+    p->fail_times = (long)host->config_int(config, "fail_times", 0);
+    p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
+    p->hint_host = (const paging_ext_retry_hint_host_t *)host->get_extension(host, PAGING_EXT_RETRY_HINT);
+    return p;
+}
+
+static paging_interceptor_t *wk_create_interceptor(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    work_plugin *p = wk_new(host, config);
+    if (p == NULL) return NULL;
+    p->interceptor.struct_size = sizeof p->interceptor;
+    p->interceptor.plugin_data = p;
+    p->interceptor.destroy = wk_destroy_interceptor;
+    p->interceptor.get_extension = wk_interceptor_extension;
+    if (strcmp(plugin_id, "transformer") == 0) {
+        p->transform_host = (const paging_ext_page_transform_host_t *)host->get_extension(host, PAGING_EXT_PAGE_TRANSFORM);
+        p->interceptor.intercept = wk_proceed_observe;
+    } else if (strcmp(plugin_id, "deferring") == 0) {
+        p->async_host = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
+        p->interceptor.intercept = wk_defer;
+    } else if (strcmp(plugin_id, "listener") == 0) {
+        p->interceptor.intercept = wk_proceed;
+    } else {
+        if (host->config_type(config, "fail_times") == PAGING_CONFIG_ABSENT) p->fail_times = 1;
+        p->interceptor.intercept = wk_hint;
+    }
+    return &p->interceptor;
+}
+
+static paging_source_t *wk_create_source(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    work_plugin *p = wk_new(host, config);
+    (void)plugin_id;
+    if (p == NULL) return NULL;
+    p->source.struct_size = sizeof p->source;
+    p->source.plugin_data = p;
+    p->source.refresh_key = wk_refresh_key;
+    p->source.fetch = wk_fetch;
+    p->source.destroy = wk_destroy_source;
+    p->source.get_extension = wk_source_extension;
+    return &p->source;
+}
+
+static const char *const wk_transform_needs[] = { PAGING_EXT_PAGE_TRANSFORM, NULL };
+static const char *const wk_async_needs[] = { PAGING_EXT_ASYNC_INTERCEPT, NULL };
+static const char *const wk_hint_needs[] = { PAGING_EXT_RETRY_HINT, NULL };
+
+static const paging_plugin_descriptor_t wk_descriptors[] = {
+    { PAGING_DESCRIPTOR_HEAD, "transformer", "Transformer (fixture)", "1.1.0", "paging.page-transform/1 by mode.",
+      PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE, wk_transform_needs },
+    { PAGING_DESCRIPTOR_HEAD, "deferring", "Deferring (fixture)", "1.1.0", "paging.async-intercept/1 by mode.",
+      PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE, wk_async_needs },
+    { PAGING_DESCRIPTOR_HEAD, "listener", "Listener (fixture)", "1.1.0", "paging.load-outcome/1: logs failures.",
+      PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "hinting", "Hinting (fixture)", "1.1.0", "paging.retry-hint/1 on its failures.",
+      PAGING_PLUGIN_INTERCEPTOR, PAGING_PLUGIN_THREAD_SAFE, wk_hint_needs },
+    { PAGING_DESCRIPTOR_HEAD, "offsets", "Offsets (fixture)", "1.1.0", "paging.sized-key-chain/1 over offsets.",
+      PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE, wk_hint_needs },
+};
+
+static uint32_t wk_count(void) { return sizeof wk_descriptors / sizeof wk_descriptors[0]; }
+static const paging_plugin_descriptor_t *wk_describe(uint32_t i) { return i < wk_count() ? &wk_descriptors[i] : NULL; }
+static const paging_plugin_entry_t wk_entry = {
+    PAGING_ENTRY_HEAD, wk_count, wk_describe, wk_create_source, wk_create_interceptor, NULL, NULL
+};
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &wk_entry; }

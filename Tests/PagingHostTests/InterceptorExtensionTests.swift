@@ -1,0 +1,177 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// The ABI 1.1 extensions through real dlopen of Tests/Fixtures/plugins/interceptor_work.c.
+@Suite("ABI 1.1 extensions: transforms, deferred intercepts, outcomes, retry hints, sized keys")
+struct InterceptorExtensionTests {
+    let log = LogRecorder()
+
+    func library() throws -> PluginLibrary {
+        try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+    }
+
+    func interceptor(_ id: String, mode: String? = nil, _ config: [(String, JSONValue)] = [],
+                     limits: PluginLimits = PluginLimits()) throws -> LoadedInterceptor {
+        try library().makeInterceptor(id: id, config: .object((mode.map { [("mode", JSONValue.string($0))] } ?? []) + config),
+                                      sink: log.sink, limits: limits)
+    }
+
+    func offsets(_ config: [(String, JSONValue)] = []) throws -> LoadedSource {
+        try library().makeSource(id: "offsets", config: .object(config), sink: log.sink)
+    }
+
+    func load(_ interceptors: [LoadedInterceptor], pageSize: Int = 4, retry: RetryPolicy = .none,
+              source: LoadedSource? = nil) async throws -> PluginPage {
+        let pager = Pager(source: try source ?? offsets(), interceptors: interceptors)
+        return try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: pageSize, retry: retry)))
+    }
+
+    // MARK: paging.page-transform/1
+
+    @Test func transform_keepsChosenItems_withoutCopies_andAttachesMetadata() async throws {
+        let page = try await load([try interceptor("transformer", mode: "keep-odd")])
+        #expect(page.values.texts == [#"{"n":1}"#, #"{"n":3}"#])
+        #expect(page.metadata == ["kept": "2"])
+        #expect(page.nextKey == "4")
+    }
+
+    @Test func transform_addsItems_andSetsKeys() async throws {
+        let added = try await load([try interceptor("transformer", mode: "add")], pageSize: 2)
+        #expect(added.values.texts == [#"{"n":0}"#, #"{"n":1}"#, #"{"added":true}"#])
+        let rekeyed = try await load([try interceptor("transformer", mode: "next-key")], pageSize: 2)
+        #expect(rekeyed.values.count == 2 && rekeyed.nextKey == "zz")
+    }
+
+    /// An observer before the transformer sees the transformed page, metadata included.
+    @Test func transformedPage_reachesTheInterceptorsBeforeIt() async throws {
+        let first = try interceptor("transformer", mode: "keep")
+        let page = try await load([first, try interceptor("transformer", mode: "keep-odd")])
+        #expect(page.values.count == 2 && page.metadata["kept"] == "2")
+    }
+
+    @Test func transform_failureOrBadIndex_failsTheLoad_namingThePlugin() async throws {
+        let failed = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("transformer", mode: "fail")])
+        }
+        #expect(failed?.status == .transient && failed?.message == "transform refused")
+        #expect(failed?.plugin.hasPrefix("transformer (") == true)
+        let misused = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("transformer", mode: "bad-index")])
+        }
+        #expect(misused?.status == .invalidArgument)
+        #expect(misused?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: misused))")
+    }
+
+    // MARK: paging.async-intercept/1
+
+    @Test func deferredIntercept_answeredFromAnotherThread_proceedsOrCompletes() async throws {
+        let proceeded = try await load([try interceptor("deferring", mode: "thread")])
+        #expect(proceeded.values.count == 4)
+        let completed = try await load([try interceptor("deferring", mode: "complete")])
+        #expect(completed.values.texts == [#"{"deferred":true}"#])
+        let inline = try await load([try interceptor("deferring", mode: "inline")])
+        #expect(inline.values.count == 4)
+    }
+
+    /// Many loads wait at once; each gets its own answer.
+    @Test func deferredIntercepts_manyAtOnce_eachAnswered() async throws {
+        let pager = Pager(source: try offsets([("count", .int(10_000))]), interceptors: [try interceptor("deferring", mode: "thread")],
+                          deduplication: .disabled)
+        let firsts = try await withThrowingTaskGroup(of: String.self) { group in
+            for index in 0..<200 {
+                group.addTask {
+                    let page = try await pager.load(pager.request(.append, key: PluginKey("\(index * 4)"), params: params(pageSize: 4)))
+                    return page.values[0].text
+                }
+            }
+            return try await group.reduce(into: Set<String>()) { $0.insert($1) }
+        }
+        #expect(firsts.count == 200)
+    }
+
+    @Test func secondResume_isRefused_andLogged() async throws {
+        _ = try await load([try interceptor("deferring", mode: "twice")])
+        #expect(await log.waitFor("second resume: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
+        #expect(log.contains("resume for unknown or finished deferred intercept id"))
+    }
+
+    @Test func pendingWithoutDefer_failsTheLoad_saying() async throws {
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("deferring", mode: "no-defer")])
+        }
+        #expect(error?.message.contains("PAGING_INTERCEPT_PENDING without calling defer()") == true)
+    }
+
+    @Test func deferredIntercept_neverAnswered_timesOut_andThePluginHearsCancel() async throws {
+        let limits = PluginLimits(fetchTimeout: .milliseconds(100))
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("deferring", mode: "never", limits: limits)])
+        }
+        #expect(error?.status == .timeout)
+        #expect(error?.message == "the deferred intercept was not answered within 0.1 seconds")
+        #expect(await log.waitFor("cancel "))
+    }
+
+    @Test func deferredIntercept_cancelledLoad_endsAtOnce_andThePluginHearsCancel() async throws {
+        let pager = Pager(source: try offsets(), interceptors: [try interceptor("deferring", mode: "never")])
+        let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }
+        #expect(await log.waitFor("deferred "))
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(await log.waitFor("cancel "), "\(log.messages)")
+    }
+
+    // MARK: paging.load-outcome/1
+
+    @Test func failedLoad_isHeardByAnInterceptorThatLetItProceed() async throws {
+        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(1))])
+        await #expect(throws: PluginError.self) {
+            try await load([try interceptor("listener")], source: source)
+        }
+        #expect(log.contains("failed 2 offsets ("), "\(log.messages)") // PAGING_ERR_TRANSIENT
+        #expect(log.contains(": transient: busy"))
+    }
+
+    // MARK: paging.retry-hint/1
+
+    @Test func interceptorRetryHint_isWaitedFor_thenTheLoadSucceeds() async throws {
+        let hinting = try interceptor("hinting", [("retry_after_ms", .int(150))])
+        let clock = ContinuousClock()
+        let started = clock.now
+        let page = try await load([hinting], retry: RetryPolicy(maxRetries: 2, backoff: .immediate))
+        #expect(page.values.count == 4)
+        #expect(clock.now - started >= .milliseconds(150))
+    }
+
+    @Test func fetchRetryHint_beyondTheLongestBackoff_failsAtOnce_withTheHint() async throws {
+        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(60_000))])
+        let retry = RetryPolicy(maxRetries: 3, backoff: .init(initial: .zero, maximum: .seconds(5)))
+        let error = await #expect(throws: PagingError.self) {
+            try await load([], retry: retry, source: source)
+        }
+        #expect("\(error!)".contains(": transient: busy (retry after 60.0 seconds) (it says to retry after 60.0 seconds, longer than the retry policy's longest wait, 5.0 seconds)"),
+                "\(error!)")
+    }
+
+    @Test func noRetryPolicy_leavesTheHintOnTheError() async throws {
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("hinting", [("retry_after_ms", .int(2_500))])])
+        }
+        #expect(error?.retryAfter == .milliseconds(2_500))
+    }
+
+    // MARK: paging.sized-key-chain/1
+
+    @Test func sizedKeyChain_chainsOffsetsByThePageSize() async throws {
+        let source = try offsets([("count", .int(25))])
+        let manager = PaginationManager(source: source, pageSize: 10)
+        await manager.refresh().value
+        while !manager.output.appendState.isEndReached {
+            await manager.append().value
+            #expect(manager.output.appendState.error == nil)
+        }
+        #expect(manager.output.values.map(\.text) == (0..<25).map { #"{"n":\#($0)}"# })
+    }
+}
