@@ -89,12 +89,22 @@ enum HostExtensions {
             } ?? PAGING_ERR_INVALID_ARGUMENT
         }))
 
+    /// `paging.metrics/1`: counters and gauges a plugin publishes.
+    private nonisolated(unsafe) static let metrics = table(paging_ext_metrics_host_t(
+        counter_add: { host, name, delta in
+            PluginInstance.with(host) { $0.publish("counter_add", name, counter: delta) } ?? PAGING_ERR_INVALID_ARGUMENT
+        },
+        gauge_set: { host, name, value in
+            PluginInstance.with(host) { $0.publish("gauge_set", name, gauge: value) } ?? PAGING_ERR_INVALID_ARGUMENT
+        }))
+
     /// The ids offered, and their tables.
     private nonisolated(unsafe) static let offered: [String: UnsafeRawPointer] = [
         PAGING_EXT_LOG_LEVEL: UnsafeRawPointer(logLevel),
         PAGING_EXT_PAGE_TRANSFORM: pageTransform,
         PAGING_EXT_ASYNC_INTERCEPT: asyncIntercept,
         PAGING_EXT_RETRY_HINT: retryHint,
+        PAGING_EXT_METRICS: metrics,
     ]
 
     /// A table that lives as long as the process.
@@ -148,6 +158,17 @@ public enum PluginHealth: Sendable, Equatable {
 }
 
 extension PluginInstance {
+    /// A plugin's `counter_add` or `gauge_set`; a refusal is logged (once when over the limit).
+    func publish(_ function: String, _ name: UnsafePointer<CChar>?, counter delta: Int64? = nil, gauge value: Double? = nil) -> paging_status_t {
+        guard let name, let text = String(validatingCString: name) else {
+            log(.error, "\(function): a NULL name or one that is not UTF-8; refused")
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        guard let problem = stats.publish(text, counter: delta, gauge: value) else { return PAGING_OK }
+        if !problem.isEmpty { log(.error, "\(function): \(problem)") }
+        return PAGING_ERR_INVALID_ARGUMENT
+    }
+
     /// Runs the instance's health check, serialized with its other calls.
     func health<Table>(_ extensions: InstanceExtensions, _ plugin: UnsafeMutablePointer<Table>, _ calls: SerializedCalls) -> PluginHealth {
         guard let check = extensions.health?.pointee.check else { return .notOffered }

@@ -39,14 +39,18 @@ public struct PluginLimits: Sendable {
     /// The lowest level the log sink keeps. Plugins may ask (extension `paging.log-level/1`)
     /// so as not to build lines that would be dropped.
     public var logLevel: PluginLogLevel
+    /// Whether the host times every intercept and fetch and counts their outcomes
+    /// (``PluginStats``). Off, it measures nothing.
+    public var recordsStats: Bool
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
-                callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace) {
+                callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false) {
         self.maxItemsPerPage = maxItemsPerPage
         self.maxPageBytes = maxPageBytes
         self.fetchTimeout = fetchTimeout
         self.callTimeout = callTimeout
         self.logLevel = logLevel
+        self.recordsStats = recordsStats
     }
 }
 
@@ -62,6 +66,8 @@ package final class PluginInstance: Sendable {
     package let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Intercepts whose answer the plugin deferred (`paging.async-intercept/1`), by id.
     let intercepts = Locked<[UInt64: PendingIntercept]>([:])
+    /// The host's measures of its calls, and what it published (`paging.metrics/1`).
+    let stats = PluginStats()
     /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
     let abandoned = Locked<[UInt64: PluginStatus]>([:])

@@ -55,7 +55,27 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         instance.health(extensions, plugin, calls)
     }
 
+    /// What the host measured of this instance's intercepts, and what it published.
+    public var stats: PluginStats.Snapshot { instance.stats.snapshot }
+
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        guard instance.limits.recordsStats else { return try await answer(request) }
+        let start = ContinuousClock.now
+        do {
+            let result = try await answer(request)
+            switch result {
+            case .complete, .completeThenRevalidate: instance.stats.record(since: start, completed: true)
+            case .proceed, .proceedOrFallBack: instance.stats.record(since: start)
+            }
+            return result
+        } catch {
+            instance.stats.record(since: start, error: error)
+            throw error
+        }
+    }
+
+    @inline(__always)
+    private func answer(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         let answer: InterceptAnswer
         if let worker {
             guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callIntercept(request) } }) else {

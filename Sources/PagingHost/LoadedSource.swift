@@ -83,7 +83,24 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         return PagingKeyChain(key: key, prevKey: out.key(PAGING_KEY_PREV), nextKey: out.key(PAGING_KEY_NEXT))
     }
 
+    /// What the host measured of this instance's fetches, and what it published.
+    public var stats: PluginStats.Snapshot { instance.stats.snapshot }
+
     public func fetch(request: PluginRequest) async throws -> PluginPage {
+        guard instance.limits.recordsStats else { return try await load(request) }
+        let start = ContinuousClock.now
+        do {
+            let page = try await load(request)
+            instance.stats.record(since: start, completed: true)
+            return page
+        } catch {
+            instance.stats.record(since: start, error: error)
+            throw error
+        }
+    }
+
+    @inline(__always)
+    private func load(_ request: PluginRequest) async throws -> PluginPage {
         let id = PluginInstance.nextCallID.add(1, ordering: .relaxed).oldValue
         instance.fetches.withLock { $0[id] = PendingFetch() }
         let status = calls.run { [plugin] () -> UInt32? in

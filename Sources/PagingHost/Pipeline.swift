@@ -21,16 +21,19 @@ public final class Pipeline: Sendable {
     ///     changed since this process first loaded it), at level `.warning`.
     ///   - logLevel: the lowest level `sink` keeps (plugins may skip building lower lines).
     ///   - extraInterceptors: in-process interceptors placed before the manifest's.
+    ///   - recordsStats: time every plugin call and count outcomes (``stats``).
     public init(
         manifest: Manifest,
         searchPath: PluginSearchPath? = nil,
         sink: @escaping PluginLogSink,
         logLevel: PluginLogLevel = .trace,
-        extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = []
+        extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = [],
+        recordsStats: Bool = false
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
         let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
-                                  fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout, logLevel: logLevel)
+                                  fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout, logLevel: logLevel,
+                                  recordsStats: recordsStats)
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
@@ -68,6 +71,21 @@ public final class Pipeline: Sendable {
         interceptors = loaded
         self.manifest = manifest
         pager = Pager(source: source, interceptors: extraInterceptors + loaded)
+    }
+
+    /// One plugin's figures: the host's measures of its calls (when asked for) and what it
+    /// published.
+    public struct PluginFigures: Sendable {
+        public let id: String
+        public let kind: PluginKind
+        public let library: String
+        public let stats: PluginStats.Snapshot
+    }
+
+    /// Every plugin's figures, the source first, then the interceptors in manifest order.
+    public var stats: [PluginFigures] {
+        [PluginFigures(id: source.descriptor.id, kind: .source, library: source.library.path, stats: source.stats)]
+            + interceptors.map { PluginFigures(id: $0.descriptor.id, kind: .interceptor, library: $0.library.path, stats: $0.stats) }
     }
 
     /// The parameters of the manifest's requests.

@@ -19,6 +19,7 @@ struct RunCommand {
 
     options:
     \(LogOptions.help)
+    \(StatsReport.help)
       --help            this text
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
@@ -35,12 +36,18 @@ struct RunCommand {
     var manifestPath: String?
     var steps: [Step]
     var log: LogOptions
+    var stats: StatsReport.Format?
 
     init(_ arguments: [String]) throws {
         var steps: [Step] = []
         var log = LogOptions()
+        var stats: StatsReport.Format?
         manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help) { argument, arguments in
             if log.parse(argument) { return true }
+            if let format = try StatsReport.parse(argument) {
+                stats = format
+                return true
+            }
             switch argument {
             case "--refresh": steps.append(.refresh(hard: false))
             case "--hard-refresh": steps.append(.refresh(hard: true))
@@ -53,12 +60,14 @@ struct RunCommand {
         }
         self.steps = steps.isEmpty ? [.refresh(hard: false)] : steps
         self.log = log
+        self.stats = stats
     }
 
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
-        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
+                                    recordsStats: stats != nil)
         let manager = pipeline.makeManager()
         // After a failure, the steps up to the next --retry are skipped; a retry that
         // succeeds clears the failure.
@@ -90,6 +99,7 @@ struct RunCommand {
                      + "prepend: \(output.prependState), append: \(output.appendState)")
         // Stale pages served by a store are being loaded again in the background: let them be stored.
         await pipeline.pager.backgroundLoadsFinished()
+        if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
         return failed ? ExitCode.failure : ExitCode.success
     }
 

@@ -17,7 +17,9 @@
  *     "never"      defers (logging "deferred <id>") and never resumes; cancel() logs "cancel <id>"
  *     "no-defer"   returns PENDING without defer()
  *     "twice"      defers; a new thread resumes twice and logs "second resume: <status>"
- *   listener (interceptor, paging.load-outcome/1): proceeds; logs "failed <code> <message>"
+ *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
+ *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
+ *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name.
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1): keys are decimal offsets; the page at k holds
@@ -192,7 +194,25 @@ static const paging_ext_async_intercept_t wk_async_table = { wk_cancel };
 
 static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
 {
-    (void)self; (void)request; (void)out;
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    const paging_ext_metrics_host_t *metrics =
+        (const paging_ext_metrics_host_t *)p->host->get_extension(p->host, PAGING_EXT_METRICS);
+    (void)out;
+    if (metrics != NULL) {
+        metrics->counter_add(p->host, "proceeded", 1);
+        metrics->gauge_set(p->host, "page_size", (double)request->page_size);
+    }
+    if (metrics != NULL && strcmp(p->mode, "spam") == 0) {
+        char name[80];
+        int i;
+        for (i = 0; i < 70; i++) {
+            snprintf(name, sizeof name, "c%d", i);
+            metrics->counter_add(p->host, name, 1);
+        }
+        memset(name, 'x', 65);
+        name[65] = 0;
+        metrics->counter_add(p->host, name, 1);
+    }
     return PAGING_INTERCEPT_PROCEED;
 }
 

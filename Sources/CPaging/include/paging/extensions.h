@@ -195,9 +195,9 @@ typedef struct paging_ext_retry_hint_host {
  *
  * Named numbers a plugin publishes about itself - hits, misses, rows written, tokens left - which
  * the host reports beside its own timings of every call (pager run --stats). Names are short
- * ASCII words ("hits", "queue_depth"), at most 64 bytes, at most 64 of them per instance; beyond
- * that a call returns PAGING_ERR_INVALID_ARGUMENT once and is ignored. Cheap (an atomic add
- * after the first use of a name), but not free: publish per page, not per byte. */
+ * words ("hits", "queue_depth"), 1 to 64 bytes of UTF-8, at most 64 names per instance; a call
+ * beyond that returns PAGING_ERR_INVALID_ARGUMENT and is ignored (the host logs the first).
+ * Cheap (a lock and a lookup), but not free: publish per page, not per item. */
 
 #define PAGING_EXT_METRICS "paging.metrics/1"
 

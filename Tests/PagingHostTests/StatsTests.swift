@@ -1,0 +1,76 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+@Suite("pager run --stats")
+struct StatsTests {
+    /// The offsets source fails its first fetch (transient, retried); the listener proceeds and
+    /// publishes a counter and a gauge (paging.metrics/1).
+    func manifest() throws -> String {
+        let folder = scratchFolder()
+        let library = try fixturePlugin("interceptor_work")
+        try """
+        {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30, "fail_times": 1, "retry_after_ms": 1}},
+         "interceptors": [{"plugin": "\(library)", "id": "listener"}],
+         "page_size": 10, "retry": {"max_retries": 2, "initial_backoff_ms": 1}}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        return folder + "/m.json"
+    }
+
+    struct Report: Decodable {
+        struct Plugin: Decodable {
+            let id, kind: String
+            let calls, completions: Int
+            let failures: [String: Int]
+            let p50_us, p99_us: Double?
+            let counters: [String: Int64]
+            let gauges: [String: Double]
+        }
+        let plugins: [Plugin]
+    }
+
+    @Test func json_countsCallsCompletionsFailuresByClass_andWhatPluginsPublished() async throws {
+        let result = try await run(pagerCommand, ["run", try manifest(), "--refresh", "--append", "1", "--stats=json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        let line = try #require(result.stderr.split(separator: "\n").last)
+        let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
+        let source = try #require(report.plugins.first)
+        #expect(source.id == "offsets" && source.kind == "source")
+        // Two pages, the first after one failed attempt.
+        #expect(source.calls == 3 && source.completions == 2 && source.failures == ["transient": 1])
+        let p50 = try #require(source.p50_us), p99 = try #require(source.p99_us)
+        #expect(p50 > 0 && p99 >= p50)
+        let listener = try #require(report.plugins.last)
+        #expect(listener.id == "listener" && listener.calls == 2 && listener.completions == 0 && listener.failures.isEmpty)
+        #expect(listener.counters == ["proceeded": 2] && listener.gauges == ["page_size": 10])
+    }
+
+    @Test func text_namesEveryPlugin_andIsAbsentWithoutTheFlag() async throws {
+        let manifest = try manifest()
+        let result = try await run(pagerCommand, ["run", manifest, "--stats"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("stats:\n  offsets (source, "), "\(result.stderr)")
+        #expect(result.stderr.contains("): 2 calls, 1 completed, failed: 1 transient; p50 "), "\(result.stderr)")
+        #expect(result.stderr.contains("    counter proceeded = 1\n    gauge page_size = 10.0"), "\(result.stderr)")
+        let quiet = try await run(pagerCommand, ["run", manifest])
+        #expect(!quiet.stderr.contains("stats:"))
+        let bad = try await run(pagerCommand, ["run", manifest, "--stats=xml"])
+        #expect(bad.code == 2 && bad.stderr.contains("--stats: unknown format 'xml' (expected text or json)"))
+    }
+
+    @Test func publishing_tooLongANameOrTooManyNames_isRefused_theFirstOverflowSaidOnce() async throws {
+        let log = LogRecorder()
+        let listener = try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+            .makeInterceptor(id: "listener", config: .object([("mode", .string("spam"))]), sink: log.sink)
+        let source = try PluginLibrary.open(path: try fixturePlugin("interceptor_work")).makeSource(id: "offsets", sink: log.sink)
+        let pager = Pager(source: source, interceptors: [listener])
+        for key in ["0", "10"] {
+            _ = try await pager.load(pager.request(.append, key: PluginKey(key), params: params(pageSize: 10)))
+        }
+        #expect(listener.stats.counters.count + listener.stats.gauges.count == 64)
+        #expect(listener.stats.counters["c0"] == 2 && listener.stats.counters["c69"] == nil)
+        #expect(log.count(containing: "counter_add: more than 64 names; 'c62' and later ones are ignored") == 1, "\(log.messages)")
+        #expect(log.count(containing: "counter_add: a name of 65 bytes (1 to 64 expected)") == 2)
+    }
+}
