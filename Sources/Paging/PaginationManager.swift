@@ -14,6 +14,9 @@ import Synchronization
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:)`` loads the next page when the
 ///   item on screen is that close to an end.
 /// - A refresh cancels the prepends and appends in flight; their pages are dropped.
+/// - When the source says its data changed (``PagingSource/invalidation``), the manager
+///   refreshes around its reader (``refreshAroundReader()``): at the key the source names for
+///   the item last reported by ``itemVisible(at:)``, so that the item stays in view.
 /// - A failed load becomes that direction's ``LoadState/failed(_:)`` state; the values stay,
 ///   and ``retry()`` loads again.
 ///
@@ -62,6 +65,20 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // struct's default description would print all it holds.
         let source = (pager.source as? CustomStringConvertible)?.description ?? "\(type(of: pager.source))"
         state.withLock { $0.sourceDescription = source }
+        // Subscribed here, so that no invalidation after init is missed.
+        if let signals = pager.source.invalidation?.signals() {
+            let listener = Task { [weak self] in
+                for await _ in signals {
+                    guard let self else { return }
+                    await refreshAroundReader().value
+                }
+            }
+            state.withLock { $0.invalidationListener = listener }
+        }
+    }
+
+    deinit {
+        state.withLock { $0.invalidationListener }?.cancel()
     }
 
     /// A manager over a new ``Pager`` of `source` and `interceptors`.
@@ -114,11 +131,36 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         }
     }
 
+    /// Refreshes so that the reader stays where it is: at the page the source names for the
+    /// item last reported by ``itemVisible(at:)`` (``PagingSource/refreshKey(around:)``), or at
+    /// the source's refresh key when it names none or nothing was shown yet. What a
+    /// ``PagingSource/invalidation`` of the source starts.
+    @discardableResult
+    public func refreshAroundReader() -> Task<Void, Never> {
+        let anchor = state.withLock { state -> PagingAnchor<Key, Value>? in
+            let values = state.output.values
+            guard let index = state.lastVisibleIndex, !values.isEmpty else { return nil }
+            var offset = min(index, values.count - 1)
+            for page in values.pages {
+                if offset < page.values.count {
+                    return PagingAnchor(pageKey: page.key, indexInPage: offset, value: page.values[offset],
+                                        pageSize: configuration.pageSize)
+                }
+                offset -= page.values.count
+            }
+            return nil
+        }
+        // Asked outside the lock: the answer may come from a plugin.
+        let key = anchor.flatMap { pager.source.refreshKey(around: $0) }
+        return Task { await self.load(.refresh, userInfo: nil, refreshKey: key) }
+    }
+
     /// Tells the manager which item is on screen; within ``Configuration/prefetchDistance`` of
     /// an end that can load more, it starts loading the next page there.
     public func itemVisible(at index: Int) {
         let distance = configuration.prefetchDistance
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
+            state.lastVisibleIndex = index
             let output = state.output
             guard !output.isRefreshing, !output.values.isEmpty else { return (false, false) }
             return (output.appendState.isIdle && index >= output.values.count - 1 - distance,
@@ -132,11 +174,13 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// A prepend or append with no page loaded yet refreshes instead. Does nothing while a load
     /// in the same direction is in flight, or when that direction's end is reached.
     ///
-    /// - Parameter userInfo: added to the configured user info; for a refresh, `nil` reuses
-    ///   that of the last refresh.
+    /// - Parameters:
+    ///   - userInfo: added to the configured user info; for a refresh, `nil` reuses that of the
+    ///     last refresh.
+    ///   - refreshKey: for a refresh, the key to load instead of the source's refresh key.
     @inlinable
-    public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:]) async {
-        guard let plan = plan(kind, userInfo: userInfo) else { return }
+    public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:], refreshKey: Key? = nil) async {
+        guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else { return }
         let result: Result<Page<Key, Value>, any Error>
         do {
             // Built outside the lock: the key chain may come from a plugin.
@@ -168,7 +212,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Decides the request of a load and marks its direction loading, or returns `nil` when
     /// there is nothing to load.
     @inlinable
-    func plan(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Plan? {
+    func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Plan? {
         var cancelled: [Task<Void, Never>] = []
         let plan = state.withLock { state -> Plan? in
             var kind = kind
@@ -197,7 +241,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 state.output.prependState = .idle
                 state.output.appendState = .idle
                 anchor = nil
-                key = pager.source.refreshKey
+                key = refreshKey ?? pager.source.refreshKey
             case .append:
                 guard !state.output.isRefreshing, !state.output.isAppending,
                       let last = state.output.values.lastPage else { return nil }
@@ -266,6 +310,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var nextTaskID: UInt64 = 0
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
+        /// The index ``itemVisible(at:)`` was last told.
+        @usableFromInline var lastVisibleIndex: Int?
+        /// Refreshes around the reader on each of the source's invalidations.
+        @usableFromInline var invalidationListener: Task<Void, Never>?
 
         @usableFromInline
         init() {}

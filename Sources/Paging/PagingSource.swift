@@ -26,6 +26,14 @@ public protocol PagingSource<Key, Value>: Sendable {
     /// default answers ``keyChain(for:)``.
     func keyChain(for key: Key, pageSize: Int) -> PagingKeyChain<Key>
 
+    /// Signals that the source's data changed (see ``PagingInvalidation``); `nil`, the default,
+    /// for a source that cannot tell.
+    var invalidation: PagingInvalidation? { get }
+
+    /// The key of the page to load so that `anchor` stays in view, for the refresh after an
+    /// invalidation (Paging 3's `getRefreshKey`); `nil`, the default, loads ``refreshKey``.
+    func refreshKey(around anchor: PagingAnchor<Key, Value>) -> Key?
+
     /// Fetches the page the request asks for. Throwing fails this load only: the ``Pager``
     /// publishes the error as a state and goes on.
     func fetch(request: PagingRequest<Key>) async throws -> Page<Key, Value>
@@ -39,4 +47,8 @@ extension PagingSource {
     public func keyChain(for key: Key, pageSize: Int) -> PagingKeyChain<Key> {
         keyChain(for: key)
     }
+
+    public var invalidation: PagingInvalidation? { nil }
+
+    public func refreshKey(around anchor: PagingAnchor<Key, Value>) -> Key? { nil }
 }

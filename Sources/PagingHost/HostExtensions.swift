@@ -98,6 +98,12 @@ enum HostExtensions {
             PluginInstance.with(host) { $0.publish("gauge_set", name, gauge: value) } ?? PAGING_ERR_INVALID_ARGUMENT
         }))
 
+    /// `paging.invalidation/1`: a source says its data changed.
+    private nonisolated(unsafe) static let invalidation = table(paging_ext_invalidation_host_t(
+        invalidate: { host in
+            PluginInstance.with(host) { $0.invalidation.invalidate() }
+        }))
+
     /// The ids offered, and their tables.
     private nonisolated(unsafe) static let offered: [String: UnsafeRawPointer] = [
         PAGING_EXT_LOG_LEVEL: UnsafeRawPointer(logLevel),
@@ -105,6 +111,7 @@ enum HostExtensions {
         PAGING_EXT_ASYNC_INTERCEPT: asyncIntercept,
         PAGING_EXT_RETRY_HINT: retryHint,
         PAGING_EXT_METRICS: metrics,
+        PAGING_EXT_INVALIDATION: invalidation,
     ]
 
     /// A table that lives as long as the process.
@@ -131,6 +138,8 @@ struct InstanceExtensions: @unchecked Sendable {
     var loadOutcome: UnsafePointer<paging_ext_load_outcome_t>?
     /// `paging.sized-key-chain/1`.
     var sizedKeyChain: UnsafePointer<paging_ext_sized_key_chain_t>?
+    /// `paging.invalidation/1`.
+    var invalidation: UnsafePointer<paging_ext_invalidation_t>?
 
     static let none = InstanceExtensions(nil)
 
@@ -146,6 +155,7 @@ struct InstanceExtensions: @unchecked Sendable {
         asyncIntercept = table(PAGING_EXT_ASYNC_INTERCEPT, paging_ext_async_intercept_t.self)
         loadOutcome = table(PAGING_EXT_LOAD_OUTCOME, paging_ext_load_outcome_t.self)
         sizedKeyChain = table(PAGING_EXT_SIZED_KEY_CHAIN, paging_ext_sized_key_chain_t.self)
+        invalidation = table(PAGING_EXT_INVALIDATION, paging_ext_invalidation_t.self)
     }
 }
 

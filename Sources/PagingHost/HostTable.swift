@@ -68,6 +68,8 @@ package final class PluginInstance: Sendable {
     let intercepts = Locked<[UInt64: PendingIntercept]>([:])
     /// The host's measures of its calls, and what it published (`paging.metrics/1`).
     let stats = PluginStats()
+    /// What the instance's `invalidate` (`paging.invalidation/1`) signals.
+    let invalidation = PagingInvalidation()
     /// Fetches the host ended itself (cancelled, timed out) that the plugin may still complete,
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
     let abandoned = Locked<[UInt64: PluginStatus]>([:])

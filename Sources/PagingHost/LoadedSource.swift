@@ -54,7 +54,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// their keys) or the call fails (logged).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
-        return keys(around: key) { [plugin] bytes, out in keyChain(plugin, bytes, out) }
+        return chain(around: key) { [plugin] bytes, out in keyChain(plugin, bytes, out) }
     }
 
     /// The plugin's key chain for pages of `pageSize` items when it offers
@@ -62,25 +62,43 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     public func keyChain(for key: PluginKey, pageSize: Int) -> PagingKeyChain<PluginKey> {
         guard let sized = extensions.sizedKeyChain?.pointee.key_chain else { return keyChain(for: key) }
         let size = UInt32(clamping: pageSize)
-        return keys(around: key) { [plugin] bytes, out in sized(UnsafeMutableRawPointer(plugin), bytes, size, out) }
+        return chain(around: key) { [plugin] bytes, out in sized(UnsafeMutableRawPointer(plugin), bytes, size, out) }
     }
 
-    /// Runs a key-chain call with a keys handle, serialized with the others.
-    private func keys(
-        around key: PluginKey, _ call: (paging_bytes_t, OpaquePointer) -> paging_status_t
-    ) -> PagingKeyChain<PluginKey> {
-        var out = KeysOut()
-        let token = CallHandle.token(for: instance)
-        let status = calls.runExclusive {
-            CView.withBytes(key.bytes) { bytes in
-                out.withHandle(token) { call(bytes, $0) }
+    private func chain(around key: PluginKey, _ call: (paging_bytes_t, OpaquePointer) -> paging_status_t) -> PagingKeyChain<PluginKey> {
+        let keys = callForKeys("key_chain(\(key))") { out in CView.withBytes(key.bytes) { call($0, out) } }
+        return PagingKeyChain(key: key, prevKey: keys?.key(PAGING_KEY_PREV), nextKey: keys?.key(PAGING_KEY_NEXT))
+    }
+
+    /// Signalled when the plugin says its data changed (`paging.invalidation/1`).
+    public var invalidation: PagingInvalidation? { instance.invalidation }
+
+    /// The key the plugin names for the reader's item (`paging.invalidation/1`'s
+    /// `refresh_key_at`), or `nil` (the refresh key) when it names none or the call fails (logged).
+    public func refreshKey(around anchor: PagingAnchor<PluginKey, PluginItem>) -> PluginKey? {
+        guard let refreshKeyAt = extensions.invalidation?.pointee.refresh_key_at else { return nil }
+        let index = UInt32(clamping: anchor.indexInPage), size = UInt32(clamping: anchor.pageSize)
+        let keys = callForKeys("refresh_key_at(\(anchor.pageKey))") { [plugin] out in
+            CView.withBytes(anchor.pageKey.bytes) { pageKey in
+                CView.withBytes(anchor.value.bytes) { item in
+                    refreshKeyAt(UnsafeMutableRawPointer(plugin), pageKey, index, item, size, out)
+                }
             }
         }
+        return keys?.key(PAGING_KEY_CURRENT)
+    }
+
+    /// Runs a call that answers keys, with a keys handle, serialized with the others; `nil` when
+    /// it failed (logged, naming `what`).
+    private func callForKeys(_ what: String, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
+        var out = KeysOut()
+        let token = CallHandle.token(for: instance)
+        let status = calls.runExclusive { out.withHandle(token, call) }
         guard status == PAGING_OK, out.misuse == nil else {
-            instance.log(.warning, "key_chain(\(key)) failed: \(out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description)")
-            return PagingKeyChain(key: key)
+            instance.log(.warning, "\(what) failed: \(out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description)")
+            return nil
         }
-        return PagingKeyChain(key: key, prevKey: out.key(PAGING_KEY_PREV), nextKey: out.key(PAGING_KEY_NEXT))
+        return out
     }
 
     /// What the host measured of this instance's fetches, and what it published.

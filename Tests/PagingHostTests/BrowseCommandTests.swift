@@ -109,6 +109,33 @@ struct BrowseCommandTests {
         #expect(await terminal.exit().code == 0)
     }
 
+    /// A source that says its data changed (paging.invalidation/1) is refreshed around the
+    /// highlighted item, which stays highlighted: the list now starts at the page the source
+    /// names for it, so its line number changes.
+    @Test func anInvalidatedSource_isRefreshedAroundTheHighlightedItem_whichStaysHighlighted() async throws {
+        let trigger = scratchFolder() + "/invalidate"
+        let source = #"{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 200, "invalidate_file": "\#(trigger)"}}"#
+        let terminal = try Terminal("\(pager) browse \(try manifest(source: source))", columns: 200)
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true })
+        for n in 1...25 {
+            #expect(await terminal.waitFor { $0.cursorIsAboveTheLastItem })
+            terminal.type("j")
+            guard await terminal.waitFor({ $0.cursorLine?.hasSuffix(#"{"n":\#(n)}"#) == true }) else {
+                Issue.record("line \(n): the cursor is on \(terminal.lastFrame?.cursorLine ?? "nothing")")
+                break
+            }
+        }
+        #expect(terminal.lastFrame?.cursorLine?.hasSuffix(#"26. {"n":25}"#) == true)
+        FileManager.default.createFile(atPath: trigger, contents: nil)
+        let kept = await terminal.waitFor { frame in
+            guard let line = frame.cursorLine else { return false }
+            return line.hasSuffix(#"{"n":25}"#) && !line.hasSuffix(#"26. {"n":25}"#)
+        }
+        #expect(kept, "the cursor is on \(terminal.lastFrame?.cursorLine ?? "nothing")")
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
     @Test func ctrlC_quitsAndRestoresTheTerminal() async throws {
         let terminal = try Terminal("\(pager) browse \(try manifest(items: 5))")
         #expect(await terminal.waitFor { $0.cursorLine != nil })

@@ -238,3 +238,44 @@ private struct CursorLikeSource: PagingSource {
         return Page(request: request, values: Array(key..<key + 10), prevKey: key - 10 + overlap, nextKey: key + 1_000 + 10)
     }
 }
+
+@Suite struct PaginationManagerInvalidationTests {
+    /// A source whose data changed is refreshed around the reader: at the key it names for the
+    /// item last shown, not at its refresh key.
+    @Test func invalidation_refreshesAroundTheItemLastShown() async throws {
+        final class ChangingSource: PagingSource, Sendable {
+            let version = Locked(0)
+            let anchors = Locked<[PagingAnchor<Int, String>]>([])
+            let invalidation: PagingInvalidation? = PagingInvalidation()
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
+                PagingKeyChain(key: key, prevKey: key > 0 ? max(0, key - pageSize) : nil, nextKey: key + pageSize)
+            }
+            func refreshKey(around anchor: PagingAnchor<Int, String>) -> Int? {
+                anchors.withLock { $0.append(anchor) }
+                return anchor.pageKey
+            }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+                let version = version.withLock { $0 }
+                return Page(request: request, values: (request.key..<request.key + request.params.pageSize).map { "v\(version):\($0)" })
+            }
+        }
+        let source = ChangingSource()
+        let manager = PaginationManager(source: source, pageSize: 10)
+        await manager.refresh().value
+        await manager.append().value
+        await manager.append().value
+        manager.itemVisible(at: 25)
+        let outputs = manager.outputs()
+        source.version.withLock { $0 = 1 }
+        source.invalidation?.invalidate()
+        var refreshed: [String] = []
+        for await output in outputs where output.values.first?.hasPrefix("v1:") == true && !output.isRefreshing {
+            refreshed = Array(output.values)
+            break
+        }
+        #expect(refreshed == (20..<30).map { "v1:\($0)" })
+        let anchor = try #require(source.anchors.withLock { $0.first })
+        #expect(anchor.pageKey == 20 && anchor.indexInPage == 5 && anchor.value == "v0:25" && anchor.pageSize == 10)
+    }
+}

@@ -22,15 +22,19 @@
  *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name.
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
- *   offsets (source, paging.sized-key-chain/1): keys are decimal offsets; the page at k holds
- *     {"n":k}...{"n":k+page_size-1} of "count" (default 100) items; the chain's next key is
- *     k + page_size. Its first "fail_times" fetches (default 0) fail TRANSIENT with
- *     fetch_retry_after(retry_after_ms).
+ *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
+ *     the page at k holds {"n":k}...{"n":k+page_size-1} of "count" (default 100) items; the
+ *     chain's next key is k + page_size. Its first "fail_times" fetches (default 0) fail
+ *     TRANSIENT with fetch_retry_after(retry_after_ms). With "invalidate_file", a thread looks
+ *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
+ *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "paging/paging.h"
 
@@ -44,6 +48,9 @@ typedef struct work_plugin {
     char mode[32];
     long count, fail_times, retry_after_ms;
     pthread_mutex_t lock;
+    char invalidate_file[512];
+    int watching, stop;
+    pthread_t watcher;
 } work_plugin;
 
 static paging_bytes_t wk_text(const char *text)
@@ -275,6 +282,40 @@ static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32
 
 static const paging_ext_sized_key_chain_t wk_sized_table = { wk_sized_key_chain };
 
+static paging_status_t wk_refresh_key_at(void *self, paging_bytes_t anchor_page_key, uint32_t anchor_index,
+                                         paging_bytes_t anchor_item, uint32_t page_size, paging_keys_out_t *out)
+{
+    work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
+    char text[32];
+    paging_bytes_t key;
+    (void)anchor_item; (void)page_size;
+    snprintf(text, sizeof text, "%lu", wk_offset(anchor_page_key) + anchor_index);
+    key = wk_text(text);
+    return p->host->keys_set(out, PAGING_KEY_CURRENT, &key);
+}
+
+static const paging_ext_invalidation_t wk_invalidation_table = { wk_refresh_key_at };
+
+static void *wk_watch(void *argument)
+{
+    work_plugin *p = (work_plugin *)argument;
+    const paging_ext_invalidation_host_t *invalidation =
+        (const paging_ext_invalidation_host_t *)p->host->get_extension(p->host, PAGING_EXT_INVALIDATION);
+    struct timespec pause = { 0, 5000000 };
+    int stop = 0;
+    while (!stop) {
+        if (invalidation != NULL && remove(p->invalidate_file) == 0) {
+            p->host->log(p->host, PAGING_LOG_INFO, "invalidated");
+            invalidation->invalidate(p->host);
+        }
+        nanosleep(&pause, NULL);
+        pthread_mutex_lock(&p->lock);
+        stop = p->stop;
+        pthread_mutex_unlock(&p->lock);
+    }
+    return NULL;
+}
+
 static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
 {
     work_plugin *p = (work_plugin *)self->plugin_data;
@@ -308,11 +349,18 @@ static const void *wk_interceptor_extension(paging_interceptor_t *self, const ch
 static const void *wk_source_extension(paging_source_t *self, const char *id)
 {
     (void)self;
+    if (strcmp(id, PAGING_EXT_INVALIDATION) == 0) return &wk_invalidation_table;
     return strcmp(id, PAGING_EXT_SIZED_KEY_CHAIN) == 0 ? &wk_sized_table : NULL;
 }
 
 static void wk_free(work_plugin *p)
 {
+    if (p->watching) {
+        pthread_mutex_lock(&p->lock);
+        p->stop = 1;
+        pthread_mutex_unlock(&p->lock);
+        pthread_join(p->watcher, NULL);
+    }
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -362,6 +410,7 @@ static paging_interceptor_t *wk_create_interceptor(const char *plugin_id, const 
 static paging_source_t *wk_create_source(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
     work_plugin *p = wk_new(host, config);
+    const char *file;
     (void)plugin_id;
     if (p == NULL) return NULL;
     p->source.struct_size = sizeof p->source;
@@ -370,6 +419,11 @@ static paging_source_t *wk_create_source(const char *plugin_id, const paging_hos
     p->source.fetch = wk_fetch;
     p->source.destroy = wk_destroy_source;
     p->source.get_extension = wk_source_extension;
+    file = host->config_string(config, "invalidate_file");
+    if (file != NULL) {
+        snprintf(p->invalidate_file, sizeof p->invalidate_file, "%s", file);
+        p->watching = pthread_create(&p->watcher, NULL, wk_watch, p) == 0;
+    }
     return &p->source;
 }
 

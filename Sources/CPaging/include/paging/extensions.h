@@ -24,6 +24,7 @@
  *   paging.retry-hint/1         1.1    the host           say how long to wait before a failure is retried
  *   paging.metrics/1            1.1    the host           publish named counters and gauges (pager run --stats)
  *   paging.sized-key-chain/1    1.1    an instance        key_chain() told the page size (offset keys)
+ *   paging.invalidation/1       1.1    host + instance    say the data changed; refresh around the reader's item
  *
  * A plugin that cannot work without a host extension lists it in its descriptor's
  * required_extensions (entry.h); otherwise it asks in create_* and copes with NULL.
@@ -219,6 +220,33 @@ typedef struct paging_ext_sized_key_chain {
     /* As paging_source_t.key_chain, for pages of `page_size` items. [serialized] */
     paging_status_t (*key_chain)(void *self, paging_bytes_t key, uint32_t page_size, paging_keys_out_t *out);
 } paging_ext_sized_key_chain_t;
+
+/* ---- paging.invalidation/1 (host + instance), since 1.1 --------------------------------------
+ *
+ * A source whose data changed (a file rewritten, a server's push) says so with the host's
+ * invalidate(): what was loaded from it is stale. A pagination manager over it (pager browse) then
+ * refreshes where its reader is instead of at refresh_key(): at the key the instance's
+ * refresh_key_at() names for the item the reader was at (Paging 3's getRefreshKey), so that item
+ * stays in view. Without refresh_key_at(), the refresh starts at refresh_key(). */
+
+#define PAGING_EXT_INVALIDATION "paging.invalidation/1"
+
+/* The host's table. */
+typedef struct paging_ext_invalidation_host {
+    /* The source's data changed. Cheap; callable from any thread while the instance lives, any
+     * number of times (each starts one refresh). [any-thread] */
+    void (*invalidate)(const paging_host_t *host);
+} paging_ext_invalidation_host_t;
+
+/* The instance's table (optional). */
+typedef struct paging_ext_invalidation {
+    /* Names the key of the page to load so that the reader's item stays in view: sets
+     * PAGING_KEY_CURRENT on `out` (host->keys_set; unset = refresh_key()). The item is
+     * `anchor_item`, at `anchor_index` in the loaded page of key `anchor_page_key`; pages hold
+     * `page_size` items. All borrowed for the call; `out` on this thread only. [serialized] */
+    paging_status_t (*refresh_key_at)(void *self, paging_bytes_t anchor_page_key, uint32_t anchor_index,
+                                      paging_bytes_t anchor_item, uint32_t page_size, paging_keys_out_t *out);
+} paging_ext_invalidation_t;
 
 #ifdef __cplusplus
 } /* extern "C" */
