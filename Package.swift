@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "sqlite-store", type: .dynamic, targets: ["PagingSQLiteStore"]),
         .library(name: "http", type: .dynamic, targets: ["PagingHTTPPlugin"]),
         .library(name: "pass-through", type: .dynamic, targets: ["PagingPassThroughPlugin"]),
+        .library(name: "example-plugins", type: .dynamic, targets: ["ExamplePlugins"]),
     ],
     targets: [
         .target(name: "Paging"),
@@ -33,6 +34,7 @@ let package = Package(
         .target(name: "PagingSQLiteStore", dependencies: ["CPaging"], path: "Plugins/SQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(name: "PagingHTTPPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/HTTP"),
         .target(name: "PagingPassThroughPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/PassThrough"),
+        .target(name: "ExamplePlugins", dependencies: ["PagingPluginKit"], path: "Examples/SwiftPlugins"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),

@@ -1,12 +1,14 @@
-// The logging interceptor as a plugin: logs each request and page through the host's log.
+// The logging interceptor as a plugin: logs each request, page and failed load through the
+// host's log.
 //
 // Config:
 //   level  "trace" | "debug" | "info" | "warning" | "error" | "off" (default "info"):
-//          requests are logged at debug, pages at info; below the level nothing is formatted.
+//          requests are logged at debug, pages at info, failed loads at warning; below the
+//          level nothing is formatted.
 //   label  text put before every line (default: none).
 import PagingPluginKit
 
-final class LoggingPlugin: InterceptorPlugin {
+final class LoggingPlugin: FailureObservingPlugin {
     static let info = PluginInfo(
         id: "logging", name: "Logging", version: "1.0.0",
         description: "Logs every request and page through the host's log", isThreadSafe: true)
@@ -39,6 +41,11 @@ final class LoggingPlugin: InterceptorPlugin {
         guard level <= 2 else { return }
         let next = page.content.isLast ? "end" : page.content.nextKey.map { String(decoding: $0, as: UTF8.self) } ?? "?"
         host.log(.info, "\(prefix)page \(page.request.kind) key \(page.request.keyText): \(page.content.items.count) items, next \(next)")
+    }
+
+    func loadFailed(_ request: PagingPluginRequest, failure: PluginFailure) {
+        guard level <= 3 else { return }
+        host.log(.warning, "\(prefix)\(request.kind) key \(request.keyText) failed: \(failure.message)")
     }
 }
 

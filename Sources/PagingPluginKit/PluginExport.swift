@@ -109,10 +109,10 @@ public enum PluginExport {
                 table.deallocate()
             },
             struct_size: UInt32(MemoryLayout<paging_interceptor_t>.size), reserved: 0,
-            get_extension: plugin is any HealthCheckingPlugin ? { table, id in
+            get_extension: { table, id in
                 guard let table, let id else { return nil }
-                return healthExtension(id, InterceptorBox.from(table).plugin)
-            } : nil))
+                return InterceptorBox.from(table).extensionTable(String(cString: id))
+            }))
         return table
     }
 
@@ -132,11 +132,7 @@ public enum PluginExport {
             key_chain: { table, key, out in
                 guard let table else { return PAGING_ERR_INVALID_ARGUMENT }
                 let box = SourceBox.from(table)
-                guard let chain = box.plugin.keyChain(for: bytes(key)) else { return PAGING_OK }
-                let keysSet = box.host.table.pointee.keys_set
-                if let prev = chain.prev { _ = withKey(prev) { keysSet?(out, PAGING_KEY_PREV, $0) } }
-                if let next = chain.next { _ = withKey(next) { keysSet?(out, PAGING_KEY_NEXT, $0) } }
-                return PAGING_OK
+                return box.setKeys(box.plugin.keyChain(for: bytes(key)), out)
             },
             fetch: { table, request, id in
                 guard let table, let request else { return PAGING_ERR_INVALID_ARGUMENT }
@@ -155,20 +151,69 @@ public enum PluginExport {
                 table.deallocate()
             },
             struct_size: UInt32(MemoryLayout<paging_source_t>.size), reserved: 0,
-            get_extension: plugin is any HealthCheckingPlugin ? { table, id in
+            get_extension: { table, id in
                 guard let table, let id else { return nil }
-                return healthExtension(id, SourceBox.from(table).plugin)
-            } : nil))
+                switch String(cString: id) {
+                case PAGING_EXT_SIZED_KEY_CHAIN: return sizedKeyChainTable
+                case PAGING_EXT_INVALIDATION: return invalidationTable
+                case let id: return healthExtension(id, SourceBox.from(table).plugin)
+                }
+            }))
         return table
     }
 }
 
 /// `paging.health/1` for a plugin that adopts ``HealthCheckingPlugin``: the table's `check`
 /// receives the instance table, whose `plugin_data` leads to the plugin.
-private func healthExtension(_ id: UnsafePointer<CChar>, _ plugin: any SwiftPlugin) -> UnsafeRawPointer? {
-    guard plugin is any HealthCheckingPlugin, String(cString: id) == PAGING_EXT_HEALTH else { return nil }
+private func healthExtension(_ id: String, _ plugin: any SwiftPlugin) -> UnsafeRawPointer? {
+    guard plugin is any HealthCheckingPlugin, id == PAGING_EXT_HEALTH else { return nil }
     return UnsafeRawPointer(healthTable)
 }
+
+/// A table that lives as long as the process.
+private func table<Table>(_ value: Table) -> UnsafeRawPointer {
+    let table = UnsafeMutablePointer<Table>.allocate(capacity: 1)
+    table.initialize(to: value)
+    return UnsafeRawPointer(table)
+}
+
+/// `paging.page-transform/1` of a ``TransformingPlugin``.
+private nonisolated(unsafe) let transformTable = table(paging_ext_page_transform_t(transform: { instance, page, out in
+    guard let instance, let page else { return PAGING_TRANSFORM_FAIL }
+    let box = InterceptorBox.from(instance.assumingMemoryBound(to: paging_interceptor_t.self))
+    return box.transform(page, out)
+}))
+
+/// `paging.async-intercept/1` of a ``DeferringInterceptorPlugin``: its cancel.
+private nonisolated(unsafe) let asyncInterceptTable = table(paging_ext_async_intercept_t(cancel: { instance, id in
+    guard let instance else { return }
+    InterceptorBox.from(instance.assumingMemoryBound(to: paging_interceptor_t.self)).deferring?.cancel(intercept: id)
+}))
+
+/// `paging.load-outcome/1` of a ``FailureObservingPlugin``.
+private nonisolated(unsafe) let loadOutcomeTable = table(paging_ext_load_outcome_t(failed: { instance, request, code, message in
+    guard let instance, let request else { return }
+    let box = InterceptorBox.from(instance.assumingMemoryBound(to: paging_interceptor_t.self))
+    (box.plugin as? any FailureObservingPlugin)?.loadFailed(PagingPluginRequest(request),
+                                                          failure: PluginFailure(code, message.map { String(cString: $0) } ?? ""))
+}))
+
+/// `paging.sized-key-chain/1` of every Swift source (``SourcePlugin/keyChain(for:pageSize:)``).
+private nonisolated(unsafe) let sizedKeyChainTable = table(paging_ext_sized_key_chain_t(key_chain: { instance, key, pageSize, out in
+    guard let instance else { return PAGING_ERR_INVALID_ARGUMENT }
+    let box = SourceBox.from(instance.assumingMemoryBound(to: paging_source_t.self))
+    return box.setKeys(box.plugin.keyChain(for: bytes(key), pageSize: Int(pageSize)), out)
+}))
+
+/// `paging.invalidation/1` of every Swift source (``SourcePlugin/refreshKey(around:)``).
+private nonisolated(unsafe) let invalidationTable = table(paging_ext_invalidation_t(
+    refresh_key_at: { instance, pageKey, index, item, pageSize, out in
+        guard let instance else { return PAGING_ERR_INVALID_ARGUMENT }
+        let box = SourceBox.from(instance.assumingMemoryBound(to: paging_source_t.self))
+        let anchor = PluginAnchor(pageKey: bytes(pageKey), indexInPage: Int(index), item: bytes(item), pageSize: Int(pageSize))
+        guard let key = box.plugin.refreshKey(around: anchor) else { return PAGING_OK }
+        return withKey(key) { box.host.table.pointee.keys_set?(out, PAGING_KEY_CURRENT, $0) } ?? PAGING_ERR_INTERNAL
+    }))
 
 /// The instance tables start with `plugin_data` (a retained box) in both kinds.
 private nonisolated(unsafe) let healthTable: UnsafeMutablePointer<paging_ext_health_t> = {
@@ -187,22 +232,66 @@ private nonisolated(unsafe) let healthTable: UnsafeMutablePointer<paging_ext_hea
     return table
 }()
 
-final class InterceptorBox {
+final class InterceptorBox: @unchecked Sendable {
     let plugin: any InterceptorPlugin
     /// The host table, which the interceptor needs to build its result.
     let host: UnsafePointer<paging_host_t>
+    /// The plugin as a ``DeferringInterceptorPlugin``, cast once.
+    let deferring: (any DeferringInterceptorPlugin)?
+    private let asyncHost: UnsafePointer<paging_ext_async_intercept_host_t>?
+    private let transformHost: UnsafePointer<paging_ext_page_transform_host_t>?
+    private let retryHint: UnsafePointer<paging_ext_retry_hint_host_t>?
 
     init(_ plugin: any InterceptorPlugin, host: UnsafePointer<paging_host_t>) {
         self.plugin = plugin
         self.host = host
+        deferring = plugin as? any DeferringInterceptorPlugin
+        let lookup = PluginHost(table: host)
+        asyncHost = lookup.extension(PAGING_EXT_ASYNC_INTERCEPT)
+        transformHost = lookup.extension(PAGING_EXT_PAGE_TRANSFORM)
+        retryHint = lookup.extension(PAGING_EXT_RETRY_HINT)
     }
 
     static func from(_ table: UnsafeMutablePointer<paging_interceptor_t>) -> InterceptorBox {
         Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).takeUnretainedValue()
     }
 
+    /// The instance's table of extension `id`, per the protocols the plugin adopts.
+    func extensionTable(_ id: String) -> UnsafeRawPointer? {
+        switch id {
+        case PAGING_EXT_PAGE_TRANSFORM where plugin is any TransformingPlugin && transformHost != nil: transformTable
+        case PAGING_EXT_ASYNC_INTERCEPT where deferring != nil: asyncInterceptTable
+        case PAGING_EXT_LOAD_OUTCOME where plugin is any FailureObservingPlugin: loadOutcomeTable
+        default: healthExtension(id, plugin)
+        }
+    }
+
     func intercept(_ request: UnsafePointer<paging_request_t>, _ out: OpaquePointer?) -> UInt32 {
-        switch plugin.intercept(PagingPluginRequest(request)) {
+        guard let deferring else { return apply(plugin.intercept(PagingPluginRequest(request)), out) }
+        guard let id = asyncHost?.pointee.defer?(out), id != 0 else {
+            return apply(.fail(.internal("the host does not offer \(PAGING_EXT_ASYNC_INTERCEPT)")), out)
+        }
+        deferring.intercept(PagingPluginRequest(request), reply: InterceptReply(box: self, id: id))
+        return PAGING_INTERCEPT_PENDING
+    }
+
+    /// Answers deferred intercept `id` with `decision`.
+    func resume(_ id: UInt64, with decision: InterceptDecision) -> Bool {
+        guard let resume = asyncHost?.pointee.resume else { return false }
+        var context = (box: self, decision: decision)
+        return withUnsafeMutablePointer(to: &context) { context in
+            resume(host, id, { context, out in
+                guard let answer = context?.assumingMemoryBound(to: (box: InterceptorBox, decision: InterceptDecision).self).pointee else {
+                    return PAGING_INTERCEPT_FAIL
+                }
+                return answer.box.apply(answer.decision, out)
+            }, context)
+        } == PAGING_OK
+    }
+
+    /// Sets what `decision` says on `out` and returns its result code.
+    func apply(_ decision: InterceptDecision, _ out: OpaquePointer?) -> UInt32 {
+        switch decision {
         case .proceed(let observe, let key, let pageSize, let params):
             if let key { _ = key.withUnsafeBufferPointer { host.pointee.out_set_key?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) } }
             if let pageSize { _ = host.pointee.out_set_page_size?(out, UInt32(clamping: pageSize)) }
@@ -222,8 +311,32 @@ final class InterceptorBox {
             put(page, out)
             return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK
         case .fail(let failure):
+            if let retryAfter = failure.retryAfter { _ = retryHint?.pointee.out_retry_after?(out, milliseconds(retryAfter)) }
             _ = failure.message.withCString { host.pointee.out_fail?(out, failure.status, $0) }
             return PAGING_INTERCEPT_FAIL
+        }
+    }
+
+    /// The plugin's transform of `page`, built on `out` (`paging.page-transform/1`).
+    func transform(_ page: UnsafePointer<paging_page_t>, _ out: OpaquePointer?) -> UInt32 {
+        guard let transformer = plugin as? any TransformingPlugin, let builder = transformHost?.pointee else { return PAGING_TRANSFORM_KEEP }
+        switch transformer.transform(PagingPluginPage(request: PagingPluginRequest(page.pointee.request), content: PageContent(page))) {
+        case .keep:
+            return PAGING_TRANSFORM_KEEP
+        case .replace(let content, let metadata):
+            for item in content.items {
+                _ = item.withUnsafeBufferPointer { builder.add_item?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
+            }
+            if let prev = content.prevKey { _ = withKey(prev) { builder.set_prev_key?(out, $0) } }
+            if let next = content.nextKey { _ = withKey(next) { builder.set_next_key?(out, $0) } }
+            if content.flags != 0 { _ = builder.set_flags?(out, content.flags) }
+            for (name, value) in metadata {
+                _ = withKey(Array(name.utf8)) { name in withKey(Array(value.utf8)) { value in builder.set_metadata?(out, name.pointee, value.pointee) } }
+            }
+            return PAGING_TRANSFORM_REPLACE
+        case .fail(let failure):
+            _ = failure.message.withCString { builder.fail?(out, failure.status, $0) }
+            return PAGING_TRANSFORM_FAIL
         }
     }
 }
@@ -251,5 +364,14 @@ final class SourceBox {
 
     static func from(_ table: UnsafeMutablePointer<paging_source_t>) -> SourceBox {
         Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).takeUnretainedValue()
+    }
+
+    /// Sets a key chain's keys on `out`; none for `nil` (pages carry their keys).
+    func setKeys(_ chain: (prev: [UInt8]?, next: [UInt8]?)?, _ out: OpaquePointer?) -> paging_status_t {
+        guard let chain else { return PAGING_OK }
+        let keysSet = host.table.pointee.keys_set
+        if let prev = chain.prev { _ = withKey(prev) { keysSet?(out, PAGING_KEY_PREV, $0) } }
+        if let next = chain.next { _ = withKey(next) { keysSet?(out, PAGING_KEY_NEXT, $0) } }
+        return PAGING_OK
     }
 }

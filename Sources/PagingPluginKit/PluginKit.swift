@@ -20,18 +20,24 @@ public struct PluginInfo: Sendable {
     }
 }
 
-/// A failure a plugin reports: a status class (which decides retries) and a message.
+/// A failure a plugin reports: a status class (which decides retries), a message, and how long
+/// to wait before a retry can succeed (extension `paging.retry-hint/1`).
 public struct PluginFailure: Error, Sendable, CustomStringConvertible {
     public var status: paging_status_t
     public var message: String
+    /// The least wait before a retry (an API's `Retry-After`); `nil` when the failure does not say.
+    public var retryAfter: Duration?
 
-    public init(_ status: paging_status_t, _ message: String) {
+    public init(_ status: paging_status_t, _ message: String, retryAfter: Duration? = nil) {
         self.status = status
         self.message = message
+        self.retryAfter = retryAfter
     }
 
     public static func invalidConfig(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INVALID_CONFIG, message) }
-    public static func transient(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_TRANSIENT, message) }
+    public static func transient(_ message: String, retryAfter: Duration? = nil) -> PluginFailure {
+        PluginFailure(PAGING_ERR_TRANSIENT, message, retryAfter: retryAfter)
+    }
     public static func invalidRequest(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INVALID_REQUEST, message) }
     public static func `internal`(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INTERNAL, message) }
 
@@ -256,9 +262,32 @@ public struct PluginHost: @unchecked Sendable {
     }
 
     /// The host's `paging.log-level/1` (a lookup by id on each call: only when logging).
-    private var logLevel: UnsafePointer<paging_ext_log_level_t>? {
+    private var logLevel: UnsafePointer<paging_ext_log_level_t>? { self.extension(PAGING_EXT_LOG_LEVEL) }
+
+    /// Adds `delta` to the counter `name` the host reports (`paging.metrics/1`, `pager run
+    /// --stats`). Per page, not per item: each call takes a lock.
+    public func count(_ name: String, by delta: Int64 = 1) {
+        guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
+        _ = name.withCString { metrics.pointee.counter_add?(table, $0, delta) }
+    }
+
+    /// Sets the gauge `name` the host reports (`paging.metrics/1`).
+    public func gauge(_ name: String, _ value: Double) {
+        guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
+        _ = name.withCString { metrics.pointee.gauge_set?(table, $0, value) }
+    }
+
+    /// Says that the source's data changed (`paging.invalidation/1`): a manager over it
+    /// refreshes around its reader (``SourcePlugin/refreshKey(around:)``).
+    public func invalidate() {
+        guard let invalidation: UnsafePointer<paging_ext_invalidation_host_t> = self.extension(PAGING_EXT_INVALIDATION) else { return }
+        invalidation.pointee.invalidate?(table)
+    }
+
+    /// The host's table of extension `id`, or `nil` when it does not offer it.
+    func `extension`<Table>(_ id: String) -> UnsafePointer<Table>? {
         guard let lookup = table.pointee.get_extension else { return nil }
-        return lookup(table, PAGING_EXT_LOG_LEVEL)?.assumingMemoryBound(to: paging_ext_log_level_t.self)
+        return lookup(table, id).map { $0.assumingMemoryBound(to: Table.self) }
     }
 }
 
@@ -284,8 +313,18 @@ public struct FetchCompletion: Sendable {
     @discardableResult
     public func fail(_ failure: PluginFailure) -> Bool {
         let table = host.table
+        if let retryAfter = failure.retryAfter, let hint: UnsafePointer<paging_ext_retry_hint_host_t> = host.extension(PAGING_EXT_RETRY_HINT) {
+            _ = hint.pointee.fetch_retry_after?(table, id, milliseconds(retryAfter))
+        }
         return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
     }
+}
+
+/// A duration in whole milliseconds, rounded up (a hint is a least wait), at least 0.
+func milliseconds(_ duration: Duration) -> UInt64 {
+    let (seconds, attoseconds) = duration.components
+    guard seconds >= 0 else { return 0 }
+    return UInt64(seconds) * 1_000 + UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
 }
 
 func withKey<R>(_ key: [UInt8], _ body: (UnsafePointer<paging_bytes_t>) -> R) -> R {
@@ -339,12 +378,86 @@ extension InterceptorPlugin {
     public func handle(_ page: PagingPluginPage) {}
 }
 
+/// What a transform does with a page (``TransformingPlugin``).
+public enum PageTransform: Sendable {
+    /// The page goes on unchanged.
+    case keep
+    /// The page goes on with these items and keys (the content's keys and ends replace the
+    /// page's), and metadata added to the page's.
+    case replace(PageContent, metadata: [String: String] = [:])
+    /// The load fails.
+    case fail(PluginFailure)
+}
+
+/// An interceptor that changes the pages it observes on their way back (extension
+/// `paging.page-transform/1`): a filter, a projection, an enrichment. `transform` is called
+/// instead of `handle` for the requests it proceeded with `observe: true`.
+public protocol TransformingPlugin: InterceptorPlugin {
+    func transform(_ page: PagingPluginPage) -> PageTransform
+}
+
+/// An interceptor that hears of the loads it let proceed that failed (extension
+/// `paging.load-outcome/1`): a store marks its page stale, a circuit breaker opens.
+public protocol FailureObservingPlugin: InterceptorPlugin {
+    /// `request` as it reached the step that failed; `failure` its class and message.
+    func loadFailed(_ request: PagingPluginRequest, failure: PluginFailure)
+}
+
+/// The answer of a deferred intercept (``DeferringInterceptorPlugin``): give it exactly once,
+/// from any thread.
+public struct InterceptReply: Sendable {
+    let box: InterceptorBox
+    /// The id the host gave this intercept (``DeferringInterceptorPlugin/cancel(intercept:)`` names it).
+    public let id: UInt64
+
+    /// Answers the intercept; `false` when the host no longer waits (the load was cancelled or
+    /// timed out) or the reply was given before.
+    @discardableResult
+    public func answer(_ decision: InterceptDecision) -> Bool {
+        box.resume(id, with: decision)
+    }
+}
+
+/// An interceptor that answers later, without holding a thread while it waits (extension
+/// `paging.async-intercept/1`): a rate limiter, a store reading on its own thread. Its
+/// synchronous `intercept(_:)` is not called.
+public protocol DeferringInterceptorPlugin: InterceptorPlugin {
+    /// Starts deciding; answers through `reply` exactly once, from any thread (within the call
+    /// is fine).
+    func intercept(_ request: PagingPluginRequest, reply: InterceptReply)
+    /// The host stopped waiting for intercept `id` (cancelled, timed out). Default: nothing.
+    func cancel(intercept id: UInt64)
+}
+
+extension DeferringInterceptorPlugin {
+    public func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
+        .fail(.internal("a deferring interceptor is asked through intercept(_:reply:)"))
+    }
+
+    public func cancel(intercept id: UInt64) {}
+}
+
+/// The item a reader is at, for ``SourcePlugin/refreshKey(around:)``.
+public struct PluginAnchor: Sendable {
+    /// The key of the loaded page that holds the item, and the item's index in it.
+    public var pageKey: [UInt8]
+    public var indexInPage: Int
+    public var item: [UInt8]
+    public var pageSize: Int
+}
+
 /// A source written in Swift.
 public protocol SourcePlugin: SwiftPlugin {
     /// The key a refresh starts from.
     var refreshKey: [UInt8] { get }
     /// The neighbours of `key`, or `nil` when pages carry their keys (the default).
     func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)?
+    /// The neighbours of `key` for pages of `pageSize` items (offset keys). Default:
+    /// ``keyChain(for:)``.
+    func keyChain(for key: [UInt8], pageSize: Int) -> (prev: [UInt8]?, next: [UInt8]?)?
+    /// After ``PluginHost/invalidate()``: the key of the page to load so that the reader's item
+    /// stays in view, or `nil` (the default) for the refresh key.
+    func refreshKey(around anchor: PluginAnchor) -> [UInt8]?
     /// Starts fetching; completes through `completion` exactly once, from any thread.
     func fetch(_ request: PagingPluginRequest, completion: FetchCompletion)
     /// Asks an in-flight fetch to stop; it should still complete (fail with CANCELLED). Default: nothing.
@@ -353,5 +466,7 @@ public protocol SourcePlugin: SwiftPlugin {
 
 extension SourcePlugin {
     public func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)? { nil }
+    public func keyChain(for key: [UInt8], pageSize: Int) -> (prev: [UInt8]?, next: [UInt8]?)? { keyChain(for: key) }
+    public func refreshKey(around anchor: PluginAnchor) -> [UInt8]? { nil }
     public func cancel(fetch id: UInt64) {}
 }
