@@ -2,7 +2,8 @@
 //
 //   redact  removes fields from every item on its way back (a page transform), counts what it
 //           removed (metrics), and logs the loads that failed behind it (load outcomes).
-//           Config: "fields": ["email", "token"] - top-level names of the fields to remove.
+//           Config: "fields": ["email", "token"] - top-level names of the fields to remove
+//           (default: none).
 //   delay   holds every request for "delay_ms" (default 100) before letting it proceed,
 //           without holding a thread while it waits (a deferred intercept).
 //
@@ -22,9 +23,9 @@ final class RedactPlugin: TransformingPlugin, FailureObservingPlugin {
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
         try config.rejectUnknownKeys(["fields"])
-        struct Config: Decodable { let fields: [String] }
+        struct Config: Decodable { var fields: [String]? }
         do {
-            fields = Set(try config.decode(Config.self).fields)
+            fields = Set(try config.decode(Config.self).fields ?? [])
         } catch {
             throw .invalidConfig("fields: expected an array of field names")
         }

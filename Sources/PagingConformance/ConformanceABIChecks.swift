@@ -28,7 +28,10 @@ extension Conformance {
     static let unknownExtension = "paging.no-such-extension/1"
 
     /// The instance extensions of ABI 1.0 (extensions.h).
-    static let instanceExtensions = [PAGING_EXT_HEALTH]
+    static let instanceExtensions = [
+        PAGING_EXT_HEALTH, PAGING_EXT_PAGE_TRANSFORM, PAGING_EXT_ASYNC_INTERCEPT, PAGING_EXT_LOAD_OUTCOME,
+        PAGING_EXT_SIZED_KEY_CHAIN, PAGING_EXT_INVALIDATION,
+    ]
 
     /// The host's failure of a page holding an item that is not one JSON value in valid UTF-8,
     /// from "item N is not valid JSON: ..." on; `nil` for any other error.
@@ -61,6 +64,16 @@ extension Conformance {
         await withCheckedContinuation { continuation in
             let once = ResumeFirst(continuation)
             Thread.detachNewThread { once.resume(body()) }
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) { once.resume(nil) }
+        }
+    }
+
+    /// `body`'s result, or `nil` when it has not returned within `timeout`; an asynchronous
+    /// `body` runs in a task of its own, which goes on when it does not return.
+    static func bounded<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () async -> T) async -> T? {
+        await withCheckedContinuation { continuation in
+            let once = ResumeFirst(continuation)
+            Task { once.resume(await body()) }
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) { once.resume(nil) }
         }
     }
@@ -102,7 +115,7 @@ struct TableFacts {
     var hasGetExtension = false
     /// The ids get_extension answered with a table although the instance cannot offer them.
     var unknownAnswered: [String] = []
-    /// The instance extensions of ABI 1.0 it offers.
+    /// The instance extensions it offers.
     var offered: [String] = []
 
     init(name: String, create: String, fullSize: Int) {
@@ -262,30 +275,158 @@ extension Context {
         case .refused(let result): return result
         case .made(let made): instance = made
         }
+        let offered: [String]
+        switch instance {
+        case .source(let source): offered = source.offeredExtensions
+        case .interceptor(let interceptor): offered = interceptor.offeredExtensions
+        }
+        guard !offered.isEmpty else {
+            instance.destroy()
+            return skip("offers no instance extension (\(Conformance.instanceExtensions.joined(separator: ", ")))")
+        }
+        var reports: [String] = []
+        var notes: [String] = []
+        for id in offered {
+            let outcome: ExtensionOutcome
+            switch (id, instance) {
+            case (PAGING_EXT_HEALTH, _): outcome = await health(instance, log)
+            case (PAGING_EXT_PAGE_TRANSFORM, .interceptor(let interceptor)): outcome = await transforms(interceptor)
+            case (PAGING_EXT_ASYNC_INTERCEPT, .interceptor(let interceptor)): outcome = await deferredIntercepts(interceptor)
+            case (PAGING_EXT_LOAD_OUTCOME, .interceptor(let interceptor)): outcome = await loadOutcomes(interceptor)
+            case (PAGING_EXT_SIZED_KEY_CHAIN, .source(let source)): outcome = await sizedKeyChains(source, log)
+            case (PAGING_EXT_INVALIDATION, .source(let source)): outcome = await refreshKeysAround(source, log)
+            default: continue
+            }
+            switch outcome {
+            case .passed(let report, let note):
+                reports.append("\(id): \(report)")
+                if let note { notes.append("\(id): \(note)") }
+            case .failed(let reason):
+                // A call that did not return holds the instance, which is left to it.
+                return fail("\(id): \(reason)")
+            }
+        }
+        instance.destroy()
+        return pass(reports.joined(separator: "; "), notes: notes)
+    }
+
+    enum ExtensionOutcome {
+        case passed(String, note: String? = nil)
+        case failed(String)
+    }
+
+    func health(_ instance: Instance, _ log: ConformanceLog) async -> ExtensionOutcome {
         let start = ContinuousClock.now
+        let before = log.lines().count
         guard let health = await Conformance.bounded(options.fetchTimeout, { instance.health() }) else {
-            // The call goes on and holds the instance, which is left to it rather than
-            // destroyed under it.
-            return fail("\(PAGING_EXT_HEALTH): check() did not return within \(timeoutText)")
+            return .failed("check() did not return within \(timeoutText)")
         }
         let took = Int(Conformance.milliseconds(since: start))
-        let logged = log.lines()
-        instance.destroy()
         switch health {
-        case .notOffered:
-            return skip("offers no instance extension of ABI 1.0 (\(Conformance.instanceExtensions.joined(separator: ", ")))")
-        case .healthy:
-            return pass("\(PAGING_EXT_HEALTH): check() answered PAGING_OK in \(took) ms")
+        case .notOffered, .healthy:
+            return .passed("check() answered PAGING_OK in \(took) ms")
         case .unhealthy(let status):
             guard let name = Conformance.statusName(status.rawValue) else {
-                return fail("\(PAGING_EXT_HEALTH): check() answered \(status.rawValue), which is neither PAGING_OK nor a PAGING_ERR_* code of ABI 1.0")
+                return .failed("check() answered \(status.rawValue), which is neither PAGING_OK nor a PAGING_ERR_* code")
             }
-            guard let why = logged.last else {
-                return pass("\(PAGING_EXT_HEALTH): check() answered \(name) in \(took) ms",
-                            notes: ["answered \(name) without saying why through host->log"])
+            guard let why = log.lines(from: before).last else {
+                return .passed("check() answered \(name) in \(took) ms", note: "answered \(name) without saying why through host->log")
             }
-            return pass("\(PAGING_EXT_HEALTH): check() answered \(name) in \(took) ms: \(clip(why))")
+            return .passed("check() answered \(name) in \(took) ms: \(clip(why))")
         }
+    }
+
+    /// transform() of sample pages (see handle-any-page for odd ones): within the timeout, no
+    /// misuse of the builder, an answer the host knows.
+    func transforms(_ interceptor: LoadedInterceptor) async -> ExtensionOutcome {
+        let pages = [
+            PluginPage(request: Self.sampleRequests[0], values: [], prevKey: nil, nextKey: nil),
+            PluginPage(request: Self.sampleRequests[2], values: (0..<200).map { PluginItem(json: #"{"n":\#($0),"s":"x"}"#) },
+                       prevKey: "0", nextKey: "40"),
+        ]
+        var sizes: [Int] = []
+        for page in pages {
+            guard let result = await Conformance.bounded(options.fetchTimeout, { () async -> Result<PluginPage, any Error> in
+                do { return .success(try await interceptor.transform(page: page)) } catch { return .failure(error) }
+            }) else {
+                return .failed("transform() did not return within \(timeoutText)")
+            }
+            switch result {
+            case .success(let transformed): sizes.append(transformed.values.count)
+            case .failure(let error as PluginError) where error.status == PluginStatus.invalidArgument || error.message.contains("unknown code"):
+                return .failed("transform of \(page.values.count) items: \(error.message)")
+            case .failure(let error):
+                return .passed("transform() failed a page of \(page.values.count) items: \(clip("\(error)"))", note: "fails some pages")
+            }
+        }
+        return .passed("transformed pages of \(pages.map { "\($0.values.count)" }.joined(separator: " and ")) items into "
+                       + "\(sizes.map(String.init).joined(separator: " and "))")
+    }
+
+    /// 20 intercepts at once, half cancelled at once: every one ends within the timeout, and
+    /// those not cancelled are answered by the plugin (not ended by the host's timeout).
+    func deferredIntercepts(_ interceptor: LoadedInterceptor) async -> ExtensionOutcome {
+        let problems = await Conformance.bounded(options.fetchTimeout * 2) { () async -> [String] in
+            await withTaskGroup(of: String?.self) { group in
+                for index in 0..<20 {
+                    let request = Self.sampleRequests[index % Self.sampleRequests.count]
+                    let task = Task { try await interceptor.intercept(request: request) }
+                    let cancelled = index.isMultiple(of: 2)
+                    if cancelled { task.cancel() }
+                    group.addTask {
+                        guard case .failure(let error as PluginError) = await task.result else { return nil }
+                        if error.status == PluginStatus.invalidArgument { return error.message }
+                        if !cancelled && error.status == PluginStatus.timeout { return "an intercept was never answered (\(error.message))" }
+                        return nil
+                    }
+                }
+                return await group.compactMap { $0 }.reduce(into: []) { $0.append($1) }
+            }
+        }
+        guard let problems else { return .failed("of 20 intercepts (10 cancelled at once), some did not end within \(2 * options.fetchTimeout.milliseconds) ms") }
+        if let first = problems.first { return .failed(first) }
+        return .passed("20 intercepts, 10 of them cancelled at once, all ended")
+    }
+
+    /// failed() with sample failures: returns within the timeout.
+    func loadOutcomes(_ interceptor: LoadedInterceptor) async -> ExtensionOutcome {
+        let errors: [any Error] = [PluginError(.transient, "503 from upstream", plugin: "conformance"), CancellationError(),
+                                   PluginError(.internal, String(repeating: "x", count: 10_000), plugin: "conformance")]
+        for (request, error) in zip(Self.sampleRequests, errors) {
+            guard await Conformance.bounded(options.fetchTimeout, { await interceptor.loadFailed(request, error: error) }) != nil else {
+                return .failed("failed() did not return within \(timeoutText)")
+            }
+        }
+        return .passed("failed() heard \(errors.count) failures (transient, cancelled, a 10 KB message)")
+    }
+
+    /// key_chain() with page sizes 1, 20 and 1,000 around the refresh key: no misuse.
+    func sizedKeyChains(_ source: LoadedSource, _ log: ConformanceLog) async -> ExtensionOutcome {
+        let before = log.lines().count
+        for size in [1, 20, 1_000] {
+            guard await Conformance.bounded(options.fetchTimeout, { source.keyChain(for: source.refreshKey, pageSize: size) }) != nil else {
+                return .failed("key_chain() did not return within \(timeoutText)")
+            }
+        }
+        if let failed = log.lines(from: before).first(where: { $0.contains("failed") }) { return .failed(clip(failed)) }
+        return .passed("key_chain() answered for page sizes 1, 20 and 1,000")
+    }
+
+    /// refresh_key_at() for the items of the first page: no misuse; within the timeout.
+    func refreshKeysAround(_ source: LoadedSource, _ log: ConformanceLog) async -> ExtensionOutcome {
+        let request = refreshRequest(source)
+        guard let page = try? await source.fetch(request: request), !page.values.isEmpty else {
+            return .passed("skipped: the first page could not be loaded, or is empty")
+        }
+        let before = log.lines().count
+        for index in [0, page.values.count - 1] {
+            let anchor = PagingAnchor(pageKey: page.key, indexInPage: index, value: page.values[index], pageSize: request.params.pageSize)
+            guard await Conformance.bounded(options.fetchTimeout, { source.refreshKey(around: anchor) }) != nil else {
+                return .failed("refresh_key_at() did not return within \(timeoutText)")
+            }
+        }
+        if let failed = log.lines(from: before).first(where: { $0.contains("failed") }) { return .failed(clip(failed)) }
+        return .passed("refresh_key_at() answered for the first and last item of the first page")
     }
 
     // MARK: - call-handles

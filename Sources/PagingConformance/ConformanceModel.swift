@@ -42,7 +42,9 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     /// Interceptor: a proceeding request reaches the source intact, or rewritten (key, page
     /// size, params: reported as info); never mangled, never a misuse of the host.
     case proceedIntact = "proceed-intact"
-    /// Interceptor: handle() accepts any page (empty, 1,000 items, odd bytes, no keys).
+    /// Interceptor: handle() - or transform(), for an instance that offers
+    /// paging.page-transform/1 - accepts any page (empty, 1,000 items, odd bytes, no keys)
+    /// without misusing the host.
     case handleAnyPage = "handle-any-page"
     /// Source: about 5 pages (following the keys); interceptor: the pages of the requests it
     /// answers itself (COMPLETE). The host fails a page holding an item that is not one JSON value
@@ -53,8 +55,12 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     /// fetches) without a call handle (config, out, keys out) used after its call or from
     /// another thread: the host refuses and logs each such use.
     case callHandles = "call-handles"
-    /// Each instance extension of ABI 1.0 the plugin offers works: paging.health/1 answers
-    /// within the timeout with PAGING_OK or a PAGING_ERR_* code. Skipped when it offers none.
+    /// Each instance extension the plugin offers works, within the timeout: paging.health/1
+    /// answers PAGING_OK or a PAGING_ERR_* code; paging.page-transform/1 transforms sample pages
+    /// without misusing the builder; paging.async-intercept/1 ends 20 deferred intercepts, 10 of
+    /// them cancelled at once; paging.load-outcome/1 hears sample failures;
+    /// paging.sized-key-chain/1 and paging.invalidation/1 answer keys without misuse. Skipped
+    /// when it offers none.
     case extensions
     /// A plugin flagged thread-safe: 4 tasks x 500 concurrent calls, no crash, consistent results.
     case threadSafe = "thread-safe"

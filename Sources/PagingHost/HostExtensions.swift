@@ -143,6 +143,14 @@ struct InstanceExtensions: @unchecked Sendable {
 
     static let none = InstanceExtensions(nil)
 
+    /// The ids of the extensions offered, in the order of extensions.h.
+    var offered: [String] {
+        [(PAGING_EXT_HEALTH, health != nil), (PAGING_EXT_PAGE_TRANSFORM, pageTransform != nil),
+         (PAGING_EXT_ASYNC_INTERCEPT, asyncIntercept != nil), (PAGING_EXT_LOAD_OUTCOME, loadOutcome != nil),
+         (PAGING_EXT_SIZED_KEY_CHAIN, sizedKeyChain != nil), (PAGING_EXT_INVALIDATION, invalidation != nil)]
+            .filter(\.1).map(\.0)
+    }
+
     /// Asks the instance for every extension the host uses. `lookup` is the instance's
     /// `get_extension`, or `nil` when its table has none (a draft library, or NULL).
     init(_ lookup: ((UnsafePointer<CChar>) -> UnsafeRawPointer?)?) {

@@ -50,6 +50,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
 
     deinit { destroy() }
 
+    /// The ids of the instance extensions this instance offers and the host uses.
+    package var offeredExtensions: [String] { extensions.offered }
+
     /// Asks the instance whether it can serve loads now (`paging.health/1`).
     public func health() -> PluginHealth {
         instance.health(extensions, plugin, calls)

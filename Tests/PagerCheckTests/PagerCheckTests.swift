@@ -34,6 +34,34 @@ struct PagerCheckTests {
         #expect(report.results.contains { $0.plugin == id && $0.check == "descriptor" && $0.status == .pass })
     }
 
+    /// The ABI 1.1 instance extensions, each exercised by the extensions check.
+    @Test(arguments: [("transformer", "paging.page-transform/1: transformed pages"), ("deferring", "paging.async-intercept/1: 20 intercepts"),
+                      ("listener", "paging.load-outcome/1: failed() heard 3 failures"),
+                      ("offsets", "paging.sized-key-chain/1: key_chain() answered")])
+    func extensionsOf11_areChecked(_ id: String, _ reported: String) async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"), Self.fast + ["--plugin", id])
+        #expect(code == 0 && report.failed == 0, "\(output)")
+        let extensions = try #require(report.results.first { $0.check == "extensions" })
+        #expect(extensions.status == .pass && extensions.reason.contains(reported), "\(extensions.reason)")
+    }
+
+    @Test(arguments: [("redact", #"{"fields": ["n"]}"#), ("delay", #"{"delay_ms": 1}"#)])
+    func swiftExamplePlugins_pass(_ id: String, _ config: String) async throws {
+        let (code, report, output) = try await check("\(productsFolder)/libexample-plugins.so",
+                                                     Self.fast + ["--plugin", id, "--config", config])
+        #expect(code == 0 && report.failed == 0, "\(output)")
+    }
+
+    @Test(arguments: [("transformer", #"{"mode": "bad-index"}"#, "keep_item: item index 999"),
+                      ("deferring", #"{"mode": "never"}"#, "an intercept was never answered")])
+    func misbehavingExtensions_fail(_ id: String, _ config: String, _ reason: String) async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     Self.fast + ["--plugin", id, "--config", config])
+        #expect(code != 0, "\(output)")
+        let extensions = try #require(report.results.first { $0.check == "extensions" })
+        #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
+    }
+
     @Test func guideExample_isUnder40Lines_andItsRewriteIsANote() async throws {
         let text = try String(contentsOfFile: "\(repositoryRoot)/Examples/CInterceptor/guide_example.c", encoding: .utf8)
         #expect(text.filter { $0 == "\n" }.count < 40)
