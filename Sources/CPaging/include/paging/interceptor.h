@@ -12,7 +12,13 @@
  * Blocking: intercept() and handle() run on the thread of the load that made the request (one
  * of the host's worker threads). They may block - on a lock, a disk read - but the load, and
  * that thread, wait meanwhile; a manifest's call_timeout_ms fails a load whose call has not
- * returned in time (the call itself cannot be stopped, and later calls queue behind it).
+ * returned in time (the call itself cannot be stopped, and later calls queue behind it). An
+ * intercept that must wait should defer its answer instead (paging.async-intercept/1,
+ * extensions.h): the load then waits without holding a thread.
+ *
+ * Failures: a FAIL of class PAGING_ERR_TRANSIENT or PAGING_ERR_TIMEOUT is retried by the
+ * request's retry policy (intercept() is called again), like a failed fetch; other classes are
+ * not retried. paging.retry-hint/1 says how long to wait first.
  *
  * Core forever (version.h, rule 1): every member below. Extensions the host may ask this
  * instance for: get_extension (extensions.h).
