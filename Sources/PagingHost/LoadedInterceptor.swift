@@ -62,47 +62,52 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     public var stats: PluginStats.Snapshot { instance.stats.snapshot }
 
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        guard instance.limits.recordsStats else { return try await answer(request) }
-        let start = ContinuousClock.now
+        // The common call: on this thread, unmeasured, answered at once. The result is returned
+        // as it is built (wrapping it, as an answer-or-id enum did, cost each call copies of it).
+        guard worker == nil, !instance.limits.recordsStats else { return try await interceptOtherwise(request) }
+        var deferred: UInt64 = 0
+        let result = try callIntercept(request, deferred: &deferred)
+        if deferred == 0 { return result }
+        return try await deferredAnswer(deferred, for: request)
+    }
+
+    /// An intercept measured for ``stats``, or on the worker thread of a call timeout.
+    private func interceptOtherwise(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        let start = instance.limits.recordsStats ? ContinuousClock.now : nil
         do {
-            let result = try await answer(request)
-            switch result {
-            case .complete, .completeThenRevalidate: instance.stats.record(since: start, completed: true)
-            case .proceed, .proceedOrFallBack: instance.stats.record(since: start)
+            var deferred: UInt64 = 0
+            var result: PagingInterceptResult<PluginKey, PluginItem>
+            if let worker {
+                let call = await worker.run { [self] in
+                    Result { () throws(PluginError) in
+                        var deferred: UInt64 = 0
+                        return (try callIntercept(request, deferred: &deferred), deferred)
+                    }
+                }
+                guard let call else { throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)") }
+                (result, deferred) = try call.get()
+            } else {
+                result = try callIntercept(request, deferred: &deferred)
+            }
+            if deferred != 0 { result = try await deferredAnswer(deferred, for: request) }
+            if let start {
+                switch result {
+                case .complete, .completeThenRevalidate: instance.stats.record(since: start, completed: true)
+                case .proceed, .proceedOrFallBack: instance.stats.record(since: start)
+                }
             }
             return result
         } catch {
-            instance.stats.record(since: start, error: error)
+            if let start { instance.stats.record(since: start, error: error) }
             throw error
         }
     }
 
-    @inline(__always)
-    private func answer(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        let answer: InterceptAnswer
-        if let worker {
-            guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callIntercept(request) } }) else {
-                throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
-            }
-            answer = try finished.get()
-        } else {
-            answer = try callIntercept(request)
-        }
-        switch answer {
-        case .now(let result): return result
-        case .deferred(let id): return try await deferredAnswer(id, for: request)
-        }
-    }
-
-    /// An intercept's answer: at once, or deferred (`paging.async-intercept/1`) under an id.
-    private enum InterceptAnswer {
-        case now(PagingInterceptResult<PluginKey, PluginItem>)
-        case deferred(UInt64)
-    }
-
     /// The plugin's intercept, with its result builder on this thread's stack, and what it
-    /// answered. Synchronous, so that the builder never lives in an async frame.
-    private func callIntercept(_ request: PluginRequest) throws(PluginError) -> InterceptAnswer {
+    /// answered; when it deferred its answer (`paging.async-intercept/1`), `deferred` is set to
+    /// the id and the result is to be ignored. Synchronous, so that the builder never lives in
+    /// an async frame.
+    private func callIntercept(_ request: PluginRequest, deferred: inout UInt64) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
         var out = InterceptOut(instance: instance)
         let token = CallHandle.token(for: instance)
         let code: UInt32? = calls.run { [plugin] () -> UInt32? in
@@ -113,13 +118,16 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
         guard let code else { throw failure(.internal, "the plugin was destroyed") }
         if let id = out.deferred {
-            if code == PAGING_INTERCEPT_PENDING, out.misuse == nil { return .deferred(id) }
+            if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
+                deferred = id
+                return .proceed(request, handleAfterwards: false)
+            }
             // Deferred, then answered (or failed) in the call after all: the id is done with.
             instance.forgetIntercept(id)
         } else if code == PAGING_INTERCEPT_PENDING {
             throw failure(.internal, "intercept returned PAGING_INTERCEPT_PENDING without calling defer() (paging.async-intercept/1)")
         }
-        return .now(try result(code, out, for: request))
+        return try result(code, out, for: request)
     }
 
     /// Waits, holding no thread, for the answer of a deferred intercept: the plugin's, or the
@@ -144,7 +152,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
-    /// The engine's answer for what the plugin returned and set on `out`.
+    /// The engine's answer for what the plugin returned and set on `out`. Inlined into the
+    /// synchronous call: out of line, `out` was copied to reach it.
+    @inline(__always)
     private func result(_ code: UInt32, _ out: InterceptOut, for request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
         if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         switch code {
