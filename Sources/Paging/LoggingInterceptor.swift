@@ -1,6 +1,7 @@
 /// Logs every request and page it sees, through a sink of your choice.
 ///
-/// Requests are logged at ``Level/debug`` and pages at ``Level/info``. Messages below the
+/// Requests are logged at ``Level/debug``, pages at ``Level/info`` and failed loads at
+/// ``Level/warning``. Messages below the
 /// minimum level are never built: with the level ``Level/off`` the interceptor costs a
 /// comparison per request and asks to see no page.
 public struct LoggingInterceptor<Key: Hashable & Sendable, Value: Sendable>: PagingInterceptor {
@@ -34,5 +35,9 @@ public struct LoggingInterceptor<Key: Hashable & Sendable, Value: Sendable>: Pag
 
     public func handle(page: Page<Key, Value>) async {
         if minimumLevel.rawValue <= Level.info.rawValue { sink(.info, "received \(page)") }
+    }
+
+    public func loadFailed(_ request: PagingRequest<Key>, error: any Error) async {
+        if minimumLevel.rawValue <= Level.warning.rawValue { sink(.warning, "failed \(request): \(error)") }
     }
 }

@@ -160,6 +160,17 @@ struct LoggingInterceptorTests {
         #expect(journal.all[1].hasPrefix("info: received Page(append, key: 1, 3 values"))
     }
 
+    @Test func failedLoads_areLoggedAtWarning() async throws {
+        let journal = Journal()
+        let logging = LoggingInterceptor<Int, Int>(minimumLevel: .warning) { level, message in journal.add("\(level): \(message)") }
+        let source = ScriptedPagingSource(pages: numberedPages(2))
+        source.script(key: 1, .fail(ScriptedError("down", isRetryable: false)))
+        let pager = Pager(source: source, interceptors: [logging])
+        _ = try? await pager.load(pager.request(.append, key: 1, params: params()))
+        #expect(journal.all.count == 1)
+        #expect(journal.all.first?.hasPrefix("warning: failed append(key: 1") == true && journal.all.first?.hasSuffix(": down") == true)
+    }
+
     @Test func levelAboveInfo_dropsDebugAndInfo() async throws {
         let journal = Journal()
         let logging = LoggingInterceptor<Int, Int>(minimumLevel: .warning) { _, message in journal.add(message) }
