@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "http", type: .dynamic, targets: ["PagingHTTPPlugin"]),
         .library(name: "pass-through", type: .dynamic, targets: ["PagingPassThroughPlugin"]),
         .library(name: "example-plugins", type: .dynamic, targets: ["ExamplePlugins"]),
+        .library(name: "filter", type: .dynamic, targets: ["PagingFilter"]),
     ],
     targets: [
         .target(name: "Paging"),
@@ -35,6 +36,7 @@ let package = Package(
         .target(name: "PagingHTTPPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/HTTP"),
         .target(name: "PagingPassThroughPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/PassThrough"),
         .target(name: "ExamplePlugins", dependencies: ["PagingPluginKit"], path: "Examples/SwiftPlugins"),
+        .target(name: "PagingFilter", dependencies: ["CPaging"], path: "Plugins/Filter"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
