@@ -12,7 +12,7 @@ struct PagerCheckTests {
     /// Fewer cycles than the default 1,000 keep the run short; the leak fixture still fails.
     static let fast = ["--cycles", "100", "--timeout-ms", "500"]
 
-    @Test(arguments: ["jsonlines", "logging", "cache", "sqlite-store", "http", "pass-through"])
+    @Test(arguments: ["jsonlines", "logging", "cache", "sqlite-store", "http", "pass-through", "filter"])
     func shippedPlugin_passesEveryCheck(_ name: String) async throws {
         let library = "\(productsFolder)/lib\(name).so"
         try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built")

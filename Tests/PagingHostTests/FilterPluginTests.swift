@@ -1,0 +1,308 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// The filter plugin (Plugins/Filter/filter.c) through real dlopen: a manifest of the jsonlines
+/// source and the filter, loaded as a Pipeline, or run with the built `pager`.
+@Suite("The filter plugin")
+struct FilterPluginTests {
+    let log = LogRecorder()
+
+    /// Items covering each kind of value, escaped and plain, present and missing.
+    static let items = [
+        #"{"id":1,"name":"café","n":10,"ok":true,"x":null,"tags":["swift","ios"]}"#,
+        #"{"id":2,"name":"caf\u00e9","n":10.0,"ok":false,"x":1,"tags":["go"]}"#,
+        #"{"id":3,"name":"cafe","n":1e1,"ok":"true","tags":[]}"#,
+        #"{"id":4,"name":"Café au lait","n":-2.5,"x":"null","tags":"swift"}"#,
+        #"{"id":5,"name":"quote \" and \\ backslash","n":"10","ok":null}"#,
+    ]
+
+    /// A pipeline of `lines` (a JSON Lines file) behind `interceptors` (manifest JSON objects).
+    func pipeline(_ lines: [String], interceptors: [String], pageSize: Int = 50) throws -> Pipeline {
+        let folder = scratchFolder()
+        try (lines.joined(separator: "\n") + "\n").write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [\(interceptors.joined(separator: ", "))],
+         "page_size": \(pageSize)}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        return try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
+                            searchPath: PluginSearchPath(folders: [productsFolder]), sink: log.sink)
+    }
+
+    /// The first page of `lines` through one filter with `config` (JSON text).
+    func filtered(_ config: String, _ lines: [String] = items, pageSize: Int = 50) async throws -> PluginPage {
+        let pipeline = try pipeline(lines, interceptors: [#"{"plugin": "filter", "config": \#(config)}"#], pageSize: pageSize)
+        return try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+    }
+
+    /// The ids of the items of `page` that a `where` of one condition keeps.
+    func kept(_ condition: String) async throws -> [Int] {
+        ids(try await filtered(#"{"where": [\#(condition)]}"#))
+    }
+
+    func ids(_ page: PluginPage) -> [Int] {
+        page.values.compactMap { item in
+            (try? JSONSerialization.jsonObject(with: Data(item.bytes)) as? [String: Any])?["id"] as? Int
+        }
+    }
+
+    // MARK: - Conditions
+
+    @Test func equals_comparesStringsNumbersBooleansAndNull_byValue() async throws {
+        #expect(try await kept(#"{"pointer": "/name", "equals": "cafe"}"#) == [3])
+        #expect(try await kept(#"{"pointer": "/n", "equals": 10}"#) == [1, 2, 3], "10, 10.0 and 1e1; not the string \"10\"")
+        #expect(try await kept(#"{"pointer": "/n", "equals": 10.0}"#) == [1, 2, 3])
+        #expect(try await kept(#"{"pointer": "/n", "equals": "10"}"#) == [5])
+        #expect(try await kept(#"{"pointer": "/ok", "equals": true}"#) == [1], "not the string \"true\"")
+        #expect(try await kept(#"{"pointer": "/ok", "equals": false}"#) == [2])
+        #expect(try await kept(#"{"pointer": "/x", "equals": null}"#) == [1], "a missing value is not null, nor is \"null\"")
+        #expect(try await kept(#"{"pointer": "/ok", "equals": null}"#) == [5])
+    }
+
+    @Test func strings_areComparedAfterDecodingEscapes_onBothSides() async throws {
+        #expect(try await kept(#"{"pointer": "/name", "equals": "café"}"#) == [1, 2])
+        #expect(try await kept(#"{"pointer": "/name", "equals": "caf\u00e9"}"#) == [1, 2])
+        #expect(try await kept(#"{"pointer": "/name", "equals": "quote \" and \\ backslash"}"#) == [5])
+        #expect(try await kept(#"{"pointer": "/name", "equals": "quote \u0022 and \u005c backslash"}"#) == [5])
+        // Decoded, an escape is shorter than it is written: a raw match of the escape is not one.
+        let raw = [#"{"id":1,"s":"a\nb"}"#, #"{"id":2,"s":"a\\nb"}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/s", "equals": "a\\nb"}]}"#, raw)) == [2])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/s", "equals": "a\nb"}]}"#, raw)) == [1])
+        // Characters beyond the BMP, as a surrogate pair or as UTF-8.
+        let emoji = [#"{"id":1,"s":"\ud83d\ude00!"}"#, #"{"id":2,"s":"😀!"}"#, #"{"id":3,"s":"😀"}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/s", "equals": "😀!"}]}"#, emoji)) == [1, 2])
+    }
+
+    @Test func notEquals_holdsForOtherValues_otherTypes_andMissingOnes() async throws {
+        #expect(try await kept(#"{"pointer": "/x", "not_equals": null}"#) == [2, 3, 4, 5])
+        #expect(try await kept(#"{"pointer": "/n", "not_equals": 10}"#) == [4, 5])
+    }
+
+    @Test func contains_findsSubstrings_andArrayElements() async throws {
+        #expect(try await kept(#"{"pointer": "/name", "contains": "au"}"#) == [4])
+        #expect(try await kept(#"{"pointer": "/name", "contains": "é"}"#) == [1, 2, 4], "also in the escaped \\u00e9")
+        #expect(try await kept(#"{"pointer": "/name", "contains": "\" and \\"}"#) == [5])
+        #expect(try await kept(#"{"pointer": "/tags", "contains": "swift"}"#) == [1, 4], "an element of 1, a substring of 4")
+        #expect(try await kept(#"{"pointer": "/tags", "contains": "sw"}"#) == [4], "an element must equal it")
+        #expect(try await kept(#"{"pointer": "/name", "contains": ""}"#) == [1, 2, 3, 4, 5])
+        let numbers = [#"{"id":1,"v":[1,2.0,"3"]}"#, #"{"id":2,"v":[3]}"#, #"{"id":3,"v":2}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "contains": 2}]}"#, numbers)) == [1])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "contains": 3}]}"#, numbers)) == [2])
+    }
+
+    @Test func numericComparisons_matchNumbersOnly_exactly() async throws {
+        #expect(try await kept(#"{"pointer": "/n", "greater_than": 5}"#) == [1, 2, 3], "not the string \"10\"")
+        #expect(try await kept(#"{"pointer": "/n", "greater_than": 10}"#) == [])
+        #expect(try await kept(#"{"pointer": "/n", "greater_or_equal": 10}"#) == [1, 2, 3])
+        #expect(try await kept(#"{"pointer": "/n", "less_than": 0}"#) == [4])
+        #expect(try await kept(#"{"pointer": "/n", "less_or_equal": -2.5}"#) == [4])
+        #expect(try await kept(#"{"pointer": "/n", "less_or_equal": -2.6}"#) == [])
+        // Integers beyond a double's 53 bits, and exponents, are compared exactly.
+        let big = [#"{"id":1,"v":9007199254740993}"#, #"{"id":2,"v":9007199254740992}"#,
+                   #"{"id":3,"v":-0.0}"#, #"{"id":4,"v":1.5E-300}"#, #"{"id":5,"v":-1e300}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 9007199254740992}]}"#, big)) == [1])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 0}]}"#, big)) == [1, 2, 4])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 0}]}"#, big)) == [3])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "less_than": -1e299}]}"#, big)) == [5])
+        // Values sharing their leading digits.
+        let close = [#"{"id":1,"v":1.2}"#, #"{"id":2,"v":1.25}"#, #"{"id":3,"v":12}"#, #"{"id":4,"v":0.12e1}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 1.2}]}"#, close)) == [1, 4])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 1.2}]}"#, close)) == [2, 3])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "less_than": 1.25}]}"#, close)) == [1, 4])
+    }
+
+    @Test func everyCondition_mustHold() async throws {
+        let page = try await filtered(#"""
+        {"where": [{"pointer": "/n", "equals": 10}, {"pointer": "/tags", "contains": "swift"}]}
+        """#)
+        #expect(ids(page) == [1])
+        #expect(page.metadata["filter.dropped"] == "4")
+    }
+
+    @Test func pointers_reachNestedValues_arrayIndexes_andEscapedTokens() async throws {
+        let nested = [
+            #"{"id":1,"a/b":{"m~n":[{"k":1},{"k":2}]},"":{"":3},"list":["x","y"]}"#,
+            #"{"id":2,"a/b":{"m~n":[{"k":2},{"k":1}]},"list":{"1":"y","01":"z"}}"#,
+            #"{"id":3,"a\/b":{"m\u007en":[0,{"k":2}]},"list":["y"]}"#,
+        ]
+        func keptIDs(_ condition: String) async throws -> [Int] {
+            ids(try await filtered(#"{"where": [\#(condition)]}"#, nested))
+        }
+        #expect(try await keptIDs(#"{"pointer": "/a~1b/m~0n/1/k", "equals": 2}"#) == [1, 3], "3's keys are escaped in the item")
+        #expect(try await keptIDs(#"{"pointer": "/list/1", "equals": "y"}"#) == [1, 2], "an index in an array, a key in an object")
+        #expect(try await keptIDs(#"{"pointer": "/list/01", "equals": "z"}"#) == [2], "01 is no array index")
+        #expect(try await keptIDs(#"{"pointer": "/list/-", "not_equals": null}"#) == [1, 2, 3], "- names no element")
+        #expect(try await keptIDs(#"{"pointer": "//", "equals": 3}"#) == [1], "empty keys")
+        #expect(try await keptIDs(#"{"pointer": "", "contains": "y"}"#) == [], "the whole item is an object")
+        #expect(try await keptIDs(#"{"pointer": "/id/x", "equals": 1}"#) == [], "a number has no members")
+    }
+
+    // MARK: - Mode, projection, metadata
+
+    @Test func dropMode_dropsTheMatchingItems_andCountsThem() async throws {
+        let page = try await filtered(#"{"where": [{"pointer": "/n", "equals": 10}], "mode": "drop"}"#)
+        #expect(ids(page) == [4, 5])
+        #expect(page.metadata["filter.dropped"] == "3")
+    }
+
+    @Test func keptItems_keepTheirBytesOrderAndKeys() async throws {
+        let lines = (0..<30).map { #"{"id":\#($0), "even": \#($0 % 2 == 0)}"# }
+        let pipeline = try pipeline(lines, interceptors: [#"{"plugin": "filter", "config": {"where": [{"pointer": "/even", "equals": true}]}}"#], pageSize: 10)
+        let page = try await pipeline.pager.load(pipeline.pager.request(.append, key: "10", params: pipeline.requestParams))
+        #expect(page.values.texts == [10, 12, 14, 16, 18].map { #"{"id":\#($0), "even": true}"# })
+        #expect(page.metadata["filter.dropped"] == "5")
+        #expect(page.nextKey == "20" && page.prevKey == "0", "the source's keys")
+        // The first item dropped comes after kept ones: those are kept too, in order.
+        let late = try await filtered(#"{"where": [{"pointer": "/id", "less_than": 4}]}"#)
+        #expect(ids(late) == [1, 2, 3])
+    }
+
+    @Test func aPageLosingNothing_goesOnUnchanged_withoutMetadata_andOneLosingAll_isEmpty() async throws {
+        let all = try await filtered(#"{"where": [{"pointer": "/id", "greater_than": 0}]}"#)
+        #expect(all.values.texts == Self.items)
+        #expect(all.metadata.isEmpty)
+        let none = try await filtered(#"{"where": [{"pointer": "/id", "greater_than": 5}]}"#)
+        #expect(none.values.isEmpty)
+        #expect(none.metadata["filter.dropped"] == "5")
+        #expect(try await filtered("{}").values.texts == Self.items)
+    }
+
+    @Test func projection_copiesTheValuesByteForByte_underTheirNames() async throws {
+        let item = #"  {"id" : 7, "owner": {"login": "m\u00e9", "x": [1, 2 ]}, "score": 1.50E+2, "s": "a\"b"}  "#
+        let page = try await filtered(#"""
+        {"fields": ["/id", "/owner/login", {"xs": "/owner/x", "quoted \"name\"": "/s"}, "/score", "/missing"]}
+        """#, [item, #"{"other":1}"#])
+        #expect(page.values.texts == [
+            #"{"id":7,"login":"m\u00e9","xs":[1, 2 ],"quoted \"name\"":"a\"b","score":1.50E+2}"#,
+            "{}",
+        ])
+        #expect(page.metadata["filter.dropped"] == "0")
+        // The projection is valid JSON, of the same values.
+        let decoded = try JSONSerialization.jsonObject(with: Data(page.values[0].bytes)) as? [String: Any]
+        #expect(decoded?["login"] as? String == "mé")
+        #expect(decoded?["quoted \"name\""] as? String == "a\"b")
+    }
+
+    @Test func projection_appliesToKeptItemsOnly_namedByTheLastToken() async throws {
+        let page = try await filtered(#"""
+        {"where": [{"pointer": "/tags", "contains": "swift"}], "fields": ["/id", "/tags/0", "/a~1b"]}
+        """#, Self.items + [#"{"id":6,"tags":["swift"],"a/b":true}"#])
+        #expect(page.values.texts == [#"{"id":1,"0":"swift"}"#, #"{"id":4}"#, #"{"id":6,"0":"swift","a/b":true}"#])
+        #expect(page.metadata["filter.dropped"] == "3")
+    }
+
+    /// Through the built `pager`, as a user runs it: only the projections are printed.
+    @Test func pagerRun_printsTheFilteredProjections() async throws {
+        let pipeline = try pipeline(Self.items, interceptors: [#"""
+            {"plugin": "filter", "config": {"where": [{"pointer": "/ok", "equals": true}], "fields": [{"who": "/name"}]}}
+            """#])
+        let result = try await run(pagerCommand, ["run", pipeline.manifest.file, "--refresh"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout == #"{"who":"café"}"# + "\n")
+    }
+
+    @Test func twoFilters_countEveryDroppedItem() async throws {
+        let pipeline = try pipeline(Self.items, interceptors: [
+            #"{"plugin": "filter", "config": {"where": [{"pointer": "/id", "not_equals": 1}]}}"#,
+            #"{"plugin": "filter", "config": {"where": [{"pointer": "/id", "less_than": 4}]}}"#,
+        ])
+        let page = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+        #expect(ids(page) == [2, 3])
+        #expect(page.metadata["filter.dropped"] == "3", "1 by the first filter it meets, 2 by the other")
+    }
+
+    /// One instance serves concurrent loads (the plugin is THREAD_SAFE): each page is its own.
+    @Test func concurrentLoads_throughOneInstance_eachGetTheirOwnPage() async throws {
+        let lines = (0..<400).map { #"{"id":\#($0),"keep":\#($0 % 3 == 0)}"# }
+        let pipeline = try pipeline(lines, interceptors: [
+            #"{"plugin": "filter", "config": {"where": [{"pointer": "/keep", "equals": true}], "fields": ["/id"]}}"#], pageSize: 10)
+        let pages = try await withThrowingTaskGroup(of: (Int, [String]).self) { group in
+            for start in stride(from: 0, to: 400, by: 10) {
+                group.addTask {
+                    let page = try await pipeline.pager.load(pipeline.pager.request(.append, key: PluginKey("\(start)"), params: pipeline.requestParams))
+                    return (start, page.values.texts)
+                }
+            }
+            return try await group.reduce(into: [Int: [String]]()) { $0[$1.0] = $1.1 }
+        }
+        for (start, texts) in pages {
+            #expect(texts == (start..<start + 10).filter { $0 % 3 == 0 }.map { #"{"id":\#($0)}"# })
+        }
+        #expect(pages.count == 40)
+    }
+
+    // MARK: - Config
+
+    static let invalidConfigs: [(config: String, message: String)] = [
+        (#"{"where": [{"pointer": "/a", "equals": 1}, {"pointer": "/b"}]}"#,
+         "where[1]: expected exactly one of equals, not_equals, contains, less_than, less_or_equal, greater_than, greater_or_equal; got none"),
+        (#"{"where": [{"pointer": "/a", "equals": 1, "contains": "x"}]}"#, "where[0]: expected exactly one of equals, not_equals, contains, less_than, less_or_equal, greater_than, greater_or_equal; got equals and contains"),
+        (#"{"where": [{"equals": 1}]}"#, #"where[0]: "pointer" is required"#),
+        (#"{"where": [{"pointer": "owner/login", "equals": 1}]}"#, #"where[0].pointer: "owner/login" is not a JSON pointer: it must be empty or start with "/""#),
+        (#"{"where": [{"pointer": "/a~2", "equals": 1}]}"#, #"where[0].pointer: "/a~2" is not a JSON pointer: "~" must be followed by 0 or 1"#),
+        (#"{"where": [{"pointer": "/a~", "equals": 1}]}"#, #"where[0].pointer: "/a~" is not a JSON pointer"#),
+        (#"{"where": [{"pointer": 3, "equals": 1}]}"#, "where[0].pointer: expected a JSON pointer string such as \"/owner/login\", got a number"),
+        (#"{"where": [{"pointer": "/a", "less_than": "3"}]}"#, "where[0].less_than: expected a number, got a string"),
+        (#"{"where": [{"pointer": "/a", "greater_or_equal": null}]}"#, "where[0].greater_or_equal: expected a number, got null"),
+        (#"{"where": [{"pointer": "/a", "equals": [1]}]}"#, "where[0].equals: expected a string, number, true, false or null, got an array"),
+        (#"{"where": [{"pointer": "/a", "contains": {}}]}"#, "where[0].contains: expected a string, number, true, false or null, got an object"),
+        (#"{"where": [{"pointer": "/a", "equals": 1, "case": "fold"}]}"#, #"where[0]: unknown key "case"; expected "pointer" and one of equals"#),
+        (#"{"where": {"pointer": "/a", "equals": 1}}"#, "where: expected an array of conditions, got an object"),
+        (#"{"where": ["/a"]}"#, "where[0]: expected an object"),
+        (#"{"mode": "keeep"}"#, #"mode: expected "keep" or "drop", got "keeep""#),
+        (#"{"mode": true}"#, #"mode: expected "keep" or "drop", got true"#),
+        (#"{"mode": "drop"}"#, #"mode: "drop" needs at least one condition in where"#),
+        (#"{"fields": "/a"}"#, "fields: expected an array of JSON pointers"),
+        (#"{"fields": []}"#, "fields: expected at least one field"),
+        (#"{"fields": [""]}"#, #"fields[0]: the pointer "" names the whole item, which has no name"#),
+        (#"{"fields": ["/a", "/b/a"]}"#, #"fields[1]: the field name "a" is given twice"#),
+        (#"{"fields": ["/a", {"b": "/b", "a": "/c"}]}"#, #"fields[1].a: the field name "a" is given twice"#),
+        (#"{"fields": [{"b": "b"}]}"#, #"fields[0].b: "b" is not a JSON pointer"#),
+        (#"{"fields": [{"b": "/b"}, {}]}"#, #"fields[1]: expected at least one "name": "/pointer" member"#),
+        (#"{"fields": [1]}"#, "fields[0]: expected a JSON pointer string or an object {\"name\": \"/pointer\"}, got a number"),
+        (#"{"where": [], "filds": ["/a"]}"#, "filds: unknown key; expected where, mode or fields"),
+    ]
+
+    @Test(arguments: invalidConfigs)
+    func invalidConfig_isRefusedAtCreate_namingTheKey(_ config: String, _ message: String) async throws {
+        let library = try PluginLibrary.open(path: shippedPlugin("filter"))
+        let value = try JSONValue.parse(config)
+        do {
+            _ = try library.makeInterceptor(config: value, sink: log.sink)
+            Issue.record("\(config) was accepted")
+        } catch {
+            guard case .createFailed(_, let id, let status, let reported) = error else {
+                Issue.record("\(config): \(error)")
+                return
+            }
+            #expect(id == "filter" && status == .invalidConfig)
+            #expect(reported.hasPrefix(message), "\(config): \(reported)")
+        }
+    }
+
+    /// A manifest with a bad filter config names the file, the plugin and the key path.
+    @Test func invalidConfig_inAManifest_namesTheManifestAndTheKey() async throws {
+        do {
+            _ = try pipeline(Self.items, interceptors: [#"{"plugin": "filter", "config": {"where": [{"pointer": "/n"}]}}"#])
+            Issue.record("the manifest loaded")
+        } catch {
+            let text = "\(error)"
+            #expect(text.contains("m.json: $.interceptors[0] (plugin \"filter\"): "), "\(text)")
+            #expect(text.contains("where[0]: expected exactly one of equals"), "\(text)")
+        }
+    }
+
+    // MARK: - pager check
+
+    @Test func pagerCheck_passes_withAConfig() async throws {
+        let config = #"{"where": [{"pointer": "/n", "greater_or_equal": 10}], "fields": ["/n", {"label": "/name"}]}"#
+        let result = try await run(pagerCommand, ["check", shippedPlugin("filter"), "--config", config,
+                                                  "--cycles", "100", "--timeout-ms", "500"])
+        #expect(result.code == 0, "\(result.stdout)\(result.stderr)")
+        let last = result.stdout.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.contains(" passed, 0 failed"), "\(result.stdout)")
+        #expect(result.stdout.contains("paging.page-transform/1, which this host offers"), "\(result.stdout)")
+    }
+}
