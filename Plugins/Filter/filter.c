@@ -363,7 +363,9 @@ static const uint8_t *filt_match_decoded(const uint8_t *p, const uint8_t *end, c
 static int filt_string_is(const uint8_t *p, size_t raw_len, const uint8_t *s, size_t n, int s_has_backslash)
 {
     if (raw_len == n) return memcmp(p, s, n) == 0 && !s_has_backslash;
-    if (raw_len < n || memchr(p, '\\', raw_len) == NULL) return 0;
+    /* Longer: only escapes can make it match. Decoded, it starts with its first byte unless
+     * that starts an escape. */
+    if (raw_len < n || n == 0 || (p[0] != '\\' && p[0] != s[0]) || memchr(p, '\\', raw_len) == NULL) return 0;
     return filt_match_decoded(p, p + raw_len, s, n) == p + raw_len;
 }
 

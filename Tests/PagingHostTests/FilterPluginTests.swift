@@ -137,6 +137,10 @@ struct FilterPluginTests {
         #expect(try await keptIDs(#"{"pointer": "//", "equals": 3}"#) == [1], "empty keys")
         #expect(try await keptIDs(#"{"pointer": "", "contains": "y"}"#) == [], "the whole item is an object")
         #expect(try await keptIDs(#"{"pointer": "/id/x", "equals": 1}"#) == [], "a number has no members")
+        // Keys written with escapes from their first byte, and keys that only start alike.
+        let escapedKeys = [#"{"\u0069d":1,"\"":2}"#, #"{"identity":2,"id":2,"\\\"":3}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/id", "less_than": 3}]}"#, escapedKeys)) == [1, 2])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/\"", "equals": 2}]}"#, escapedKeys)) == [1])
     }
 
     // MARK: - Mode, projection, metadata
