@@ -621,17 +621,13 @@ static uint32_t filt_transform(void *self, const paging_page_t *page, paging_pag
     filt_state *st = (filt_state *)self;
     const paging_ext_page_transform_host_t *x = st->out;
     uint8_t stack[2048];
-    filt_buffer b;
+    filt_buffer b = { stack, 0, sizeof stack, 0 }; /* projections; on the heap once larger */
     size_t i, dropped = 0;
     paging_status_t status = PAGING_OK;
     char count[24];
     paging_bytes_t name, value;
     int n;
 
-    b.data = stack;
-    b.len = 0;
-    b.cap = sizeof stack;
-    b.heap = 0;
     for (i = 0; i < page->item_count && status == PAGING_OK; i++) {
         paging_bytes_t item = page->items[i];
         if (item.data == NULL) item.data = (const uint8_t *)""; /* (never: items are JSON) nothing is found in it */

@@ -298,6 +298,26 @@ struct FilterPluginTests {
         }
     }
 
+    // MARK: - The plugin guide
+
+    /// docs/PLUGIN-GUIDE.md quotes the filter as its example of a transform: the quotes must be
+    /// the code that ships (transform() whole; each other line a line of filter.c, notes aside).
+    @Test func pluginGuide_quotesTheFiltersCode_asItIs() throws {
+        let source = try String(contentsOfFile: "\(repositoryRoot)/Plugins/Filter/filter.c", encoding: .utf8)
+        let guide = try String(contentsOfFile: "\(repositoryRoot)/docs/PLUGIN-GUIDE.md", encoding: .utf8)
+        let section = try #require(guide.components(separatedBy: "\n## A page transform in C").dropFirst().first)
+            .components(separatedBy: "\n## ")[0]
+        let blocks = section.components(separatedBy: "```c\n").dropFirst().map { $0.components(separatedBy: "```")[0] }
+        #expect(blocks.count == 3)
+        let start = try #require(source.range(of: "static uint32_t filt_transform("))
+        let end = try #require(source.range(of: "\n}\n", range: start.upperBound..<source.endIndex))
+        #expect(blocks.last == String(source[start.lowerBound..<end.upperBound]))
+        let sourceLines = Set(source.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) })
+        let quoted = blocks.dropLast().joined().split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }
+        let missing = quoted.filter { !$0.isEmpty && !$0.hasPrefix("/*") && !sourceLines.contains($0) }
+        #expect(missing.isEmpty, "the guide quotes lines filter.c does not have: \(missing)")
+    }
+
     // MARK: - pager check
 
     @Test func pagerCheck_passes_withAConfig() async throws {
