@@ -42,7 +42,8 @@
  * added to the count an earlier filter in the chain left on the page.
  *
  * The items are never parsed into a tree: each condition walks the item's bytes to the value
- * its pointer names, skipping every other value. The host guarantees each item is one valid
+ * its pointer names, skipping every other value; a projection finds all its fields in one walk
+ * of the item's top-level members. The host guarantees each item is one valid
  * JSON value in valid UTF-8; the walk still never reads outside the item, and treats what it
  * cannot follow as a missing value.
  *
@@ -448,12 +449,13 @@ static int filt_compare_numbers(const filt_number *a, const filt_number *b)
     return 0;
 }
 
-/* Returns the start of the value `pointer` names in the JSON value [p, end), or NULL. */
-static const uint8_t *filt_resolve(const filt_pointer *pointer, const uint8_t *p, const uint8_t *end)
+/* Returns the start of the value that the tokens of `pointer` from `first` on name in the JSON
+ * value [p, end), or NULL. */
+static const uint8_t *filt_resolve_from(const filt_pointer *pointer, size_t first, const uint8_t *p, const uint8_t *end)
 {
     size_t i;
     p = filt_ws(p, end);
-    for (i = 0; i < pointer->count; i++) {
+    for (i = first; i < pointer->count; i++) {
         const filt_token *t = &pointer->tokens[i];
         const uint8_t *value = NULL, *key = NULL, *key_end = NULL;
         filt_cursor c;
@@ -471,6 +473,11 @@ static const uint8_t *filt_resolve(const filt_pointer *pointer, const uint8_t *p
         p = value;
     }
     return p < end ? p : NULL;
+}
+
+static const uint8_t *filt_resolve(const filt_pointer *pointer, const uint8_t *p, const uint8_t *end)
+{
+    return filt_resolve_from(pointer, 0, p, end);
 }
 
 /* ---- conditions -------------------------------------------------------------------------- */
@@ -570,17 +577,52 @@ static int filt_append(filt_buffer *b, const uint8_t *bytes, size_t n)
     return 1;
 }
 
+/* Fields found in one walk of an item's top-level object, up to this many (more: a walk each). */
+#define FILT_FIELDS_IN_ONE_WALK 32
+
+/* Sets values[i] to the start of field i's value in the item [p, end), or NULL. Each top-level
+ * member is read once and matched against the first token of every field still looking for
+ * one (the first member of a repeated key counts, as in filt_resolve). */
+static void filt_find_fields(const filt_state *st, const uint8_t *p, const uint8_t *end, const uint8_t **values)
+{
+    unsigned char found[FILT_FIELDS_IN_ONE_WALK];
+    size_t i, pending = 0;
+    const uint8_t *value, *key = NULL, *key_end = NULL;
+    filt_cursor c;
+    p = filt_ws(p, end);
+    for (i = 0; i < st->field_count; i++) {
+        values[i] = NULL;
+        found[i] = st->fields[i].pointer.count == 0 || p >= end || *p != '{';
+        if (found[i]) values[i] = filt_resolve(&st->fields[i].pointer, p, end);
+        else pending++;
+    }
+    if (pending == 0) return;
+    filt_open(&c, p, end);
+    while (pending > 0 && (value = filt_next(&c, 1, &key, &key_end)) != NULL) {
+        for (i = 0; i < st->field_count; i++) {
+            const filt_token *t = &st->fields[i].pointer.tokens[0];
+            if (found[i] || !filt_string_is(key, (size_t)(key_end - key), t->text, t->len, t->has_backslash)) continue;
+            values[i] = filt_resolve_from(&st->fields[i].pointer, 1, value, end);
+            found[i] = 1;
+            pending--;
+        }
+    }
+}
+
 /* Builds the projection of `item` in `b`. Returns 0 when out of memory. */
 static int filt_project(const filt_state *st, paging_bytes_t item, filt_buffer *b)
 {
     const uint8_t *end = item.data + item.len;
+    const uint8_t *values[FILT_FIELDS_IN_ONE_WALK];
+    int one_walk = st->field_count <= FILT_FIELDS_IN_ONE_WALK;
     size_t i;
     int first = 1;
     b->len = 0;
+    if (one_walk) filt_find_fields(st, item.data, end, values);
     if (!filt_append(b, (const uint8_t *)"{", 1)) return 0;
     for (i = 0; i < st->field_count; i++) {
         const filt_field *f = &st->fields[i];
-        const uint8_t *v = filt_resolve(&f->pointer, item.data, end);
+        const uint8_t *v = one_walk ? values[i] : filt_resolve(&f->pointer, item.data, end);
         if (v == NULL) continue;
         if ((!first && !filt_append(b, (const uint8_t *)",", 1)) || !filt_append(b, f->key, f->key_len)
             || !filt_append(b, v, (size_t)(filt_skip_value(v, end) - v)))

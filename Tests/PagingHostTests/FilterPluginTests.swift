@@ -197,6 +197,20 @@ struct FilterPluginTests {
         #expect(page.metadata["filter.dropped"] == "3")
     }
 
+    /// Where an object repeats a key, its first member counts, for conditions and fields alike;
+    /// an item that is not an object has only the fields of pointers into arrays, or the whole.
+    @Test func repeatedKeys_countTheFirst_andItemsThatAreNotObjects_projectWhatTheyHave() async throws {
+        let items = [#"{"a":[1,2],"b":{"x":1},"a":9}"#, #"[{"b":2}]"#, #""text""#]
+        let page = try await filtered(#"{"fields": ["/a/0", "/b", {"whole": ""}, {"first": "/0/b"}]}"#, items)
+        #expect(page.values.texts == [
+            #"{"0":1,"b":{"x":1},"whole":{"a":[1,2],"b":{"x":1},"a":9}}"#,
+            #"{"whole":[{"b":2}],"first":2}"#,
+            #"{"whole":"text"}"#,
+        ])
+        let repeated = try await filtered(#"{"where": [{"pointer": "/a", "equals": 9}]}"#, items)
+        #expect(repeated.values.isEmpty, "the first a is [1,2]")
+    }
+
     /// Through the built `pager`, as a user runs it: only the projections are printed.
     @Test func pagerRun_printsTheFilteredProjections() async throws {
         let pipeline = try pipeline(Self.items, interceptors: [#"""
