@@ -76,7 +76,8 @@ typedef struct paging_ext_health {
  * The result is built through the host's table on `out`, a call handle of this transform() call
  * (host.h: valid on this thread until transform() returns). A new page starts empty: append the
  * original items to keep (keep_item, which copies nothing) and new ones (add_item), in the order
- * wanted. Keys and flags stay the original page's unless set. */
+ * wanted. Keys and flags stay the original page's unless set; so does its metadata, to which
+ * set_metadata adds entries (replacing one of the same name). */
 
 #define PAGING_EXT_PAGE_TRANSFORM "paging.page-transform/1"
 
