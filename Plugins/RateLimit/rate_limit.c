@@ -62,6 +62,7 @@ typedef struct rl_state {
     const paging_host_t *host;
     const paging_ext_async_intercept_host_t *async;
     const paging_ext_retry_hint_host_t *retry_hint; /* NULL: the host offers no hints */
+    const paging_ext_log_level_t *log_level;        /* NULL: the host keeps every line */
     int64_t interval;     /* ns between two departures: ceil(1e9 / per_second) */
     int64_t burst_span;   /* (burst - 1) * interval: how far ahead of now the bucket may run */
     int64_t max_wait;     /* ns */
@@ -101,6 +102,16 @@ static int64_t rl_now(void)
 }
 
 static int64_t rl_ceil_ms(int64_t ns) { return (ns + 999999) / 1000000; }
+
+/* Logs at DEBUG "request <id> <what>", unless the host drops DEBUG lines. */
+static void rl_debug(rl_state *st, uint64_t id, const char *what, int64_t ms)
+{
+    char msg[160];
+    if (st->log_level != NULL && st->log_level->min_level(st->host) > PAGING_LOG_DEBUG) return;
+    snprintf(msg, sizeof msg, "request %llu %s", (unsigned long long)id, what);
+    if (ms >= 0) snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " %lld ms", (long long)ms);
+    st->host->log(st->host, PAGING_LOG_DEBUG, msg);
+}
 
 /* Lists a waiter in departure order; returns 0 when out of memory. [under lock] */
 static int rl_insert(rl_state *st, int64_t departure, uint64_t ticket)
@@ -234,6 +245,7 @@ static uint32_t rl_intercept(paging_interceptor_t *self, const paging_request_t 
     if (i == 0) pthread_cond_signal(&st->wake);
     pthread_mutex_unlock(&st->lock);
     if (id == 0) return rl_fail(st, out, PAGING_ERR_INTERNAL, "rate limit: the host refused to defer the request");
+    rl_debug(st, id, "waits for its slot:", rl_ceil_ms(wait));
     return PAGING_INTERCEPT_PENDING;
 }
 
@@ -243,7 +255,6 @@ static void rl_cancel(void *self, uint64_t id)
     rl_state *st = (rl_state *)self;
     size_t i;
     int found = 0;
-    char msg[120];
     pthread_mutex_lock(&st->lock);
     for (i = 0; i < st->waiter_count; i++) {
         int64_t departure = st->waiters[i].departure;
@@ -255,9 +266,7 @@ static void rl_cancel(void *self, uint64_t id)
         break;
     }
     pthread_mutex_unlock(&st->lock);
-    if (!found) return;
-    snprintf(msg, sizeof msg, "rate-limit: request %llu stopped waiting; its slot was given back", (unsigned long long)id);
-    st->host->log(st->host, PAGING_LOG_DEBUG, msg);
+    if (found) rl_debug(st, id, "stopped waiting; its slot was given back", -1);
 }
 
 static const paging_ext_async_intercept_t rl_async_ext = { rl_cancel };
@@ -388,6 +397,7 @@ static paging_interceptor_t *rl_create_interceptor(const char *plugin_id, const 
         return NULL;
     }
     st->retry_hint = (const paging_ext_retry_hint_host_t *)host->get_extension(host, PAGING_EXT_RETRY_HINT);
+    st->log_level = (const paging_ext_log_level_t *)host->get_extension(host, PAGING_EXT_LOG_LEVEL);
     st->host = host;
     st->next_free = INT64_MIN / 2; /* long ago: the bucket starts full */
     pthread_mutex_init(&st->lock, NULL);
