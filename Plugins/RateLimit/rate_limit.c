@@ -21,9 +21,9 @@
  *   free slot - the bucket goes into debt, so requests leave in the order they came, one every
  *   1/per_second seconds - and, when that slot is at most max_wait_ms away, the answer is
  *   deferred (PAGING_INTERCEPT_PENDING) and the timer thread resumes it with PROCEED at the slot.
- *   When the slot is further away the reservation is given back and the request fails with
- *   PAGING_ERR_TRANSIENT ("rate limit: next slot in N ms, beyond max_wait_ms M"), with a retry
- *   hint of N ms when the host offers paging.retry-hint/1.
+ *   When the slot is further away the request takes no slot and fails with PAGING_ERR_TRANSIENT
+ *   ("rate limit: next slot in N ms, beyond max_wait_ms M"), with a retry hint of N ms when the
+ *   host offers paging.retry-hint/1.
  *   cancel() (the host stopped waiting: the load was cancelled or timed out) removes the waiter
  *   and gives its slot back: every waiter behind it leaves one slot earlier, and the next new
  *   request gets the last slot. destroy() stops and joins the timer thread; the waiters still
@@ -257,8 +257,9 @@ static void rl_cancel(void *self, uint64_t id)
     int found = 0;
     pthread_mutex_lock(&st->lock);
     for (i = 0; i < st->waiter_count; i++) {
-        int64_t departure = st->waiters[i].departure;
+        int64_t departure;
         if (id == 0 || st->waiters[i].id != id) continue;
+        departure = st->waiters[i].departure;
         rl_remove(st, i);
         rl_give_back(st, departure);
         pthread_cond_signal(&st->wake); /* the first departure may be earlier now */
@@ -361,7 +362,8 @@ static const char *rl_configure(rl_state *st, const paging_host_t *host, const p
     interval = 1e9 / per_second; /* <= 1e15 */
     st->interval = (int64_t)interval;
     if ((double)st->interval < interval || st->interval < 1) st->interval++; /* rounded up: never faster than asked */
-    st->burst_span = (burst - 1) * st->interval; /* < 1e6 * 1e15: fits */
+    /* Up to 1e6 * 1e15 ns: capped at 1e18 ns (31 years), a full bucket all the same. */
+    st->burst_span = (double)(burst - 1) * (double)st->interval > 1e18 ? INT64_C(1000000000000000000) : (burst - 1) * st->interval;
     st->max_wait_ms = max_wait_ms;
     st->max_wait = max_wait_ms * 1000000;
     return NULL;
