@@ -34,6 +34,7 @@ func runBench() async -> Int32 {
         ("8", benchPeakRSS),
         ("9", benchJSONCheck),
         ("10", benchFilter),
+        ("11", benchRateLimitThreads),
     ]
     for (id, row) in rows where only.isEmpty || only.contains(id) {
         do {
@@ -43,7 +44,7 @@ func runBench() async -> Int32 {
             report.miss("\(id): failed: \(error)")
         }
     }
-    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]
+    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]
     report.sortRows(by: order)
     let elapsed = Double(nowNs() - start) / 1e9
     var out = "## paging-bench\n\nMachine:\n" + machineDescription().joined(separator: "\n") + "\n\n"

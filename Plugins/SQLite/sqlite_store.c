@@ -4,7 +4,8 @@
  * It plays the role of CoreDataInterceptor: a persistent store in front of the source.
  *
  * Plugin id: "sqlite-store" (kind INTERCEPTOR; not THREAD_SAFE: the host serializes calls on an
- * instance). Links against the system libsqlite3.
+ * instance, and a lock inside keeps them apart from the reader thread). Links against the system
+ * libsqlite3. Uses paging.async-intercept/1 when the host offers it.
  *
  * Config keys:
  *   path               string, required. The database file; created when missing. The host
@@ -41,6 +42,13 @@
  *   stale-while-revalidate), with its items, stored prev/next keys and flags on `out`.
  *   Anything else proceeds and observes. A read error is logged at
  *   WARNING and the request proceeds: the store is a cache, never a failure.
+ *   Reads off the caller's thread: when the host offers paging.async-intercept/1, intercept()
+ *   copies the request's identity and page size, queues the lookup and defers its answer
+ *   (PAGING_INTERCEPT_PENDING); the instance's reader thread (one, started with the first
+ *   lookup) runs the lookups in order and answers each through resume() with the result above.
+ *   cancel() drops a lookup still queued; destroy() stops and joins the reader, dropping the
+ *   lookups it had not started (the host ends them). Without the extension intercept() reads on
+ *   the caller's thread.
  *   handle(): stores the page, replacing the one with the same namespace and identity. A write
  *   error (disk full, lock timeout) is logged at ERROR and the page is simply not stored.
  *
@@ -70,13 +78,15 @@
  * crash); the database stays consistent either way. Several processes may share the file.
  *
  * Extensions offered: paging.health/1 (the store can take a write lock: BEGIN IMMEDIATE, then
- * ROLLBACK; a store another process holds locked longer than the busy timeout is unhealthy).
+ * ROLLBACK; a store another process holds locked longer than the busy timeout is unhealthy), and
+ * paging.async-intercept/1 (cancel() drops a queued lookup).
  *
  * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
- *     -I Sources/CPaging/include Plugins/SQLite/sqlite_store.c -lsqlite3 -o libsqlite-store.so
+ *     -pthread -I Sources/CPaging/include Plugins/SQLite/sqlite_store.c -lsqlite3 -o libsqlite-store.so
  */
 #define _POSIX_C_SOURCE 200809L /* _exit, clock_gettime */
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,9 +109,33 @@ typedef struct sqls_span {
     size_t len;
 } sqls_span;
 
+/* A lookup queued for the reader thread: what it needs of the request, copied. */
+typedef struct sqls_lookup {
+    struct sqls_lookup *next;
+    uint64_t id;              /* the deferred intercept to answer */
+    uint32_t page_size;
+    size_t identity_len;
+    uint8_t identity[];       /* identity_len bytes */
+} sqls_lookup;
+
+/* What sqls_read_page found, for sqls_answer. */
+typedef struct sqls_found {
+    int result;               /* sqls_read_page's */
+    uint32_t flags;
+    size_t count;
+    int has_prev, has_next;
+    int64_t stored_at;
+} sqls_found;
+
 typedef struct sqls_state {
     paging_interceptor_t interceptor; /* first member: `self` points here */
     const paging_host_t *host;
+    const paging_ext_async_intercept_host_t *async; /* NULL: reads run on the caller's thread */
+    /* The connection and its statements are used by the host's calls and by the reader thread;
+     * db_lock keeps them apart. The read buffer belongs to whoever reads: the caller's thread
+     * while no reader thread runs, the reader thread alone from its start (it fills it, and the
+     * answer of that lookup reads it). */
+    pthread_mutex_t db_lock;
     sqlite3 *db;
     char *ns;                 /* namespace, NUL-terminated */
     int64_t crash_after_items;
@@ -117,6 +151,13 @@ typedef struct sqls_state {
     size_t buf_cap;
     sqls_span *spans;
     size_t span_cap;
+    /* The reader thread and its queue, guarded by queue_lock. */
+    pthread_mutex_t queue_lock;
+    pthread_cond_t queue_wake;
+    sqls_lookup *queue_head, *queue_tail;
+    pthread_t reader;
+    int reader_started;
+    int stopping;
 } sqls_state;
 
 static const paging_plugin_descriptor_t sqls_descriptor = {
@@ -180,11 +221,11 @@ static int sqls_bind_opt_bytes(sqlite3_stmt *stmt, int index, const paging_bytes
     return b == NULL ? sqlite3_bind_null(stmt, index) : sqls_bind_bytes(stmt, index, *b);
 }
 
-/* Binds ?1 namespace, ?2 the request's identity. */
-static int sqls_bind_page_id(sqls_state *st, sqlite3_stmt *stmt, const paging_request_t *req)
+/* Binds ?1 namespace, ?2 a request's identity. */
+static int sqls_bind_page_id(sqls_state *st, sqlite3_stmt *stmt, paging_bytes_t identity)
 {
     int rc = sqlite3_bind_text(stmt, 1, st->ns, -1, SQLITE_STATIC);
-    if (rc == SQLITE_OK) rc = sqls_bind_bytes(stmt, 2, req->identity);
+    if (rc == SQLITE_OK) rc = sqls_bind_bytes(stmt, 2, identity);
     return rc;
 }
 
@@ -275,10 +316,11 @@ static void sqls_clear_namespace(sqls_state *st)
     }
 }
 
-/* Reads the stored page for `req` into the buffer: span 0 = prev key, 1 = next key, 2.. = items.
- * Returns 1 when a complete page was read, 0 when there is none (or it is incomplete), -1 on a
- * read error (already logged). Both statements run in one read transaction (one snapshot). */
-static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t *flags,
+/* Reads the page stored under `identity` for pages of `page_size` into the buffer: span 0 =
+ * prev key, 1 = next key, 2.. = items. Returns 1 when a complete page was read, 0 when there is
+ * none (or it is incomplete), -1 on a read error (already logged). Both statements run in one
+ * read transaction (one snapshot). [under db_lock] */
+static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page_size, uint32_t *flags,
                           size_t *count, int *has_prev, int *has_next, int64_t *stored_at)
 {
     size_t used = 0, n = 0;
@@ -288,13 +330,13 @@ static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t 
     rc = sqls_exec(st->begin_read);
     if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_WARNING, "read: cannot begin"); return -1; }
 
-    rc = sqls_bind_page_id(st, st->get_page, req);
+    rc = sqls_bind_page_id(st, st->get_page, identity);
     if (rc == SQLITE_OK) rc = sqlite3_step(st->get_page);
     if (rc == SQLITE_ROW) {
         *flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
         item_count = sqlite3_column_int64(st->get_page, 3);
         *stored_at = sqlite3_column_int64(st->get_page, 4);
-        if (item_count >= (sqlite3_int64)req->page_size || (*flags & PAGING_PAGE_NEXT_END)) {
+        if (item_count >= (sqlite3_int64)page_size || (*flags & PAGING_PAGE_NEXT_END)) {
             found = 1;
             nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, has_prev)
                     || !sqls_buffer_column(st, st->get_page, 1, 1, &used, has_next);
@@ -304,7 +346,7 @@ static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t 
     sqls_done(st->get_page);
 
     if (rc == SQLITE_DONE && found && !nomem) {
-        rc = sqls_bind_page_id(st, st->get_items, req);
+        rc = sqls_bind_page_id(st, st->get_items, identity);
         if (rc == SQLITE_OK) {
             while ((rc = sqlite3_step(st->get_items)) == SQLITE_ROW) {
                 const void *data = sqlite3_column_blob(st->get_items, 0);
@@ -335,28 +377,31 @@ static int sqls_read_page(sqls_state *st, const paging_request_t *req, uint32_t 
     return found;
 }
 
-static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_t *request,
-                               paging_intercept_out_t *out)
+/* Looks the page up: sqls_read_page under db_lock. */
+static void sqls_find(sqls_state *st, paging_bytes_t identity, uint32_t page_size, sqls_found *found)
 {
-    sqls_state *st = (sqls_state *)self;
+    memset(found, 0, sizeof *found);
+    pthread_mutex_lock(&st->db_lock);
+    found->result = sqls_read_page(st, identity, page_size, &found->flags, &found->count,
+                                   &found->has_prev, &found->has_next, &found->stored_at);
+    pthread_mutex_unlock(&st->db_lock);
+}
+
+/* Answers a request with what sqls_find found: sets the page on `out` and returns the
+ * PAGING_INTERCEPT_* value the policy says. */
+static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_intercept_out_t *out)
+{
     const paging_host_t *h = st->host;
-    uint32_t flags = 0;
-    size_t count = 0, i;
-    int has_prev = 0, has_next = 0, fresh;
-    int64_t stored_at = 0;
+    size_t i;
+    int fresh;
     paging_bytes_t b;
 
-    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true")) {
-        sqls_clear_namespace(st);
-        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-    }
-    if (sqls_read_page(st, request, &flags, &count, &has_prev, &has_next, &stored_at) != 1)
-        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-    fresh = st->max_age_ms < 0 || sqls_now_ms() - stored_at <= st->max_age_ms;
+    if (found->result != 1) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    fresh = st->max_age_ms < 0 || sqls_now_ms() - found->stored_at <= st->max_age_ms;
     if (st->policy == SQLS_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
 
     /* The whole page is in the buffer: hand it over. */
-    for (i = 0; i < count; i++) {
+    for (i = 0; i < found->count; i++) {
         b.data = st->buf + st->spans[2 + i].offset;
         b.len = st->spans[2 + i].len;
         if (h->out_add_item(out, b) != PAGING_OK) {
@@ -364,44 +409,155 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
             return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
         }
     }
-    if (has_prev) {
+    if (found->has_prev) {
         b.data = st->buf + st->spans[0].offset;
         b.len = st->spans[0].len;
         h->out_set_prev_key(out, &b);
     }
-    if (has_next) {
+    if (found->has_next) {
         b.data = st->buf + st->spans[1].offset;
         b.len = st->spans[1].len;
         h->out_set_next_key(out, &b);
     }
-    h->out_set_flags(out, flags);
+    h->out_set_flags(out, found->flags);
     if (st->policy == SQLS_NETWORK_FIRST) return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK;
     return fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
 }
 
-/* ---- handle ---------------------------------------------------------------------------- */
+/* ---- the reader thread ----------------------------------------------------------------- */
 
-static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
+typedef struct sqls_answer_context {
+    sqls_state *st;
+    const sqls_found *found;
+} sqls_answer_context;
+
+static uint32_t sqls_answer_deferred(void *context, paging_intercept_out_t *out)
+{
+    const sqls_answer_context *c = (const sqls_answer_context *)context;
+    return sqls_answer(c->st, c->found, out);
+}
+
+/* Runs the queued lookups in order and answers each, until destroy() stops it. */
+static void *sqls_reader_main(void *arg)
+{
+    sqls_state *st = (sqls_state *)arg;
+    pthread_mutex_lock(&st->queue_lock);
+    for (;;) {
+        sqls_lookup *lookup;
+        sqls_found found;
+        sqls_answer_context context;
+        paging_bytes_t identity;
+        while (st->queue_head == NULL && !st->stopping) pthread_cond_wait(&st->queue_wake, &st->queue_lock);
+        if (st->stopping) break;
+        lookup = st->queue_head;
+        st->queue_head = lookup->next;
+        if (st->queue_head == NULL) st->queue_tail = NULL;
+        pthread_mutex_unlock(&st->queue_lock);
+
+        identity.data = lookup->identity;
+        identity.len = lookup->identity_len;
+        sqls_find(st, identity, lookup->page_size, &found);
+        context.st = st;
+        context.found = &found;
+        /* No lock is held: the host may call handle() or cancel() meanwhile. */
+        st->async->resume(st->host, lookup->id, sqls_answer_deferred, &context);
+        free(lookup);
+        pthread_mutex_lock(&st->queue_lock);
+    }
+    pthread_mutex_unlock(&st->queue_lock);
+    return NULL;
+}
+
+/* Queues the lookup for `request` and defers its answer. Returns PAGING_INTERCEPT_PENDING; or 0
+ * when no reader thread could start: the caller then reads itself; or
+ * PAGING_INTERCEPT_PROCEED_AND_OBSERVE when out of memory or the host refused to defer (the read
+ * buffer is the reader's: the request goes to the source). */
+static uint32_t sqls_defer_lookup(sqls_state *st, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    sqls_lookup *lookup;
+    int ready;
+
+    pthread_mutex_lock(&st->queue_lock);
+    if (!st->reader_started) st->reader_started = pthread_create(&st->reader, NULL, sqls_reader_main, st) == 0;
+    ready = st->reader_started;
+    pthread_mutex_unlock(&st->queue_lock);
+    if (!ready) return 0;
+
+    lookup = (sqls_lookup *)malloc(sizeof *lookup + request->identity.len);
+    if (lookup == NULL) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    lookup->next = NULL;
+    lookup->page_size = request->page_size;
+    lookup->identity_len = request->identity.len;
+    if (request->identity.len) memcpy(lookup->identity, request->identity.data, request->identity.len);
+    /* The host is called outside the lock: its cancel() path may hold a lock defer needs. */
+    lookup->id = st->async->defer(out);
+    if (lookup->id == 0) {
+        free(lookup);
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
+    pthread_mutex_lock(&st->queue_lock);
+    if (st->queue_tail != NULL) st->queue_tail->next = lookup;
+    else st->queue_head = lookup;
+    st->queue_tail = lookup;
+    pthread_cond_signal(&st->queue_wake);
+    pthread_mutex_unlock(&st->queue_lock);
+    return PAGING_INTERCEPT_PENDING;
+}
+
+static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_t *request,
+                               paging_intercept_out_t *out)
 {
     sqls_state *st = (sqls_state *)self;
+    sqls_found found;
+
+    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true")) {
+        pthread_mutex_lock(&st->db_lock);
+        sqls_clear_namespace(st);
+        pthread_mutex_unlock(&st->db_lock);
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
+    if (st->async != NULL) {
+        uint32_t deferred = sqls_defer_lookup(st, request, out);
+        if (deferred != 0) return deferred;
+    }
+    sqls_find(st, request->identity, request->page_size, &found);
+    return sqls_answer(st, &found, out);
+}
+
+/* paging.async-intercept/1: the host stopped waiting for `id`; drop its lookup if still queued. */
+static void sqls_cancel(void *self, uint64_t id)
+{
+    sqls_state *st = (sqls_state *)self;
+    sqls_lookup *prev = NULL, *lookup;
+    pthread_mutex_lock(&st->queue_lock);
+    for (lookup = st->queue_head; lookup != NULL; prev = lookup, lookup = lookup->next) {
+        if (lookup->id != id) continue;
+        if (prev != NULL) prev->next = lookup->next;
+        else st->queue_head = lookup->next;
+        if (st->queue_tail == lookup) st->queue_tail = prev;
+        break;
+    }
+    pthread_mutex_unlock(&st->queue_lock);
+    free(lookup);
+}
+
+/* ---- handle ---------------------------------------------------------------------------- */
+
+/* Writes `page` in one transaction. [under db_lock] */
+static void sqls_store_page(sqls_state *st, const paging_page_t *page)
+{
     const paging_request_t *req = page->request;
     size_t i;
-    int rc;
-
-    if (req == NULL || (page->item_count > 0 && page->items == NULL)) {
-        st->host->log(st->host, PAGING_LOG_ERROR, "sqlite-store: handle: malformed page; not stored");
-        return;
-    }
-    rc = sqls_exec(st->begin_write);
+    int rc = sqls_exec(st->begin_write);
     if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
 
     /* Replace: drop the old page's items, then write the page row and the new items. */
-    rc = sqls_bind_page_id(st, st->del_items, req);
+    rc = sqls_bind_page_id(st, st->del_items, req->identity);
     if (rc == SQLITE_OK) rc = sqls_exec(st->del_items);
     sqlite3_clear_bindings(st->del_items);
 
     if (rc == SQLITE_DONE) {
-        rc = sqls_bind_page_id(st, st->put_page, req);
+        rc = sqls_bind_page_id(st, st->put_page, req->identity);
         if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 3, page->prev_key);
         if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 4, page->next_key);
         if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 5, (sqlite3_int64)page->flags);
@@ -412,7 +568,7 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
     }
 
     if (rc == SQLITE_DONE) {
-        rc = sqls_bind_page_id(st, st->put_item, req);
+        rc = sqls_bind_page_id(st, st->put_item, req->identity);
         for (i = 0; rc == SQLITE_OK && i < page->item_count; i++) {
             if ((int64_t)i == st->crash_after_items) _exit(137); /* test hook: see the top comment */
             rc = sqlite3_bind_int64(st->put_item, 3, (sqlite3_int64)i);
@@ -430,6 +586,20 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
     }
 }
 
+static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    sqls_state *st = (sqls_state *)self;
+    const paging_request_t *req = page->request;
+
+    if (req == NULL || (page->item_count > 0 && page->items == NULL)) {
+        st->host->log(st->host, PAGING_LOG_ERROR, "sqlite-store: handle: malformed page; not stored");
+        return;
+    }
+    pthread_mutex_lock(&st->db_lock);
+    sqls_store_page(st, page);
+    pthread_mutex_unlock(&st->db_lock);
+}
+
 /* ---- extensions ------------------------------------------------------------------------ */
 
 /* paging.health/1: can the store be written now? */
@@ -437,22 +607,25 @@ static paging_status_t sqls_health(void *self)
 {
     sqls_state *st = (sqls_state *)self;
     char msg[600];
-    int rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
-    if (rc == SQLITE_OK) {
-        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        return PAGING_OK;
-    }
-    snprintf(msg, sizeof msg, "the store cannot be written: %.500s", sqlite3_errmsg(st->db));
+    int rc;
+    pthread_mutex_lock(&st->db_lock);
+    rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    else snprintf(msg, sizeof msg, "the store cannot be written: %.500s", sqlite3_errmsg(st->db));
+    pthread_mutex_unlock(&st->db_lock);
+    if (rc == SQLITE_OK) return PAGING_OK;
     st->host->log(st->host, PAGING_LOG_ERROR, msg);
     return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? PAGING_ERR_TRANSIENT : PAGING_ERR_INTERNAL;
 }
 
 static const paging_ext_health_t sqls_health_ext = { sqls_health };
+static const paging_ext_async_intercept_t sqls_async_ext = { sqls_cancel };
 
 static const void *sqls_get_extension(paging_interceptor_t *self, const char *id)
 {
     (void)self;
-    return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &sqls_health_ext : NULL;
+    if (strcmp(id, PAGING_EXT_HEALTH) == 0) return &sqls_health_ext;
+    return strcmp(id, PAGING_EXT_ASYNC_INTERCEPT) == 0 ? &sqls_async_ext : NULL;
 }
 
 /* ---- create / destroy ------------------------------------------------------------------ */
@@ -462,6 +635,16 @@ static void sqls_destroy(paging_interceptor_t *self)
     sqls_state *st = (sqls_state *)self;
     sqlite3_stmt **stmts[11];
     size_t i;
+    pthread_mutex_lock(&st->queue_lock);
+    st->stopping = 1;
+    pthread_cond_signal(&st->queue_wake);
+    pthread_mutex_unlock(&st->queue_lock);
+    if (st->reader_started) pthread_join(st->reader, NULL);
+    while (st->queue_head != NULL) { /* not started: the host ends them */
+        sqls_lookup *next = st->queue_head->next;
+        free(st->queue_head);
+        st->queue_head = next;
+    }
     stmts[0] = &st->begin_read;  stmts[1] = &st->begin_write; stmts[2] = &st->commit;
     stmts[3] = &st->rollback;    stmts[4] = &st->get_page;    stmts[5] = &st->get_items;
     stmts[6] = &st->put_page;    stmts[7] = &st->del_items;   stmts[8] = &st->put_item;
@@ -475,6 +658,9 @@ static void sqls_destroy(paging_interceptor_t *self)
     free(st->spans);
     free(st->buf);
     free(st->ns);
+    pthread_cond_destroy(&st->queue_wake);
+    pthread_mutex_destroy(&st->queue_lock);
+    pthread_mutex_destroy(&st->db_lock);
     free(st);
 }
 
@@ -632,7 +818,11 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         return NULL;
     }
     memcpy(st->ns, ns, strlen(ns) + 1);
+    pthread_mutex_init(&st->db_lock, NULL);
+    pthread_mutex_init(&st->queue_lock, NULL);
+    pthread_cond_init(&st->queue_wake, NULL);
     st->host = host;
+    st->async = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
     st->crash_after_items = host->config_int(config, "crash_after_items", -1);
     if (!sqls_configure_freshness(st, config)) return NULL;
 

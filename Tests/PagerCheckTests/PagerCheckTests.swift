@@ -24,6 +24,17 @@ struct PagerCheckTests {
         #expect(checks == Set(["descriptor"] + ConformanceCheck.checks(for: kind).map(\.rawValue)))
     }
 
+    /// rate-limit cannot be created without its required `per_second`: with a config it passes
+    /// every check (concurrent calls may outrun the bucket and wait for their slots).
+    @Test func shippedRateLimit_withAConfig_passesEveryCheck() async throws {
+        let library = "\(productsFolder)/librate-limit.so"
+        try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built")
+        let (code, report, output) = try await check(library, Self.fast + ["--config", #"{"per_second": 20000, "burst": 100}"#])
+        #expect(code == 0, "\(output)")
+        #expect(report.failed == 0, "\(output)")
+        #expect(Set(report.results.map(\.check)) == Set(["descriptor"] + ConformanceCheck.checks(for: .interceptor).map(\.rawValue)))
+    }
+
     @Test(arguments: [("Examples/CInterceptor/counter.c", "c-counter"), ("Examples/CInterceptor/guide_example.c", "tagger"),
                       ("Tests/Fixtures/plugins/pass_through.c", "counting")])
     func wellBehavedCPlugins_pass(_ source: String, _ id: String) async throws {

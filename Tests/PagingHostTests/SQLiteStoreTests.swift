@@ -23,12 +23,25 @@ struct SQLiteStoreTests {
 
     /// A pipeline whose source never answers (its fetches time out at once): whatever it
     /// loads came from the store.
-    func storeOnly(folder: String, namespace: String = "test") throws -> PluginPager {
+    func storeOnly(folder: String, namespace: String = "test", config: [(String, JSONValue)] = [],
+                   deduplication: Deduplication = .inFlight) throws -> PluginPager {
         let store = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(
-            config: .object([("path", .string(folder + "/store.db")), ("namespace", .string(namespace))]), sink: log.sink)
+            config: .object([("path", .string(folder + "/store.db")), ("namespace", .string(namespace))] + config), sink: log.sink)
         let source = try PluginLibrary.open(path: try fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(50)))
-        return Pager(source: source, interceptors: [store])
+        return Pager(source: source, interceptors: [store], deduplication: deduplication)
+    }
+
+    /// Stores the 20 pages of 5 lines of a 100-line file (keys "0", "5", ... "95").
+    func storeTwentyPages(folder: String) async throws {
+        let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 100, pageSize: 5), "--refresh", "--append", "19"])
+        #expect(stored.code == 0, "\(stored.stderr)")
+    }
+
+    /// Loads the page at line `first` from `pager` and says whether it holds lines first..<first+5.
+    func loadsItsOwnPage(_ pager: PluginPager, _ first: Int) async throws -> Bool {
+        let page = try await pager.load(pager.request(.append, key: PluginKey("\(first)"), params: params(pageSize: 5)))
+        return page.values.texts == (first..<first + 5).map { #"{"n":\#($0)}"# }
     }
 
     @Test func pagesStoredByOneProcess_areServedToTheNext_withTheirKeys() async throws {
@@ -126,6 +139,36 @@ struct SQLiteStoreTests {
         #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
     }
 
+    /// Lookups run on the store's reader thread, one after another, and each answers its own load.
+    @Test func manyConcurrentLoads_servedFromTheStore_eachGetItsOwnPage() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        let pager = try storeOnly(folder: folder, deduplication: .disabled)
+        let served = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for index in 0..<400 {
+                group.addTask { try await loadsItsOwnPage(pager, index % 20 * 5) }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(served == 400)
+    }
+
+    /// While the file is locked by another process, the store's lookups wait on its reader
+    /// thread, not on the loads' threads: with more loads waiting than the cooperative pool has
+    /// threads, a task still runs; once the lock goes, every load is served its page.
+    @Test func lookupsWaitingForALockedFile_leaveTheLoadsThreadsFree() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        let pager = try storeOnly(folder: folder, config: [("busy_timeout_ms", .int(120_000))], deduplication: .disabled)
+        let lock = try FileLock(folder + "/store.db")
+        let loads = (0..<4 * ProcessInfo.processInfo.activeProcessorCount + 8).map { index in
+            Task { try await loadsItsOwnPage(pager, index % 20 * 5) }
+        }
+        #expect(await lock.aTaskRunsWhileLocked(), "no task ran while the store's lookups waited")
+        lock.release()
+        for load in loads { #expect(try await load.value) }
+    }
+
     @Test func badConfig_namesTheKeyAndThePath() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
         do {
@@ -135,5 +178,82 @@ struct SQLiteStoreTests {
             #expect(error.description.contains("/nonexistent/dir/store.db"))
         }
         #expect(throws: PluginLoadError.self) { try library.makeInterceptor(sink: log.sink) }
+    }
+}
+
+/// Another process making a SQLite file in WAL mode look as if it were recovering its WAL index,
+/// until ``release()``: it holds the index's write and recovery locks, with the index header
+/// marked as being rewritten. A reader of the file then waits in its busy handler (up to its
+/// busy timeout) and reads as usual once the lock goes. The file must be open in WAL mode (its
+/// -shm file exists) before.
+final class FileLock: @unchecked Sendable {
+    private let process: Process
+    private let input: ExecSafePipe
+    private let released = DispatchSemaphore(value: 0)
+
+    init(_ path: String) throws {
+        // The WAL index (-shm): two copies of the header (48 bytes each; iChange at offset 8),
+        // then the lock bytes from offset 120: WAL_WRITE_LOCK (120), WAL_RECOVER_LOCK (122).
+        let script = """
+        import fcntl, mmap, os, struct, sys
+        shm = os.open(sys.argv[1] + "-shm", os.O_RDWR)
+        for byte in (120, 122):
+            fcntl.lockf(shm, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, byte)
+        index = mmap.mmap(shm, 136)
+        saved = index[8:12]
+        index[8:12] = struct.pack("<I", struct.unpack("<I", saved)[0] ^ 1)
+        print("locked", flush=True)
+        sys.stdin.read()
+        index[8:12] = saved
+        """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["python3", "-c", script, path]
+        let (input, output) = try spawning {
+            let input = ExecSafePipe(), output = ExecSafePipe()
+            process.standardInput = input.read
+            process.standardOutput = output.write
+            try process.run()
+            return (input, output)
+        }
+        try? input.read.close()
+        try? output.write.close()
+        self.process = process
+        self.input = input
+        let said = String(decoding: output.read.readData(ofLength: 7), as: UTF8.self)
+        guard said == "locked\n" else { throw LockFailed(said: said) }
+    }
+
+    /// Whether a new task gets a thread while the file is locked. Should none (every thread of
+    /// the pool blocked), the lock is released after 30 s, so that the blocked calls end, and
+    /// the answer is false.
+    func aTaskRunsWhileLocked() async -> Bool {
+        let answered = Locked(false)
+        return await withCheckedContinuation { continuation in
+            let answer: @Sendable (Bool) -> Void = { value in
+                if answered.withLock({ first in defer { first = true }; return !first }) {
+                    continuation.resume(returning: value)
+                }
+            }
+            Thread.detachNewThread { [self] in
+                if released.wait(timeout: .now() + 30) == .timedOut {
+                    answer(false) // before the release frees the threads for the task
+                    release()
+                }
+            }
+            Task.detached { answer(true) }
+        }
+    }
+
+    struct LockFailed: Error {
+        /// What the locking process said instead of "locked".
+        let said: String
+    }
+
+    /// Ends the locking process (its lock goes with it); waits for it to exit.
+    func release() {
+        try? input.write.close()
+        process.waitUntilExit()
+        released.signal()
     }
 }
