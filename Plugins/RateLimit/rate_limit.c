@@ -5,7 +5,8 @@
  * waiting request at its departure time, however many wait.
  *
  * Plugin id: "rate-limit" (kind INTERCEPTOR, THREAD_SAFE: one lock inside). Requires the host
- * extension paging.async-intercept/1; uses paging.retry-hint/1 when the host offers it.
+ * extension paging.async-intercept/1; uses paging.retry-hint/1 and paging.metrics/1 (counters
+ * "passed", "waited" and "refused": pager run --stats) when the host offers them.
  *
  * Config keys (any other key fails create with PAGING_ERR_INVALID_CONFIG naming it):
  *   per_second   number > 0 (at least 0.000001), required. Requests let through a second, on
@@ -63,6 +64,7 @@ typedef struct rl_state {
     const paging_ext_async_intercept_host_t *async;
     const paging_ext_retry_hint_host_t *retry_hint; /* NULL: the host offers no hints */
     const paging_ext_log_level_t *log_level;        /* NULL: the host keeps every line */
+    const paging_ext_metrics_host_t *metrics;       /* NULL: the host takes no counters */
     int64_t interval;     /* ns between two departures: ceil(1e9 / per_second) */
     int64_t burst_span;   /* (burst - 1) * interval: how far ahead of now the bucket may run */
     int64_t max_wait;     /* ns */
@@ -203,6 +205,12 @@ static uint64_t rl_reserve(rl_state *st, int64_t departure)
     return ++st->last_ticket;
 }
 
+/* Adds 1 to the counter `name` the host reports (pager run --stats), when it takes counters. */
+static void rl_count(const rl_state *st, const char *name)
+{
+    if (st->metrics != NULL) st->metrics->counter_add(st->host, name, 1);
+}
+
 static uint32_t rl_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
 {
     rl_state *st = (rl_state *)self;
@@ -219,8 +227,12 @@ static uint32_t rl_intercept(paging_interceptor_t *self, const paging_request_t 
     else if (wait <= st->max_wait) ticket = rl_reserve(st, departure);
     pthread_mutex_unlock(&st->lock);
 
-    if (wait <= 0) return PAGING_INTERCEPT_PROCEED;
+    if (wait <= 0) {
+        rl_count(st, "passed");
+        return PAGING_INTERCEPT_PROCEED;
+    }
     if (wait > st->max_wait) {
+        rl_count(st, "refused");
         snprintf(msg, sizeof msg, "rate limit: next slot in %lld ms, beyond max_wait_ms %lld",
                  (long long)rl_ceil_ms(wait), (long long)st->max_wait_ms);
         if (st->retry_hint != NULL) st->retry_hint->out_retry_after(out, (uint64_t)rl_ceil_ms(wait));
@@ -246,6 +258,7 @@ static uint32_t rl_intercept(paging_interceptor_t *self, const paging_request_t 
     pthread_mutex_unlock(&st->lock);
     if (id == 0) return rl_fail(st, out, PAGING_ERR_INTERNAL, "rate limit: the host refused to defer the request");
     rl_debug(st, id, "waits for its slot:", rl_ceil_ms(wait));
+    rl_count(st, "waited");
     return PAGING_INTERCEPT_PENDING;
 }
 
@@ -400,6 +413,7 @@ static paging_interceptor_t *rl_create_interceptor(const char *plugin_id, const 
     }
     st->retry_hint = (const paging_ext_retry_hint_host_t *)host->get_extension(host, PAGING_EXT_RETRY_HINT);
     st->log_level = (const paging_ext_log_level_t *)host->get_extension(host, PAGING_EXT_LOG_LEVEL);
+    st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
     st->host = host;
     st->next_free = INT64_MIN / 2; /* long ago: the bucket starts full */
     pthread_mutex_init(&st->lock, NULL);

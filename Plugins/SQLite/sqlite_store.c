@@ -5,7 +5,8 @@
  *
  * Plugin id: "sqlite-store" (kind INTERCEPTOR; not THREAD_SAFE: the host serializes calls on an
  * instance, and a lock inside keeps them apart from the reader thread). Links against the system
- * libsqlite3. Uses paging.async-intercept/1 when the host offers it.
+ * libsqlite3. Uses paging.async-intercept/1 when the host offers it, and paging.metrics/1
+ * (counters "hits", "stale_hits" and "misses": pager run --stats).
  *
  * Config keys:
  *   path               string, required. The database file; created when missing. The host
@@ -131,6 +132,7 @@ typedef struct sqls_state {
     paging_interceptor_t interceptor; /* first member: `self` points here */
     const paging_host_t *host;
     const paging_ext_async_intercept_host_t *async; /* NULL: reads run on the caller's thread */
+    const paging_ext_metrics_host_t *metrics;       /* NULL: the host takes no counters */
     /* The connection and its statements are used by the host's calls and by the reader thread;
      * db_lock keeps them apart. The read buffer belongs to whoever reads: the caller's thread
      * while no reader thread runs, the reader thread alone from its start (it fills it, and the
@@ -387,8 +389,14 @@ static void sqls_find(sqls_state *st, paging_bytes_t identity, uint32_t page_siz
     pthread_mutex_unlock(&st->db_lock);
 }
 
+/* Adds 1 to the counter `name` the host reports (pager run --stats), when it takes counters. */
+static void sqls_count(const sqls_state *st, const char *name)
+{
+    if (st->metrics != NULL) st->metrics->counter_add(st->host, name, 1);
+}
+
 /* Answers a request with what sqls_find found: sets the page on `out` and returns the
- * PAGING_INTERCEPT_* value the policy says. */
+ * PAGING_INTERCEPT_* value the policy says. Counts misses, pages held too old, and hits. */
 static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_intercept_out_t *out)
 {
     const paging_host_t *h = st->host;
@@ -396,8 +404,12 @@ static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_inte
     int fresh;
     paging_bytes_t b;
 
-    if (found->result != 1) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (found->result != 1) {
+        sqls_count(st, "misses");
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
     fresh = st->max_age_ms < 0 || sqls_now_ms() - found->stored_at <= st->max_age_ms;
+    sqls_count(st, fresh ? "hits" : "stale_hits");
     if (st->policy == SQLS_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
 
     /* The whole page is in the buffer: hand it over. */
@@ -823,6 +835,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     pthread_cond_init(&st->queue_wake, NULL);
     st->host = host;
     st->async = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
+    st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
     st->crash_after_items = host->config_int(config, "crash_after_items", -1);
     if (!sqls_configure_freshness(st, config)) return NULL;
 

@@ -73,4 +73,28 @@ struct StatsTests {
         #expect(log.count(containing: "counter_add: more than 64 names; 'c62' and later ones are ignored") == 1, "\(log.messages)")
         #expect(log.count(containing: "counter_add: a name of 65 bytes (1 to 64 expected)") == 2)
     }
+
+    /// The shipped plugins publish what they did: the store its hits and misses, the rate
+    /// limiter how many requests passed.
+    @Test func shippedPlugins_publishTheirCounters() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "rate-limit", "config": {"per_second": 1000, "burst": 100}},
+                          {"plugin": "sqlite-store", "config": {"path": "pages.db", "namespace": "n"}}],
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        func counters() async throws -> [String: [String: Int64]] {
+            let result = try await run(pagerCommand, ["run", folder + "/m.json", "--refresh", "--append", "1", "--stats=json"])
+            #expect(result.code == 0, "\(result.stderr)")
+            let line = try #require(result.stderr.split(separator: "\n").last)
+            let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
+            return Dictionary(uniqueKeysWithValues: report.plugins.map { ($0.id, $0.counters) })
+        }
+        let first = try await counters()
+        #expect(first["sqlite-store"] == ["misses": 2] && first["rate-limit"] == ["passed": 2], "\(first)")
+        let second = try await counters()
+        #expect(second["sqlite-store"] == ["hits": 2], "\(second)")
+    }
 }
