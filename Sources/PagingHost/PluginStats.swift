@@ -1,6 +1,6 @@
 import CPaging
 import Foundation
-import Synchronization
+import Paging
 
 /// What the host measured of one plugin instance's calls (when ``PluginLimits/recordsStats`` is
 /// set), and the counters and gauges the plugin published (`paging.metrics/1`, always kept).
@@ -41,8 +41,8 @@ public final class PluginStats: Sendable {
         var refused = false
     }
 
-    private let calls = Mutex(Calls())
-    private let published = Mutex(Published())
+    private let calls = Locked(Calls())
+    private let published = Locked(Published())
 
     init() {}
 
