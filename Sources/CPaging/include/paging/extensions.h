@@ -121,8 +121,8 @@ typedef struct paging_ext_page_transform_host {
  *
  * An intercept() that must wait - for a rate limit's next token, a disk read on the plugin's own
  * thread - defers its answer instead of blocking: it calls defer(out), keeps the id, and returns
- * PAGING_INTERCEPT_PENDING. The load then waits without holding a thread. Later, from any thread,
- * the plugin answers exactly once with resume(): the host calls `answer` back at once, on the
+ * PAGING_INTERCEPT_PENDING. The load then waits without holding a thread. Later, from any thread
+ * (or at once, before intercept() returns), the plugin answers exactly once with resume(): the host calls `answer` back at once, on the
  * thread that called resume, with a fresh result builder `out`, on which `answer` sets results
  * through the usual host->out_* functions exactly as intercept() would, and returns a
  * PAGING_INTERCEPT_* value (not PENDING).
