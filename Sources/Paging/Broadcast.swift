@@ -20,8 +20,9 @@ final class Broadcast<Element: Sendable>: Sendable {
     init() {}
 
     /// A new stream that receives every value yielded from now on, starting with `initial`.
-    func subscribe(initial: Element? = nil) -> AsyncStream<Element> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Element.self)
+    func subscribe(initial: Element? = nil,
+                   buffering: AsyncStream<Element>.Continuation.BufferingPolicy = .unbounded) -> AsyncStream<Element> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Element.self, bufferingPolicy: buffering)
         let id = subscribers.withLock { state -> Int in
             let id = state.nextID
             state.nextID += 1

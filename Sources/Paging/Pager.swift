@@ -328,12 +328,18 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 defer { self.registry.withLock { _ = $0.backgroundLoads.removeValue(forKey: id) } }
                 var observers = Observers()
                 observers.insert(index)
+                let page: Page<Key, Value>
                 do {
-                    let page = try await passInterceptors(request, from: index + 1, observers: &observers)
-                    _ = try await handBack(page, to: observers)
+                    page = try await passInterceptors(request, from: index + 1, observers: &observers)
                 } catch {
                     // Interceptor `index` asked for this load: it hears how it failed too.
                     await tellFailure(error, of: request, to: index..<index + 1)
+                    broadcast.yield(.failed(request, error))
+                    return
+                }
+                do {
+                    _ = try await handBack(page, to: observers, from: index)
+                } catch {
                     broadcast.yield(.failed(request, error))
                 }
             }
@@ -359,17 +365,17 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// Hands the page back to the interceptors that observe, from the last to the first, each
-    /// transforming what the one after it returned. When one throws, those still to come hear
-    /// of the failure.
+    /// transforming what the one after it returned. When one throws, those before it from
+    /// `lowest` on (the interceptors the load passed) hear of the failure.
     @inlinable
-    func handBack(_ page: Page<Key, Value>, to observers: Observers) async throws -> Page<Key, Value> {
+    func handBack(_ page: Page<Key, Value>, to observers: Observers, from lowest: Int = 0) async throws -> Page<Key, Value> {
         var page = page
         var remaining = observers
         while let index = remaining.popLast() {
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
-                await tellFailure(error, of: page.request, to: 0..<index)
+                await tellFailure(error, of: page.request, to: lowest..<index)
                 throw error
             }
         }

@@ -134,7 +134,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Refreshes so that the reader stays where it is: at the page the source names for the
     /// item last reported by ``itemVisible(at:)`` (``PagingSource/refreshKey(around:)``), or at
     /// the source's refresh key when it names none or nothing was shown yet. What a
-    /// ``PagingSource/invalidation`` of the source starts.
+    /// ``PagingSource/invalidation`` of the source starts. A hard refresh
+    /// (``PagingUserInfoKey/hardRefresh``): what caches and stores hold is from before the change.
     @discardableResult
     public func refreshAroundReader() -> Task<Void, Never> {
         let anchor = state.withLock { state -> PagingAnchor<Key, Value>? in
@@ -152,7 +153,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         }
         // Asked outside the lock: the answer may come from a plugin.
         let key = anchor.flatMap { pager.source.refreshKey(around: $0) }
-        return Task { await self.load(.refresh, userInfo: nil, refreshKey: key) }
+        // A hard refresh: what caches and stores hold from before the change is stale.
+        return Task { await self.load(.refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"], refreshKey: key) }
     }
 
     /// Tells the manager which item is on screen; within ``Configuration/prefetchDistance`` of

@@ -14,9 +14,10 @@ public final class PagingInvalidation: Sendable {
         broadcast.yield(())
     }
 
-    /// A stream of the invalidations from now on; it ends when its task is cancelled.
+    /// A stream of the invalidations from now on; it ends when its task is cancelled. Signals
+    /// that come while its reader is busy are folded into one: the data changed.
     public func signals() -> AsyncStream<Void> {
-        broadcast.subscribe()
+        broadcast.subscribe(buffering: .bufferingNewest(1))
     }
 }
 

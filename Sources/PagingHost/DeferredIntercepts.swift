@@ -49,10 +49,13 @@ extension PluginInstance {
                 log(.debug, "resume for deferred intercept id \(id), which the host already ended (\(status))")
                 return status.rawValue
             }
+            // After destroy(), a plugin's timer may still fire: expected, not misuse.
+            if destroyed.load(ordering: .acquiring) { return PAGING_ERR_CANCELLED }
             log(.error, "resume for unknown or finished deferred intercept id \(id); refused")
             return PAGING_ERR_INVALID_ARGUMENT
         }
         var out = InterceptOut(instance: self)
+        out.isAnswer = true
         let code = out.withHandle(CallHandle.token(for: self)) { answer(context, $0) }
         if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
             out.misuse = "resume: the answer returned PAGING_INTERCEPT_PENDING"
@@ -67,6 +70,8 @@ extension PluginInstance {
         let ending = DeferredAnswer.ended(status, message)
         let (ended, waiter) = intercepts.withLock { intercepts -> (Bool, CheckedContinuation<DeferredAnswer, Never>?) in
             guard let pending = intercepts[id], pending.answer == nil, !pending.answering else { return (false, nil) }
+            // Before the entry ends, so that a resume arriving meanwhile finds why.
+            rememberEnded(id, status)
             if let waiter = pending.waiter {
                 intercepts[id] = nil
                 return (true, waiter)
@@ -75,7 +80,6 @@ extension PluginInstance {
             return (true, nil)
         }
         guard ended else { return false }
-        rememberEnded(id, status)
         waiter?.resume(returning: ending)
         return true
     }
@@ -111,9 +115,13 @@ extension PluginInstance {
         }
     }
 
-    /// Drops a deferred intercept the plugin answered within its `intercept()` call after all.
-    func forgetIntercept(_ id: UInt64) {
-        intercepts.withLock { _ = $0.removeValue(forKey: id) }
+    /// Drops a deferred intercept the host will not wait for (the plugin answered within its
+    /// `intercept()` call after all, or misused the host); a later `resume` for it returns `status`.
+    func forgetIntercept(_ id: UInt64, _ status: PluginStatus) {
+        intercepts.withLock { intercepts in
+            rememberEnded(id, status)
+            intercepts[id] = nil
+        }
     }
 
     /// Ends every deferred intercept: the instance is destroyed.

@@ -62,6 +62,7 @@ enum HostExtensions {
         defer: { out in
             var id: UInt64 = 0
             _ = InterceptOut.update(out, "defer") { out in
+                if out.isAnswer { return "within the answer of a deferred intercept, which cannot be deferred again" }
                 id = out.deferred ?? out.instance._withUnsafeGuaranteedRef { $0.deferIntercept() }
                 out.deferred = id
                 return nil

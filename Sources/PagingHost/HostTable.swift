@@ -408,6 +408,8 @@ struct InterceptOut: CallResultBuilder, Sendable {
     var retryAfter: Duration?
     /// The id `defer` gave this call's answer (`paging.async-intercept/1`).
     var deferred: UInt64?
+    /// The builder of a deferred intercept's answer (`resume`), which cannot be deferred again.
+    var isAnswer = false
     var misuse: String?
 
     init(instance: PluginInstance) {

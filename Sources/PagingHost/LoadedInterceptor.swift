@@ -25,6 +25,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private let watchdog: CallWatchdog
     /// Ends a deferred intercept on the host's side and tells the plugin (its `cancel`).
     private let endDeferred: @Sendable (UInt64, PluginStatus, String) -> Void
+    /// Drops a deferred intercept no load waits for (its call timed out, or misused the host),
+    /// and tells the plugin (its `cancel`).
+    private let dropDeferred: @Sendable (UInt64, PluginStatus) -> Void
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_interceptor_t>, extensions: InstanceExtensions) {
@@ -39,12 +42,20 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
         }
         let table = UnsafeSendable(plugin), cancel = UnsafeSendable(extensions.asyncIntercept?.pointee.cancel)
-        endDeferred = { [instance] id, status, message in
-            guard instance.endIntercept(id, status, message), let cancel = cancel.value else { return }
+        let tellPlugin: @Sendable (UInt64) -> Void = { id in
+            guard let cancel = cancel.value else { return }
             calls.runUnserialized { cancel(UnsafeMutableRawPointer(table.value), id) }
         }
+        endDeferred = { [instance] id, status, message in
+            if instance.endIntercept(id, status, message) { tellPlugin(id) }
+        }
+        dropDeferred = { [instance] id, status in
+            instance.forgetIntercept(id, status)
+            tellPlugin(id)
+        }
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [endDeferred] id, timeout in
-            endDeferred(id, .timeout, "the deferred intercept was not answered within \(timeout)")
+            // Not on the watchdog's task: the plugin's cancel() may block.
+            Thread.detachNewThread { endDeferred(id, .timeout, "the deferred intercept was not answered within \(timeout)") }
         }
     }
 
@@ -78,13 +89,29 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             var deferred: UInt64 = 0
             var result: PagingInterceptResult<PluginKey, PluginItem>
             if let worker {
+                // A call that returns after its timeout, having deferred, is dropped by whichever
+                // of it and the caller comes second: no one would wait for its answer.
+                let handoff = Locked((gaveUp: false, deferred: UInt64(0)))
                 let call = await worker.run { [self] in
                     Result { () throws(PluginError) in
                         var deferred: UInt64 = 0
-                        return (try callIntercept(request, deferred: &deferred), deferred)
+                        let result = try callIntercept(request, deferred: &deferred)
+                        let kept = handoff.withLock { state in
+                            if !state.gaveUp { state.deferred = deferred }
+                            return !state.gaveUp
+                        }
+                        if deferred != 0 && !kept { dropDeferred(deferred, .timeout) }
+                        return (result, deferred)
                     }
                 }
-                guard let call else { throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)") }
+                guard let call else {
+                    let id = handoff.withLock { state in
+                        state.gaveUp = true
+                        return state.deferred
+                    }
+                    if id != 0 { dropDeferred(id, .timeout) }
+                    throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
+                }
                 (result, deferred) = try call.get()
             } else {
                 result = try callIntercept(request, deferred: &deferred)
@@ -122,8 +149,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 deferred = id
                 return .proceed(request, handleAfterwards: false)
             }
-            // Deferred, then answered (or failed) in the call after all: the id is done with.
-            instance.forgetIntercept(id)
+            // Deferred, then answered (or failed, or misused the host) in the call after all:
+            // no one waits for the id.
+            dropDeferred(id, out.misuse == nil ? .cancelled : .invalidArgument)
         } else if code == PAGING_INTERCEPT_PENDING {
             throw failure(.internal, "intercept returned PAGING_INTERCEPT_PENDING without calling defer() (paging.async-intercept/1)")
         }

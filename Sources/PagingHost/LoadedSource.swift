@@ -284,6 +284,8 @@ extension PluginInstance {
     package func finishFetch(_ id: UInt64, _ result: FetchResult) {
         let (ended, waiter) = fetches.withLock { fetches -> (Bool, CheckedContinuation<FetchResult, Never>?) in
             guard var fetch = fetches[id], fetch.result == nil else { return (false, nil) }
+            // Before the fetch ends, so that a completion arriving meanwhile finds why.
+            if case .failed(let status, _, _) = result { rememberEnded(id, status) }
             fetch.result = result
             if let waiter = fetch.waiter {
                 fetches[id] = nil
@@ -294,10 +296,7 @@ extension PluginInstance {
         }
         guard ended else { return }
         // Whether or not the caller waits yet, the plugin's own completion is still to come.
-        if case .failed(let status, let message, _) = result {
-            rememberEnded(id, status)
-            if status == .timeout { log(.error, message) }
-        }
+        if case .failed(let status, let message, _) = result, status == .timeout { log(.error, message) }
         guard let waiter else { return }
         waiter.resume(returning: result)
     }

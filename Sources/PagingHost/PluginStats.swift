@@ -67,6 +67,7 @@ public final class PluginStats: Sendable {
         guard !name.isEmpty, name.utf8.count <= Self.maxNameBytes else {
             return "a name of \(name.utf8.count) bytes (1 to \(Self.maxNameBytes) expected)"
         }
+        if let value, !value.isFinite { return "'\(name)': the value is not a finite number" }
         return published.withLock { published -> String? in
             let known = published.counters[name] != nil || published.gauges[name] != nil
             if !known && published.counters.count + published.gauges.count >= Self.maxNames {

@@ -406,7 +406,8 @@ public protocol FailureObservingPlugin: InterceptorPlugin {
 /// The answer of a deferred intercept (``DeferringInterceptorPlugin``): give it exactly once,
 /// from any thread.
 public struct InterceptReply: Sendable {
-    let box: InterceptorBox
+    /// Weak: a plugin that keeps its replies must not keep itself alive through them.
+    weak var box: InterceptorBox?
     /// The id the host gave this intercept (``DeferringInterceptorPlugin/cancel(intercept:)`` names it).
     public let id: UInt64
 
@@ -414,7 +415,7 @@ public struct InterceptReply: Sendable {
     /// timed out) or the reply was given before.
     @discardableResult
     public func answer(_ decision: InterceptDecision) -> Bool {
-        box.resume(id, with: decision)
+        box?.resume(id, with: decision) ?? false
     }
 }
 

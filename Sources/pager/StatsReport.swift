@@ -74,6 +74,6 @@ enum StatsReport {
 
     private static func microseconds(_ duration: Duration) -> Double {
         let (seconds, attoseconds) = duration.components
-        return (Double(seconds) * 1e6 + Double(attoseconds) / 1e12 * 10).rounded() / 10
+        return ((Double(seconds) * 1e6 + Double(attoseconds) / 1e12) * 10).rounded() / 10
     }
 }

@@ -123,6 +123,48 @@ struct InterceptorExtensionTests {
         #expect(await log.waitFor("cancel "), "\(log.messages)")
     }
 
+    /// A call that defers after its call timeout passed: no load waits for its answer, so the
+    /// host drops it and tells the plugin (which could otherwise hold a slot for ever).
+    @Test func deferredAfterTheCallTimeout_isDropped_andThePluginHearsCancel() async throws {
+        let limits = PluginLimits(callTimeout: .milliseconds(50))
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("deferring", mode: "slow", [("sleep_ms", .int(300))], limits: limits)])
+        }
+        #expect(error?.status == .timeout)
+        #expect(await log.waitFor("deferred "))
+        #expect(await log.waitFor("cancel "), "\(log.messages)")
+    }
+
+    /// Deferred, then answered in the call after all: the load goes on, the plugin hears its id
+    /// is done with.
+    @Test func deferredThenAnsweredAtOnce_proceeds_andThePluginHearsCancel() async throws {
+        let page = try await load([try interceptor("deferring", mode: "sync")])
+        #expect(page.values.count == 4)
+        #expect(await log.waitFor("cancel "))
+    }
+
+    @Test func anAnswerThatDefersAgain_failsTheLoad_saying() async throws {
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("deferring", mode: "redefer")])
+        }
+        #expect(error?.status == .invalidArgument)
+        #expect(error?.message.contains("defer: within the answer of a deferred intercept, which cannot be deferred again") == true,
+                "\(String(describing: error))")
+    }
+
+    /// A plugin whose timer fires after its instance was destroyed: the resume is answered
+    /// PAGING_ERR_CANCELLED, not refused as misuse.
+    @Test func resumeAfterDestroy_isCancelled_notMisuse() async throws {
+        let deferring = try interceptor("deferring", mode: "late", [("sleep_ms", .int(150))])
+        let pager = Pager(source: try offsets(), interceptors: [deferring])
+        let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }
+        #expect(await log.waitFor("deferred "))
+        deferring.destroy()
+        await #expect(throws: PluginError.self) { try await task.value }
+        #expect(await log.waitFor("late resume: 1"), "\(log.messages)") // PAGING_ERR_CANCELLED
+        #expect(!log.contains("resume for unknown or finished"))
+    }
+
     // MARK: paging.load-outcome/1
 
     @Test func failedLoad_isHeardByAnInterceptorThatLetItProceed() async throws {

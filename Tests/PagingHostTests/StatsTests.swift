@@ -72,6 +72,8 @@ struct StatsTests {
         #expect(listener.stats.counters["c0"] == 2 && listener.stats.counters["c69"] == nil)
         #expect(log.count(containing: "counter_add: more than 64 names; 'c62' and later ones are ignored") == 1, "\(log.messages)")
         #expect(log.count(containing: "counter_add: a name of 65 bytes (1 to 64 expected)") == 2)
+        #expect(log.count(containing: "gauge_set: 'page_size': the value is not a finite number") == 2)
+        #expect(listener.stats.gauges["page_size"] == 10)
     }
 
     /// The shipped plugins publish what they did: the store its hits and misses, the rate
@@ -96,5 +98,23 @@ struct StatsTests {
         #expect(first["sqlite-store"] == ["misses": 2] && first["rate-limit"] == ["passed": 2], "\(first)")
         let second = try await counters()
         #expect(second["sqlite-store"] == ["hits": 2], "\(second)")
+    }
+
+    /// Latencies of seconds are reported in microseconds as they are (they once came out ten
+    /// times too small).
+    @Test func latenciesOfSeconds_areReportedWhole() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 5, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "example-plugins", "id": "delay", "config": {"delay_ms": 1100}}], "page_size": 5}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/m.json", "--stats=json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        let line = try #require(result.stderr.split(separator: "\n").last)
+        let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
+        let delay = try #require(report.plugins.first { $0.id == "delay" })
+        let p50 = try #require(delay.p50_us)
+        #expect(p50 >= 1_100_000 && p50 < 3_000_000, "\(p50)")
     }
 }

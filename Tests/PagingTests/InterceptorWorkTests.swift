@@ -54,6 +54,15 @@ final class FailureListener: PagingInterceptor, Sendable {
     }
 }
 
+/// Observes every page and fails to transform it.
+struct BrokenTransform: PagingInterceptor {
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .proceed(request, handleAfterwards: true)
+    }
+
+    func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> { throw ScriptedError("broken", isRetryable: false) }
+}
+
 @Suite struct InterceptorWorkTests {
     @Test func transform_changesThePage_fromTheLastObserverToTheFirst() async throws {
         let journal = Journal()
@@ -102,15 +111,9 @@ final class FailureListener: PagingInterceptor, Sendable {
     }
 
     @Test func failedTransform_failsTheLoad_andTheInterceptorsBeforeItHearOfIt() async throws {
-        struct Broken: PagingInterceptor {
-            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
-                .proceed(request, handleAfterwards: true)
-            }
-            func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> { throw ScriptedError("broken", isRetryable: false) }
-        }
         let journal = Journal()
         let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(1)), interceptors: [
-            FailureListener("a", journal: journal), Broken(),
+            FailureListener("a", journal: journal), BrokenTransform(),
         ])
         await #expect(throws: ScriptedError("broken", isRetryable: false)) {
             try await pager.load(pager.request(.refresh, key: 0, params: params()))
@@ -176,5 +179,25 @@ final class FailureListener: PagingInterceptor, Sendable {
         #expect(first.nextKey == 25)
         let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: params(pageSize: 25)))
         #expect(second.values.first == 25 && second.prevKey == 0 && second.nextKey == 50)
+    }
+
+    /// A background revalidation whose transform fails is heard by the interceptor that asked
+    /// for it, never by those before it: for them the load succeeded (with the stored page).
+    @Test func failedRevalidation_isNotHeardByTheInterceptorsBeforeTheOneThatAskedForIt() async throws {
+        struct Stale: PagingInterceptor {
+            let journal: Journal
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .completeThenRevalidate(Page(request: request, values: [-1]))
+            }
+            func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("stale.failed") }
+        }
+        let journal = Journal()
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(1)), interceptors: [
+            FailureListener("a", journal: journal), Stale(journal: journal), BrokenTransform(),
+        ])
+        let page = try await pager.load(pager.request(.refresh, key: 0, params: params()))
+        #expect(page.values == [-1])
+        await pager.backgroundLoadsFinished()
+        #expect(journal.all == ["a.intercept(0)", "stale.failed"])
     }
 }

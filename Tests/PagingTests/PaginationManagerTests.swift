@@ -246,6 +246,7 @@ private struct CursorLikeSource: PagingSource {
         final class ChangingSource: PagingSource, Sendable {
             let version = Locked(0)
             let anchors = Locked<[PagingAnchor<Int, String>]>([])
+            let hardRefreshes = Locked(0)
             let invalidation: PagingInvalidation? = PagingInvalidation()
             var refreshKey: Int { 0 }
             func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
@@ -257,6 +258,7 @@ private struct CursorLikeSource: PagingSource {
             }
             func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
                 let version = version.withLock { $0 }
+                if request.params.isHardRefresh { hardRefreshes.withLock { $0 += 1 } }
                 return Page(request: request, values: (request.key..<request.key + request.params.pageSize).map { "v\(version):\($0)" })
             }
         }
@@ -277,5 +279,7 @@ private struct CursorLikeSource: PagingSource {
         #expect(refreshed == (20..<30).map { "v1:\($0)" })
         let anchor = try #require(source.anchors.withLock { $0.first })
         #expect(anchor.pageKey == 20 && anchor.indexInPage == 5 && anchor.value == "v0:25" && anchor.pageSize == 10)
+        // What caches and stores hold is from before the change: a hard refresh.
+        #expect(source.hardRefreshes.withLock { $0 } == 1)
     }
 }

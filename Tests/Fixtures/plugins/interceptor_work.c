@@ -17,9 +17,16 @@
  *     "never"      defers (logging "deferred <id>") and never resumes; cancel() logs "cancel <id>"
  *     "no-defer"   returns PENDING without defer()
  *     "twice"      defers; a new thread resumes twice and logs "second resume: <status>"
+ *     "slow"       sleeps "sleep_ms" (default 200) in intercept(), then defers (logging "deferred <id>")
+ *                  and never resumes: with a shorter call timeout, no load waits for it
+ *     "sync"       defers, then answers PROCEED from intercept() itself
+ *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
+ *     "late"       defers (logging "deferred <id>"); a thread resumes after "sleep_ms" and logs
+ *                  "late resume: <status>" (the instance may be destroyed by then)
  *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
  *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
- *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name.
+ *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, and sets the gauge
+ *     "page_size" to NaN.
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
@@ -46,7 +53,7 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms;
+    long count, fail_times, retry_after_ms, sleep_ms;
     pthread_mutex_t lock;
     char invalidate_file[512];
     int watching, stop;
@@ -123,15 +130,47 @@ static const paging_ext_page_transform_t wk_transform_table = { wk_transform };
 
 /* ---- deferring ---- */
 
-typedef struct wk_resumption {
-    work_plugin *plugin;
-    uint64_t id;
-} wk_resumption;
-
 static uint32_t wk_answer_proceed(void *context, paging_intercept_out_t *out)
 {
     (void)context; (void)out;
     return PAGING_INTERCEPT_PROCEED;
+}
+
+typedef struct wk_resumption {
+    work_plugin *plugin;
+    uint64_t id;
+    /* For "late": copied, as the instance may be destroyed before the resume. */
+    const paging_host_t *host;
+    const paging_ext_async_intercept_host_t *async_host;
+    long sleep_ms;
+} wk_resumption;
+
+static void wk_sleep_ms(long milliseconds)
+{
+    struct timespec pause;
+    pause.tv_sec = milliseconds / 1000;
+    pause.tv_nsec = (milliseconds % 1000) * 1000000L;
+    nanosleep(&pause, NULL);
+}
+
+static void *wk_resume_late(void *argument)
+{
+    wk_resumption *r = (wk_resumption *)argument;
+    char line[64];
+    paging_status_t status;
+    wk_sleep_ms(r->sleep_ms);
+    status = r->async_host->resume(r->host, r->id, wk_answer_proceed, NULL);
+    snprintf(line, sizeof line, "late resume: %u", (unsigned)status);
+    r->host->log(r->host, PAGING_LOG_INFO, line);
+    free(r);
+    return NULL;
+}
+
+static uint32_t wk_answer_redefer(void *context, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)context;
+    p->async_host->defer(out);
+    return PAGING_INTERCEPT_PENDING;
 }
 
 static uint32_t wk_answer_complete(void *context, paging_intercept_out_t *out)
@@ -149,6 +188,8 @@ static void *wk_resume_later(void *argument)
     const paging_host_t *h = p->host;
     if (strcmp(p->mode, "complete") == 0) {
         p->async_host->resume(h, r->id, wk_answer_complete, p);
+    } else if (strcmp(p->mode, "redefer") == 0) {
+        p->async_host->resume(h, r->id, wk_answer_redefer, p);
     } else {
         p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
         if (strcmp(p->mode, "twice") == 0) {
@@ -168,8 +209,10 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     uint64_t id;
     (void)request;
     if (strcmp(p->mode, "no-defer") == 0) return PAGING_INTERCEPT_PENDING;
+    if (strcmp(p->mode, "slow") == 0) wk_sleep_ms(p->sleep_ms);
     id = p->async_host->defer(out);
-    if (strcmp(p->mode, "never") == 0) {
+    if (strcmp(p->mode, "sync") == 0) return PAGING_INTERCEPT_PROCEED;
+    if (strcmp(p->mode, "never") == 0 || strcmp(p->mode, "slow") == 0) {
         wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
         return PAGING_INTERCEPT_PENDING;
     }
@@ -181,7 +224,11 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     if (r == NULL) return PAGING_INTERCEPT_FAIL;
     r->plugin = p;
     r->id = id;
-    if (pthread_create(&thread, NULL, wk_resume_later, r) != 0) {
+    r->host = p->host;
+    r->async_host = p->async_host;
+    r->sleep_ms = p->sleep_ms;
+    if (strcmp(p->mode, "late") == 0) wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
+    if (pthread_create(&thread, NULL, strcmp(p->mode, "late") == 0 ? wk_resume_late : wk_resume_later, r) != 0) {
         free(r);
         return PAGING_INTERCEPT_FAIL;
     }
@@ -219,6 +266,7 @@ static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *r
         memset(name, 'x', 65);
         name[65] = 0;
         metrics->counter_add(p->host, name, 1);
+        metrics->gauge_set(p->host, "page_size", 0.0 / 0.0);
     }
     return PAGING_INTERCEPT_PROCEED;
 }
@@ -380,6 +428,7 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     p->count = (long)host->config_int(config, "count", 100);
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
+    p->sleep_ms = (long)host->config_int(config, "sleep_ms", 200);
     p->hint_host = (const paging_ext_retry_hint_host_t *)host->get_extension(host, PAGING_EXT_RETRY_HINT);
     return p;
 }
