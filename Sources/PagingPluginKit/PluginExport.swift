@@ -289,7 +289,9 @@ final class InterceptorBox: @unchecked Sendable {
         } == PAGING_OK
     }
 
-    /// Sets what `decision` says on `out` and returns its result code.
+    /// Sets what `decision` says on `out` and returns its result code. Inlined into the
+    /// intercept call: out of line, the decision was copied to reach it.
+    @inline(__always)
     func apply(_ decision: InterceptDecision, _ out: OpaquePointer?) -> UInt32 {
         switch decision {
         case .proceed(let observe, let key, let pageSize, let params):
