@@ -127,10 +127,13 @@ struct InterceptorExtensionTests {
     /// host drops it and tells the plugin (which could otherwise hold a slot for ever).
     @Test func deferredAfterTheCallTimeout_isDropped_andThePluginHearsCancel() async throws {
         let limits = PluginLimits(callTimeout: .milliseconds(50))
+        let proceed = scratchFolder() + "/proceed"
         let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("deferring", mode: "slow", [("sleep_ms", .int(300))], limits: limits)])
+            try await load([try interceptor("deferring", mode: "slow", [("resume_file", .string(proceed))], limits: limits)])
         }
         #expect(error?.status == .timeout)
+        // Only now does the call go on, and defer.
+        _ = FileManager.default.createFile(atPath: proceed, contents: nil)
         #expect(await log.waitFor("deferred "))
         #expect(await log.waitFor("cancel "), "\(log.messages)")
     }
@@ -155,12 +158,15 @@ struct InterceptorExtensionTests {
     /// A plugin whose timer fires after its instance was destroyed: the resume is answered
     /// PAGING_ERR_CANCELLED, not refused as misuse.
     @Test func resumeAfterDestroy_isCancelled_notMisuse() async throws {
-        let deferring = try interceptor("deferring", mode: "late", [("sleep_ms", .int(150))])
+        let resume = scratchFolder() + "/resume"
+        let deferring = try interceptor("deferring", mode: "late", [("resume_file", .string(resume))])
         let pager = Pager(source: try offsets(), interceptors: [deferring])
         let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }
         #expect(await log.waitFor("deferred "))
         deferring.destroy()
         await #expect(throws: PluginError.self) { try await task.value }
+        // Only now does the plugin's thread resume.
+        _ = FileManager.default.createFile(atPath: resume, contents: nil)
         #expect(await log.waitFor("late resume: 1"), "\(log.messages)") // PAGING_ERR_CANCELLED
         #expect(!log.contains("resume for unknown or finished"))
     }

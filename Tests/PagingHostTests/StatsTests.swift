@@ -115,6 +115,6 @@ struct StatsTests {
         let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
         let delay = try #require(report.plugins.first { $0.id == "delay" })
         let p50 = try #require(delay.p50_us)
-        #expect(p50 >= 1_100_000 && p50 < 3_000_000, "\(p50)")
+        #expect(p50 >= 1_100_000, "\(p50)")
     }
 }

@@ -17,12 +17,12 @@
  *     "never"      defers (logging "deferred <id>") and never resumes; cancel() logs "cancel <id>"
  *     "no-defer"   returns PENDING without defer()
  *     "twice"      defers; a new thread resumes twice and logs "second resume: <status>"
- *     "slow"       sleeps "sleep_ms" (default 200) in intercept(), then defers (logging "deferred <id>")
- *                  and never resumes: with a shorter call timeout, no load waits for it
+ *     "slow"       waits in intercept() until the file "resume_file" appears, then defers (logging
+ *                  "deferred <id>") and never resumes: past a call timeout, no load waits for it
  *     "sync"       defers, then answers PROCEED from intercept() itself
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
- *     "late"       defers (logging "deferred <id>"); a thread resumes after "sleep_ms" and logs
- *                  "late resume: <status>" (the instance may be destroyed by then)
+ *     "late"       defers (logging "deferred <id>"); a thread resumes once the file "resume_file"
+ *                  appears and logs "late resume: <status>" (the instance may be destroyed by then)
  *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
  *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
  *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, and sets the gauge
@@ -53,9 +53,10 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms, sleep_ms;
+    long count, fail_times, retry_after_ms;
     pthread_mutex_t lock;
     char invalidate_file[512];
+    char resume_file[512];
     int watching, stop;
     pthread_t watcher;
 } work_plugin;
@@ -142,7 +143,7 @@ typedef struct wk_resumption {
     /* For "late": copied, as the instance may be destroyed before the resume. */
     const paging_host_t *host;
     const paging_ext_async_intercept_host_t *async_host;
-    long sleep_ms;
+    char resume_file[512];
 } wk_resumption;
 
 static void wk_sleep_ms(long milliseconds)
@@ -158,7 +159,7 @@ static void *wk_resume_late(void *argument)
     wk_resumption *r = (wk_resumption *)argument;
     char line[64];
     paging_status_t status;
-    wk_sleep_ms(r->sleep_ms);
+    while (remove(r->resume_file) != 0) wk_sleep_ms(5);
     status = r->async_host->resume(r->host, r->id, wk_answer_proceed, NULL);
     snprintf(line, sizeof line, "late resume: %u", (unsigned)status);
     r->host->log(r->host, PAGING_LOG_INFO, line);
@@ -209,7 +210,8 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     uint64_t id;
     (void)request;
     if (strcmp(p->mode, "no-defer") == 0) return PAGING_INTERCEPT_PENDING;
-    if (strcmp(p->mode, "slow") == 0) wk_sleep_ms(p->sleep_ms);
+    if (strcmp(p->mode, "slow") == 0)
+        while (remove(p->resume_file) != 0) wk_sleep_ms(5);
     id = p->async_host->defer(out);
     if (strcmp(p->mode, "sync") == 0) return PAGING_INTERCEPT_PROCEED;
     if (strcmp(p->mode, "never") == 0 || strcmp(p->mode, "slow") == 0) {
@@ -226,7 +228,7 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     r->id = id;
     r->host = p->host;
     r->async_host = p->async_host;
-    r->sleep_ms = p->sleep_ms;
+    snprintf(r->resume_file, sizeof r->resume_file, "%s", p->resume_file);
     if (strcmp(p->mode, "late") == 0) wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
     if (pthread_create(&thread, NULL, strcmp(p->mode, "late") == 0 ? wk_resume_late : wk_resume_later, r) != 0) {
         free(r);
@@ -428,7 +430,8 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     p->count = (long)host->config_int(config, "count", 100);
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
-    p->sleep_ms = (long)host->config_int(config, "sleep_ms", 200);
+    mode = host->config_string(config, "resume_file");
+    snprintf(p->resume_file, sizeof p->resume_file, "%s", mode != NULL ? mode : "");
     p->hint_host = (const paging_ext_retry_hint_host_t *)host->get_extension(host, PAGING_EXT_RETRY_HINT);
     return p;
 }
