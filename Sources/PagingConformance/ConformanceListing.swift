@@ -108,7 +108,8 @@ extension Conformance {
             }
             plugins.append(ConformancePluginListing(
                 id: shownID, kind: kind?.rawValue, threadSafe: d.flags & PAGING_PLUGIN_THREAD_SAFE != 0,
-                problems: problems, runnable: runnable && kind != nil && id?.isEmpty == false && firstIndex[shownID] == Int(index)))
+                problems: problems, runnable: runnable && kind != nil && id?.isEmpty == false && firstIndex[shownID] == Int(index),
+                name: d.name.map { String(cString: $0) }, version: version, description: d.description.map { String(cString: $0) }))
         }
         if describe(total) != nil {
             for index in plugins.indices {

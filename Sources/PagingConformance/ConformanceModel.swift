@@ -140,6 +140,10 @@ public struct ConformancePluginListing: Sendable, Codable {
     /// smaller than ABI 1.0's, a required extension this host lacks): only abi-growth runs, and
     /// reports it.
     public var refusal: String?
+    /// The descriptor's name, version and description, as `pager plugins` prints them.
+    public var name: String?
+    public var version: String?
+    public var description: String?
 }
 
 /// What the listing process reports about a library.

@@ -77,19 +77,11 @@ public struct ConformanceRunner: Sendable {
             results.append(result)
             progress(result)
         }
-        let listed = await child(["__list", path])
         let listing: ConformanceListing
-        switch listed {
-        case .finished(let output, _):
-            guard let decoded = ConformanceWire.decode(ConformanceListing.self, from: output.stdout) else {
-                record(ConformanceResult(plugin: "-", check: "load", status: .fail,
-                                         reason: "listing the plugins printed no result" + output.lastErrorLine, durationMs: output.durationMs))
-                return Report(library: path, results: results)
-            }
-            listing = decoded
-        case .died(let reason, let output):
-            record(ConformanceResult(plugin: "-", check: "load", status: .fail, reason: "loading the library \(reason)" + output.lastErrorLine,
-                                     durationMs: output.durationMs))
+        switch await list(library: path) {
+        case .success(let listed): listing = listed
+        case .failure(let failure):
+            record(ConformanceResult(plugin: "-", check: "load", status: .fail, reason: failure.reason, durationMs: failure.durationMs))
             return Report(library: path, results: results)
         }
         if let badInput = listing.badInput { throw .badInput(badInput) }
@@ -125,6 +117,27 @@ public struct ConformanceRunner: Sendable {
             }
         }
         return Report(library: path, results: results)
+    }
+
+    /// Why a library could not be listed: it crashed, ended the process or hung while loading.
+    public struct ListingFailure: Error, Sendable {
+        public let reason: String
+        public let durationMs: Double
+    }
+
+    /// Opens the library in a child process and lists its plugins (``Conformance/list(path:)``):
+    /// a library whose loading crashes, exits or hangs takes only the child down.
+    public func list(library path: String) async -> Result<ConformanceListing, ListingFailure> {
+        switch await child(["__list", path]) {
+        case .finished(let output, let status):
+            guard let listing = ConformanceWire.decode(ConformanceListing.self, from: output.stdout) else {
+                return .failure(ListingFailure(reason: "loading the library ended the process (exit status \(status)) before it was listed"
+                                                   + output.lastErrorLine, durationMs: output.durationMs))
+            }
+            return .success(listing)
+        case .died(let reason, let output):
+            return .failure(ListingFailure(reason: "loading the library \(reason)" + output.lastErrorLine, durationMs: output.durationMs))
+        }
     }
 
     /// Runs one check in a child process.

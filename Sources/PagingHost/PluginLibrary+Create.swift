@@ -1,3 +1,4 @@
+import Foundation
 import CPaging
 import Paging
 
@@ -50,16 +51,47 @@ extension PluginLibrary {
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
     /// plugin reported through `config_fail`.
+    ///
+    /// The call runs on a thread of its own and is waited for at most the instance's call
+    /// timeout (or, without one, its fetch timeout but at least 30 s): a `create_*` that never
+    /// returns fails with a timeout instead of hanging the host (the thread, and whatever it
+    /// creates, are left to the plugin). A plugin that ends the process meanwhile is reported (``LoadingGuard``).
     package func create<Plugin>(
         _ descriptor: PluginDescriptor, _ config: JSONValue, _ instance: PluginInstance,
-        _ call: (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
+        _ call: @escaping (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
         let pluginConfig = PluginConfig(config)
-        let created = descriptor.id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }
-        guard let created else {
+        let timeout = instance.limits.callTimeout ?? max(instance.limits.fetchTimeout, .seconds(30))
+        let id = descriptor.id
+        let body = UnsafeSendable { UnsafeSendable(id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }) }
+        let finished = LoadingGuard.during("plugin '\(id)' of \(path)") { CreateCall.run(body.value, within: timeout) }
+        guard let finished else {
+            throw .createFailed(path: path, id: id, status: .timeout,
+                                message: "create did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")
+        }
+        guard let created = finished.value else {
             let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
-            throw .createFailed(path: path, id: descriptor.id, status: status, message: message)
+            throw .createFailed(path: path, id: id, status: status, message: message)
         }
         return created
+    }
+}
+
+/// One `create_*` call on a thread of its own, waited for at most a timeout.
+private enum CreateCall {
+    static func run<Result>(_ body: @escaping () -> Result, within timeout: Duration) -> Result? {
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked<Result?>(nil)
+        let work = UnsafeSendable(body)
+        let thread = Thread {
+            let value = work.value()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        thread.start()
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+        guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+        return result.withLock { $0 }
     }
 }

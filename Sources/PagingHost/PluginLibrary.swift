@@ -237,8 +237,10 @@ public final class PluginLibrary: @unchecked Sendable {
     ) throws(PluginLoadError) -> PluginLibrary {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         let pin = sha256?.lowercased()
-        let (library, note) = try loader.withLock { (state: inout LoaderState) throws(PluginLoadError) in
-            try load(path: path, pin: pin, state: &state)
+        let (library, note) = try LoadingGuard.during("the library \(path)") { () throws(PluginLoadError) in
+            try loader.withLock { (state: inout LoaderState) throws(PluginLoadError) in
+                try load(path: path, pin: pin, state: &state)
+            }
         }
         if let note { report(note) }
         return library

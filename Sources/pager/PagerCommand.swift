@@ -28,7 +28,7 @@ enum PagerCommand {
             switch command {
             case "run": return try await RunCommand(rest).run()
             case "validate": return try ValidateCommand(rest).run()
-            case "plugins": return try PluginsCommand(rest).run()
+            case "plugins": return try await PluginsCommand(rest).run()
             case "check": return try await CheckCommand.main(rest)
             case "browse": return try await BrowseCommand(rest).run()
             case "--help", "-h", "help":

@@ -1,4 +1,5 @@
 import Foundation
+import PagingConformance
 import PagingHost
 
 /// `pager plugins [DIR...]`: lists every plugin found, with its descriptor.
@@ -7,8 +8,9 @@ struct PluginsCommand {
     usage: pager plugins [DIR...]
 
     Lists every plugin of every lib*.so in the folders (default: PAGING_PLUGIN_PATH and the
-    built products folder), with its descriptor. Libraries that fail to load are listed with
-    the reason.
+    built products folder), with its descriptor. Each library is opened in a child process: one
+    that fails to load, crashes, exits or hangs while loading is a line of its own on stderr,
+    with the reason, and the others are listed.
 
     exit codes: 0 listed; 2 a folder does not exist
     """
@@ -27,9 +29,9 @@ struct PluginsCommand {
         }
     }
 
-    func run() throws -> Int32 {
+    func run() async throws -> Int32 {
         let folders = self.folders.isEmpty ? PluginSearchPath.standard(manifestFolder: nil).folders : self.folders
-        var found = 0
+        var libraries: [String] = []
         for folder in folders {
             var isFolder: ObjCBool = false
             guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
@@ -38,17 +40,59 @@ struct PluginsCommand {
             }
             let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
             for file in files.sorted() where file.hasPrefix("lib") && file.hasSuffix(".so") {
-                let path = URL(fileURLWithPath: folder).appendingPathComponent(file).path
-                do {
-                    let library = try PluginLibrary.open(path: path) { Output.error("warning: \($0)") }
-                    for descriptor in library.descriptors {
-                        found += 1
-                        Output.line("\(descriptor.id)\t\(descriptor.kind)\t\(descriptor.version)\t\(path)\t\(descriptor.name): \(descriptor.description)"
-                                    + (descriptor.isThreadSafe ? " [thread-safe]" : ""))
-                    }
-                } catch {
-                    Output.error("\(error)")
+                libraries.append(URL(fileURLWithPath: folder).appendingPathComponent(file).path)
+            }
+        }
+        guard let executable = PluginSearchPath.executableFolder().map({ $0 + "/" + CheckCommand.executableName() }) else {
+            throw UsageError("plugins: cannot find the pager executable (/proc/self/exe)")
+        }
+        // Each library is opened in a child process (`pager check __list`): one that crashes,
+        // exits or hangs while loading is a line of its own, and the others are listed.
+        let scratch = NSTemporaryDirectory() + "pager-plugins-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: scratch) }
+        let runner = ConformanceRunner(executable: executable, options: ConformanceOptions(scratchFolder: scratch))
+        let paths = libraries
+        let listings = await withTaskGroup(of: (Int, Result<ConformanceListing, ConformanceRunner.ListingFailure>).self) { group in
+            var results = [Result<ConformanceListing, ConformanceRunner.ListingFailure>?](repeating: nil, count: paths.count)
+            var next = 0
+            // Two at a time: a child per core.
+            while next < paths.count && next < 2 {
+                let index = next, path = paths[index]
+                group.addTask { (index, await runner.list(library: path)) }
+                next += 1
+            }
+            while let (index, result) = await group.next() {
+                results[index] = result
+                if next < paths.count {
+                    let index = next, path = paths[index]
+                    group.addTask { (index, await runner.list(library: path)) }
+                    next += 1
                 }
+            }
+            return results
+        }
+        var found = 0
+        for (path, listing) in zip(libraries, listings) {
+            switch listing {
+            case .success(let listing)?:
+                if let problem = listing.badInput ?? listing.libraryProblem {
+                    Output.error(problem)
+                    continue
+                }
+                for plugin in listing.plugins {
+                    if let refusal = plugin.refusal {
+                        Output.error(refusal)
+                        continue
+                    }
+                    found += 1
+                    Output.line("\(plugin.id)\t\(plugin.kind ?? "?")\t\(plugin.version ?? "?")\t\(path)\t\(plugin.name ?? ""): \(plugin.description ?? "")"
+                                + (plugin.threadSafe ? " [thread-safe]" : ""))
+                }
+            case .failure(let failure)?:
+                Output.error("\(path): \(failure.reason)")
+            case nil:
+                Output.error("\(path): not listed")
             }
         }
         Output.error("\(found) plugins")

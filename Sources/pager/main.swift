@@ -4,6 +4,8 @@ import PagingHost
 
 let arguments = Array(CommandLine.arguments.dropFirst())
 PluginLibrary.librarySink = Output.pluginLog(minimum: .info)
+// A plugin that calls exit() while it is loaded or created is bad input, said so: not a quiet 0.
+PluginLibrary.reportExitsWhileLoading(status: ExitCode.badInput)
 let code = await PagerCommand.main(arguments)
 // Every command has dropped its plugin instances by now: the libraries may release what their
 // init() prepared.

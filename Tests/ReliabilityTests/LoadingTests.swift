@@ -1,0 +1,56 @@
+import Foundation
+import PagingHost
+import Testing
+
+/// Libraries that misbehave while they are loaded or created: a constructor that crashes or
+/// calls exit(0), a create_* that never returns.
+@Suite("Misbehaving while loading")
+struct LoadingTests {
+    /// A folder of libraries: a good plugin, one whose constructor crashes, one whose
+    /// constructor calls exit(0), one that is no plugin. Each is listed or reported on a line of
+    /// its own; none stops the listing.
+    @Test func pagerPlugins_listsEachLibraryInAChild_eachFailureALineOfItsOwn() async throws {
+        let folder = scratchFolder()
+        for (fixture, name) in [("pass_through", "libgood.so"), ("ctor_crash", "libcrashes.so"), ("ctor_exit", "libexits.so"),
+                                ("no_entry", "libnotaplugin.so")] {
+            try FileManager.default.copyItem(atPath: try fixturePlugin(fixture), toPath: folder + "/" + name)
+        }
+        let result = try await run(pagerCommand, ["plugins", folder])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.contains("\tinterceptor\t") && result.stdout.contains("\(folder)/libgood.so"), "\(result.stdout)")
+        let errors = result.stderr.split(separator: "\n").map(String.init)
+        #expect(errors.contains { $0.contains("/libcrashes.so: loading the library crashed (SIGSEGV)") }, "\(errors)")
+        #expect(errors.contains { $0.contains("/libexits.so: loading the library ended the process (exit status 2) before it was listed")
+                                  && $0.contains("called exit()") }, "\(errors)")
+        #expect(errors.contains { $0.contains("libnotaplugin.so") && $0.contains("not a SwiftPaging plugin") }, "\(errors)")
+    }
+
+    /// A constructor that calls exit(0) made validate and run end with 0, silently.
+    @Test(arguments: ["validate", "run"])
+    func aLibraryThatExitsWhileLoading_isReported_withStatus2(_ command: String) async throws {
+        let library = try fixturePlugin("ctor_exit")
+        let manifest = scratchFolder() + "/m.json"
+        try #"{"source": {"plugin": "\#(library)"}}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, [command, manifest])
+        #expect(result.code == 2)
+        #expect(result.stderr.contains("pager: the library \(library) ended the process while it was being loaded (it called exit()); exit status 2"),
+                "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
+    /// A create_* that never returns hung validate: it gets the call timeout (without one, the
+    /// fetch timeout but at least 30 s).
+    @Test(.timeLimit(.minutes(1)))
+    func aCreateThatNeverReturns_failsAfterTheTimeout() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        let manifest = folder + "/m.json"
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))"}], "call_timeout_ms": 300}
+        """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["validate", manifest])
+        #expect(result.code == 2)
+        #expect(result.stderr.contains("plugin 'hangs' could not be created: timeout: create did not return within 0.3 seconds"), "\(result.stderr)")
+    }
+}
