@@ -142,23 +142,12 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     /// One line, whatever the manifest holds: control characters (a key or a plugin name with an
-    /// escaped newline, a plugin's multi-line message) are written as JSON escapes.
-    public var description: String {
-        let text = path.map { "\(file): \($0): \(message)" } ?? "\(file): \(message)"
-        guard text.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return text }
-        var escaped = String.UnicodeScalarView()
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\n": escaped.append(contentsOf: "\\n".unicodeScalars)
-            case "\r": escaped.append(contentsOf: "\\r".unicodeScalars)
-            case "\t": escaped.append(contentsOf: "\\t".unicodeScalars)
-            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                escaped.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
-            default: escaped.append(scalar)
-            }
-        }
-        return String(escaped)
-    }
+    /// escaped newline, a plugin's multi-line message, ESC) are written as escapes (`\n`,
+    /// `\u001b`), in time linear in the text's length.
+    public var description: String { OneLine.escape(text) }
+
+    /// The description as it is, before its control characters are escaped.
+    package var text: String { path.map { "\(file): \($0): \(message)" } ?? "\(file): \(message)" }
 }
 
 /// Checks values against what the manifest expects, naming the path in every error.
