@@ -118,7 +118,7 @@ struct CheckCommand {
                 if !json { table.row(result) }
             }
         } catch {
-            Output.error("pager: check: \(error)")
+            Output.problem("pager: check: \(error)")
             return ExitCode.badInput
         }
         if json {

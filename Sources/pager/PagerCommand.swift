@@ -23,7 +23,12 @@ enum PagerCommand {
             Output.error(usage)
             return ExitCode.badInput
         }
-        let rest = Array(arguments.dropFirst())
+        // `browse` draws on fd 1, the terminal; every other command keeps it for its data.
+        if command != "browse" { Output.claimStandardOutput() }
+        return Output.finish(await run(command, Array(arguments.dropFirst())))
+    }
+
+    private static func run(_ command: String, _ rest: [String]) async -> Int32 {
         do {
             switch command {
             case "run": return try await RunCommand(rest).run()
@@ -43,10 +48,11 @@ enum PagerCommand {
             Output.error("pager: \(error.message)")
             return ExitCode.badInput
         } catch let error as ManifestError {
-            Output.error("pager: \(error)")
+            // Escaped and cut in one pass: the line's note counts the bytes of the message.
+            Output.problem("pager: \(error.text)")
             return ExitCode.badInput
         } catch {
-            Output.error("pager: \(error)")
+            Output.problem("pager: \(error)")
             return ExitCode.failure
         }
     }
@@ -61,26 +67,6 @@ enum ExitCode {
 struct UsageError: Error {
     let message: String
     init(_ message: String) { self.message = message }
-}
-
-/// Standard output carries data only (items, listings); everything else goes to standard error.
-enum Output {
-    static func line(_ text: String) {
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
-    }
-
-    static func error(_ text: String) {
-        FileHandle.standardError.write(Data((text + "\n").utf8))
-    }
-
-    /// A log sink that writes plugins' lines at or above `minimum` to standard error.
-    static func pluginLog(minimum: PluginLogLevel) -> PluginLogSink {
-        { level, plugin, message in
-            guard level >= minimum else { return }
-            // The plugin's id; its library's path is in `pager validate`.
-            error("[\(level)] \(plugin.prefix { $0 != " " }): \(message)")
-        }
-    }
 }
 
 /// Splits arguments into flags with values and positional arguments.

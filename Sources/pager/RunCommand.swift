@@ -94,7 +94,9 @@ struct RunCommand {
             }
         }
         let output = manager.output
-        for item in output.values { Output.line(item.text) }
+        var items = Output.ItemWriter()
+        for item in output.values { items.write(item) }
+        items.flush()
         Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
                      + "prepend: \(output.prependState), append: \(output.appendState)")
         // Stale pages served by a store are being loaded again in the background: let them be stored.
@@ -121,7 +123,7 @@ struct RunCommand {
         var failed = false
         for kind in PagingRequestKind.allCases {
             guard let error = output[kind].error else { continue }
-            Output.error("\(kind) failed: \(error)")
+            Output.problem("\(kind) failed: \(error)")
             failed = true
         }
         return failed

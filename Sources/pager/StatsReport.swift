@@ -31,16 +31,18 @@ enum StatsReport {
         }
     }
 
+    /// One line a plugin and one a published figure; the names plugins chose are escaped (``OneLine``).
     private static func text(_ figures: [Pipeline.PluginFigures]) -> String {
+        func name(_ text: String) -> String { OneLine.escape(text, limit: Output.nameLimit) }
         var lines = ["stats:"]
         for plugin in figures {
             let stats = plugin.stats
             let failures = stats.failures.isEmpty ? "0" : stats.failures.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
             let latency = stats.p50.map { "p50 \(microseconds($0)) µs, p99 \(microseconds(stats.p99 ?? $0)) µs" } ?? "no calls"
-            lines.append("  \(plugin.id) (\(plugin.kind.rawValue), \(plugin.library)): \(stats.calls) calls, "
+            lines.append("  \(name(plugin.id)) (\(plugin.kind.rawValue), \(plugin.library)): \(stats.calls) calls, "
                          + "\(stats.completions) completed, failed: \(failures); \(latency)")
-            for (name, value) in stats.counters.sorted(by: { $0.key < $1.key }) { lines.append("    counter \(name) = \(value)") }
-            for (name, value) in stats.gauges.sorted(by: { $0.key < $1.key }) { lines.append("    gauge \(name) = \(value)") }
+            for (key, value) in stats.counters.sorted(by: { $0.key < $1.key }) { lines.append("    counter \(name(key)) = \(value)") }
+            for (key, value) in stats.gauges.sorted(by: { $0.key < $1.key }) { lines.append("    gauge \(name(key)) = \(value)") }
         }
         return lines.joined(separator: "\n")
     }
