@@ -34,13 +34,8 @@ enum Output {
     static func claimStandardOutput() {
         data.withLock { stream in
             stream.descriptor = paging_standard_output_was_closed() != 0 ? -1 : fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3)
-            if dup2(STDERR_FILENO, STDOUT_FILENO) < 0 {
-                let null = open("/dev/null", O_WRONLY)
-                if null >= 0 && null != STDOUT_FILENO {
-                    dup2(null, STDOUT_FILENO)
-                    close(null)
-                }
-            }
+            // Fds 0 to 2 are open (/dev/null for one closed at start): this cannot fail.
+            _ = dup2(STDERR_FILENO, STDOUT_FILENO)
         }
     }
 
