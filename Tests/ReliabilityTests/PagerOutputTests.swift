@@ -1,0 +1,235 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// What the built `pager` writes, against plugins and outputs that work against it: standard
+/// output that cannot be written, plugins that print to it, items spread over lines, and log
+/// lines or failures that try to forge the host's own lines or flood them.
+@Suite("pager's output")
+struct PagerOutputTests {
+    /// A folder with `m.json`: the source `plugin` with `config`, and `interceptors`.
+    func manifest(_ plugin: String, config: String = "{}", interceptors: String = "") throws -> String {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "\(plugin)", "config": \(config)}, "interceptors": [\(interceptors)], "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        return folder + "/m.json"
+    }
+
+    /// Runs `pager arguments` with standard output redirected by `sh` (`>/dev/full`, `>&-`).
+    func runRedirected(_ redirection: String, _ arguments: [String]) async throws -> ProgramResult {
+        try await run("/bin/sh", ["-c", #"exec "$0" "$@" "# + redirection, pagerBinary] + arguments)
+    }
+
+    // MARK: - Standard output that cannot be written
+
+    @Test(arguments: [(">/dev/full", "No space left on device"), (">&-", "Bad file descriptor")])
+    func run_whenStandardOutputCannotBeWritten_exits1_withOneLineSayingWhy(_ redirection: String, _ reason: String) async throws {
+        let result = try await runRedirected(redirection, ["run", try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#)])
+        #expect(result.code == 1 && !result.signaled, "\(result.code) signaled: \(result.signaled)\n\(result.stderr)")
+        let lines = result.stderr.split(separator: "\n")
+        #expect(lines.filter { $0.hasPrefix("pager:") } == ["pager: cannot write to standard output: \(reason)"], "\(result.stderr)")
+        #expect(!result.stderr.contains("Fatal error"))
+    }
+
+    @Test func help_toAFullDevice_exits1() async throws {
+        let result = try await runRedirected(">/dev/full", ["--help"])
+        #expect(result.code == 1 && !result.signaled)
+        #expect(result.stderr == "pager: cannot write to standard output: No space left on device\n")
+    }
+
+    /// A reader that went away (EPIPE, SIGPIPE ignored) is no failure: the run ends as it would
+    /// have, without a word about it.
+    @Test func run_toAPipeWithoutReader_endsQuietly() async throws {
+        let result = try await runWithBrokenPipe(["run", try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#)])
+        #expect(result.status == 0 && !result.signaled, "\(result.status) signaled: \(result.signaled)\n\(result.stderr)")
+        #expect(!result.stderr.contains("cannot write"), "\(result.stderr)")
+        #expect(result.stderr.contains("10 items in 1 pages"), "\(result.stderr)")
+    }
+
+    // MARK: - Plugins that print
+
+    /// A source and an interceptor that printf, puts and write(1, ...) in create and in every
+    /// call: standard output holds the items alone, and what they printed is on standard error.
+    @Test func pluginsWritingToStandardOutput_leaveTheItemsAlone() async throws {
+        let plugin = try fixturePlugin("stdout_writer")
+        let file = try manifest(plugin, config: #"{"count": 25}"#, interceptors: #"{"plugin": "\#(plugin)"}"#)
+        let result = try await run(pagerBinary, ["run", file, "--refresh", "--append", "5"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout == (0..<25).map { #"{"n":\#($0)}"# + "\n" }.joined(), "\(result.stdout)")
+        for junk in ["junk from printf in create_source", "junk from puts", "junk from write(1)",
+                     "junk from printf in intercept", "junk from printf in fetch, never flushed"] {
+            #expect(result.stderr.contains(junk), "\(junk) is missing from stderr")
+        }
+        let validated = try await run(pagerBinary, ["validate", file])
+        #expect(validated.code == 0, "\(validated.stderr)")
+        #expect(validated.stdout.hasPrefix(file + ": ok\n") && !validated.stdout.contains("junk"), "\(validated.stdout)")
+    }
+
+    // MARK: - Items
+
+    /// Items with CR and LF between their tokens: each comes out on one line, with those bytes
+    /// as spaces and every other byte as the plugin handed it.
+    @Test func itemsSpreadOverLines_comeOutOneALine() async throws {
+        let result = try await run(pagerBinary, ["run", try manifest(try fixturePlugin("hostile_text"))])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout == "{   \"n\": 0,    \"s\": \"a b\" }\n[1, 2, 3]\n \"text é \u{2028}\"  \n", "\(result.stdout)")
+        for line in result.stdout.split(separator: "\n") {
+            #expect(JSONValidator.validate(Array(line.utf8)) == nil, "\(line)")
+        }
+    }
+
+    /// A raw newline inside a string is not JSON: the host refuses such an item where it crosses
+    /// the ABI, so no item reaches the output with one.
+    @Test func anItemWithARawNewlineInAString_isRefused() async throws {
+        for bad in ["{\"s\":\"a\nb\"}", "[\"a\rb\"]", "\"\n\""] {
+            #expect(JSONValidator.validate(Array(bad.utf8)) != nil, "\(bad) was accepted")
+        }
+        #expect(JSONValidator.validate(Array("{\n\"s\":\r\n\"a b\"\n}".utf8)) == nil)
+
+        let log = LogRecorder()
+        let source = try PluginLibrary.open(path: try fixturePlugin("hostile_text"))
+            .makeSource(config: .object([("items", .string("raw_newline"))]), sink: log.sink)
+        let pager = Pager(source: source)
+        let error = await #expect(throws: PluginError.self) {
+            try await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
+        }
+        #expect(error?.status == .invalidArgument)
+        #expect(log.contains("not valid JSON: unescaped control character U+000A in a string"), "\(log.messages)")
+
+        let result = try await run(pagerBinary, ["run", try manifest(try fixturePlugin("hostile_text"), config: #"{"items": "raw_newline"}"#)])
+        #expect(result.code == 1)
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+    }
+
+    // MARK: - Plugins' text on standard error
+
+    /// A log line and a failure with newlines, ESC sequences, BEL and a C1 control: each stays
+    /// on its own line, escaped; nothing starts a line the plugin made up, nothing reaches the
+    /// terminal raw.
+    @Test func pluginText_cannotForgeLinesOrSteerTheTerminal() async throws {
+        let forged = #"hi\n[info] other-plugin: forged \u001b[31mred \u009b1m end\u0007"#
+        let plugin = try fixturePlugin("hostile_text")
+        let logged = try await run(pagerBinary, ["run", try manifest(plugin, config: #"{"log": "\#(forged)"}"#)])
+        #expect(logged.code == 0, "\(logged.stderr)")
+        #expect(logged.stderr.split(separator: "\n").first == "[info] hostile-text: \(forged)", "\(logged.stderr)")
+
+        let failed = try await run(pagerBinary, ["run", try manifest(plugin, config: #"{"fail": "\#(forged)"}"#)])
+        #expect(failed.code == 1)
+        #expect(failed.stderr.contains("refresh failed: hostile-text (\(plugin)): internal: \(forged)\n"), "\(failed.stderr)")
+
+        let refused = try await run(pagerBinary, ["run", try manifest(plugin, config: #"{"create_fail": "\#(forged)"}"#)])
+        #expect(refused.code == 2)
+        #expect(refused.stderr.hasSuffix("could not be created: invalid config: \(forged)\n"), "\(refused.stderr)")
+
+        for result in [logged, failed, refused] {
+            #expect(!result.stderr.split(separator: "\n").contains { $0.hasPrefix("[info] other-plugin") }, "\(result.stderr)")
+            #expect(!result.stderr.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" || $0 == "\u{9B}" })
+        }
+    }
+
+    struct Flood: Sendable, CustomStringConvertible {
+        let description: String
+        let config: String
+        var environment: [String: String] = [:]
+        let code: Int32
+        /// How the lines that carry the flood start.
+        let lines: [String]
+        /// The bytes of plugin text in the longest of them.
+        let bytes: Int
+    }
+
+    static let floods = [
+        Flood(description: "a 10 MB log message", config: #"{"log_bytes": 10000000}"#, code: 0,
+              lines: ["[info] hostile-text: "], bytes: 10_000_000),
+        Flood(description: "a 10 MB fetch failure", config: #"{"fail_bytes": 10000000}"#, code: 1,
+              lines: ["refresh failed: hostile-text "], bytes: 10_000_000),
+        Flood(description: "a 10 MB create failure", config: #"{"create_fail_bytes": 10000000}"#, code: 2,
+              lines: ["pager: "], bytes: 10_000_000),
+        Flood(description: "a 1 MB plugin id", config: #"{"log": "hello", "create_fail": "no"}"#,
+              environment: ["HOSTILE_TEXT_ID_BYTES": "1000000"], code: 2,
+              lines: [#"[info] hostile-text\n[info] other-plugin: forged id xxx"#, "pager: "], bytes: 1_000_000),
+    ]
+
+    /// Each line that carries the text is one line, escaped, at most a few KB long, and says how
+    /// much was left out.
+    @Test(arguments: floods)
+    func aFloodOfPluginText_isCutToOneBoundedLine(_ flood: Flood) async throws {
+        let file = try manifest(try fixturePlugin("hostile_text"), config: flood.config)
+        let result = try await run(pagerBinary, ["run", file], environment: flood.environment)
+        report("\(flood): pager run took \(Int(result.elapsed.milliseconds)) ms, stderr \(result.stderr.utf8.count) bytes")
+        #expect(result.code == flood.code && !result.signaled, "\(result.code)")
+        let lines = result.stderr.split(separator: "\n")
+        for start in flood.lines {
+            let matching = lines.filter { $0.hasPrefix(start) }
+            #expect(matching.count == 1, "\(start): \(matching.count) lines")
+            guard let line = matching.first else { continue }
+            #expect(line.utf8.count < 6 * 4_096 + 512, "\(start): \(line.utf8.count) bytes")
+            // The note counts what was left out: all but at most 4 KB of the text.
+            let notes = line.matches(of: /… \((\d+) more bytes\)/)
+            #expect(notes.count == 1, "\(start): \(notes.count) notes")
+            let left = notes.first.flatMap { Int($0.output.1) } ?? 0
+            #expect(left >= flood.bytes - 4_096 && left < flood.bytes, "\(start): \(left) bytes left out")
+        }
+        #expect(lines.count <= 4, "\(lines.count) lines")
+        #expect(!result.stderr.unicodeScalars.contains { $0.value < 0x20 && $0 != "\n" || (0x7F...0x9F).contains($0.value) })
+    }
+
+    // MARK: - The escaping
+
+    @Test func oneLine_escapesEveryControl_andCutsBetweenCharacters() {
+        #expect(OneLine.escape("a\n\r\t\u{0}\u{1B}\u{7F}\u{80}\u{9B}\u{9F}é\u{A0}\u{2028}z")
+            == #"a\n\r\t\u0000\u001b\u007f\u0080\u009b\u009fé"# + "\u{A0}\u{2028}z")
+        #expect(OneLine.escape("plain", limit: 5) == "plain")
+        #expect(OneLine.escape("aé", limit: 2) == "a … (2 more bytes)")
+        #expect(OneLine.escape("\n\n\n", limit: 1) == #"\n … (2 more bytes)"#)
+        #expect(OneLine.escape("", limit: 0) == "")
+    }
+
+    /// A manifest error's description escapes the whole message, in one pass (it took 8.8 s for
+    /// a 300 KB message when each escape copied what came before).
+    @Test func manifestError_withA10MBMessage_isOneLine() {
+        let message = String(repeating: "line\n\u{1B}[2J.", count: 1_000_000)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let description = ManifestError(file: "m.json", path: "$.source", message: message).description
+        report("ManifestError.description of a 10 MB message: \(Int((clock.now - start).milliseconds)) ms")
+        #expect(description.utf8.count == "m.json: $.source: ".utf8.count + 1_000_000 * #"line\n\u001b[2J."#.utf8.count)
+        #expect(!description.contains("\n") && !description.contains("\u{1B}"))
+    }
+}
+
+/// Runs `pager arguments` with SIGPIPE ignored (by `sh`) and standard output a pipe whose read
+/// end is closed, so that every write to it fails with EPIPE. Standard error goes to a file.
+func runWithBrokenPipe(_ arguments: [String]) async throws -> (status: Int32, signaled: Bool, stderr: String) {
+    let errorPath = scratchFolder() + "/stderr"
+    _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
+    return try await withCheckedThrowingContinuation { continuation in
+        Thread.detachNewThread {
+            continuation.resume(with: Result {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: "/bin/sh")
+                process.arguments = ["-c", #"trap '' PIPE; exec "$0" "$@""#, pagerBinary] + arguments
+                let ended = DispatchSemaphore(value: 0)
+                process.terminationHandler = { _ in ended.signal() }
+                let (pipe, errors) = try spawning {
+                    let pipe = ExecSafePipe()
+                    try pipe.read.close()
+                    let errors = try FileHandle(forWritingTo: URL(fileURLWithPath: errorPath))
+                    process.standardInput = FileHandle.nullDevice
+                    process.standardOutput = pipe.write
+                    process.standardError = errors
+                    try process.run()
+                    return (pipe, errors)
+                }
+                try? pipe.write.close()
+                try? errors.close()
+                ended.wait()
+                return (process.terminationStatus, process.terminationReason == .uncaughtSignal,
+                        try String(contentsOfFile: errorPath, encoding: .utf8))
+            })
+        }
+    }
+}
