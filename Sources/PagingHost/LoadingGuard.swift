@@ -42,7 +42,7 @@ enum LoadingGuard {
         guard let (status, what) = state.withLock({ state in
             state.enabledStatus.flatMap { status in state.loading.values.first.map { (status, $0) } }
         }) else { return }
-        let line = "pager: \(what) ended the process while it was being loaded (it called exit()); exit status \(status)\n"
+        let line = "pager: \(OneLine.escape(what, limit: 4_096)) ended the process while it was being loaded (it called exit()); exit status \(status)\n"
         _ = line.withCString { write(2, $0, strlen($0)) }
         _exit(status)
     }

@@ -77,20 +77,23 @@ struct PluginsCommand {
             switch listing {
             case .success(let listing)?:
                 if let problem = listing.badInput ?? listing.libraryProblem {
-                    Output.error(problem)
+                    Output.problem(problem)
                     continue
                 }
                 for plugin in listing.plugins {
                     if let refusal = plugin.refusal {
-                        Output.error(refusal)
+                        Output.problem(refusal)
                         continue
                     }
                     found += 1
-                    Output.line("\(plugin.id)\t\(plugin.kind ?? "?")\t\(plugin.version ?? "?")\t\(path)\t\(plugin.name ?? ""): \(plugin.description ?? "")"
+                    // A library's texts, escaped and cut: one line a plugin, whatever they hold.
+                    let fields = [plugin.id, plugin.kind ?? "?", plugin.version ?? "?", path, plugin.name ?? "", plugin.description ?? ""]
+                        .map { OneLine.escape($0, limit: 1_024) }
+                    Output.line("\(fields[0])\t\(fields[1])\t\(fields[2])\t\(fields[3])\t\(fields[4]): \(fields[5])"
                                 + (plugin.threadSafe ? " [thread-safe]" : ""))
                 }
             case .failure(let failure)?:
-                Output.error("\(path): \(failure.reason)")
+                Output.problem("\(path): \(failure.reason)")
             case nil:
                 Output.error("\(path): not listed")
             }
