@@ -7,7 +7,12 @@
  *   path               string, required. The JSON Lines file (one JSON value per line). The host
  *                      resolves relative paths before the config reaches the plugin. A missing or
  *                      unreadable file fails create with PAGING_ERR_INVALID_CONFIG naming the path.
+ *                      A path that is not a regular file (a FIFO, a device such as /dev/zero,
+ *                      a socket, a folder) fails create the same way, saying what it is; it is
+ *                      never read.
  *   default_page_size  integer, optional (default 20). Used when a request's page_size is 0.
+ *   max_file_bytes     integer, optional (default 1073741824, 1 GiB; at most 1 TiB). A larger
+ *                      file (or one growing past it while read) fails create naming the path.
  *
  * The whole file is read at create. Empty lines (also "\r"-only lines) are skipped; a trailing
  * "\r" and a leading UTF-8 byte-order mark are dropped. Each remaining line is served verbatim as
@@ -30,6 +35,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,6 +44,10 @@
 #include <string.h>
 
 #include "paging/paging.h"
+
+/* The default of config `max_file_bytes`, and its largest value (1 TiB, or what size_t holds). */
+#define JSONL_DEFAULT_MAX_BYTES ((int64_t)1 << 30)
+#define JSONL_MAX_MAX_BYTES ((uint64_t)SIZE_MAX - 1 < 1099511627776ULL ? (uint64_t)SIZE_MAX - 1 : 1099511627776ULL)
 
 typedef struct jsonl_line {
     size_t offset; /* byte offset of the line in jsonl_state.data */
@@ -66,31 +76,98 @@ static const paging_plugin_descriptor_t jsonl_descriptor = {
 
 /* ---- file loading ---------------------------------------------------------------------- */
 
-/* Reads the whole file at `path` into a malloc'ed buffer; returns 0 and sets errno on failure. */
-static int jsonl_read_file(const char *path, uint8_t **out_data, size_t *out_len)
+/* What a path that is not a regular file is, for the error naming it. */
+static const char *jsonl_file_kind(mode_t mode)
 {
-    FILE *f = fopen(path, "rb");
+    if (S_ISDIR(mode)) return "a folder";
+    if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if ((mode & S_IFMT) == S_IFSOCK) return "a socket";
+    return "not a regular file";
+}
+
+/* Reads the regular file at `path` whole into a malloc'ed buffer, at most `max` bytes. Returns
+ * 1, or 0 with the reason in msg[0..cap) naming the path. The file is opened with O_NONBLOCK (a
+ * FIFO without a writer blocks a plain open for ever) and checked with fstat before any read, so
+ * a FIFO, a device (/dev/zero reads without end) or a socket is refused, and what is read is the
+ * file that was checked. A file that grows past `max` while it is read is refused too. */
+static int jsonl_read_file(const char *path, size_t max, uint8_t **out_data, size_t *out_len,
+                           char *msg, size_t cap)
+{
+    struct stat info;
     uint8_t *buf = NULL;
-    size_t len = 0, cap = 0;
-    if (f == NULL) return 0;
-    for (;;) {
-        size_t n;
-        if (cap - len < 65536) {
-            size_t ncap = cap ? cap * 2 : 65536;
-            uint8_t *nbuf = (uint8_t *)realloc(buf, ncap);
-            if (nbuf == NULL) { free(buf); fclose(f); errno = ENOMEM; return 0; }
-            buf = nbuf;
-            cap = ncap;
-        }
-        n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) break;
+    size_t len = 0, size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        /* A socket refuses open() with ENXIO: name what the path is rather than the errno. */
+        if (stat(path, &info) == 0 && !S_ISREG(info.st_mode))
+            snprintf(msg, cap, "jsonlines: config `path` '%.1000s' is %s, not a regular file", path,
+                     jsonl_file_kind(info.st_mode));
+        else
+            snprintf(msg, cap, "jsonlines: cannot read '%.1000s': %s", path, strerror(e));
+        return 0;
     }
-    if (ferror(f)) { int e = errno ? errno : EIO; free(buf); fclose(f); errno = e; return 0; }
-    fclose(f);
-    *out_data = buf;
-    *out_len = len;
-    return 1;
+    if (fstat(fd, &info) != 0) {
+        snprintf(msg, cap, "jsonlines: cannot read '%.1000s': %s", path, strerror(errno));
+        close(fd);
+        return 0;
+    }
+    if (!S_ISREG(info.st_mode)) {
+        snprintf(msg, cap, "jsonlines: config `path` '%.1000s' is %s, not a regular file", path,
+                 jsonl_file_kind(info.st_mode));
+        close(fd);
+        return 0;
+    }
+    if (info.st_size < 0 || (uintmax_t)info.st_size > (uintmax_t)max) {
+        snprintf(msg, cap, "jsonlines: '%.1000s' is %lld bytes, more than config `max_file_bytes` (%lu)",
+                 path, (long long)info.st_size, (unsigned long)max);
+        close(fd);
+        return 0;
+    }
+    /* One byte more than the size: reading 0 bytes into it says the end was reached. */
+    size = (size_t)info.st_size + 1;
+    for (;;) {
+        ssize_t n;
+        if (len == size) {
+            size_t nsize = size > max / 2 ? max + 1 : size * 2;
+            uint8_t *nbuf;
+            if (len > max) {
+                snprintf(msg, cap, "jsonlines: '%.1000s' grew past config `max_file_bytes` (%lu) while it was read",
+                         path, (unsigned long)max);
+                free(buf);
+                close(fd);
+                return 0;
+            }
+            nbuf = (uint8_t *)realloc(buf, nsize);
+            if (nbuf == NULL) break;
+            buf = nbuf;
+            size = nsize;
+        } else if (buf == NULL) {
+            buf = (uint8_t *)malloc(size);
+            if (buf == NULL) break;
+        }
+        n = read(fd, buf + len, size - len);
+        if (n == 0) {
+            close(fd);
+            *out_data = buf;
+            *out_len = len;
+            return 1;
+        }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            snprintf(msg, cap, "jsonlines: cannot read '%.1000s': %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return 0;
+        }
+        len += (size_t)n;
+    }
+    snprintf(msg, cap, "jsonlines: out of memory reading '%.1000s' (%lu bytes)", path, (unsigned long)size);
+    free(buf);
+    close(fd);
+    return 0;
 }
 
 /* Splits data[0..len) into non-empty lines; returns 0 on allocation failure. */
@@ -255,7 +332,7 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
     const char *path;
     jsonl_state *st;
     size_t len = 0;
-    int64_t dps;
+    int64_t dps, max_bytes;
 
     if (plugin_id == NULL || strcmp(plugin_id, "jsonlines") != 0) {
         host->config_fail(config, PAGING_ERR_NOT_FOUND, "jsonlines: unknown plugin id");
@@ -273,13 +350,21 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
                           "jsonlines: config `default_page_size` must be in 1...1000000");
         return NULL;
     }
+    max_bytes = host->config_int(config, "max_file_bytes", JSONL_DEFAULT_MAX_BYTES);
+    if ((host->config_type(config, "max_file_bytes") != PAGING_CONFIG_ABSENT
+         && host->config_type(config, "max_file_bytes") != PAGING_CONFIG_INT)
+        || max_bytes < 1 || (uint64_t)max_bytes > JSONL_MAX_MAX_BYTES) {
+        snprintf(msg, sizeof msg, "jsonlines: config `max_file_bytes` must be an integer in 1...%llu",
+                 (unsigned long long)JSONL_MAX_MAX_BYTES);
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        return NULL;
+    }
     st = (jsonl_state *)calloc(1, sizeof *st);
     if (st == NULL) {
         host->config_fail(config, PAGING_ERR_INTERNAL, "jsonlines: out of memory");
         return NULL;
     }
-    if (!jsonl_read_file(path, &st->data, &len)) {
-        snprintf(msg, sizeof msg, "jsonlines: cannot read '%.1000s': %s", path, strerror(errno));
+    if (!jsonl_read_file(path, (size_t)max_bytes, &st->data, &len, msg, sizeof msg)) {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
         free(st);
         return NULL;

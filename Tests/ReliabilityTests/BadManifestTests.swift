@@ -215,10 +215,37 @@ struct BadManifestTests {
             let plugin = folder + "/libmissing.so"
             try await write(plugin: plugin, sha256: String(repeating: "1", count: 64))
             return (manifest, plugin, false)
+        case "plugin-fifo":
+            let plugin = folder + "/libfifo.so"
+            #expect(mkfifo(plugin, 0o600) == 0)
+            try await write(plugin: plugin)
+            return (manifest, plugin, false)
+        case "data-fifo":
+            #expect(mkfifo(folder + "/data.fifo", 0o600) == 0)
+            try await write(plugin: "")
+        case "data-socket":
+            try bindUnixSocket(at: folder + "/data.sock")
+            try await write(plugin: "")
         default:
             Issue.record("no builder for runtime case \(item.name)")
         }
         return (manifest, nil, false)
+    }
+
+    /// Leaves a UNIX socket file at `path` (bound, then closed: the file stays).
+    static func bindUnixSocket(at path: String) throws {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        try #require(bytes.count < MemoryLayout.size(ofValue: address.sun_path), "socket path too long: \(path)")
+        withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        try #require(bound == 0, "bind \(path): \(String(cString: strerror(errno)))")
     }
 
     /// Runs `pager` as the user nobody (uid 65534) through setpriv.
