@@ -216,9 +216,23 @@ private struct Reader {
             throw ManifestError(file: file, path: "\(path).sha256", message: "expected 64 hex digits, got \"\(sha256)\"")
         }
         let config = member("config") ?? .object([])
-        guard case .object = config else { throw expected("an object", config, at: "\(path).config") }
-        return Manifest.PluginReference(plugin: plugin, id: try string(member("id"), at: "\(path).id"),
-                                        sha256: sha256?.lowercased(), config: config, jsonPath: path)
+        guard case .object(let settings) = config else { throw expected("an object", config, at: "\(path).config") }
+        let id = try string(member("id"), at: "\(path).id")
+        try noNUL(plugin, at: "\(path).plugin")
+        try noNUL(id, at: "\(path).id")
+        // A plugin reads its top-level config strings as C strings (config_string).
+        for setting in settings {
+            guard case .string(let text) = setting.value else { continue }
+            try noNUL(text, at: "\(path).config.\(setting.key)")
+        }
+        return Manifest.PluginReference(plugin: plugin, id: id, sha256: sha256?.lowercased(), config: config, jsonPath: path)
+    }
+
+    /// Refuses a string that becomes a C string when it holds U+0000: the C string would end
+    /// there, and a shorter value (another file's path) would be used.
+    func noNUL(_ text: String?, at path: String) throws(ManifestError) {
+        guard let text, text.utf8.contains(0) else { return }
+        throw ManifestError(file: file, path: path, message: "a string with a NUL character (U+0000) cannot reach a plugin")
     }
 
     func retry(_ value: JSONValue, at path: String) throws(ManifestError) -> RetryPolicy {

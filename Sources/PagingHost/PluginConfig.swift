@@ -12,6 +12,8 @@ package final class PluginConfig {
     private var strings: [UnsafeMutablePointer<CChar>] = []
     /// What the plugin reported through `config_fail`.
     var failure: (PluginStatus, String)?
+    /// The instance being created, which the host's refusals are logged against.
+    private var owner: PluginInstance?
 
     package init(_ value: JSONValue) {
         self.value = value
@@ -29,6 +31,7 @@ package final class PluginConfig {
     /// Runs `body` with a `paging_config_t *` handle for this config, live on this thread until
     /// `body` returns: the handle of `instance`'s create call.
     package func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
+        owner = instance
         var config = self
         return withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, CallHandle.token(for: instance), $0, body) }
     }
@@ -47,8 +50,16 @@ package final class PluginConfig {
         }
     }
 
+    /// The string under `key` as a C string; `nil` when it is not a string, or holds a NUL
+    /// character: as a C string it would end there, and the plugin would read a shorter value
+    /// (a path cut short names another file). That refusal is logged against the plugin.
     func string(for key: String) -> UnsafePointer<CChar>? {
         guard case .string(let text) = value[key] else { return nil }
+        guard !text.utf8.contains(0) else {
+            owner?.log(.error, "config_string(\"\(key)\"): the value holds a NUL character (U+0000), which a C string cannot "
+                       + "carry; the plugin was given NULL")
+            return nil
+        }
         return retain(text)
     }
 

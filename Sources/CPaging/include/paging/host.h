@@ -89,7 +89,8 @@ struct paging_host {
 
     /* The top-level string value for `key` (NUL-terminated, borrowed), or NULL when absent or
      * not a string (config_type tells which). The returned string is owned by the host and valid until the create_* call
-     * returns; copy it to keep it. [create-only] */
+     * returns; copy it to keep it. NULL too for a string holding U+0000, which a C string would
+     * cut short (the host logs why; a manifest with one is refused before create). [create-only] */
     const char *(*config_string)(const paging_config_t *config, const char *key);
 
     /* The top-level integer for `key` (NUL-terminated, borrowed), or default_value when absent
