@@ -79,7 +79,7 @@ private func identityKey(_ identity: String) -> String {
 @Suite("Durability of the sqlite-store plugin")
 struct DurabilityTests {
     /// A folder with ~5,000 lines of data and a manifest writing every page to the store; each
-    /// run starts with a hard refresh (user_info hard_refresh), so every run rewrites the pages.
+    /// run starts with a hard refresh (`--hard-refresh`), so every run rewrites the pages.
     func setUp(crashAfterItems: Int? = nil) async throws -> (folder: String, manifest: String, db: String) {
         let folder = scratchFolder()
         writeJSONLines(count: 5_000, to: folder + "/data.jsonl")
@@ -87,7 +87,7 @@ struct DurabilityTests {
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
          "interceptors": [{"plugin": "sqlite-store", "config": {"path": "pages.db"\(crash)}}],
-         "page_size": 20, "user_info": {"hard_refresh": "true"}}
+         "page_size": 20}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return (folder, folder + "/m.json", folder + "/pages.db")
     }
@@ -99,7 +99,7 @@ struct DurabilityTests {
         let wanted = environmentCount("PAGING_DURABILITY_KILLS", default: 20)
         let (_, manifest, db) = try await setUp()
         // Calibrate: how long an uninterrupted run takes here.
-        let full = try await run(pagerBinary, ["run", manifest, "--refresh", "--append", "1000", "--quiet"], deadline: .seconds(120))
+        let full = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "1000", "--quiet"], deadline: .seconds(120))
         #expect(full.code == 0, "\(full.stderr)")
         let calibrated = inspectStore(db)
         #expect(calibrated.isSound && calibrated.pages == 250, "\(calibrated)")
@@ -110,7 +110,7 @@ struct DurabilityTests {
         while killed < wanted && attempts < wanted * 4 {
             attempts += 1
             let delay = Double.random(in: 10.0...window, using: &rng)
-            let result = try await run(pagerBinary, ["run", manifest, "--refresh", "--append", "1000", "--quiet"],
+            let result = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "1000", "--quiet"],
                                         killAfter: .milliseconds(Int(delay)))
             if result.signaled && result.code == SIGKILL { killed += 1 } else { finished += 1 }
             let inspection = inspectStore(db)
@@ -121,7 +121,7 @@ struct DurabilityTests {
                + "\(full.elapsed); kill window 10...\(Int(window)) ms); pages stored after each: \(pageCounts)")
         #expect(killed == wanted, "only \(killed) of \(attempts) runs were killed before they finished")
         // The store is still usable: a normal run completes and stores every page.
-        let after = try await run(pagerBinary, ["run", manifest, "--refresh", "--append", "1000", "--quiet"], deadline: .seconds(120))
+        let after = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "1000", "--quiet"], deadline: .seconds(120))
         #expect(after.code == 0, "\(after.stderr)")
         #expect(after.stdout.split(separator: "\n").count == 5_000)
         let final = inspectStore(db)
@@ -133,7 +133,7 @@ struct DurabilityTests {
     @Test(arguments: [7, 20])
     func crashInsideTheWriteTransaction_leavesThePageAbsent(_ crashAfter: Int) async throws {
         let (folder, manifest, db) = try await setUp(crashAfterItems: crashAfter)
-        let crashed = try await run(pagerBinary, ["run", manifest, "--refresh", "--append", "3", "--quiet"])
+        let crashed = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "3", "--quiet"])
         #expect(crashed.code == 137 && !crashed.signaled, "exit \(crashed.code): \(crashed.stderr)")
         let inspection = inspectStore(db)
         #expect(inspection.isSound, "\(inspection)")
@@ -141,7 +141,7 @@ struct DurabilityTests {
         // Without the hook, the same file takes pages again.
         try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #", "crash_after_items": \#(crashAfter)"#, with: "")
             .write(toFile: folder + "/m2.json", atomically: true, encoding: .utf8)
-        let again = try await run(pagerBinary, ["run", folder + "/m2.json", "--refresh", "--append", "3", "--quiet"])
+        let again = try await run(pagerBinary, ["run", folder + "/m2.json", "--hard-refresh", "--append", "3", "--quiet"])
         #expect(again.code == 0, "\(again.stderr)")
         let stored = inspectStore(db)
         #expect(stored.isSound && stored.pages == 4 && stored.items == 80, "\(stored)")

@@ -27,7 +27,7 @@ struct FuzzTests {
           "max_size": 300,
           "prefetch_distance": 5,
           "max_items_per_page": 1000,
-          "user_info": {"q": "swift \\"paging\\"", "hard_refresh": "false"}
+          "user_info": {"q": "swift \\"paging\\"", "sort": "stars"}
         }
         """,
         #"{"source":{"plugin":"http","config":{"base_url":"http://127.0.0.1:1/x","headers":{"a":"b"},"list":[1,2.5e3,-0,true,false,null]}},"page_size":1}"#,
