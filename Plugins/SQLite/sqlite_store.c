@@ -13,7 +13,10 @@
  *                      resolves relative paths before the config reaches the plugin. A missing
  *                      key, an unopenable file, a file that is not a SQLite database or one with
  *                      a newer schema fails create with PAGING_ERR_INVALID_CONFIG naming the key,
- *                      the path and SQLite's error.
+ *                      the path and SQLite's error. So does a database of another application
+ *                      (schema objects, but not the store's `meta` table with its
+ *                      schema_version row): it is read in a read transaction and left unchanged.
+ *                      An empty database or a new file becomes a store.
  *   namespace          string, optional (default "default"). Pages are stored and looked up under
  *                      this name; instances with different namespaces share a file safely.
  *   policy             string, optional (default "cache-first"). When a stored page answers:
@@ -714,6 +717,61 @@ static int sqls_upgrade_from_v1(sqls_state *st, const char *path)
     return 1;
 }
 
+/* Refuses a database another application owns before anything is written to it (not even the
+ * journal mode): one holding schema objects (tables, views, indexes, triggers) without the
+ * store's `meta` table and its schema_version row. An empty database or a new file passes. It
+ * reads in one read transaction. Returns 1, or 0 after config_fail (st freed). */
+static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, const char *path)
+{
+    sqlite3_stmt *stmt = NULL;
+    char found[400], msg[1600];
+    size_t used = 0;
+    long objects = 0;
+    int has_meta = 0, is_store = 0, rc;
+
+    found[0] = '\0';
+    if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
+        sqls_fail_db(st, config, path, "cannot begin a read transaction");
+        return 0;
+    }
+    rc = sqlite3_prepare_v2(st->db, "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'"
+                            " ORDER BY type <> 'table', name", -1, &stmt, NULL);
+    while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        const char *type = (const char *)sqlite3_column_text(stmt, 0);
+        const char *name = (const char *)sqlite3_column_text(stmt, 1);
+        int n;
+        if (type == NULL || name == NULL) continue;
+        if (strcmp(type, "table") == 0 && strcmp(name, "meta") == 0) has_meta = 1;
+        if (objects++ < 5 && used < sizeof found) {
+            n = snprintf(found + used, sizeof found - used, "%s%.10s '%.60s'", objects > 1 ? ", " : "", type, name);
+            if (n > 0) used += (size_t)n;
+        }
+        rc = SQLITE_OK;
+    }
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_DONE) {
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        sqls_fail_db(st, config, path, "cannot read the database's tables");
+        return 0;
+    }
+    /* A `meta` table of another application may lack the columns: that is not a store either. */
+    if (has_meta && sqlite3_prepare_v2(st->db, "SELECT 1 FROM meta WHERE name = 'schema_version'", -1, &stmt,
+                                       NULL) == SQLITE_OK) {
+        is_store = sqlite3_step(stmt) == SQLITE_ROW;
+        sqlite3_finalize(stmt);
+    }
+    sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+    if (objects == 0 || is_store) return 1;
+    snprintf(msg, sizeof msg,
+             "sqlite-store: config `path` '%.1000s' is not a sqlite-store database: it holds %ld schema object%s "
+             "(%s%s) and %s; it was left unchanged", path, objects, objects == 1 ? "" : "s", found,
+             objects > 5 ? ", ..." : "",
+             has_meta ? "a `meta` table without a schema_version row" : "no `meta` table");
+    st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+    sqls_destroy(&st->interceptor);
+    return 0;
+}
+
 /* Creates, upgrades or checks the schema. Returns 1, or 0 after config_fail (st freed). */
 static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const char *path)
 {
@@ -843,6 +901,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     if (rc != SQLITE_OK) return sqls_fail_db(st, config, path, "cannot open the database");
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, (int)busy);
+    if (!sqls_check_is_store(st, config, path)) return NULL;
 
     /* journal_mode=WAL answers with the mode in effect; it also fails on a non-database file.
      * Switching a new file to WAL returns SQLITE_BUSY at once (without the busy handler) while

@@ -169,6 +169,55 @@ struct SQLiteStoreTests {
         for load in loads { #expect(try await load.value) }
     }
 
+    /// Runs python3's sqlite3 on the database at `path`: `script` (SQL) first, then prints its
+    /// schema objects, user_version and journal mode, a line each.
+    func sqlite(_ path: String, _ script: String = "") async throws -> String {
+        let result = try await run("/usr/bin/env", [
+            "python3", "-c", """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1]); db.executescript(sys.stdin.read()); db.commit()
+            for row in db.execute("SELECT type, name, sql FROM sqlite_master ORDER BY name"): print(row)
+            print("user_version", db.execute("PRAGMA user_version").fetchone()[0])
+            print("journal_mode", db.execute("PRAGMA journal_mode").fetchone()[0])
+            """, path], input: script)
+        #expect(result.code == 0, "\(result.stderr)")
+        return result.stdout
+    }
+
+    @Test(arguments: [
+        ("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX users_name ON users (name);",
+         "it holds 2 schema objects (table 'users', index 'users_name') and no `meta` table"),
+        ("CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('owner', 'app');",
+         "it holds 1 schema object (table 'meta') and a `meta` table without a schema_version row"),
+    ])
+    func anotherApplicationsDatabase_isRefused_andLeftUnchanged(_ schema: (sql: String, found: String)) async throws {
+        let folder = scratchFolder(), path = folder + "/app.db"
+        let before = try await sqlite(path, schema.sql + " PRAGMA user_version = 7;")
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        do {
+            _ = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(
+                config: .object([("path", .string(path))]), sink: log.sink)
+            Issue.record("the store opened another application's database")
+        } catch {
+            #expect(error.description.contains("config `path` '\(path)' is not a sqlite-store database: \(schema.found); it was left unchanged"),
+                    "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == bytes, "the file's bytes changed")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["app.db"], "no -wal or -journal file")
+        let after = try await sqlite(path)
+        #expect(after == before)
+        #expect(after.contains("user_version 7") && after.contains("journal_mode delete"), "\(after)")
+    }
+
+    @Test func anEmptyDatabaseFile_becomesAStore() async throws {
+        let folder = scratchFolder()
+        FileManager.default.createFile(atPath: folder + "/store.db", contents: nil)
+        let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
+        #expect(stored.code == 0, "\(stored.stderr)")
+        let served = try storeOnly(folder: folder)
+        #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
+    }
+
     @Test func badConfig_namesTheKeyAndThePath() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
         do {

@@ -226,6 +226,13 @@ struct BadManifestTests {
         case "data-socket":
             try bindUnixSocket(at: folder + "/data.sock")
             try await write(plugin: "")
+        case "store-foreign-database":
+            let created = try await run("/usr/bin/env", [
+                "python3", "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.executescript("
+                    + "'CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE INDEX users_name ON users (name);'); db.commit()",
+                folder + "/app.db"])
+            #expect(created.code == 0, "\(created.stderr)")
+            try await write(plugin: "")
         default:
             Issue.record("no builder for runtime case \(item.name)")
         }
