@@ -44,6 +44,8 @@
 //   - HTTP 404                                     NOT_FOUND  } "HTTP 400 from URL: " + the
 //   - any other 4xx                                INVALID_REQUEST } first 200 bytes of the body
 //   - a body that is not JSON, or whose items pointer is not an array: INTERNAL, naming the URL
+//   - a page or offset key whose offset, or the key after it, overflows a 64-bit integer (a
+//     key from a store or a caller): INVALID_REQUEST naming the key, before any request
 //   - cancel(fetch:)                               CANCELLED, at once, exactly once
 //
 // Retry-After (on 429 and 5xx): the host's retry policy owns the backoff and cannot see HTTP
@@ -107,6 +109,8 @@ final class HTTPSourcePlugin: SourcePlugin {
     func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)? {
         guard case .page(let first) = config.pagination,
               let number = Int(String(decoding: key, as: UTF8.self)) else { return nil }
+        // No chain for keys the fetch refuses (FetchTarget): negative, or the last Int.
+        guard number >= 0, number < Int.max else { return nil }
         return (number > first ? Array(String(number - 1).utf8) : nil, Array(String(number + 1).utf8))
     }
 
@@ -159,7 +163,7 @@ struct FetchTarget: Sendable {
                 number = parsed
             }
             let isPage = config.pagination.typeName == "page"
-            let offset = isPage ? max(0, number - first) * pageSize : number
+            let offset = try Self.offset(key: key, number: number, first: first, pageSize: pageSize, isPage: isPage)
             key = String(number)
             text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
         case .cursor:
@@ -176,6 +180,27 @@ struct FetchTarget: Sendable {
             throw .invalidRequest("\"\(text)\" (for key \"\(key)\") is not a valid URL")
         }
         self.url = url
+    }
+
+    /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)
+    /// whose offset, or the key of the page after it, a 64-bit integer cannot hold.
+    static func offset(key: String, number: Int, first: Int, pageSize: Int, isPage: Bool) throws(PluginFailure) -> Int {
+        let offset: Int, next: (partialValue: Int, overflow: Bool)
+        if isPage {
+            let product = max(0, number - first).multipliedReportingOverflow(by: pageSize)
+            guard !product.overflow else {
+                throw .invalidRequest("key \"\(key)\" is too large: its offset ((key - \(first)) x page size \(pageSize)) overflows a 64-bit integer")
+            }
+            offset = product.partialValue
+            next = number.addingReportingOverflow(1)
+        } else {
+            offset = number
+            next = number.addingReportingOverflow(pageSize)
+        }
+        guard !next.overflow else {
+            throw .invalidRequest("key \"\(key)\" is too large: the key after it overflows a 64-bit integer")
+        }
+        return offset
     }
 }
 
@@ -306,9 +331,14 @@ struct FetchContext: Sendable {
                                isFirst: number <= first, isLast: short)
         case .offset(let first):
             let number = target.number
+            // More items than the page size may come back: the next offset is checked again.
+            let next = number.addingReportingOverflow(count)
+            guard short || !next.overflow else {
+                throw .invalidRequest("key \"\(target.key)\": the offset after its \(count) items overflows a 64-bit integer (from \(url))")
+            }
             return PageContent(items: items,
                                prevKey: number > first ? Array(String(max(first, number - target.pageSize)).utf8) : nil,
-                               nextKey: short ? nil : Array(String(number + count).utf8),
+                               nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
         case .cursor(let nextPointer, let prevPointer, _):
             var next = ResponseParsing.cursor(nextPointer.resolve(body))

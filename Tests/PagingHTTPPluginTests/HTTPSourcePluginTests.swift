@@ -373,6 +373,37 @@ struct HTTPSourcePluginTests {
         #expect(error.message.contains("\(server.baseURL)/slow?page=1"))
     }
 
+    /// Keys come from outside (a store, a caller): one whose offset, or the key after it, a
+    /// 64-bit integer cannot hold fails its request, naming the key, and the source goes on.
+    @Test(arguments: [
+        ("page", "9223372036854775807", 1, "is too large: the key after it overflows a 64-bit integer", 0),
+        ("page", "9223372036854775807", 10, "is too large: its offset ((key - 1) x page size 10) overflows a 64-bit integer", 0),
+        ("page", "1000000000000000000", 10, "is too large: its offset ((key - 1) x page size 10) overflows a 64-bit integer", 0),
+        ("offset", "9223372036854775807", 10, "is too large: the key after it overflows a 64-bit integer", 0),
+        ("offset", "9223372036854775800", 10, "is too large: the key after it overflows a 64-bit integer", 0),
+        // Served more items than the page size: the next offset is checked once they are in.
+        ("offset", "9223372036854775787", 10, "the offset after its 30 items overflows a 64-bit integer", 1),
+    ])
+    func aKeyNearIntMax_failsItsRequest_asInvalid_namingTheKey(
+        _ probe: (type: String, key: String, pageSize: Int, message: String, requests: Int)
+    ) async throws {
+        let server = try startServer { _ in .json(itemsJSON(0..<30)) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?key={key}&offset={offset}", "pagination": {"type": "\#(probe.type)"}}"#)
+        let pager = Pager(source: source)
+        let request = PagingRequest(kind: .append, keyChain: PagingKeyChain(key: PluginKey(probe.key)),
+                                    params: PagingRequestParams(pageSize: probe.pageSize))
+        await #expect {
+            _ = try await pager.load(request)
+        } throws: { error in
+            guard let error = error as? PluginError else { return false }
+            return error.status == .invalidRequest && error.message.contains("key \"\(probe.key)\"") && error.message.contains(probe.message)
+        }
+        #expect(server.requestCount == probe.requests)
+        let page = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 10)))
+        #expect(page.values.count == 30)
+    }
+
     // MARK: Headers
 
     @Test func headers_fromEnvironment_missingVariableOmitsTheHeader() async throws {
