@@ -1,4 +1,5 @@
 import Foundation
+import Paging
 import PagingHost
 
 /// Runs the conformance suite with every check in a child process: the `pager` executable
@@ -208,19 +209,31 @@ public struct ConformanceRunner: Sendable {
         environment["SWIFT_BACKTRACE"] = "enable=no"
         let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in envp { free(pointer) } }
-        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        // Started under the lock ``stopChildren()`` takes: once it returns, no child starts
+        // (one would create its files in the scratch folder being removed).
+        let spawned: Int32? = Self.running.withLock { state in
+            guard !state.stopped else { return nil }
+            let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+            if spawned == 0 { state.pids.insert(pid) }
+            return spawned
+        }
+        guard let spawned else { return .died("not started: the run was stopped", output()) }
         guard spawned == 0 else {
             return .died("could not be started: \(String(cString: strerror(spawned)))", output())
         }
-        let deadline = ContinuousClock.now + childTimeout
         var status: Int32 = 0
+        let deadline = ContinuousClock.now + childTimeout
         while true {
-            let waited = waitpid(pid, &status, WNOHANG)
+            let waited = Self.reap(pid, &status, options: WNOHANG)
             if waited == pid { break }
-            if waited < 0 && errno != EINTR { return .died("could not be waited for: \(String(cString: strerror(errno)))", output()) }
+            if waited < 0 && errno != EINTR {
+                let error = errno
+                Self.running.withLock { _ = $0.pids.remove(pid) }
+                return .died("could not be waited for: \(String(cString: strerror(error)))", output())
+            }
             if ContinuousClock.now >= deadline {
                 kill(pid, SIGKILL)
-                _ = waitpid(pid, &status, 0)
+                _ = Self.reap(pid, &status, options: 0)
                 return .died("timed out after \(formatSeconds(childTimeout)) (killed)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
@@ -228,6 +241,46 @@ public struct ConformanceRunner: Sendable {
         let signal = status & 0x7F
         if signal != 0 { return .died("crashed (\(signalName(signal)))", output()) }
         return .finished(output(), status: (status >> 8) & 0xFF)
+    }
+
+    // MARK: - Stopping the children of an interrupted run
+
+    /// The check processes running; once `stopped`, none more may start.
+    private static let running = Locked<(pids: Set<pid_t>, stopped: Bool)>(([], false))
+
+    /// Whether ``stopChildren()`` was called: the results that come after are not the plugin's.
+    public static var isStopped: Bool { running.withLock { $0.stopped } }
+
+    /// Kills every check process still running (SIGKILL) and waits for it; none starts after
+    /// this call: for a `pager check` stopped by a signal, before it removes its scratch folder
+    /// (a child left running would write there). Safe from any thread.
+    public static func stopChildren() {
+        // Killed under the lock: a pid in the set is not yet reaped (``reap(_:_:options:)``
+        // removes it as it reaps), so it cannot have been reused by another process.
+        let pids = running.withLock { state in
+            state.stopped = true
+            for pid in state.pids { kill(pid, SIGKILL) }
+            return state.pids
+        }
+        for pid in pids {
+            var status: Int32 = 0
+            // ECHILD when the run's own loop reaped it first: it is gone either way.
+            _ = waitpid(pid, &status, 0)
+        }
+    }
+
+    /// `waitpid` for a child in ``running``, removing it as it is reaped.
+    private static func reap(_ pid: pid_t, _ status: inout Int32, options: Int32) -> pid_t {
+        if options & WNOHANG == 0 {
+            let waited = waitpid(pid, &status, options)
+            running.withLock { _ = $0.pids.remove(pid) }
+            return waited
+        }
+        return running.withLock { state in
+            let waited = waitpid(pid, &status, options)
+            if waited == pid { state.pids.remove(pid) }
+            return waited
+        }
     }
 
     private func readFile(_ path: String) -> String {

@@ -53,7 +53,8 @@ struct CheckCommand {
       --help                this text
 
     exit codes: 0 every check passed (or was skipped); 1 a check failed; 2 bad input (no such
-    file, not a plugin library, unknown plugin, bad arguments)
+    file, not a plugin library, unknown plugin, bad arguments); 130 or 143 stopped by SIGINT or
+    SIGTERM (the check running is killed and the scratch folder removed)
     """
 
     var libraryPath: String?
@@ -105,8 +106,13 @@ struct CheckCommand {
             throw UsageError("check: cannot find the pager executable (/proc/self/exe)")
         }
         let scratch = NSTemporaryDirectory() + "pager-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        // Handled before the folder exists, so that no signal can leave it behind.
+        let interrupt = InterruptCleanup(removing: scratch, command: "check") { ConformanceRunner.stopChildren() }
+        defer {
+            try? FileManager.default.removeItem(atPath: scratch)
+            interrupt.cancel()
+        }
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
         let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch)
         let runner = ConformanceRunner(executable: executable, options: options)
         let absolute = URL(fileURLWithPath: libraryPath).standardizedFileURL.path
@@ -115,12 +121,15 @@ struct CheckCommand {
         let report: ConformanceRunner.Report
         do {
             report = try await runner.run(library: absolute, plugin: plugin) { result in
-                if !json { table.row(result) }
+                // A check killed by a signal's clean-up failed for that, not for the plugin.
+                if !json && !ConformanceRunner.isStopped { table.row(result) }
             }
         } catch {
             Output.problem("pager: check: \(error)")
             return ExitCode.badInput
         }
+        // Stopped by a signal: its clean-up ends the process (`interrupt.cancel()` waits for it).
+        guard !ConformanceRunner.isStopped else { return ExitCode.failure }
         if json {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]

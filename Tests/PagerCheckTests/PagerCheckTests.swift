@@ -264,6 +264,65 @@ struct PagerCheckTests {
         }
     }
 
+    // MARK: - Interrupted
+
+    /// A `pager check` stopped by SIGINT (Ctrl-C) or SIGTERM while a check runs removes its
+    /// scratch folder from the temporary directory, stops the check process it was waiting for,
+    /// says so on one line and exits 128 + the signal.
+    @Test(arguments: [(SIGINT, "SIGINT"), (SIGTERM, "SIGTERM")])
+    func interrupted_removesItsScratchFolder_andStopsItsChecks(_ signal: (number: Int32, name: String)) async throws {
+        let folder = scratchFolder(), temporary = folder + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: folder + "/out", contents: nil)
+        FileManager.default.createFile(atPath: folder + "/err", contents: nil)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: pager)
+        // never-complete's fetch-completes-once waits out --timeout-ms for a fetch that never ends.
+        process.arguments = ["check", try compile("Tests/Fixtures/plugins/never_complete.c"), "--cycles", "2", "--timeout-ms", "600000"]
+        process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary + "/"]) { $1 }
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/out"))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/err"))
+        try process.run()
+        defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+        func output(_ name: String) -> String { (try? String(contentsOfFile: "\(folder)/\(name)", encoding: .utf8)) ?? "" }
+
+        // The row of refresh-key is printed once its check has ended: fetch-completes-once runs next.
+        try #require(await waitUntil { output("out").contains("refresh-key") }, "no refresh-key row: \(output("out")) \(output("err"))")
+        let scratch = try #require(try FileManager.default.contentsOfDirectory(atPath: temporary).first { $0.hasPrefix("pager-check-") })
+        let scratchPath = "\(temporary)/\(scratch)"
+        try #require(await waitUntil { !Self.processes(mentioning: scratchPath).isEmpty }, "no check process running")
+        let checks = Self.processes(mentioning: scratchPath)
+        kill(process.processIdentifier, signal.number)
+        try #require(await waitUntil { !process.isRunning }, "pager check did not end after \(signal.name)")
+
+        #expect(process.terminationReason == .exit)
+        #expect(process.terminationStatus == 128 + signal.number, "\(output("err"))")
+        #expect(output("err") == "pager: check: stopped by \(signal.name)\n")
+        #expect(!output("out").contains(" passed, "), "a summary of the stopped run: \(output("out"))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "left in the temporary directory")
+        #expect(Self.processes(mentioning: scratchPath).isEmpty, "check processes \(checks) still run")
+    }
+
+    /// Waits (up to 60 s) until `condition` holds, looking again every 10 ms.
+    func waitUntil(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// The processes whose command line holds `text`.
+    static func processes(mentioning text: String) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry in
+            guard let pid = Int32(entry), let data = FileManager.default.contents(atPath: "/proc/\(entry)/cmdline") else { return nil }
+            let line = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return line.contains(text) ? pid : nil
+        }
+    }
+
     // MARK: - Helpers
 
     let pager = productsFolder + "/pager"
