@@ -155,6 +155,12 @@ public struct ConformanceRunner: Sendable {
                                          durationMs: output.durationMs)
             }
             result.durationMs = output.durationMs
+            if output.leftBehind > 0 && result.status != .fail {
+                result.status = .fail
+                result.reason = "left \(output.leftBehind) forked process\(output.leftBehind == 1 ? "" : "es") running after the check "
+                    + "(killed with the check's process group); end what you fork in destroy()"
+                    + (result.reason.isEmpty ? "" : "; the check itself: \(result.reason)")
+            }
             return result
         case .died(let reason, let output):
             return ConformanceResult(plugin: plugin, check: check.rawValue, status: .fail, reason: reason + output.lastErrorLine,
@@ -168,6 +174,9 @@ public struct ConformanceRunner: Sendable {
         var stdout: String
         var stderr: String
         var durationMs: Double
+        /// Processes of the child's group (forked by the plugin) still running when it ended;
+        /// they were killed.
+        var leftBehind = 0
 
         /// "; stderr: <last line>" when the child wrote something, for the reason of a failure.
         var lastErrorLine: String {
@@ -211,9 +220,15 @@ public struct ConformanceRunner: Sendable {
         defer { for pointer in envp { free(pointer) } }
         // Started under the lock ``stopChildren()`` takes: once it returns, no child starts
         // (one would create its files in the scratch folder being removed).
+        // A process group of its own: whatever the plugin forks is ended with the check.
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
         let spawned: Int32? = Self.running.withLock { state in
             guard !state.stopped else { return nil }
-            let spawned = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+            let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
             if spawned == 0 { state.pids.insert(pid) }
             return spawned
         }
@@ -232,15 +247,33 @@ public struct ConformanceRunner: Sendable {
                 return .died("could not be waited for: \(String(cString: strerror(error)))", output())
             }
             if ContinuousClock.now >= deadline {
-                kill(pid, SIGKILL)
+                kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
                 return .died("timed out after \(formatSeconds(childTimeout)) (killed)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }
+        var finished = output()
+        finished.leftBehind = Self.endGroup(pid)
         let signal = status & 0x7F
-        if signal != 0 { return .died("crashed (\(signalName(signal)))", output()) }
-        return .finished(output(), status: (status >> 8) & 0xFF)
+        if signal != 0 { return .died("crashed (\(signalName(signal)))", finished) }
+        return .finished(finished, status: (status >> 8) & 0xFF)
+    }
+
+    /// Kills what is left of the process group `group` (processes the plugin forked and did not
+    /// end) and returns how many were still running; zombies, already ended, do not count.
+    static func endGroup(_ group: pid_t) -> Int {
+        let members = (try? FileManager.default.contentsOfDirectory(atPath: "/proc"))?.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                  let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return nil }
+            // After "pid (comm)": state, ppid, pgrp.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 2, fields[0] != "Z", pid_t(fields[2]) == group else { return nil }
+            return pid
+        } ?? []
+        if !members.isEmpty { kill(-group, SIGKILL) }
+        return members.count
     }
 
     // MARK: - Stopping the children of an interrupted run
@@ -259,7 +292,7 @@ public struct ConformanceRunner: Sendable {
         // removes it as it reaps), so it cannot have been reused by another process.
         let pids = running.withLock { state in
             state.stopped = true
-            for pid in state.pids { kill(pid, SIGKILL) }
+            for pid in state.pids { kill(-pid, SIGKILL) }
             return state.pids
         }
         for pid in pids {

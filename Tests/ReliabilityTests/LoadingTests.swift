@@ -54,3 +54,26 @@ struct LoadingTests {
         #expect(result.stderr.contains("plugin 'hangs' could not be created: timeout: create did not return within 0.3 seconds"), "\(result.stderr)")
     }
 }
+
+/// `pager check` contains what a plugin forks: each check runs in a process group of its own,
+/// ended with the check; a check after which forked processes still ran fails, saying so.
+@Suite("pager check contains forked processes")
+struct CheckContainmentTests {
+    @Test func processesAPluginForks_endWithTheirCheck_whichFailsSaying() async throws {
+        let folder = scratchFolder()
+        let result = try await run(pagerCommand, ["check", try fixturePlugin("forks_in_create"), "--cycles", "20",
+                                                  "--timeout-ms", "500", "--config", #"{"pid_folder": "\#(folder)"}"#])
+        #expect(result.code == 1, "\(result.stdout)")
+        #expect(result.stdout.contains("forked processes running after the check (killed with the check's process group)"),
+                "\(result.stdout)")
+        let forked = try FileManager.default.contentsOfDirectory(atPath: folder).compactMap { pid_t($0) }
+        #expect(forked.count >= 20, "the fixture forked in each create")
+        // Killed: gone, or a zombie waiting for a parent that reaps (pid 1 here may not).
+        let running = forked.filter { pid in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            return !stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("Z")
+        }
+        #expect(running.isEmpty, "still running: \(running)")
+    }
+}
