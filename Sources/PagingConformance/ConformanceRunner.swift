@@ -326,13 +326,3 @@ public struct ConformanceRunner: Sendable {
         return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1_000)
     }
 }
-
-/// "SIGSEGV" for 11, and so on.
-func signalName(_ signal: Int32) -> String {
-    let names: [Int32: String] = [
-        SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT",
-        SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1", SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2",
-        SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM", SIGSYS: "SIGSYS",
-    ]
-    return names[signal] ?? "signal \(signal)"
-}

@@ -31,6 +31,8 @@ public struct Manifest: Sendable {
         public var config: JSONValue
         /// Where the reference stands in the manifest, e.g. `$.interceptors[1]`.
         public var jsonPath: String
+        /// Where the plugin runs (`"isolation"`: `"none"`, the default, or `"process"`).
+        public var isolation: PluginIsolationMode = .none
     }
 
     /// The manifest's file, as given.
@@ -132,6 +134,14 @@ public struct Manifest: Sendable {
     }
 }
 
+/// Where a manifest's plugin runs.
+public enum PluginIsolationMode: String, Sendable {
+    /// In the host's process: fastest, but a crash there ends the host.
+    case none
+    /// In a child process of its own (see ``IsolatedSource``, ``IsolatedInterceptor``).
+    case process
+}
+
 /// What is wrong with a manifest: the file, the JSON path (when the problem is inside it) and
 /// what was expected.
 public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -207,7 +217,7 @@ private struct Reader {
     }
 
     func plugin(_ value: JSONValue, at path: String) throws(ManifestError) -> Manifest.PluginReference {
-        let members = try object(value, at: path, allowed: ["plugin", "id", "sha256", "config"])
+        let members = try object(value, at: path, allowed: ["plugin", "id", "sha256", "config", "isolation"])
         func member(_ key: String) -> JSONValue? { members.first { $0.key == key }?.value }
         guard let plugin = try string(member("plugin"), at: "\(path).plugin") else {
             throw ManifestError(file: file, path: "\(path).plugin", message: "missing; expected a plugin name or a path to a .so")
@@ -229,7 +239,15 @@ private struct Reader {
             guard case .string(let text) = setting.value else { continue }
             try noNUL(text, at: "\(path).config.\(setting.key)")
         }
-        return Manifest.PluginReference(plugin: plugin, id: id, sha256: sha256?.lowercased(), config: config, jsonPath: path)
+        var isolation = PluginIsolationMode.none
+        if let mode = try string(member("isolation"), at: "\(path).isolation") {
+            guard let known = PluginIsolationMode(rawValue: mode) else {
+                throw ManifestError(file: file, path: "\(path).isolation", message: "expected \"process\" or \"none\", got \"\(mode)\"")
+            }
+            isolation = known
+        }
+        return Manifest.PluginReference(plugin: plugin, id: id, sha256: sha256?.lowercased(), config: config, jsonPath: path,
+                                        isolation: isolation)
     }
 
     /// Refuses a string that becomes a C string when it holds U+0000: the C string would end

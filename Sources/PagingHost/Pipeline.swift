@@ -6,10 +6,21 @@ import Paging
 ///
 /// Config values under the key `path`, or a key ending in `_path`, that are relative paths are
 /// resolved against the manifest's folder before the plugin sees them.
+///
+/// A plugin whose reference says `"isolation": "process"` (or every plugin, with
+/// `isolateAll`) runs in a child process of its own: it appears in ``isolatedSource`` or
+/// ``isolatedInterceptors`` instead of ``source`` or ``interceptors``, and its child process
+/// ends (SIGTERM, then SIGKILL to its process group) when the pipeline goes away.
 public final class Pipeline: Sendable {
     public let manifest: Manifest
-    public let source: LoadedSource
+    /// The source, when it runs in this process; `nil` when it is isolated.
+    public let source: LoadedSource?
+    /// The interceptors that run in this process, in manifest order.
     public let interceptors: [LoadedInterceptor]
+    /// The source, when it runs in a child process.
+    public let isolatedSource: IsolatedSource?
+    /// The interceptors that run in child processes, in manifest order.
+    public let isolatedInterceptors: [IsolatedInterceptor]
     public let pager: PluginPager
 
     /// Loads every plugin of `manifest`. Each failure is a ``ManifestError`` naming the
@@ -22,13 +33,15 @@ public final class Pipeline: Sendable {
     ///   - logLevel: the lowest level `sink` keeps (plugins may skip building lower lines).
     ///   - extraInterceptors: in-process interceptors placed before the manifest's.
     ///   - recordsStats: time every plugin call and count outcomes (``stats``).
+    ///   - isolateAll: run every plugin in a child process, as if each said `"isolation": "process"`.
     public init(
         manifest: Manifest,
         searchPath: PluginSearchPath? = nil,
         sink: @escaping PluginLogSink,
         logLevel: PluginLogLevel = .trace,
         extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = [],
-        recordsStats: Bool = false
+        recordsStats: Bool = false,
+        isolateAll: Bool = false
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
         let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
@@ -53,24 +66,72 @@ public final class Pipeline: Sendable {
             })
         }
 
-        let sourceLibrary = try library(manifest.source)
-        do {
-            source = try sourceLibrary.makeSource(id: manifest.source.id, config: config(manifest.source), sink: sink, limits: limits)
-        } catch {
-            throw manifest.error(at: manifest.source, error)
+        func isolated(_ reference: Manifest.PluginReference) -> Bool { isolateAll || reference.isolation == .process }
+        func spec(_ reference: Manifest.PluginReference, isSource: Bool) throws(ManifestError) -> PluginProcess.Spec {
+            do {
+                let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
+                return PluginProcess.Spec(library: URL(fileURLWithPath: path).standardizedFileURL.path, sha256: reference.sha256,
+                                          id: reference.id, isSource: isSource, config: config(reference), limits: limits)
+            } catch {
+                throw manifest.error(at: reference, error)
+            }
+        }
+
+        let pagingSource: any PagingSource<PluginKey, PluginItem>
+        if isolated(manifest.source) {
+            let sourceSpec = try spec(manifest.source, isSource: true)
+            do {
+                let isolatedSource = try IsolatedSource(sourceSpec, sink: sink)
+                self.isolatedSource = isolatedSource
+                pagingSource = isolatedSource
+            } catch {
+                throw manifest.error(at: manifest.source, message: error.message)
+            }
+            source = nil
+        } else {
+            let sourceLibrary = try library(manifest.source)
+            do {
+                let source = try sourceLibrary.makeSource(id: manifest.source.id, config: config(manifest.source), sink: sink, limits: limits)
+                self.source = source
+                pagingSource = source
+            } catch {
+                throw manifest.error(at: manifest.source, error)
+            }
+            isolatedSource = nil
         }
         var loaded: [LoadedInterceptor] = []
+        var isolatedOnes: [IsolatedInterceptor] = []
+        var chain: [any PagingInterceptor<PluginKey, PluginItem>] = extraInterceptors
         for reference in manifest.interceptors {
+            if isolated(reference) {
+                let interceptorSpec = try spec(reference, isSource: false)
+                do {
+                    let interceptor = try IsolatedInterceptor(interceptorSpec, sink: sink)
+                    isolatedOnes.append(interceptor)
+                    chain.append(interceptor)
+                } catch {
+                    throw manifest.error(at: reference, message: error.message)
+                }
+                continue
+            }
             let interceptorLibrary = try library(reference)
             do {
-                loaded.append(try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference), sink: sink, limits: limits))
+                let interceptor = try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference), sink: sink, limits: limits)
+                loaded.append(interceptor)
+                chain.append(interceptor)
             } catch {
                 throw manifest.error(at: reference, error)
             }
         }
         interceptors = loaded
+        isolatedInterceptors = isolatedOnes
         self.manifest = manifest
-        pager = Pager(source: source, interceptors: extraInterceptors + loaded)
+        pager = Pager(source: pagingSource, interceptors: chain)
+    }
+
+    deinit {
+        isolatedSource?.destroy()
+        for interceptor in isolatedInterceptors { interceptor.destroy() }
     }
 
     /// One plugin's figures: the host's measures of its calls (when asked for) and what it
@@ -82,9 +143,10 @@ public final class Pipeline: Sendable {
         public let stats: PluginStats.Snapshot
     }
 
-    /// Every plugin's figures, the source first, then the interceptors in manifest order.
+    /// Every in-process plugin's figures, the source first, then the interceptors in manifest
+    /// order; isolated plugins' calls are measured in their child processes and not reported.
     public var stats: [PluginFigures] {
-        [PluginFigures(id: source.descriptor.id, kind: .source, library: source.library.path, stats: source.stats)]
+        (source.map { [PluginFigures(id: $0.descriptor.id, kind: .source, library: $0.library.path, stats: $0.stats)] } ?? [])
             + interceptors.map { PluginFigures(id: $0.descriptor.id, kind: .interceptor, library: $0.library.path, stats: $0.stats) }
     }
 
@@ -103,6 +165,10 @@ public final class Pipeline: Sendable {
 
 extension Manifest {
     func error(at reference: PluginReference, _ error: PluginLoadError) -> ManifestError {
-        ManifestError(file: file, path: "\(reference.jsonPath) (plugin \"\(reference.plugin)\")", message: error.description)
+        self.error(at: reference, message: error.description)
+    }
+
+    func error(at reference: PluginReference, message: String) -> ManifestError {
+        ManifestError(file: file, path: "\(reference.jsonPath) (plugin \"\(reference.plugin)\")", message: message)
     }
 }

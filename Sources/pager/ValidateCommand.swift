@@ -33,13 +33,15 @@ struct ValidateCommand {
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         // Plugins that offer paging.health/1 say whether they can serve now.
-        let plugins = [("source", pipeline.source.descriptor, pipeline.source.library, pipeline.source.health())]
+        let plugins = (pipeline.source.map { [("source", $0.descriptor, $0.library, $0.health())] } ?? [])
             + pipeline.interceptors.map { ("interceptor", $0.descriptor, $0.library, $0.health()) }
         let unhealthy = plugins.filter { if case .unhealthy = $0.3 { true } else { false } }
         Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
         for (role, descriptor, library, health) in plugins {
             Output.line("  \(role): \(describe(descriptor, library))\(describe(health))")
         }
+        if let source = pipeline.isolatedSource { Output.line("  source: \(source) (isolated in a child process)") }
+        for interceptor in pipeline.isolatedInterceptors { Output.line("  interceptor: \(interceptor) (isolated in a child process)") }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }

@@ -59,7 +59,7 @@ struct ManifestTests {
         #expect(error("{}") == "/srv/app/m.json: $.source: missing; expected the source plugin, an object with \"plugin\"")
         #expect(error(#"{"source": {"plugin": 3}}"#) == "/srv/app/m.json: $.source.plugin: expected a string, got an integer")
         #expect(error(#"{"source": {"plugin": "x", "confg": {}}}"#)
-                == "/srv/app/m.json: $.source.confg: unknown key; expected one of config, id, plugin, sha256")
+                == "/srv/app/m.json: $.source.confg: unknown key; expected one of config, id, isolation, plugin, sha256")
         #expect(error(#"{"source": {"plugin": "x"}, "page_size": -1}"#)
                 == "/srv/app/m.json: $.page_size: -1 is out of range; expected 1 to 100000")
         #expect(error(#"{"source": {"plugin": "x"}, "page_size": 1e9}"#)

@@ -1,0 +1,286 @@
+import Foundation
+import Paging
+
+/// What an isolated call came back with.
+enum CallAnswer: Sendable {
+    case reply(WireReader)
+    case failure(any Error)
+}
+
+/// One child process of an isolated plugin: its own process group, a socket on its fd 3, the
+/// calls waiting for an answer, and a thread that reads answers until the socket closes, then
+/// reaps the child and fails the calls left.
+final class ChildProcess: Sendable {
+    let pid: pid_t
+    let socket: WireSocket
+    private let calls = Locked(Calls())
+    private let sending = Locked(false)
+    private let stopping = Locked(false)
+    private let ended = Latch()
+    private let howItEnded = Locked<String?>(nil)
+
+    private struct Calls {
+        var pending: [UInt64: @Sendable (CallAnswer) -> Void] = [:]
+        var ended: (any Error)?
+    }
+
+    private init(pid: pid_t, fd: Int32) {
+        self.pid = pid
+        socket = WireSocket(fd: fd)
+    }
+
+    /// Starts `executable __isolate PID` in a process group of its own, a socket on its fd 3.
+    static func spawn(_ executable: String) throws(IsolationStartError) -> ChildProcess {
+        let result = SpawnThread.shared.run { () -> Result<ChildProcess, IsolationStartError> in
+            var fds: [Int32] = [0, 0]
+            guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
+                return .failure(IsolationStartError(message: "socketpair failed: \(String(cString: strerror(errno)))"))
+            }
+            var childEnd = fds[1]
+            if childEnd == 3 {
+                // dup2 onto itself would keep close-on-exec.
+                childEnd = fcntl(3, F_DUPFD_CLOEXEC, 4)
+                close(3)
+            }
+            defer { close(childEnd) }
+            var actions = posix_spawn_file_actions_t()
+            posix_spawn_file_actions_init(&actions)
+            defer { posix_spawn_file_actions_destroy(&actions) }
+            posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
+            var attributes = posix_spawnattr_t()
+            posix_spawnattr_init(&attributes)
+            defer { posix_spawnattr_destroy(&attributes) }
+            posix_spawnattr_setpgroup(&attributes, 0)
+            var defaults = sigset_t()
+            sigemptyset(&defaults)
+            sigaddset(&defaults, SIGPIPE)
+            sigaddset(&defaults, SIGTERM)
+            posix_spawnattr_setsigdefault(&attributes, &defaults)
+            var mask = sigset_t()
+            sigemptyset(&mask)
+            posix_spawnattr_setsigmask(&attributes, &mask)
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+            let words: [String] = [executable, "__isolate", String(getpid())]
+            let argv = words.map { strdup($0) } + [nil]
+            defer { for pointer in argv { free(pointer) } }
+            var environment = ProcessInfo.processInfo.environment
+            // No Swift backtrace on a crash: it is slow, and the signal is what the host reports.
+            environment["SWIFT_BACKTRACE"] = "enable=no"
+            let envp: [UnsafeMutablePointer<CChar>?] = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { for pointer in envp { free(pointer) } }
+            var pid: pid_t = 0
+            let spawned = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+            guard spawned == 0 else {
+                close(fds[0])
+                return .failure(IsolationStartError(message: "\(executable) could not be started: \(String(cString: strerror(spawned)))"))
+            }
+            return .success(ChildProcess(pid: pid, fd: fds[0]))
+        }
+        return try result.get()
+    }
+
+    /// The first frame, if it arrives within `timeout`.
+    func receive(within timeout: Duration) -> [UInt8]? {
+        var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let left = Int32(clamping: (deadline - .now).wholeMilliseconds)
+            let ready = poll(&poller, 1, left)
+            if ready < 0 && errno == EINTR { continue }
+            guard ready > 0 else { return nil }
+            return socket.receive()
+        }
+    }
+
+    /// Sends a frame unless the socket is closed; false when it could not be sent.
+    @discardableResult
+    func send(_ frame: [UInt8]) -> Bool {
+        sending.withLock { closed in closed ? false : socket.send(frame) }
+    }
+
+    /// Waits for call `id`'s answer, having sent `frame`.
+    func register(_ id: UInt64, frame: [UInt8], _ resume: @escaping @Sendable (CallAnswer) -> Void) {
+        let ended = calls.withLock { calls -> (any Error)? in
+            if let ended = calls.ended { return ended }
+            calls.pending[id] = resume
+            return nil
+        }
+        if let ended { return resume(.failure(ended)) }
+        // A frame that cannot be sent means the child is gone: the reader fails the call.
+        send(frame)
+    }
+
+    /// Ends call `id` with `answer`, unless it ended already.
+    func finish(_ id: UInt64, _ answer: CallAnswer) {
+        let waiter = calls.withLock { $0.pending.removeValue(forKey: id) }
+        waiter?(answer)
+    }
+
+    /// Tells the child to cancel call `id` (best effort).
+    func cancel(_ id: UInt64) {
+        send(WireWriter(.cancel, call: id).finishedCopy())
+    }
+
+    /// Reads answers on a thread of its own until the socket closes; then `died` says what
+    /// the calls left fail with, given how the child ended.
+    func serve(sink: @escaping PluginLogSink, died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
+        let thread = Thread { [self] in
+            while let body = socket.receive() {
+                guard var reader = try? WireReader(body) else { break }
+                switch IsolationOp(rawValue: reader.op) {
+                case .reply:
+                    finish(reader.call, .reply(reader))
+                case .failure:
+                    guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { break }
+                    let retryAfter = after == UInt64.max ? nil : Duration.milliseconds(Int64(clamping: after))
+                    finish(reader.call, .failure(PluginError(PluginStatus(rawValue: status), message, plugin: "", retryAfter: retryAfter)))
+                case .log:
+                    guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { break }
+                    sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
+                default:
+                    break
+                }
+            }
+            let how = reap()
+            let error = died(self, how)
+            let pending = calls.withLock { calls in
+                calls.ended = error
+                defer { calls.pending = [:] }
+                return Array(calls.pending.values)
+            }
+            for waiter in pending { waiter(.failure(error)) }
+            ended.open()
+        }
+        servedFlag.withLock { $0 = true }
+        thread.name = "paging-isolation-\(pid)"
+        thread.start()
+    }
+
+    /// Ends the child (SIGTERM, then SIGKILL after 200 ms) and its process group, and waits
+    /// until it is reaped; how it ended. Idempotent.
+    @discardableResult
+    func stop() -> String {
+        let first = stopping.withLock { stopping in
+            defer { stopping = true }
+            return !stopping
+        }
+        if first {
+            kill(-pid, SIGTERM)
+            shutdown(socket.fd, Int32(SHUT_RDWR))
+        }
+        // Without a reader (a child that never finished loading), reap here.
+        if first, !servedFlag.withLock({ $0 }) { _ = reap() }
+        ended.wait()
+        return howItEnded.withLock { $0 } ?? "ended"
+    }
+
+    /// Whether a reader thread runs (and reaps).
+    private let servedFlag = Locked(false)
+
+    /// Waits for the child, kills what is left of its group, closes the socket; how it ended.
+    private func reap() -> String {
+        if let how = howItEnded.withLock({ $0 }) { return how }
+        var status: Int32 = 0
+        if stopping.withLock({ $0 }) {
+            let deadline = ContinuousClock.now + .milliseconds(200)
+            while waitpid(pid, &status, WNOHANG) == 0 {
+                if ContinuousClock.now >= deadline {
+                    kill(-pid, SIGKILL)
+                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                    break
+                }
+                usleep(1_000)
+            }
+        } else {
+            // The socket closed: the child is ending or has ended (a kill changes no status
+            // already decided), or it closed fd 3 itself and is of no more use.
+            kill(-pid, SIGKILL)
+            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        }
+        // Whatever the plugin forked ends with its group.
+        kill(-pid, SIGKILL)
+        let signal = status & 0x7F
+        let how = signal != 0 ? "crashed (\(signalName(signal)))" : "exited with status \((status >> 8) & 0xFF)"
+        sending.withLock { closed in
+            closed = true
+            close(socket.fd)
+        }
+        howItEnded.withLock { $0 = how }
+        if !servedFlag.withLock({ $0 }) { ended.open() }
+        return how
+    }
+}
+
+extension WireWriter {
+    /// The frame, finished, from a writer that is not kept.
+    func finishedCopy() -> [UInt8] {
+        var copy = self
+        return copy.finish()
+    }
+}
+
+/// "SIGSEGV" for 11, and so on.
+package func signalName(_ signal: Int32) -> String {
+    let names: [Int32: String] = [
+        SIGHUP: "SIGHUP", SIGINT: "SIGINT", SIGQUIT: "SIGQUIT", SIGILL: "SIGILL", SIGTRAP: "SIGTRAP", SIGABRT: "SIGABRT",
+        SIGBUS: "SIGBUS", SIGFPE: "SIGFPE", SIGKILL: "SIGKILL", SIGUSR1: "SIGUSR1", SIGSEGV: "SIGSEGV", SIGUSR2: "SIGUSR2",
+        SIGPIPE: "SIGPIPE", SIGALRM: "SIGALRM", SIGTERM: "SIGTERM", SIGSYS: "SIGSYS",
+    ]
+    return names[signal] ?? "signal \(signal)"
+}
+
+/// A gate that opens once; waiters block until it does.
+final class Latch: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var isOpen = false
+
+    func open() {
+        condition.lock()
+        isOpen = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func wait() {
+        condition.lock()
+        while !isOpen { condition.wait() }
+        condition.unlock()
+    }
+}
+
+/// The one thread that starts isolated plugins' children: the kernel kills a child whose
+/// starting thread ends (PR_SET_PDEATHSIG), so children are started by a thread that lives as
+/// long as the process.
+final class SpawnThread: @unchecked Sendable {
+    static let shared = SpawnThread()
+    private let condition = NSCondition()
+    private var jobs: [() -> Void] = []
+
+    private init() {
+        let thread = Thread { [self] in
+            while true {
+                condition.lock()
+                while jobs.isEmpty { condition.wait() }
+                let job = jobs.removeFirst()
+                condition.unlock()
+                job()
+            }
+        }
+        thread.name = "paging-isolation-spawner"
+        thread.start()
+    }
+
+    func run<T>(_ body: @escaping () -> T) -> T {
+        let done = Latch()
+        var result: T?
+        condition.lock()
+        jobs.append {
+            result = body()
+            done.open()
+        }
+        condition.signal()
+        condition.unlock()
+        done.wait()
+        return result!
+    }
+}

@@ -1,0 +1,91 @@
+import Foundation
+import Paging
+
+/// An interceptor plugin run in a child process of its own (`"isolation": "process"` in a
+/// manifest): a crash, exit, abort or hang there fails only the intercepts in flight, with a
+/// ``PluginError`` naming the plugin, its library and the signal or exit status, and the host
+/// goes on. See ``PluginProcess`` for restarts and the restart limit.
+///
+/// Every call crosses: intercept (all four results), transform, handle and loadFailed. A
+/// `proceedOrFallBack` fallback is logged in the host, not in the child.
+///
+/// # Thread safety
+/// Any thread; calls overlap in the child as they would in process.
+public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertible, Sendable {
+    public typealias Key = PluginKey
+    public typealias Value = PluginItem
+
+    let process: PluginProcess
+    private let sink: PluginLogSink
+
+    init(_ spec: PluginProcess.Spec, sink: @escaping PluginLogSink) throws(IsolationStartError) {
+        process = try PluginProcess(spec, sink: sink)
+        self.sink = sink
+    }
+
+    /// Ends the child process (SIGTERM, then SIGKILL to its process group) and reaps it.
+    public func destroy() { process.shutDown() }
+
+    /// The plugin as errors name it: "id (library path)".
+    public var description: String { process.label }
+
+    /// The library the child loads.
+    public var library: String { process.spec.library }
+
+    /// The process id of the running child, if one runs.
+    public var childPID: Int32? { process.childPID }
+
+    public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        var reader = try await process.call(.intercept) { $0.request(request) }
+        func page() throws -> PluginPage {
+            var page = try reader.page(base: request.params)
+            page.request = request
+            return page
+        }
+        switch try reader.u8() {
+        case 0:
+            let observe = try reader.bool()
+            guard try reader.bool() else { return .proceed(request, handleAfterwards: observe) }
+            return .proceed(try reader.request(base: request.params), handleAfterwards: observe)
+        case 1:
+            return .complete(try page())
+        case 2:
+            return .completeThenRevalidate(try page())
+        case 3:
+            let next = try reader.request(base: request.params)
+            return .proceedOrFallBack(next, fallback: try page()) { [sink, process] error in
+                sink(.warning, process.label, "the load failed (\(error)); answered with the page this plugin holds")
+            }
+        case let tag:
+            throw PluginError(.internal, "the isolated plugin answered an unknown intercept result \(tag)", plugin: process.label)
+        }
+    }
+
+    public func handle(page: PluginPage) async {
+        do {
+            _ = try await process.call(.handle) { $0.page(page) }
+        } catch {
+            sink(.warning, process.label, "handle failed: \(error)")
+        }
+    }
+
+    public func transform(page: PluginPage) async throws -> PluginPage {
+        var reader = try await process.call(.transform) { $0.page(page) }
+        var result = try reader.page(base: page.request.params)
+        result.request = page.request
+        return result
+    }
+
+    public func loadFailed(_ request: PluginRequest, error: any Error) async {
+        let (status, message) = PluginStatus.of(error)
+        do {
+            _ = try await process.call(.loadFailed) { frame in
+                frame.request(request)
+                frame.u32(status.rawValue)
+                frame.string(message)
+            }
+        } catch {
+            sink(.warning, process.label, "loadFailed failed: \(error)")
+        }
+    }
+}

@@ -1,0 +1,59 @@
+import Foundation
+import Paging
+
+/// A source plugin run in a child process of its own (`"isolation": "process"` in a
+/// manifest): a crash, exit, abort or hang there fails only the fetches in flight, with a
+/// ``PluginError`` naming the plugin, its library and the signal or exit status, and the host
+/// goes on. See ``PluginProcess`` for restarts and the restart limit.
+///
+/// What crosses to the child: `fetch` and `keyChain(for:pageSize:)`. The source's
+/// `invalidation` and `refreshKey(around:)` are not forwarded (nil), and key chains are asked
+/// synchronously, so a hung child holds the caller's thread for up to the fetch timeout.
+///
+/// # Thread safety
+/// Any thread; fetches overlap in the child as they would in process.
+public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendable {
+    public typealias Key = PluginKey
+    public typealias Value = PluginItem
+
+    let process: PluginProcess
+
+    /// Starts the child and has it create the source; throws the child's reason when it cannot.
+    init(_ spec: PluginProcess.Spec, sink: @escaping PluginLogSink) throws(IsolationStartError) {
+        process = try PluginProcess(spec, sink: sink)
+    }
+
+    /// Ends the child process (SIGTERM, then SIGKILL to its process group) and reaps it.
+    public func destroy() { process.shutDown() }
+
+    /// The plugin as errors name it: "id (library path)".
+    public var description: String { process.label }
+
+    /// The library the child loads.
+    public var library: String { process.spec.library }
+
+    /// The process id of the running child, if one runs.
+    public var childPID: Int32? { process.childPID }
+
+    public var refreshKey: PluginKey { process.refreshKey }
+
+    public func keyChain(for key: PluginKey, pageSize: Int) -> PagingKeyChain<PluginKey> {
+        do {
+            var reader = try process.callBlocking(.keyChain) { frame in
+                frame.data(key.bytes)
+                frame.u32(UInt32(clamping: pageSize))
+            }
+            return PagingKeyChain(key: key, prevKey: try reader.optionalKey(), nextKey: try reader.optionalKey())
+        } catch {
+            process.log(.warning, "key_chain(\(key)) failed: \(error)")
+            return PagingKeyChain(key: key)
+        }
+    }
+
+    public func fetch(request: PluginRequest) async throws -> PluginPage {
+        var reader = try await process.call(.fetch) { $0.request(request) }
+        var page = try reader.page(base: request.params)
+        page.request = request
+        return page
+    }
+}

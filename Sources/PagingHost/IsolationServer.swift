@@ -1,0 +1,165 @@
+import CIsolation
+import Foundation
+import Paging
+
+/// The child side of an isolated plugin (`pager __isolate`): loads one plugin with the
+/// host's own types (``PluginLibrary``, ``LoadedSource``, ``LoadedInterceptor``) and serves
+/// the parent's calls over the socket on fd 3, each call in a task of its own, so that
+/// calls overlap as they would in the parent.
+package enum IsolationServer {
+    /// Serves until the parent closes the socket or ends (the kernel then kills this process).
+    /// `arguments` are those after `__isolate`: the parent's pid.
+    package static func run(_ arguments: [String]) async -> Never {
+        guard let parent = arguments.first.flatMap({ Int32($0) }), paging_isolation_die_with_parent(parent) == 0 else {
+            FileHandle.standardError.write(Data("pager __isolate: the parent process is gone or was not named\n".utf8))
+            exit(70)
+        }
+        let socket = WireSocket(fd: 3)
+        let writer = Locked(())
+        let send: @Sendable ([UInt8]) -> Void = { frame in
+            writer.withLock { _ in
+                if !socket.send(frame) { exit(0) }
+            }
+        }
+        guard let body = socket.receive(), var start = try? WireReader(body), start.op == IsolationOp.start.rawValue else { exit(0) }
+        let served: Served
+        do {
+            served = try load(&start, send: send)
+        } catch {
+            var frame = WireWriter(.failure, call: start.call)
+            frame.u32(PluginStatus.invalidConfig.rawValue)
+            frame.string("\(error)")
+            frame.u64(UInt64.max)
+            send(frame.finish())
+            exit(0)
+        }
+        var ready = WireWriter(.reply, call: start.call)
+        ready.string(served.label)
+        if case .source(let source) = served { ready.data(source.refreshKey.bytes) }
+        send(ready.finish())
+
+        // The reads block: on a thread of their own, so that the calls' tasks keep the pool.
+        let reader = Thread {
+            let tasks = Locked<[UInt64: Task<Void, Never>]>([:])
+            while let body = socket.receive() {
+                guard var reader = try? WireReader(body), let op = IsolationOp(rawValue: reader.op) else { exit(65) }
+                let call = reader.call
+                if op == .cancel {
+                    tasks.withLock { $0[call] }?.cancel()
+                    continue
+                }
+                let task = Task {
+                    let frame = await answer(op, &reader, served)
+                    tasks.withLock { _ = $0.removeValue(forKey: call) }
+                    send(frame)
+                }
+                tasks.withLock { tasks in
+                    // A call answered before it was recorded has nothing left to cancel.
+                    if !task.isCancelled { tasks[call] = task }
+                }
+            }
+            exit(0)
+        }
+        reader.name = "paging-isolation-reader"
+        reader.start()
+        while true { try? await Task.sleep(for: .seconds(86_400)) }
+    }
+
+    private enum Served: Sendable {
+        case source(LoadedSource)
+        case interceptor(LoadedInterceptor)
+
+        var label: String {
+            switch self {
+            case .source(let source): source.description
+            case .interceptor(let interceptor): interceptor.instance.label
+            }
+        }
+    }
+
+    private static func load(_ reader: inout WireReader, send: @escaping @Sendable ([UInt8]) -> Void) throws -> Served {
+        let path = try reader.string()
+        let sha256 = try reader.bool() ? try reader.string() : nil
+        let id = try reader.bool() ? try reader.string() : nil
+        let isSource = try reader.u8() == 0
+        let config = try JSONValue.parse(try reader.string())
+        let maxItems = Int(try reader.u64()), maxBytes = Int(try reader.u64())
+        let fetchTimeout = Duration.milliseconds(Int64(try reader.u64()))
+        let callTimeout = try reader.bool() ? Duration.milliseconds(Int64(try reader.u64())) : nil
+        let logLevel = PluginLogLevel(rawValue: try reader.u32()) ?? .trace
+        let recordsStats = try reader.bool()
+        let limits = PluginLimits(maxItemsPerPage: maxItems, maxPageBytes: maxBytes, fetchTimeout: fetchTimeout,
+                                  callTimeout: callTimeout, logLevel: logLevel, recordsStats: recordsStats)
+        let sink: PluginLogSink = { level, plugin, message in
+            var frame = WireWriter(.log, call: 0)
+            frame.u32(level.rawValue)
+            frame.string(plugin)
+            frame.string(message)
+            send(frame.finish())
+        }
+        let library = try PluginLibrary.open(path: path, sha256: sha256) { note in sink(.warning, path, note.description) }
+        if isSource { return .source(try library.makeSource(id: id, config: config, sink: sink, limits: limits)) }
+        return .interceptor(try library.makeInterceptor(id: id, config: config, sink: sink, limits: limits))
+    }
+
+    /// The answer frame of one call.
+    private static func answer(_ op: IsolationOp, _ reader: inout WireReader, _ served: Served) async -> [UInt8] {
+        let call = reader.call
+        let params = PagingRequestParams(pageSize: 1)
+        do {
+            var frame = WireWriter(.reply, call: call)
+            switch (op, served) {
+            case (.fetch, .source(let source)):
+                frame.page(try await source.fetch(request: try reader.request(base: params)))
+            case (.keyChain, .source(let source)):
+                let key = PluginKey(bytes: try reader.data())
+                let chain = source.keyChain(for: key, pageSize: Int(try reader.u32()))
+                frame.optionalKey(chain.prevKey)
+                frame.optionalKey(chain.nextKey)
+            case (.intercept, .interceptor(let interceptor)):
+                let request = try reader.request(base: params)
+                switch try await interceptor.intercept(request: request) {
+                case .proceed(let next, let observe):
+                    frame.u8(0)
+                    frame.bool(observe)
+                    let same = next.kind == request.kind && next.keyChain == request.keyChain
+                        && next.params.pageSize == request.params.pageSize && next.params.userInfo == request.params.userInfo
+                    frame.bool(!same)
+                    if !same { frame.request(next) }
+                case .complete(let page):
+                    frame.u8(1)
+                    frame.page(page)
+                case .completeThenRevalidate(let page):
+                    frame.u8(2)
+                    frame.page(page)
+                case .proceedOrFallBack(let next, let fallback, _):
+                    frame.u8(3)
+                    frame.request(next)
+                    frame.page(fallback)
+                }
+            case (.transform, .interceptor(let interceptor)):
+                frame.page(try await interceptor.transform(page: try reader.page(base: params)))
+            case (.handle, .interceptor(let interceptor)):
+                await interceptor.handle(page: try reader.page(base: params))
+            case (.loadFailed, .interceptor(let interceptor)):
+                let request = try reader.request(base: params)
+                let status = PluginStatus(rawValue: try reader.u32())
+                await interceptor.loadFailed(request, error: PluginError(status, try reader.string(), plugin: served.label))
+            default:
+                throw PluginError(.internal, "the isolated plugin got an operation it does not serve (\(op))", plugin: served.label)
+            }
+            return frame.finish()
+        } catch {
+            var frame = WireWriter(.failure, call: call)
+            let (status, message, retryAfter): (PluginStatus, String, Duration?) = switch error {
+            case let error as PluginError: (error.status, error.message, error.retryAfter)
+            case is CancellationError: (.cancelled, "the load was cancelled", nil)
+            default: (.internal, "\(error)", nil)
+            }
+            frame.u32(status.rawValue)
+            frame.string(message)
+            frame.u64(retryAfter?.wholeMilliseconds ?? UInt64.max)
+            return frame.finish()
+        }
+    }
+}

@@ -1,0 +1,206 @@
+import Foundation
+import Paging
+
+/// The messages between a host and an isolated plugin's child process (`pager __isolate`),
+/// over a stream socket: each frame is a 4-byte little-endian length, then an operation byte,
+/// a call id (8 bytes) and the operation's payload. Calls carry ids so that many are in flight
+/// at once and are answered in any order.
+enum IsolationOp: UInt8 {
+    // Host to child.
+    case start = 0, fetch, intercept, transform, handle, loadFailed, keyChain, cancel
+    // Child to host.
+    case reply = 100, failure, log
+}
+
+/// The largest frame either side accepts (a page is bounded by `max_page_bytes` besides).
+let isolationMaxFrame = 1 << 30
+
+/// Builds one frame.
+struct WireWriter {
+    private(set) var bytes: [UInt8] = [0, 0, 0, 0]
+
+    init(_ op: IsolationOp, call: UInt64) {
+        bytes.reserveCapacity(128)
+        bytes.append(op.rawValue)
+        u64(call)
+    }
+
+    mutating func u8(_ value: UInt8) { bytes.append(value) }
+    mutating func bool(_ value: Bool) { bytes.append(value ? 1 : 0) }
+
+    mutating func u32(_ value: UInt32) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func u64(_ value: UInt64) {
+        withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func data(_ value: [UInt8]) {
+        u32(UInt32(value.count))
+        bytes.append(contentsOf: value)
+    }
+
+    mutating func string(_ value: String) { data(Array(value.utf8)) }
+
+    mutating func optionalKey(_ key: PluginKey?) {
+        bool(key != nil)
+        if let key { data(key.bytes) }
+    }
+
+    mutating func request(_ request: PluginRequest) {
+        u8(request.kind == .refresh ? 0 : request.kind == .prepend ? 1 : 2)
+        data(request.key.bytes)
+        optionalKey(request.keyChain.prevKey)
+        optionalKey(request.keyChain.nextKey)
+        u32(UInt32(clamping: request.params.pageSize))
+        u32(UInt32(request.params.userInfo.count))
+        for (key, value) in request.params.userInfo {
+            string(key)
+            string(value)
+        }
+    }
+
+    mutating func page(_ page: PluginPage) {
+        request(page.request)
+        u32(UInt32(page.values.count))
+        for value in page.values { data(value.bytes) }
+        optionalKey(page.prevKey)
+        optionalKey(page.nextKey)
+        u32(UInt32(page.metadata.count))
+        for (key, value) in page.metadata {
+            string(key)
+            string(value)
+        }
+    }
+
+    /// The frame, its length filled in.
+    mutating func finish() -> [UInt8] {
+        let length = UInt32(bytes.count - 4).littleEndian
+        withUnsafeBytes(of: length) { raw in
+            for index in 0..<4 { bytes[index] = raw[index] }
+        }
+        return bytes
+    }
+}
+
+/// A frame that ended before its fields did, or holds a value out of range.
+struct WireError: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// Reads one frame's fields, in the order ``WireWriter`` wrote them.
+struct WireReader {
+    private let bytes: [UInt8]
+    private var index: Int
+    private(set) var op: UInt8 = 0
+    private(set) var call: UInt64 = 0
+
+    /// `body` is a frame without its length.
+    init(_ body: [UInt8]) throws(WireError) {
+        bytes = body
+        index = 0
+        op = try u8()
+        call = try u64()
+    }
+
+    private mutating func take(_ count: Int) throws(WireError) -> ArraySlice<UInt8> {
+        guard count >= 0, bytes.count - index >= count else { throw WireError(description: "a truncated frame") }
+        defer { index += count }
+        return bytes[index..<index + count]
+    }
+
+    mutating func u8() throws(WireError) -> UInt8 { try take(1).first! }
+    mutating func bool() throws(WireError) -> Bool { try u8() != 0 }
+
+    mutating func u32() throws(WireError) -> UInt32 {
+        try take(4).reversed().reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    mutating func u64() throws(WireError) -> UInt64 {
+        try take(8).reversed().reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    mutating func data() throws(WireError) -> [UInt8] { Array(try take(Int(try u32()))) }
+    mutating func string() throws(WireError) -> String { String(decoding: try data(), as: UTF8.self) }
+
+    mutating func optionalKey() throws(WireError) -> PluginKey? {
+        try bool() ? PluginKey(bytes: try data()) : nil
+    }
+
+    /// A request; its retry policy (which stays with the host) is `base`'s.
+    mutating func request(base: PagingRequestParams) throws(WireError) -> PluginRequest {
+        let kinds: [PagingRequestKind] = [.refresh, .prepend, .append]
+        let kind = Int(try u8())
+        guard kind < kinds.count else { throw WireError(description: "request kind \(kind) is unknown") }
+        let key = PluginKey(bytes: try data())
+        let chain = PagingKeyChain(key: key, prevKey: try optionalKey(), nextKey: try optionalKey())
+        var params = base
+        params.pageSize = Int(try u32())
+        let count = Int(try u32())
+        var userInfo: [String: String] = [:]
+        for _ in 0..<min(count, bytes.count) { userInfo[try string()] = try string() }
+        params.userInfo = userInfo
+        return PluginRequest(kind: kinds[kind], keyChain: chain, params: params)
+    }
+
+    mutating func page(base: PagingRequestParams) throws(WireError) -> PluginPage {
+        let request = try request(base: base)
+        let count = Int(try u32())
+        guard count <= bytes.count - index else { throw WireError(description: "a truncated frame") }
+        var values: [PluginItem] = []
+        values.reserveCapacity(count)
+        for _ in 0..<count { values.append(PluginItem(bytes: try data())) }
+        var page = PluginPage(request: request, values: values, prevKey: try optionalKey(), nextKey: try optionalKey())
+        let metadata = Int(try u32())
+        for _ in 0..<min(metadata, bytes.count) { page.metadata[try string()] = try string() }
+        return page
+    }
+}
+
+/// Frames over one stream socket: whole frames out (with `MSG_NOSIGNAL`, so that a closed
+/// peer is an error rather than a SIGPIPE), whole frames in.
+struct WireSocket: Sendable {
+    let fd: Int32
+
+    /// Sends a frame; false when the peer is gone.
+    func send(_ frame: [UInt8]) -> Bool {
+        frame.withUnsafeBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let sent = Glibc.send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if sent < 0 {
+                    if errno == EINTR { continue }
+                    return false
+                }
+                offset += sent
+            }
+            return true
+        }
+    }
+
+    /// The next frame's body (without its length); `nil` at the end of the stream, on an error
+    /// or on a frame longer than ``isolationMaxFrame``.
+    func receive() -> [UInt8]? {
+        var header = [UInt8](repeating: 0, count: 4)
+        guard read(into: &header) else { return nil }
+        let length = header.reversed().reduce(0) { $0 << 8 | Int($1) }
+        guard length >= 9, length <= isolationMaxFrame else { return nil }
+        var body = [UInt8](repeating: 0, count: length)
+        guard read(into: &body) else { return nil }
+        return body
+    }
+
+    private func read(into buffer: inout [UInt8]) -> Bool {
+        buffer.withUnsafeMutableBytes { raw in
+            var offset = 0
+            while offset < raw.count {
+                let count = recv(fd, raw.baseAddress! + offset, raw.count - offset, 0)
+                if count < 0 && errno == EINTR { continue }
+                if count <= 0 { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+}

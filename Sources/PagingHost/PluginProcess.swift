@@ -1,0 +1,290 @@
+import Foundation
+import Paging
+
+/// Where isolated plugins run: the `pager` executable, started as `pager __isolate PID`.
+public enum PluginIsolation {
+    private static let path = Locked<String?>(nil)
+
+    /// The executable started for every isolated plugin; by default `pager` in the folder of the
+    /// running executable (the built products folder, for `pager` and for tests).
+    public static var executable: String {
+        get { path.withLock { $0 } ?? ((PluginSearchPath.executableFolder() ?? ".") + "/pager") }
+        set { path.withLock { $0 = newValue } }
+    }
+
+    /// Deaths in a row, without a load answered between them, after which a plugin is not
+    /// restarted again.
+    public static let restartLimit = 5
+}
+
+/// One isolated plugin's child process, restarted after it dies: the calls in flight when it
+/// dies fail with a retryable ``PluginError`` naming the plugin, its library and the signal or
+/// exit status; the next call starts a new child, after a backoff (10 ms doubling to 2 s) while
+/// children die without answering a load (a fetch, intercept, transform or handle; key chains
+/// do not count); after ``PluginIsolation/restartLimit`` such deaths in a row the plugin is
+/// dead, and its calls fail at once with a non-retryable error.
+///
+/// # Thread safety
+/// Any thread; calls overlap (each has an id on the wire).
+final class PluginProcess: Sendable {
+    struct Spec: Sendable {
+        var library: String
+        var sha256: String?
+        var id: String?
+        var isSource: Bool
+        var config: JSONValue
+        var limits: PluginLimits
+    }
+
+    /// The plugin as errors name it: "id (library)", the id the child reported once it started.
+    var label: String { state.withLock { $0.label } }
+    let spec: Spec
+    private let sink: PluginLogSink
+    private let state: Locked<State>
+    private let startLock = NSLock()
+    private let nextCall = Locked<UInt64>(1)
+    private let watchdog: CallWatchdog
+
+    private struct State {
+        var label: String
+        var child: ChildProcess?
+        var deathsInARow = 0
+        var lastDeath: ContinuousClock.Instant?
+        var deadBecause: String?
+        var closed = false
+        /// The refresh key the latest child's source reported.
+        var refreshKey = PluginKey(bytes: [])
+    }
+
+    /// Starts the first child; a plugin that cannot be loaded there throws, with the child's reason.
+    init(_ spec: Spec, sink: @escaping PluginLogSink) throws(IsolationStartError) {
+        self.spec = spec
+        self.sink = sink
+        let state = Locked(State(label: "\(spec.id ?? "?") (\(spec.library))"))
+        self.state = state
+        watchdog = CallWatchdog(timeout: spec.limits.fetchTimeout) { id, timeout in
+            state.withLock { $0.child }?.finish(id, .failure(PluginError(.timeout, "the isolated call did not complete within \(timeout)",
+                                                                         plugin: state.withLock { $0.label })))
+            state.withLock { $0.child }?.cancel(id)
+        }
+        let child = try launch()
+        state.withLock { $0.child = child }
+    }
+
+    deinit { shutDown() }
+
+    var refreshKey: PluginKey { state.withLock { $0.refreshKey } }
+
+    /// Sends one call and waits for its answer: a reader over the reply's payload.
+    func call(_ op: IsolationOp, _ payload: (inout WireWriter) -> Void) async throws -> WireReader {
+        let child = try await running()
+        let (id, bytes) = frame(op, payload)
+        watchdog.watch(id)
+        defer { watchdog.unwatch(id) }
+        let answer = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                child.register(id, frame: bytes) { continuation.resume(returning: $0) }
+            }
+        } onCancel: {
+            child.finish(id, .failure(CancellationError()))
+            child.cancel(id)
+        }
+        let reader = try reader(of: answer)
+        // A load answered: the child works, whatever its predecessors did.
+        if op != .loadFailed { state.withLock { $0.deathsInARow = 0 } }
+        return reader
+    }
+
+    /// A call that holds the calling thread until it is answered (key chains, which the engine
+    /// asks synchronously); with the same timeout, restarts and failures as ``call(_:_:)``.
+    func callBlocking(_ op: IsolationOp, _ payload: (inout WireWriter) -> Void) throws -> WireReader {
+        let child = try runningNow()
+        let (id, bytes) = frame(op, payload)
+        let answer = Locked<CallAnswer?>(nil)
+        let done = Latch()
+        watchdog.watch(id)
+        defer { watchdog.unwatch(id) }
+        child.register(id, frame: bytes) { result in
+            answer.withLock { $0 = result }
+            done.open()
+        }
+        done.wait()
+        return try reader(of: answer.withLock { $0 }!)
+    }
+
+    private func frame(_ op: IsolationOp, _ payload: (inout WireWriter) -> Void) -> (UInt64, [UInt8]) {
+        let id = nextCall.withLock { id in
+            defer { id += 1 }
+            return id
+        }
+        var frame = WireWriter(op, call: id)
+        payload(&frame)
+        return (id, frame.finish())
+    }
+
+    private func reader(of answer: CallAnswer) throws -> WireReader {
+        switch answer {
+        case .reply(let reader):
+            return reader
+        case .failure(let error):
+            guard let error = error as? PluginError else { throw error }
+            if error.status == .cancelled, Task.isCancelled { throw CancellationError() }
+            // The child's failures name no plugin: this process knows it.
+            throw error.plugin.isEmpty ? PluginError(error.status, error.message, plugin: label, retryAfter: error.retryAfter) : error
+        }
+    }
+
+    /// The running child, started (after the backoff) when the last one died.
+    private func running() async throws -> ChildProcess {
+        let (child, wait) = try due()
+        if let child { return child }
+        if wait > .zero { try await Task.sleep(for: wait) }
+        return try restart()
+    }
+
+    private func runningNow() throws -> ChildProcess {
+        let (child, wait) = try due()
+        if let child { return child }
+        if wait > .zero { usleep(UInt32(clamping: wait.wholeMilliseconds * 1_000)) }
+        return try restart()
+    }
+
+    /// The running child, or how long to wait before starting the next.
+    private func due() throws -> (ChildProcess?, Duration) {
+        try state.withLock { state throws -> (ChildProcess?, Duration) in
+            if let reason = state.deadBecause { throw PluginError(.internal, reason, plugin: state.label) }
+            if state.closed { throw PluginError(.cancelled, "the isolated plugin was shut down", plugin: state.label) }
+            if let child = state.child { return (child, .zero) }
+            let backoff = Duration.milliseconds(min(2_000, 10 << min(max(state.deathsInARow - 1, 0), 8)))
+            let since = state.lastDeath.map { ContinuousClock.now - $0 } ?? backoff
+            return (nil, since < backoff ? backoff - since : .zero)
+        }
+    }
+
+    private func restart() throws -> ChildProcess {
+        startLock.lock()
+        defer { startLock.unlock() }
+        if let child = state.withLock({ $0.child }) { return child }
+        let child: ChildProcess
+        do {
+            child = try launch()
+        } catch {
+            let message = died("could not be restarted: \(error.message)")
+            throw PluginError(.transient, message, plugin: label)
+        }
+        let refused = state.withLock { state -> Bool in
+            if state.closed { return true }
+            state.child = child
+            return false
+        }
+        if refused {
+            child.stop()
+            throw PluginError(.cancelled, "the isolated plugin was shut down", plugin: label)
+        }
+        return child
+    }
+
+    /// Records a child's death; the message for the calls it fails.
+    private func died(_ what: String) -> String {
+        state.withLock { state in
+            state.child = nil
+            state.lastDeath = .now
+            state.deathsInARow += 1
+            guard state.deathsInARow >= PluginIsolation.restartLimit else {
+                return "the isolated plugin process \(what); the next call restarts it"
+            }
+            let reason = "the isolated plugin process \(what), \(state.deathsInARow) times in a row without answering a load: "
+                + "the plugin is dead and is not restarted"
+            state.deadBecause = reason
+            return reason
+        }
+    }
+
+    /// Spawns a child and has it load the plugin.
+    private func launch() throws(IsolationStartError) -> ChildProcess {
+        var start = WireWriter(.start, call: 0)
+        start.string(spec.library)
+        start.bool(spec.sha256 != nil)
+        if let sha256 = spec.sha256 { start.string(sha256) }
+        start.bool(spec.id != nil)
+        if let id = spec.id { start.string(id) }
+        start.u8(spec.isSource ? 0 : 1)
+        start.string(spec.config.jsonText)
+        start.u64(UInt64(spec.limits.maxItemsPerPage))
+        start.u64(UInt64(spec.limits.maxPageBytes))
+        start.u64(spec.limits.fetchTimeout.wholeMilliseconds)
+        start.bool(spec.limits.callTimeout != nil)
+        if let callTimeout = spec.limits.callTimeout { start.u64(callTimeout.wholeMilliseconds) }
+        start.u32(spec.limits.logLevel.rawValue)
+        start.bool(spec.limits.recordsStats)
+        let child = try ChildProcess.spawn(PluginIsolation.executable)
+        guard child.socket.send(start.finish()), let body = child.receive(within: spec.limits.fetchTimeout),
+              var reader = try? WireReader(body) else {
+            let how = child.stop()
+            throw IsolationStartError(message: "the isolated plugin process \(how) while loading the plugin")
+        }
+        do {
+            if reader.op == IsolationOp.failure.rawValue {
+                _ = try reader.u32()
+                let message = try reader.string()
+                child.stop()
+                throw IsolationStartError(message: message)
+            }
+            let label = try reader.string()
+            let refreshKey = spec.isSource ? PluginKey(bytes: try reader.data()) : PluginKey(bytes: [])
+            state.withLock { state in
+                state.label = label
+                state.refreshKey = refreshKey
+            }
+        } catch let error as IsolationStartError {
+            throw error
+        } catch {
+            child.stop()
+            throw IsolationStartError(message: "the isolated plugin process sent a malformed answer: \(error)")
+        }
+        child.serve(sink: sink) { [weak self] child, how in
+            guard let self else { return PluginError(.cancelled, "the isolated plugin was shut down", plugin: "?") }
+            if state.withLock({ $0.closed }) { return PluginError(.cancelled, "the isolated plugin was shut down", plugin: label) }
+            let isCurrent = state.withLock { $0.child === child }
+            guard isCurrent else { return PluginError(.transient, "the isolated plugin process \(how)", plugin: label) }
+            let message = died(how)
+            sink(.error, label, message)
+            let dead = state.withLock { $0.deadBecause != nil }
+            return PluginError(dead ? .internal : .transient, message, plugin: label)
+        }
+        return child
+    }
+
+    /// Ends the child (SIGTERM, then SIGKILL to its process group) and waits until it is reaped;
+    /// calls in flight fail as cancelled, later calls fail.
+    func shutDown() {
+        let child = state.withLock { state -> ChildProcess? in
+            state.closed = true
+            defer { state.child = nil }
+            return state.child
+        }
+        child?.stop()
+    }
+
+    /// The process id of the running child, if one runs.
+    var childPID: pid_t? { state.withLock { $0.child?.pid } }
+}
+
+/// Why an isolated plugin's child could not load it.
+struct IsolationStartError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
+
+extension Duration {
+    /// Whole milliseconds, at least 0.
+    var wholeMilliseconds: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(max(0, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))
+    }
+}
+
+extension PluginProcess {
+    /// Logs a line about this plugin to the host's sink.
+    func log(_ level: PluginLogLevel, _ message: String) { sink(level, label, message) }
+}

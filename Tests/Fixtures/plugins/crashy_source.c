@@ -1,0 +1,105 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/crashy_source.c -o libcrashy_source.so */
+/*
+ * Fixture: a source that fails the way only process isolation survives. It serves `count`
+ * items {"n":0}, {"n":1}... in pages; keys are decimal indexes. Counting its fetches in this
+ * process (from 1), it:
+ *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
+ *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
+ *   hang:          never completes a fetch, and never returns from it (true/false);
+ *   fork_sleeper:  in create, forks a process that sleeps forever (true/false).
+ * Config: count (default 1000), crash_every, exit_every, hang, fork_sleeper.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "paging/paging.h"
+
+typedef struct cs_source {
+    paging_source_t base;
+    const paging_host_t *host;
+    unsigned long count;
+    long crash_every;
+    long exit_every;
+    int hang;
+    unsigned long fetches;
+} cs_source;
+
+static paging_bytes_t cs_number(char *buf, size_t cap, unsigned long value, const char *format)
+{
+    paging_bytes_t b;
+    int n = snprintf(buf, cap, format, value);
+    b.data = (const uint8_t *)buf;
+    b.len = n > 0 ? (size_t)n : 0;
+    return b;
+}
+
+static paging_status_t cs_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    cs_source *s = (cs_source *)self;
+    paging_bytes_t key = { (const uint8_t *)"0", 1 };
+    return s->host->keys_set(out, PAGING_KEY_CURRENT, &key);
+}
+
+static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    cs_source *s = (cs_source *)self;
+    const paging_host_t *h = s->host;
+    char buf[32];
+    unsigned long key = 0, i, end, n;
+    uint32_t flags = PAGING_PAGE_PREV_END;
+    paging_bytes_t b;
+    n = __atomic_add_fetch(&s->fetches, 1, __ATOMIC_SEQ_CST);
+    if (s->crash_every > 0 && n % (unsigned long)s->crash_every == 0) {
+        volatile int *nowhere = NULL;
+        *nowhere = 1;
+    }
+    if (s->exit_every > 0 && n % (unsigned long)s->exit_every == 0) exit(3);
+    while (s->hang) pause();
+    for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
+    end = key + request->page_size < s->count ? key + request->page_size : s->count;
+    for (i = key; i < end; i++) {
+        b = cs_number(buf, sizeof buf, i, "{\"n\":%lu}");
+        h->fetch_add_item(h, id, b);
+    }
+    if (end >= s->count) flags |= PAGING_PAGE_NEXT_END;
+    else { b = cs_number(buf, sizeof buf, end, "%lu"); h->fetch_set_next_key(h, id, &b); }
+    h->fetch_set_flags(h, id, flags);
+    return h->fetch_complete(h, id);
+}
+
+static void cs_destroy(paging_source_t *self) { free(self); }
+
+static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
+{
+    cs_source *s = (cs_source *)calloc(1, sizeof *s);
+    (void)plugin_id;
+    if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    s->host = host;
+    s->count = (unsigned long)host->config_int(config, "count", 1000);
+    s->crash_every = (long)host->config_int(config, "crash_every", 0);
+    s->exit_every = (long)host->config_int(config, "exit_every", 0);
+    s->hang = host->config_bool(config, "hang", 0);
+    if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
+        for (;;) pause();
+    }
+    s->base.plugin_data = s;
+    s->base.refresh_key = cs_refresh_key;
+    s->base.fetch = cs_fetch;
+    s->base.destroy = cs_destroy;
+    s->base.struct_size = (uint32_t)sizeof s->base;
+    return &s->base;
+}
+
+static const paging_plugin_descriptor_t cs_descriptor = {
+    PAGING_DESCRIPTOR_HEAD, "crashy-source", "Crashy source (fixture)", "1.0.0",
+    "Numbered items; crashes, exits or hangs on request.", PAGING_PLUGIN_SOURCE, PAGING_PLUGIN_THREAD_SAFE, NULL
+};
+static uint32_t cs_count(void) { return 1; }
+static const paging_plugin_descriptor_t *cs_descriptor_at(uint32_t i) { return i == 0 ? &cs_descriptor : NULL; }
+static const paging_plugin_entry_t cs_entry = {
+    PAGING_ENTRY_HEAD, cs_count, cs_descriptor_at, cs_create, NULL, NULL, NULL
+};
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &cs_entry; }

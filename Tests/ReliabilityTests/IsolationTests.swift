@@ -1,0 +1,168 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// Plugins run with `"isolation": "process"`: a crash, exit or hang in the child fails only
+/// the loads in flight, with an error naming the plugin, its library and how the child ended;
+/// the host goes on, restarts the child, and gives up after the restart limit.
+@Suite("Process isolation", .serialized)
+struct IsolationTests {
+    let log = LogRecorder(limit: 10_000)
+
+    init() {
+        PluginIsolation.executable = pagerCommand
+    }
+
+    /// A pipeline over the crashy source, isolated, with `config`.
+    func pipeline(_ config: String, retries: Int = 0, timeoutMs: Int = 30_000) throws -> Pipeline {
+        let folder = scratchFolder()
+        let retry = retries > 0 ? #", "retry": {"max_retries": \#(retries), "initial_backoff_ms": 1, "max_backoff_ms": 5, "jitter": 0}"# : ""
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": \#(config)}, "#
+            + #""page_size": 10, "timeout_ms": \#(timeoutMs)\#(retry)}"#
+        let manifest = try Manifest.parse(Array(text.utf8), file: folder + "/m.json")
+        return try Pipeline(manifest: manifest, sink: log.sink)
+    }
+
+    /// Loads `count` pages in order, from the refresh key on; their items' numbers.
+    func pageThrough(_ pipeline: Pipeline, pages count: Int) async throws -> [Int] {
+        let pager = pipeline.pager
+        var numbers: [Int] = []
+        var page = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        numbers += lineNumbers(page.values)
+        for _ in 1..<count {
+            guard let next = page.nextKey else { break }
+            page = try await pager.load(pager.request(.append, key: next, params: pipeline.requestParams))
+            numbers += lineNumbers(page.values)
+        }
+        return numbers
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func segfaultEveryThirdFetch_everyPageArrives_withRetries() async throws {
+        let pipeline = try pipeline(#"{"crash_every": 3, "count": 1000}"#, retries: 5)
+        let numbers = try await pageThrough(pipeline, pages: 100)
+        #expect(numbers == Array(0..<1000))
+        let crashes = log.messages.filter { $0.contains("crashed (SIGSEGV)") }
+        #expect(crashes.count >= 33, "\(crashes.count) crashes reported")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func segfault_failsTheLoad_withAnErrorNamingPluginLibraryAndSignal() async throws {
+        let pipeline = try pipeline(#"{"crash_every": 2}"#)
+        let pager = pipeline.pager
+        let first = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        #expect(first.values.count == 10)
+        do {
+            _ = try await pager.load(pager.request(.append, key: first.nextKey!, params: pipeline.requestParams))
+            Issue.record("a load through a crashing child succeeded")
+        } catch let error as PluginError {
+            #expect(error.isRetryable)
+            #expect(error.description.contains("crashy-source"), "\(error)")
+            #expect(error.description.contains(try fixturePlugin("crashy_source")), "\(error)")
+            #expect(error.description.contains("crashed (SIGSEGV)"), "\(error)")
+        }
+        // The next load restarts the child.
+        let again = try await pager.load(pager.request(.append, key: first.nextKey!, params: pipeline.requestParams))
+        #expect(lineNumbers(again.values) == Array(10..<20))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func exit_failsTheLoad_withTheExitStatus() async throws {
+        let pipeline = try pipeline(#"{"exit_every": 2}"#)
+        let pager = pipeline.pager
+        let first = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        await #expect {
+            _ = try await pager.load(pager.request(.append, key: first.nextKey!, params: pipeline.requestParams))
+        } throws: { error in
+            "\(error)".contains("exited with status 3") && "\(error)".contains("crashy-source") && (error as? PluginError)?.isRetryable == true
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func hang_failsTheLoad_withTheFetchTimeout() async throws {
+        let pipeline = try pipeline(#"{"hang": true}"#, timeoutMs: 300)
+        let pager = pipeline.pager
+        await #expect {
+            _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        } throws: { error in
+            (error as? PluginError)?.status == .timeout && "\(error)".contains("crashy-source")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func restartLimit_marksThePluginDead_andLoadsFailFast() async throws {
+        let pipeline = try pipeline(#"{"crash_every": 1}"#)
+        let pager = pipeline.pager
+        var errors: [PluginError] = []
+        for _ in 0..<(PluginIsolation.restartLimit + 1) {
+            do {
+                _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+            } catch let error as PluginError {
+                errors.append(error)
+            }
+        }
+        #expect(errors.count == PluginIsolation.restartLimit + 1)
+        #expect(errors.prefix(PluginIsolation.restartLimit - 1).allSatisfy { $0.isRetryable && $0.message.contains("crashed (SIGSEGV)") })
+        #expect(errors.suffix(2).allSatisfy { !$0.isRetryable && $0.message.contains("not restarted") }, "\(errors)")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func destroyingThePipeline_endsTheChildAndWhatItForked() async throws {
+        var pipeline: Pipeline? = try pipeline(#"{"fork_sleeper": true}"#)
+        let group = try #require(pipeline?.isolatedSource?.childPID)
+        #expect(liveMembers(ofGroup: group) >= 2, "the child and the process it forked")
+        pipeline = nil
+        #expect(await waitUntil { liveMembers(ofGroup: group) == 0 }, "processes of group \(group) outlived the pipeline")
+    }
+
+    @Test(.timeLimit(.minutes(1)))
+    func isolatedInterceptor_passesLoadsThrough() async throws {
+        let folder = scratchFolder()
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))"}, "#
+            + #""interceptors": [{"plugin": "\#(try fixturePlugin("pass_through"))", "id": "pass-through", "isolation": "process"}], "page_size": 10}"#
+        let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: folder + "/m.json"), sink: log.sink)
+        #expect(pipeline.isolatedInterceptors.count == 1)
+        #expect(try await pageThrough(pipeline, pages: 5) == Array(0..<50))
+    }
+
+    @Test
+    func unknownIsolation_isAManifestError() throws {
+        let text = #"{"source": {"plugin": "x", "isolation": "thread"}}"#
+        #expect(throws: ManifestError(file: "m.json", path: "$.source.isolation", message: #"expected "process" or "none", got "thread""#)) {
+            try Manifest.parse(Array(text.utf8), file: "m.json")
+        }
+    }
+
+    @Test
+    func unloadableIsolatedPlugin_isAManifestError_withTheChildsReason() throws {
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("pass_through"))", "id": "absent", "isolation": "process"}}"#
+        #expect {
+            _ = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: scratchFolder() + "/m.json"), sink: log.sink)
+        } throws: { error in
+            "\(error)".contains("$.source (plugin") && "\(error)".contains("absent")
+        }
+    }
+}
+
+/// The processes of `group` that are not zombies.
+func liveMembers(ofGroup group: Int32) -> Int {
+    let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+    return entries.filter { entry in
+        guard Int32(entry) != nil, let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { return false }
+        // After "(comm)": state, ppid, pgrp.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group
+    }.count
+}
+
+/// Polls `condition` (every few milliseconds, for up to 10 s) until it holds.
+func waitUntil(_ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + .seconds(10)
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return condition()
+}
