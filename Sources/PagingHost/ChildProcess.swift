@@ -1,3 +1,4 @@
+import CIsolation
 import Foundation
 import Paging
 
@@ -47,6 +48,9 @@ final class ChildProcess: Sendable {
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }
             posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
+            // Descriptors another thread made without close-on-exec (a pipe between pipe() and
+            // fcntl()) stay out of the child, which would otherwise hold them open.
+            paging_isolation_close_from(&actions, 4)
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }

@@ -7,7 +7,7 @@ import Synchronization
 /// `pager browse MANIFEST`: an infinite scroll in the terminal.
 struct BrowseCommand {
     static let help = """
-    usage: pager browse MANIFEST
+    usage: pager browse MANIFEST [--isolate-all]
 
     An infinite scroll of the manifest's items in the terminal: the next page loads as you
     reach the end of the list.
@@ -23,14 +23,23 @@ struct BrowseCommand {
     list cannot scroll back when its first pages were dropped (max_size) by a source that gives
     no previous keys.
     The terminal is restored on exit, on ctrl-c and on SIGTERM/SIGHUP.
+    --isolate-all runs every plugin in a child process of its own, as if each said
+    "isolation": "process": a plugin's crash fails its loads, not pager.
 
     exit codes: 0 quit; 2 bad manifest or plugin, or no terminal
     """
 
     var manifestPath: String?
+    var isolateAll = false
 
     init(_ arguments: [String]) throws {
-        manifestPath = try Arguments.parse(arguments, command: "browse", help: Self.help)
+        var isolateAll = false
+        manifestPath = try Arguments.parse(arguments, command: "browse", help: Self.help) { argument, _ in
+            guard argument == "--isolate-all" else { return false }
+            isolateAll = true
+            return true
+        }
+        self.isolateAll = isolateAll
     }
 
     func run() async throws -> Int32 {
@@ -39,7 +48,7 @@ struct BrowseCommand {
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
             if level >= .warning { lastProblem.withLock { $0 = "\(plugin.split(separator: " ").first ?? ""): \(message)" } }
-        })
+        }, isolateAll: isolateAll)
         guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
         defer { paging_terminal_restore() }
 

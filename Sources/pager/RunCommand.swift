@@ -20,6 +20,8 @@ struct RunCommand {
     options:
     \(LogOptions.help)
     \(StatsReport.help)
+      --isolate-all     run every plugin in a child process of its own, as if each said
+                        "isolation": "process": a plugin's crash fails its loads, not pager
       --help            this text
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
@@ -37,11 +39,13 @@ struct RunCommand {
     var steps: [Step]
     var log: LogOptions
     var stats: StatsReport.Format?
+    var isolateAll = false
 
     init(_ arguments: [String]) throws {
         var steps: [Step] = []
         var log = LogOptions()
         var stats: StatsReport.Format?
+        var isolateAll = false
         manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help) { argument, arguments in
             if log.parse(argument) { return true }
             if let format = try StatsReport.parse(argument) {
@@ -54,6 +58,7 @@ struct RunCommand {
             case "--append": steps.append(.append(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--prepend": steps.append(.prepend(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--retry": steps.append(.retry)
+            case "--isolate-all": isolateAll = true
             default: return false
             }
             return true
@@ -61,13 +66,14 @@ struct RunCommand {
         self.steps = steps.isEmpty ? [.refresh(hard: false)] : steps
         self.log = log
         self.stats = stats
+        self.isolateAll = isolateAll
     }
 
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
-                                    recordsStats: stats != nil)
+                                    recordsStats: stats != nil, isolateAll: isolateAll)
         let manager = pipeline.makeManager()
         // After a failure, the steps up to the next --retry are skipped; a retry that
         // succeeds clears the failure.

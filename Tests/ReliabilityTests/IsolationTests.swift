@@ -126,6 +126,21 @@ struct IsolationTests {
         #expect(try await pageThrough(pipeline, pages: 5) == Array(0..<50))
     }
 
+    /// `pager run --isolate-all` over a source that crashes on every other fetch: with retries
+    /// every item is printed and pager exits 0, the crashes reported on stderr.
+    @Test(.timeLimit(.minutes(2)))
+    func pagerRun_isolateAll_survivesACrashingSource() async throws {
+        let folder = scratchFolder()
+        let manifest = folder + "/m.json"
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"crash_every": 2, "count": 100}}, "#
+            + #""page_size": 10, "retry": {"max_retries": 3, "initial_backoff_ms": 1, "jitter": 0}}"#
+        FileManager.default.createFile(atPath: manifest, contents: Data(text.utf8))
+        let result = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "9", "--isolate-all"])
+        #expect(result.code == 0 && !result.signaled, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 100)
+        #expect(result.stderr.contains("crashed (SIGSEGV)"), "\(result.stderr)")
+    }
+
     @Test
     func unknownIsolation_isAManifestError() throws {
         let text = #"{"source": {"plugin": "x", "isolation": "thread"}}"#
