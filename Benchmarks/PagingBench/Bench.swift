@@ -35,6 +35,7 @@ func runBench() async -> Int32 {
         ("9", benchJSONCheck),
         ("10", benchFilter),
         ("11", benchRateLimitThreads),
+        ("12", benchIsolation),
     ]
     for (id, row) in rows where only.isEmpty || only.contains(id) {
         do {
@@ -44,7 +45,7 @@ func runBench() async -> Int32 {
             report.miss("\(id): failed: \(error)")
         }
     }
-    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"]
+    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12"]
     report.sortRows(by: order)
     let elapsed = Double(nowNs() - start) / 1e9
     var out = "## paging-bench\n\nMachine:\n" + machineDescription().joined(separator: "\n") + "\n\n"

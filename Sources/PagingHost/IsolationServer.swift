@@ -38,30 +38,36 @@ package enum IsolationServer {
         if case .source(let source) = served { ready.data(source.refreshKey.bytes) }
         send(ready.finish())
 
-        // The reads block: on a thread of their own, so that the calls' tasks keep the pool.
-        let reader = Thread {
-            let tasks = Locked<[UInt64: Task<Void, Never>]>([:])
-            while let body = socket.receive() {
-                guard var reader = try? WireReader(body), let op = IsolationOp(rawValue: reader.op) else { exit(65) }
-                let call = reader.call
-                if op == .cancel {
-                    tasks.withLock { $0[call] }?.cancel()
-                    continue
-                }
-                let task = Task {
-                    let frame = await answer(op, &reader, served)
-                    tasks.withLock { _ = $0.removeValue(forKey: call) }
-                    send(frame)
-                }
-                tasks.withLock { tasks in
-                    // A call answered before it was recorded has nothing left to cancel.
-                    if !task.isCancelled { tasks[call] = task }
-                }
+        // Leader and followers: the thread that read a frame hands the reading on to an idle
+        // thread (starting one when none is idle), then runs the call itself, at once
+        // (`Task.immediate`): a call the plugin answers without suspending is answered on this
+        // thread, with no hop to the pool, and a call that blocks holds only this thread.
+        let threads = ServerThreads()
+        let tasks = Locked<[UInt64: Task<Void, Never>]>([:])
+        threads.body = { body in
+            guard let reader = try? WireReader(body), let op = IsolationOp(rawValue: reader.op) else { exit(65) }
+            let call = reader.call
+            if op == .cancel {
+                tasks.withLock { $0[call] }?.cancel()
+                return
             }
-            exit(0)
+            let finished = CallFlag()
+            let task = Task.immediate {
+                var reader = reader
+                let frame = await answer(op, &reader, served)
+                tasks.withLock { running in
+                    running[call] = nil
+                    finished.isSet = true
+                }
+                send(frame)
+            }
+            // Under the lock the task's removal takes: a call that finished is not recorded.
+            tasks.withLock { running in
+                if !finished.isSet { running[call] = task }
+            }
         }
-        reader.name = "paging-isolation-reader"
-        reader.start()
+        threads.socket = socket
+        threads.start()
         while true { try? await Task.sleep(for: .seconds(86_400)) }
     }
 
@@ -160,6 +166,51 @@ package enum IsolationServer {
             frame.string(message)
             frame.u64(retryAfter?.wholeMilliseconds ?? UInt64.max)
             return frame.finish()
+        }
+    }
+}
+
+/// Set under the server's task lock once a call has finished.
+private final class CallFlag: @unchecked Sendable {
+    var isSet = false
+}
+
+/// The isolated plugin server's reading threads: one reads at a time; the others are idle or
+/// run the call they read.
+private final class ServerThreads: @unchecked Sendable {
+    var body: @Sendable ([UInt8]) -> Void = { _ in }
+    var socket = WireSocket(fd: -1)
+    private let condition = NSCondition()
+    private var reading = false
+    private var idle = 0
+
+    func start() { spawn() }
+
+    private func spawn() {
+        let thread = Thread { [self] in loop() }
+        thread.name = "paging-isolation-server"
+        thread.start()
+    }
+
+    private func loop() {
+        while true {
+            condition.lock()
+            while reading {
+                idle += 1
+                condition.wait()
+                idle -= 1
+            }
+            reading = true
+            condition.unlock()
+            // The parent closed the socket or went away: nothing more to serve.
+            guard let frame = socket.receive() else { exit(0) }
+            condition.lock()
+            reading = false
+            let none = idle == 0
+            if !none { condition.signal() }
+            condition.unlock()
+            if none { spawn() }
+            body(frame)
         }
     }
 }
