@@ -126,6 +126,49 @@ struct IsolationTests {
         #expect(try await pageThrough(pipeline, pages: 5) == Array(0..<50))
     }
 
+    /// Loads in flight together (8 at a time) when the child dies all fail, and their retries
+    /// all succeed. (A child that dies before it answers any of them counts towards the
+    /// restart limit: with every load in flight at once and a crash every few fetches, the
+    /// plugin would rightly be declared dead.)
+    @Test(.timeLimit(.minutes(2)))
+    func concurrentLoads_acrossCrashes_allArrive() async throws {
+        let pipeline = try pipeline(#"{"crash_every": 20, "count": 1000}"#, retries: 10)
+        let pager = pipeline.pager
+        let pages = try await withThrowingTaskGroup(of: [Int].self) { group in
+            func load(_ index: Int) {
+                group.addTask {
+                    lineNumbers(try await pager.load(pager.request(.append, key: PluginKey("\(index * 10)"), params: pipeline.requestParams)).values)
+                }
+            }
+            for index in 0..<8 { load(index) }
+            var pages: [[Int]] = []
+            var next = 8
+            while let page = try await group.next() {
+                pages.append(page)
+                if next < 100 { load(next) }
+                next += 1
+            }
+            return pages
+        }
+        #expect(pages.flatMap { $0 }.sorted() == Array(0..<1000))
+        #expect(log.count(containing: "crashed (SIGSEGV)") >= 4)
+    }
+
+    /// An isolated interceptor that aborts in intercept(): the load fails naming SIGABRT; the
+    /// host goes on.
+    @Test(.timeLimit(.minutes(1)))
+    func abortingInterceptor_failsTheLoad_withSIGABRT() async throws {
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))"}, "#
+            + #""interceptors": [{"plugin": "\#(try fixturePlugin("check_crash_intercept"))", "isolation": "process"}], "page_size": 10}"#
+        let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: scratchFolder() + "/m.json"), sink: log.sink)
+        let pager = pipeline.pager
+        await #expect {
+            _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        } throws: { error in
+            "\(error)".contains("crash-intercept") && "\(error)".contains("crashed (SIGABRT)") && (error as? PluginError)?.isRetryable == true
+        }
+    }
+
     /// `pager run --isolate-all` over a source that crashes on every other fetch: with retries
     /// every item is printed and pager exits 0, the crashes reported on stderr.
     @Test(.timeLimit(.minutes(2)))
