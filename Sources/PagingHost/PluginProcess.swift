@@ -218,12 +218,14 @@ final class PluginProcess: Sendable {
         start.u32(spec.limits.logLevel.rawValue)
         start.bool(spec.limits.recordsStats)
         let child = try ChildProcess.spawn(PluginIsolation.executable)
-        guard child.socket.send(start.finish()), let body = child.receive(within: spec.limits.fetchTimeout),
-              var reader = try? WireReader(body) else {
+        guard child.socket.send(start.finish()), var reader = startAnswer(of: child) else {
             let how = child.stop()
             throw IsolationStartError(message: "the isolated plugin process \(how) while loading the plugin")
         }
         do {
+            guard reader.op == IsolationOp.reply.rawValue || reader.op == IsolationOp.failure.rawValue else {
+                throw WireError(description: "operation \(reader.op) instead of the answer to start")
+            }
             if reader.op == IsolationOp.failure.rawValue {
                 _ = try reader.u32()
                 let message = try reader.string()
@@ -253,6 +255,19 @@ final class PluginProcess: Sendable {
             return PluginError(dead ? .internal : .transient, message, plugin: label)
         }
         return child
+    }
+
+    /// The child's answer to the start frame, the plugin's log lines before it passed on to the
+    /// sink; `nil` when the child ends, says nothing within the fetch timeout, or sends a
+    /// malformed frame.
+    private func startAnswer(of child: ChildProcess) -> WireReader? {
+        let deadline = ContinuousClock.now + spec.limits.fetchTimeout
+        while let body = child.receive(within: deadline - .now), var reader = try? WireReader(body) {
+            guard reader.op == IsolationOp.log.rawValue else { return reader }
+            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return nil }
+            sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
+        }
+        return nil
     }
 
     /// Ends the child (SIGTERM, then SIGKILL to its process group) and waits until it is reaped;

@@ -184,6 +184,16 @@ struct IsolationTests {
         #expect(result.stderr.contains("crashed (SIGSEGV)"), "\(result.stderr)")
     }
 
+    /// Log lines a plugin writes while it is created reach the host's sink, before the child's
+    /// answer that it is ready.
+    @Test(.timeLimit(.minutes(1)))
+    func logLinesWhileCreating_reachTheSink() async throws {
+        let pipeline = try pipeline(#"{"log_on_create": true}"#)
+        #expect(log.contains("created"))
+        let page = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+        #expect(page.values.count == 10)
+    }
+
     @Test
     func unknownIsolation_isAManifestError() throws {
         let text = #"{"source": {"plugin": "x", "isolation": "thread"}}"#

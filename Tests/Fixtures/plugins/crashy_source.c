@@ -6,8 +6,9 @@
  *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
  *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
  *   hang:          never completes a fetch, and never returns from it (true/false);
- *   fork_sleeper:  in create, forks a process that sleeps forever (true/false).
- * Config: count (default 1000), crash_every, exit_every, hang, fork_sleeper.
+ *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
+ *   log_on_create: logs "created" (info) in create, before it returns (true/false).
+ * Config: count (default 1000), crash_every, exit_every, hang, fork_sleeper, log_on_create.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -81,6 +82,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->crash_every = (long)host->config_int(config, "crash_every", 0);
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
+    if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
     }
