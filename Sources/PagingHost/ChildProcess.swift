@@ -48,6 +48,9 @@ final class ChildProcess: Sendable {
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }
             posix_spawn_file_actions_adddup2(&actions, childEnd, 3)
+            // Not the terminal: a plugin reading it from a process group of its own would be
+            // stopped (SIGTTIN), and `browse` reads its keys there.
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
             // Descriptors another thread made without close-on-exec (a pipe between pipe() and
             // fcntl()) stay out of the child, which would otherwise hold them open.
             paging_isolation_close_from(&actions, 4)
