@@ -258,10 +258,10 @@ final class PluginProcess: Sendable {
     }
 
     /// The child's answer to the start frame, the plugin's log lines before it passed on to the
-    /// sink; `nil` when the child ends, says nothing within the fetch timeout, or sends a
-    /// malformed frame.
+    /// sink; `nil` when the child ends, says nothing within the fetch timeout (at least 30 s: a
+    /// process starts slowly on a loaded machine), or sends a malformed frame.
     private func startAnswer(of child: ChildProcess) -> WireReader? {
-        let deadline = ContinuousClock.now + spec.limits.fetchTimeout
+        let deadline = ContinuousClock.now + max(spec.limits.fetchTimeout, .seconds(30))
         while let body = child.receive(within: deadline - .now), var reader = try? WireReader(body) {
             guard reader.op == IsolationOp.log.rawValue else { return reader }
             guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return nil }
