@@ -40,11 +40,12 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(2)))
     func segfaultEveryThirdFetch_everyPageArrives_withRetries() async throws {
-        let pipeline = try pipeline(#"{"crash_every": 3, "count": 1000}"#, retries: 5)
-        let numbers = try await pageThrough(pipeline, pages: 100)
-        #expect(numbers == Array(0..<1000))
+        // 1,000 pages of 10 items; a crash on every third fetch, each load retried.
+        let pipeline = try pipeline(#"{"crash_every": 3, "count": 10000}"#, retries: 5)
+        let numbers = try await pageThrough(pipeline, pages: 1_000)
+        #expect(numbers == Array(0..<10_000))
         let crashes = log.messages.filter { $0.contains("crashed (SIGSEGV)") }
-        #expect(crashes.count >= 33, "\(crashes.count) crashes reported")
+        #expect(crashes.count >= 333, "\(crashes.count) crashes reported")
     }
 
     @Test(.timeLimit(.minutes(1)))
