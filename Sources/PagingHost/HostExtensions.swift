@@ -36,7 +36,6 @@ enum HostExtensions {
         set_flags: { out, flags in
             TransformOut.update(out, "set_flags") { out in
                 out.page.flags = flags
-                out.flagsSet = true
                 return nil
             }
         },

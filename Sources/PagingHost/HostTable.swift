@@ -125,8 +125,7 @@ package struct PageBuilder: Sendable {
     /// Adds an item within the limits; returns the problem otherwise.
     mutating func add(_ item: paging_bytes_t, limits: PluginLimits) -> String? {
         // The limits are checked before the copy: one huge item must not be copied to be refused.
-        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
-        guard item.len <= limits.maxPageBytes - self.bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        if let full = room(for: item.len, limits: limits) { return full }
         guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
         // Every item that crosses the ABI is one JSON value.
         if let problem = bytes.withUnsafeBytes({ JSONValidator.validate($0) }) {
@@ -137,18 +136,38 @@ package struct PageBuilder: Sendable {
         return nil
     }
 
-    func page(for request: PluginRequest) -> PluginPage {
-        func resolve(_ override: KeyOverride, end: UInt32, chain: PluginKey?) -> PluginKey? {
+    /// Appends an item that needs no copy or check (one the host already holds).
+    mutating func append(_ item: PluginItem, limits: PluginLimits) -> String? {
+        if let full = room(for: item.bytes.count, limits: limits) { return full }
+        bytes += item.bytes.count
+        items.append(item)
+        return nil
+    }
+
+    /// Why an item of `length` bytes does not fit within the limits, or `nil` when it does.
+    private func room(for length: Int, limits: PluginLimits) -> String? {
+        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
+        guard length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        return nil
+    }
+
+    /// The page's keys: none in a direction its flags end, else the key set, else `otherwise`
+    /// (the request's key chain for a fetch or intercept, the original page's for a transform).
+    func keys(otherwise prev: PluginKey?, _ next: PluginKey?) -> (prev: PluginKey?, next: PluginKey?) {
+        func resolve(_ override: KeyOverride, end: UInt32, _ fallback: PluginKey?) -> PluginKey? {
             if flags & end != 0 { return nil }
             switch override {
-            case .unset: return chain
+            case .unset: return fallback
             case .key(let key): return key
             case .cleared: return nil
             }
         }
-        return PluginPage(request: request, values: items,
-                          prevKey: resolve(prevKey, end: PAGING_PAGE_PREV_END, chain: request.keyChain.prevKey),
-                          nextKey: resolve(nextKey, end: PAGING_PAGE_NEXT_END, chain: request.keyChain.nextKey))
+        return (resolve(prevKey, end: PAGING_PAGE_PREV_END, prev), resolve(nextKey, end: PAGING_PAGE_NEXT_END, next))
+    }
+
+    func page(for request: PluginRequest) -> PluginPage {
+        let keys = keys(otherwise: request.keyChain.prevKey, request.keyChain.nextKey)
+        return PluginPage(request: request, values: items, prevKey: keys.prev, nextKey: keys.next)
     }
 }
 
@@ -440,7 +459,6 @@ struct TransformOut: CallResultBuilder {
     let limits: PluginLimits
     let original: PluginPage
     var page = PageBuilder()
-    var flagsSet = false
     var metadata: [String: String]
     var failure: (PluginStatus, String)?
     var misuse: String?
@@ -456,28 +474,14 @@ struct TransformOut: CallResultBuilder {
         guard index >= 0, index < original.values.count else {
             return "item index \(index), the page has \(original.values.count) items"
         }
-        let item = original.values[index]
-        guard page.items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
-        guard item.bytes.count <= limits.maxPageBytes - page.bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
-        page.bytes += item.bytes.count
-        page.items.append(item)
-        return nil
+        return page.append(original.values[index], limits: limits)
     }
 
     /// The new page: its items, and the original's keys where not set.
     var replacement: PluginPage {
-        func resolve(_ override: KeyOverride, end: UInt32, original: PluginKey?) -> PluginKey? {
-            if flagsSet && page.flags & end != 0 { return nil }
-            switch override {
-            case .unset: return original
-            case .key(let key): return key
-            case .cleared: return nil
-            }
-        }
         var result = original
         result.values = page.items
-        result.prevKey = resolve(page.prevKey, end: PAGING_PAGE_PREV_END, original: original.prevKey)
-        result.nextKey = resolve(page.nextKey, end: PAGING_PAGE_NEXT_END, original: original.nextKey)
+        (result.prevKey, result.nextKey) = page.keys(otherwise: original.prevKey, original.nextKey)
         result.metadata = metadata
         return result
     }

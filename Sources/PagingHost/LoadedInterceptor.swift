@@ -172,7 +172,6 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
         switch answer {
         case .answered(let code, let out):
-            if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
             return try result(code, out, for: request)
         case .ended(let status, let message):
             if status == .cancelled, Task.isCancelled { throw CancellationError() }
