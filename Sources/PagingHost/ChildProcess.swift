@@ -19,9 +19,13 @@ final class ChildProcess: Sendable {
     private let stopping = Locked(false)
     private let ended = Latch()
     private let howItEnded = Locked<String?>(nil)
+    /// Why this process killed the child, when it did (a hang): how the child ended.
+    private let killedBecause = Locked<String?>(nil)
 
     private struct Calls {
         var pending: [UInt64: @Sendable (CallAnswer) -> Void] = [:]
+        /// Calls the host timed out whose answer the child still owes.
+        var overdue: Set<UInt64> = []
         var ended: (any Error)?
     }
 
@@ -119,8 +123,33 @@ final class ChildProcess: Sendable {
 
     /// Ends call `id` with `answer`, unless it ended already.
     func finish(_ id: UInt64, _ answer: CallAnswer) {
-        let waiter = calls.withLock { $0.pending.removeValue(forKey: id) }
+        let waiter = calls.withLock { calls in
+            if !calls.overdue.isEmpty { calls.overdue.remove(id) }
+            return calls.pending.removeValue(forKey: id)
+        }
         waiter?(answer)
+    }
+
+    /// Ends call `id` with `error` as timed out, unless it ended already; true when it had not,
+    /// and the child then owes its answer (``isOverdue(_:)``) until it sends one.
+    func timeOut(_ id: UInt64, _ error: PluginError) -> Bool {
+        let waiter = calls.withLock { calls in
+            let waiter = calls.pending.removeValue(forKey: id)
+            if waiter != nil { calls.overdue.insert(id) }
+            return waiter
+        }
+        waiter?(.failure(error))
+        return waiter != nil
+    }
+
+    /// Whether the child still owes the answer of call `id`, which timed out.
+    func isOverdue(_ id: UInt64) -> Bool { calls.withLock { $0.overdue.contains(id) } }
+
+    /// Kills the child and its process group (it hangs); `reason` is how it ended, for the
+    /// calls it fails.
+    func killHung(because reason: String) {
+        killedBecause.withLock { $0 = $0 ?? reason }
+        kill(-pid, SIGKILL)
     }
 
     /// Tells the child to cancel call `id` (best effort).
@@ -207,7 +236,8 @@ final class ChildProcess: Sendable {
         // Whatever the plugin forked ends with its group.
         kill(-pid, SIGKILL)
         let signal = status & 0x7F
-        let how = signal != 0 ? "crashed (\(signalName(signal)))" : "exited with status \((status >> 8) & 0xFF)"
+        let how = killedBecause.withLock({ $0 })
+            ?? (signal != 0 ? "crashed (\(signalName(signal)))" : "exited with status \((status >> 8) & 0xFF)")
         sending.withLock { closed in
             closed = true
             close(socket.fd)

@@ -15,6 +15,12 @@ public enum PluginIsolation {
     /// Deaths in a row, without a load answered between them, after which a plugin is not
     /// restarted again.
     public static let restartLimit = 5
+
+    /// How long a child may take to answer a call after the call timed out and was cancelled
+    /// before it is killed as hung: the timeout again, at least 500 ms and at most 5 s.
+    static func hangGrace(after timeout: Duration) -> Duration {
+        min(max(timeout, .milliseconds(500)), .seconds(5))
+    }
 }
 
 /// One isolated plugin's child process, restarted after it dies: the calls in flight when it
@@ -62,10 +68,20 @@ final class PluginProcess: Sendable {
         self.sink = sink
         let state = Locked(State(label: "\(spec.id ?? "?") (\(spec.library))"))
         self.state = state
-        watchdog = CallWatchdog(timeout: spec.limits.fetchTimeout) { id, timeout in
-            state.withLock { $0.child }?.finish(id, .failure(PluginError(.timeout, "the isolated call did not complete within \(timeout)",
-                                                                         plugin: state.withLock { $0.label })))
-            state.withLock { $0.child }?.cancel(id)
+        let timeout = spec.limits.fetchTimeout, grace = PluginIsolation.hangGrace(after: timeout)
+        // A call the child still has not answered `grace` after it timed out (and was
+        // cancelled) holds a thread in a plugin that hangs: the child is killed, and restarted.
+        let hangWatch = CallWatchdog(timeout: grace) { id, _ in
+            guard let child = state.withLock({ $0.child }), child.isOverdue(id) else { return }
+            child.killHung(because: "was killed: a call was still running \(grace.wholeMilliseconds) ms after its timeout "
+                + "(\(timeout.wholeMilliseconds) ms); the plugin hangs")
+        }
+        watchdog = CallWatchdog(timeout: timeout) { id, timeout in
+            guard let child = state.withLock({ $0.child }) else { return }
+            let error = PluginError(.timeout, "the isolated call did not complete within \(timeout)", plugin: state.withLock { $0.label })
+            guard child.timeOut(id, error) else { return }
+            child.cancel(id)
+            hangWatch.watch(id)
         }
         let child = try launch()
         state.withLock { $0.child = child }

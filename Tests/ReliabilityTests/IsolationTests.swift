@@ -92,6 +92,32 @@ struct IsolationTests {
     }
 
     @Test(.timeLimit(.minutes(1)))
+    func hungChild_isKilledAndRestarted() async throws {
+        // The second fetch never returns: it times out, the child does not answer the
+        // cancel, and is killed; the next load is served by a new child.
+        let pipeline = try pipeline(#"{"hang_every": 2}"#, timeoutMs: 300)
+        let pager = pipeline.pager
+        let source = try #require(pipeline.isolatedSource)
+        _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        let first = try #require(source.childPID)
+        await #expect(throws: PluginError.self) {
+            _ = try await pager.load(pager.request(.append, key: PluginKey("10"), params: pipeline.requestParams))
+        }
+        #expect(await log.waitFor("was killed: a call was still running 500 ms after its timeout (300 ms); the plugin hangs"))
+        #expect(kill(first, 0) == -1 && errno == ESRCH)
+        let page = try await pager.load(pager.request(.append, key: PluginKey("10"), params: pipeline.requestParams))
+        #expect(lineNumbers(page.values) == Array(10..<20))
+        #expect(source.childPID != nil && source.childPID != first)
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func hangEveryThirdFetch_everyPageArrives_withRetries() async throws {
+        let pipeline = try pipeline(#"{"hang_every": 3, "count": 300}"#, retries: 5, timeoutMs: 300)
+        #expect(try await pageThrough(pipeline, pages: 30) == Array(0..<300))
+        #expect(log.contains("the plugin hangs"))
+    }
+
+    @Test(.timeLimit(.minutes(1)))
     func restartLimit_marksThePluginDead_andLoadsFailFast() async throws {
         let pipeline = try pipeline(#"{"crash_every": 1}"#)
         let pager = pipeline.pager

@@ -6,9 +6,11 @@
  *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
  *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
  *   hang:          never completes a fetch, and never returns from it (true/false);
+ *   hang_every N:  never returns from every Nth fetch (0: never);
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
  *   log_on_create: logs "created" (info) in create, before it returns (true/false).
- * Config: count (default 1000), crash_every, exit_every, hang, fork_sleeper, log_on_create.
+ * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
+ * log_on_create.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -24,6 +26,7 @@ typedef struct cs_source {
     long crash_every;
     long exit_every;
     int hang;
+    long hang_every;
     unsigned long fetches;
 } cs_source;
 
@@ -57,7 +60,7 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         *nowhere = 1;
     }
     if (s->exit_every > 0 && n % (unsigned long)s->exit_every == 0) exit(3);
-    while (s->hang) pause();
+    while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
     for (i = key; i < end; i++) {
@@ -82,6 +85,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->crash_every = (long)host->config_int(config, "crash_every", 0);
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
+    s->hang_every = (long)host->config_int(config, "hang_every", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
