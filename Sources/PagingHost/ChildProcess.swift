@@ -157,9 +157,11 @@ final class ChildProcess: Sendable {
         send(WireWriter(.cancel, call: id).finishedCopy())
     }
 
-    /// Reads answers on a thread of its own until the socket closes; then `died` says what
-    /// the calls left fail with, given how the child ended.
-    func serve(sink: @escaping PluginLogSink, died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
+    /// Reads answers on a thread of its own until the socket closes (calling `invalidated`
+    /// when the child's source says its data changed); then `died` says what the calls left
+    /// fail with, given how the child ended.
+    func serve(sink: @escaping PluginLogSink, invalidated: @escaping @Sendable () -> Void,
+               died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
         let thread = Thread { [self] in
             while let body = socket.receive() {
                 guard var reader = try? WireReader(body) else { break }
@@ -170,6 +172,8 @@ final class ChildProcess: Sendable {
                     guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { break }
                     let retryAfter = after == UInt64.max ? nil : Duration.milliseconds(Int64(clamping: after))
                     finish(reader.call, .failure(PluginError(PluginStatus(rawValue: status), message, plugin: "", retryAfter: retryAfter)))
+                case .invalidated:
+                    invalidated()
                 case .log:
                     guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { break }
                     sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)

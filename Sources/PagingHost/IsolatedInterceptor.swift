@@ -35,7 +35,26 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
     /// The process id of the running child, if one runs.
     public var childPID: Int32? { process.childPID }
 
+    /// The plugin's id, version and ABI version, as its child loaded it.
+    public var identity: IsolatedPluginIdentity { process.identity }
+
+    /// Whether the plugin can serve now (`paging.health/1`), asked in its child.
+    public func health() -> PluginHealth { process.health() }
+
+    /// The host's figures of the intercepts (round trips included), with the counters and
+    /// gauges the running child's plugin published.
+    public var stats: PluginStats.Snapshot { process.figures }
+
     public func intercept(request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        try await process.measured({ try await crossIntercept(request) }, completed: { result in
+            switch result {
+            case .complete, .completeThenRevalidate: true
+            case .proceed, .proceedOrFallBack: false
+            }
+        })
+    }
+
+    private func crossIntercept(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         var reader = try await process.call(.intercept) { $0.request(request) }
         func page() throws -> PluginPage {
             var page = try reader.page(base: request.params)

@@ -6,9 +6,10 @@ import Paging
 /// ``PluginError`` naming the plugin, its library and the signal or exit status, and the host
 /// goes on. See ``PluginProcess`` for restarts and the restart limit.
 ///
-/// What crosses to the child: `fetch` and `keyChain(for:pageSize:)`. The source's
-/// `invalidation` and `refreshKey(around:)` are not forwarded (nil), and key chains are asked
-/// synchronously, so a hung child holds the caller's thread for up to the fetch timeout.
+/// What crosses to the child: `fetch`, `keyChain(for:pageSize:)`, `refreshKey(around:)`, the
+/// health check and the counters the plugin publishes; the child's invalidations come back
+/// (``invalidation``). Key chains and refresh keys are asked synchronously, as the engine asks
+/// them, so a hung child holds the caller's thread until it is killed (``PluginProcess``).
 ///
 /// # Thread safety
 /// Any thread; fetches overlap in the child as they would in process.
@@ -37,6 +38,34 @@ public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendab
 
     public var refreshKey: PluginKey { process.refreshKey }
 
+    /// The plugin's id, version and ABI version, as its child loaded it.
+    public var identity: IsolatedPluginIdentity { process.identity }
+
+    /// Whether the plugin can serve now (`paging.health/1`), asked in its child.
+    public func health() -> PluginHealth { process.health() }
+
+    /// The host's figures of the fetches (round trips included), with the counters and gauges
+    /// the running child's plugin published.
+    public var stats: PluginStats.Snapshot { process.figures }
+
+    /// Signalled when the plugin, in its child, says its data changed.
+    public var invalidation: PagingInvalidation? { process.invalidation }
+
+    public func refreshKey(around anchor: PagingAnchor<PluginKey, PluginItem>) -> PluginKey? {
+        do {
+            var reader = try process.callBlocking(.refreshKeyAt) { frame in
+                frame.data(anchor.pageKey.bytes)
+                frame.u32(UInt32(clamping: anchor.indexInPage))
+                frame.data(anchor.value.bytes)
+                frame.u32(UInt32(clamping: anchor.pageSize))
+            }
+            return try reader.optionalKey()
+        } catch {
+            process.log(.warning, "refresh_key_at(\(anchor.pageKey)) failed: \(error)")
+            return nil
+        }
+    }
+
     public func keyChain(for key: PluginKey, pageSize: Int) -> PagingKeyChain<PluginKey> {
         do {
             var reader = try process.callBlocking(.keyChain) { frame in
@@ -51,9 +80,11 @@ public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendab
     }
 
     public func fetch(request: PluginRequest) async throws -> PluginPage {
-        var reader = try await process.call(.fetch) { $0.request(request) }
-        var page = try reader.page(base: request.params)
-        page.request = request
-        return page
+        try await process.measured({
+            var reader = try await process.call(.fetch) { $0.request(request) }
+            var page = try reader.page(base: request.params)
+            page.request = request
+            return page
+        }, completed: { _ in true })
     }
 }

@@ -35,7 +35,19 @@ package enum IsolationServer {
         }
         var ready = WireWriter(.reply, call: start.call)
         ready.string(served.label)
-        if case .source(let source) = served { ready.data(source.refreshKey.bytes) }
+        let (descriptor, library) = served.origin
+        ready.string(descriptor.id)
+        ready.string(descriptor.version)
+        ready.string(library.abiVersion.description)
+        if case .source(let source) = served {
+            ready.data(source.refreshKey.bytes)
+            // The source's invalidations, for the host's manager.
+            let signals = source.invalidation?.signals()
+            Task {
+                guard let signals else { return }
+                for await _ in signals { send(WireWriter(.invalidated, call: 0).finishedCopy()) }
+            }
+        }
         send(ready.finish())
 
         // Leader and followers: the thread that read a frame hands the reading on to an idle
@@ -81,6 +93,27 @@ package enum IsolationServer {
             case .interceptor(let interceptor): interceptor.instance.label
             }
         }
+
+        var origin: (PluginDescriptor, PluginLibrary) {
+            switch self {
+            case .source(let source): (source.descriptor, source.library)
+            case .interceptor(let interceptor): (interceptor.descriptor, interceptor.library)
+            }
+        }
+
+        var health: PluginHealth {
+            switch self {
+            case .source(let source): source.health()
+            case .interceptor(let interceptor): interceptor.health()
+            }
+        }
+
+        var stats: PluginStats.Snapshot {
+            switch self {
+            case .source(let source): source.stats
+            case .interceptor(let interceptor): interceptor.stats
+            }
+        }
     }
 
     private static func load(_ reader: inout WireReader, send: @escaping @Sendable ([UInt8]) -> Void) throws -> Served {
@@ -122,6 +155,16 @@ package enum IsolationServer {
                 let chain = source.keyChain(for: key, pageSize: Int(try reader.u32()))
                 frame.optionalKey(chain.prevKey)
                 frame.optionalKey(chain.nextKey)
+            case (.refreshKeyAt, .source(let source)):
+                let pageKey = PluginKey(bytes: try reader.data())
+                let index = Int(try reader.u32())
+                let item = PluginItem(bytes: try reader.data())
+                let anchor = PagingAnchor(pageKey: pageKey, indexInPage: index, value: item, pageSize: Int(try reader.u32()))
+                frame.optionalKey(source.refreshKey(around: anchor))
+            case (.health, _):
+                frame.health(served.health)
+            case (.published, _):
+                frame.published(served.stats)
             case (.intercept, .interceptor(let interceptor)):
                 let request = try reader.request(base: params)
                 switch try await interceptor.intercept(request: request) {

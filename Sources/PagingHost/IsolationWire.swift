@@ -7,9 +7,9 @@ import Paging
 /// at once and are answered in any order.
 enum IsolationOp: UInt8 {
     // Host to child.
-    case start = 0, fetch, intercept, transform, handle, loadFailed, keyChain, cancel
+    case start = 0, fetch, intercept, transform, handle, loadFailed, keyChain, cancel, refreshKeyAt, health, published
     // Child to host.
-    case reply = 100, failure, log
+    case reply = 100, failure, log, invalidated
 }
 
 /// The largest frame either side accepts (a page is bounded by `max_page_bytes` besides).
@@ -202,5 +202,47 @@ struct WireSocket: Sendable {
             }
             return true
         }
+    }
+}
+
+extension WireWriter {
+    mutating func health(_ health: PluginHealth) {
+        switch health {
+        case .notOffered: u8(0)
+        case .healthy: u8(1)
+        case .unhealthy(let status):
+            u8(2)
+            u32(status.rawValue)
+        }
+    }
+
+    /// The counters and gauges a plugin published.
+    mutating func published(_ stats: PluginStats.Snapshot) {
+        u32(UInt32(stats.counters.count))
+        for (name, value) in stats.counters {
+            string(name)
+            u64(UInt64(bitPattern: value))
+        }
+        u32(UInt32(stats.gauges.count))
+        for (name, value) in stats.gauges {
+            string(name)
+            u64(value.bitPattern)
+        }
+    }
+}
+
+extension WireReader {
+    mutating func health() throws(WireError) -> PluginHealth {
+        switch try u8() {
+        case 0: .notOffered
+        case 1: .healthy
+        default: .unhealthy(PluginStatus(rawValue: try u32()))
+        }
+    }
+
+    /// Reads the counters and gauges a plugin published into `stats`.
+    mutating func published(into stats: inout PluginStats.Snapshot) throws(WireError) {
+        for _ in 0..<min(Int(try u32()), PluginStats.maxNames) { stats.counters[try string()] = Int64(bitPattern: try u64()) }
+        for _ in 0..<min(Int(try u32()), PluginStats.maxNames) { stats.gauges[try string()] = Double(bitPattern: try u64()) }
     }
 }

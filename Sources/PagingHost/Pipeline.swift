@@ -143,11 +143,14 @@ public final class Pipeline: Sendable {
         public let stats: PluginStats.Snapshot
     }
 
-    /// Every in-process plugin's figures, the source first, then the interceptors in manifest
-    /// order; isolated plugins' calls are measured in their child processes and not reported.
+    /// Every plugin's figures, the source first, then the interceptors (in-process ones, then
+    /// isolated ones, each in manifest order). An isolated plugin's calls are timed in this
+    /// process, round trips included; its counters and gauges are its running child's.
     public var stats: [PluginFigures] {
         (source.map { [PluginFigures(id: $0.descriptor.id, kind: .source, library: $0.library.path, stats: $0.stats)] } ?? [])
+            + (isolatedSource.map { [PluginFigures(id: $0.identity.id, kind: .source, library: $0.library, stats: $0.stats)] } ?? [])
             + interceptors.map { PluginFigures(id: $0.descriptor.id, kind: .interceptor, library: $0.library.path, stats: $0.stats) }
+            + isolatedInterceptors.map { PluginFigures(id: $0.identity.id, kind: .interceptor, library: $0.library, stats: $0.stats) }
     }
 
     /// The parameters of the manifest's requests.

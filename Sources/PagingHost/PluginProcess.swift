@@ -44,7 +44,13 @@ final class PluginProcess: Sendable {
 
     /// The plugin as errors name it: "id (library)", the id the child reported once it started.
     var label: String { state.withLock { $0.label } }
+    /// The plugin's id, version and ABI version, as the latest child reported them.
+    var identity: IsolatedPluginIdentity { state.withLock { $0.identity } }
     let spec: Spec
+    /// Signalled when the child's source says its data changed (`paging.invalidation/1`).
+    let invalidation = PagingInvalidation()
+    /// The host's figures of this plugin's calls, round trips included (``PluginLimits/recordsStats``).
+    let stats = PluginStats()
     private let sink: PluginLogSink
     private let state: Locked<State>
     private let startLock = NSLock()
@@ -60,6 +66,7 @@ final class PluginProcess: Sendable {
         var closed = false
         /// The refresh key the latest child's source reported.
         var refreshKey = PluginKey(bytes: [])
+        var identity = IsolatedPluginIdentity(id: "?", version: "?", abiVersion: "?")
     }
 
     /// Starts the first child; a plugin that cannot be loaded there throws, with the child's reason.
@@ -113,7 +120,10 @@ final class PluginProcess: Sendable {
 
     /// A call that holds the calling thread until it is answered (key chains, which the engine
     /// asks synchronously); with the same timeout, restarts and failures as ``call(_:_:)``.
-    func callBlocking(_ op: IsolationOp, _ payload: (inout WireWriter) -> Void) throws -> WireReader {
+    func callBlocking(_ op: IsolationOp, restarting: Bool = true, _ payload: (inout WireWriter) -> Void) throws -> WireReader {
+        guard restarting || state.withLock({ $0.child }) != nil else {
+            throw PluginError(.cancelled, "the isolated plugin process is not running", plugin: label)
+        }
         let child = try runningNow()
         let (id, bytes) = frame(op, payload)
         let answer = Locked<CallAnswer?>(nil)
@@ -249,9 +259,11 @@ final class PluginProcess: Sendable {
                 throw IsolationStartError(message: message)
             }
             let label = try reader.string()
+            let identity = IsolatedPluginIdentity(id: try reader.string(), version: try reader.string(), abiVersion: try reader.string())
             let refreshKey = spec.isSource ? PluginKey(bytes: try reader.data()) : PluginKey(bytes: [])
             state.withLock { state in
                 state.label = label
+                state.identity = identity
                 state.refreshKey = refreshKey
             }
         } catch let error as IsolationStartError {
@@ -260,7 +272,7 @@ final class PluginProcess: Sendable {
             child.stop()
             throw IsolationStartError(message: "the isolated plugin process sent a malformed answer: \(error)")
         }
-        child.serve(sink: sink) { [weak self] child, how in
+        child.serve(sink: sink, invalidated: { [invalidation] in invalidation.invalidate() }) { [weak self] child, how in
             guard let self else { return PluginError(.cancelled, "the isolated plugin was shut down", plugin: "?") }
             if state.withLock({ $0.closed }) { return PluginError(.cancelled, "the isolated plugin was shut down", plugin: label) }
             let isCurrent = state.withLock { $0.child === child }
@@ -301,6 +313,13 @@ final class PluginProcess: Sendable {
     var childPID: pid_t? { state.withLock { $0.child?.pid } }
 }
 
+/// An isolated plugin's id, version and ABI version, as its child process loaded it.
+public struct IsolatedPluginIdentity: Sendable, Equatable {
+    public let id: String
+    public let version: String
+    public let abiVersion: String
+}
+
 /// Why an isolated plugin's child could not load it.
 struct IsolationStartError: Error, CustomStringConvertible {
     let message: String
@@ -318,4 +337,40 @@ extension Duration {
 extension PluginProcess {
     /// Logs a line about this plugin to the host's sink.
     func log(_ level: PluginLogLevel, _ message: String) { sink(level, label, message) }
+
+    /// Runs `body` (a call), recording it in ``stats`` when the limits ask: `completed` says
+    /// whether its result is a page the plugin answered.
+    func measured<T>(_ body: () async throws -> T, completed: (T) -> Bool) async throws -> T {
+        guard spec.limits.recordsStats else { return try await body() }
+        let start = ContinuousClock.now
+        do {
+            let result = try await body()
+            stats.record(since: start, completed: completed(result))
+            return result
+        } catch {
+            stats.record(since: start, error: error)
+            throw error
+        }
+    }
+
+    /// The host's figures of this plugin's calls, with the counters and gauges the running
+    /// child published (a restarted child starts them from zero; none while no child runs).
+    var figures: PluginStats.Snapshot {
+        var snapshot = stats.snapshot
+        if var reader = try? callBlocking(.published, restarting: false, { _ in }) {
+            try? reader.published(into: &snapshot)
+        }
+        return snapshot
+    }
+
+    /// The plugin's health check (`paging.health/1`), in the running child (started if none runs).
+    func health() -> PluginHealth {
+        do {
+            var reader = try callBlocking(.health) { _ in }
+            return try reader.health()
+        } catch {
+            log(.warning, "health failed: \(error)")
+            return .unhealthy((error as? PluginError)?.status ?? .internal)
+        }
+    }
 }

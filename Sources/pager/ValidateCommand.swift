@@ -33,15 +33,19 @@ struct ValidateCommand {
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         // Plugins that offer paging.health/1 say whether they can serve now.
-        let plugins = (pipeline.source.map { [("source", $0.descriptor, $0.library, $0.health())] } ?? [])
-            + pipeline.interceptors.map { ("interceptor", $0.descriptor, $0.library, $0.health()) }
-        let unhealthy = plugins.filter { if case .unhealthy = $0.3 { true } else { false } }
-        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
-        for (role, descriptor, library, health) in plugins {
-            Output.line("  \(role): \(describe(descriptor, library))\(describe(health))")
+        // Isolated plugins answer in their child processes.
+        func isolated(_ identity: IsolatedPluginIdentity, _ library: String) -> String {
+            "\(identity.id) \(identity.version) (\(library), ABI \(identity.abiVersion), isolated in a child process)"
         }
-        if let source = pipeline.isolatedSource { Output.line("  source: \(source) (isolated in a child process)") }
-        for interceptor in pipeline.isolatedInterceptors { Output.line("  interceptor: \(interceptor) (isolated in a child process)") }
+        let plugins = (pipeline.source.map { [("source", describe($0.descriptor, $0.library), $0.health())] } ?? [])
+            + (pipeline.isolatedSource.map { [("source", isolated($0.identity, $0.library), $0.health())] } ?? [])
+            + pipeline.interceptors.map { ("interceptor", describe($0.descriptor, $0.library), $0.health()) }
+            + pipeline.isolatedInterceptors.map { ("interceptor", isolated($0.identity, $0.library), $0.health()) }
+        let unhealthy = plugins.filter { if case .unhealthy = $0.2 { true } else { false } }
+        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
+        for (role, plugin, health) in plugins {
+            Output.line("  \(role): \(plugin)\(describe(health))")
+        }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }

@@ -215,6 +215,17 @@ struct ABIContractTests {
         #expect(sick.stdout.contains("1 plugin(s) cannot serve now"))
         #expect(sick.stdout.contains("interceptor: lifecycle 1.0.0") && sick.stdout.contains("): unhealthy (transient)"))
         #expect(sick.stderr.contains("[error] lifecycle: health: 2"))
+
+        // The same plugins in child processes answer the same.
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}, "isolation": "process"},
+         "interceptors": [{"plugin": "\(lifecycle)", "config": {"health": 2}, "isolation": "process"}]}
+        """.write(toFile: folder + "/isolated.json", atomically: true, encoding: .utf8)
+        let isolated = try await run(pagerCommand, ["validate", folder + "/isolated.json"])
+        #expect(isolated.code == 1, "\(isolated.stderr)")
+        #expect(isolated.stdout.contains("source: jsonlines 1.0.0 (") && isolated.stdout.contains(", isolated in a child process): healthy"))
+        #expect(isolated.stdout.contains("interceptor: lifecycle 1.0.0") && isolated.stdout.contains("): unhealthy (transient)"))
+        #expect(isolated.stderr.contains("lifecycle: health: 2"))
     }
 }
 

@@ -30,8 +30,11 @@ struct StatsTests {
         let plugins: [Plugin]
     }
 
-    @Test func json_countsCallsCompletionsFailuresByClass_andWhatPluginsPublished() async throws {
-        let result = try await run(pagerCommand, ["run", try manifest(), "--refresh", "--append", "1", "--stats=json"])
+    /// With `--isolate-all`, the same figures: isolated plugins' calls are timed by the host,
+    /// round trips included, and their counters and gauges come from their child processes.
+    @Test(arguments: [[], ["--isolate-all"]])
+    func json_countsCallsCompletionsFailuresByClass_andWhatPluginsPublished(options: [String]) async throws {
+        let result = try await run(pagerCommand, ["run", try manifest(), "--refresh", "--append", "1", "--stats=json"] + options)
         #expect(result.code == 0, "\(result.stderr)")
         let line = try #require(result.stderr.split(separator: "\n").last)
         let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))

@@ -117,6 +117,24 @@ struct IsolationTests {
         #expect(log.contains("the plugin hangs"))
     }
 
+    /// The source's invalidations cross from its child, and the refresh key around the
+    /// reader's item is asked there.
+    @Test(.timeLimit(.minutes(1)))
+    func isolatedSource_invalidates_andNamesTheRefreshKeyAroundAnItem() async throws {
+        let folder = scratchFolder()
+        let trigger = folder + "/invalidate"
+        let text = #"{"source": {"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "offsets", "isolation": "process", "#
+            + #""config": {"invalidate_file": "\#(trigger)"}}, "page_size": 10}"#
+        let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: folder + "/m.json"), sink: log.sink)
+        let source = try #require(pipeline.isolatedSource)
+        let signals = try #require(source.invalidation).signals()
+        #expect(FileManager.default.createFile(atPath: trigger, contents: Data()))
+        var iterator = signals.makeAsyncIterator()
+        #expect(await iterator.next() != nil)
+        let anchor = PagingAnchor(pageKey: PluginKey("20"), indexInPage: 5, value: PluginItem(json: #"{"n":25}"#), pageSize: 10)
+        #expect(source.refreshKey(around: anchor) == PluginKey("25"))
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func restartLimit_marksThePluginDead_andLoadsFailFast() async throws {
         let pipeline = try pipeline(#"{"crash_every": 1}"#)
