@@ -48,11 +48,27 @@ func benchIsolation(_ report: Report) async throws {
     let isolatedInterceptor = try await microsecondsPerRequest(
         try passThroughPipeline(library, isolatedSource: false, interceptor: true, isolatedInterceptor: true), count: count)
     let sourceAdded = isolatedSource - plain, interceptorAdded = isolatedInterceptor - withInterceptor
+    let floor = try socketRoundTripMicroseconds()
     let ok = interceptorAdded <= 20
     report.add("12", "Process isolation: µs a request adds when the C pass-through interceptor, or the C source, runs in a child process",
                "interceptor +\(fmt(interceptorAdded, 1)) µs (\(fmt(withInterceptor, 1)) → \(fmt(isolatedInterceptor, 1))); "
-                   + "source +\(fmt(sourceAdded, 1)) µs (\(fmt(plain, 1)) → \(fmt(isolatedSource, 1)))",
+                   + "source +\(fmt(sourceAdded, 1)) µs (\(fmt(plain, 1)) → \(fmt(isolatedSource, 1))); "
+                   + "a bare round trip in C: \(fmt(floor, 1)) µs",
                target: "interceptor ≤ 20 µs", verdict(ok),
-               "sequential loads of 20 items; an intercept is one round trip over a Unix socket, a source's request two (key_chain and fetch)")
+               "sequential loads of 20 items; an intercept is one round trip over a Unix socket, a source's request two (key_chain and fetch); "
+                   + "the bare round trip (Benchmarks/socket_round_trip.c: 200 bytes to a forked child and back, both blocking) is the floor "
+                   + "of a call whose other side sleeps")
     if !ok { report.miss("12 (process isolation): an isolated intercept adds \(fmt(interceptorAdded, 1)) µs") }
+}
+
+/// The median µs of a 200-byte round trip to a forked child over a socketpair, in C.
+func socketRoundTripMicroseconds() throws -> Double {
+    let program = "\(scratch)/socket_round_trip"
+    let built = try runProcess("/usr/bin/env", ["cc", "-O2", "\(repositoryRoot)/Benchmarks/socket_round_trip.c", "-o", program])
+    guard built.code == 0 else { throw BenchError("cc failed on socket_round_trip.c (exit \(built.code))") }
+    let result = try runProcess(program, [])
+    guard result.code == 0, let microseconds = Double(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+        throw BenchError("socket_round_trip failed (exit \(result.code))")
+    }
+    return microseconds
 }

@@ -22,8 +22,28 @@ final class ChildProcess: Sendable {
     /// Why this process killed the child, when it did (a hang): how the child ended.
     private let killedBecause = Locked<String?>(nil)
 
+    /// Held while a frame is read from the socket: by the reader thread, or by a caller that
+    /// reads its own answer (``answer(to:within:)``).
+    private let reading = NSLock()
+    /// What frames other than answers go to, once ``serve(sink:invalidated:died:)`` is called.
+    private let handlers = Locked<Handlers?>(nil)
+
+    private struct Handlers {
+        var sink: PluginLogSink
+        var invalidated: @Sendable () -> Void
+    }
+
+    /// Who waits for a call's answer.
+    private enum Waiter {
+        /// The caller, reading or watching for it (``answer(to:within:)``); the answer is kept in
+        /// ``Calls/answered`` when another thread reads it.
+        case caller
+        case resume(@Sendable (CallAnswer) -> Void)
+    }
+
     private struct Calls {
-        var pending: [UInt64: @Sendable (CallAnswer) -> Void] = [:]
+        var pending: [UInt64: Waiter] = [:]
+        var answered: [UInt64: CallAnswer] = [:]
         /// Calls the host timed out whose answer the child still owes.
         var overdue: Set<UInt64> = []
         var ended: (any Error)?
@@ -109,37 +129,83 @@ final class ChildProcess: Sendable {
         sending.withLock { closed in closed ? false : socket.send(frame) }
     }
 
-    /// Waits for call `id`'s answer, having sent `frame`.
-    func register(_ id: UInt64, frame: [UInt8], _ resume: @escaping @Sendable (CallAnswer) -> Void) {
+    /// Sends `frame`, call `id`, whose answer the caller then takes with
+    /// ``answer(to:within:)`` or ``wait(for:_:)``.
+    func register(_ id: UInt64, frame: [UInt8]) {
         let ended = calls.withLock { calls -> (any Error)? in
-            if let ended = calls.ended { return ended }
-            calls.pending[id] = resume
+            if let ended = calls.ended {
+                calls.answered[id] = .failure(ended)
+                return ended
+            }
+            calls.pending[id] = .caller
             return nil
         }
-        if let ended { return resume(.failure(ended)) }
         // A frame that cannot be sent means the child is gone: the reader fails the call.
-        send(frame)
+        if ended == nil { send(frame) }
+    }
+
+    /// Hands call `id`'s answer to `resume`, now if it came already, otherwise when it comes.
+    func wait(for id: UInt64, _ resume: @escaping @Sendable (CallAnswer) -> Void) {
+        let answer = calls.withLock { calls -> CallAnswer? in
+            if let answer = calls.answered.removeValue(forKey: id) { return answer }
+            if calls.pending[id] != nil { calls.pending[id] = .resume(resume) }
+            return nil
+        }
+        if let answer { resume(answer) }
+    }
+
+    /// Call `id`'s answer if it comes within `budget`: while no other thread reads, the caller
+    /// reads the socket itself, so that a quick answer needs no thread woken on this side (a
+    /// wake-up costs tens of µs on a small virtual machine); frames for other calls are handed
+    /// on as the reader thread would. `nil` after the budget: ``wait(for:_:)`` then.
+    func answer(to id: UInt64, within budget: Duration) -> CallAnswer? {
+        let deadline = ContinuousClock.now + budget
+        repeat {
+            if let answer = calls.withLock({ $0.answered.removeValue(forKey: id) }) { return answer }
+            if reading.try() {
+                let incoming = readIfReady()
+                reading.unlock()
+                if case .frame(let body) = incoming, !dispatch(body) { shutdown(socket.fd, Int32(SHUT_RDWR)) }
+                // A closed socket is the reader thread's to handle: it sees the end too.
+            }
+        } while ContinuousClock.now < deadline
+        return calls.withLock { $0.answered.removeValue(forKey: id) }
+    }
+
+    private enum Incoming {
+        case frame([UInt8])
+        case nothing
+        case closed
+    }
+
+    /// The next frame if one has begun to arrive; under ``reading``.
+    private func readIfReady() -> Incoming {
+        // Closed (under `reading` too): its number may be another file's by now.
+        if sending.withLock({ $0 }) { return .closed }
+        var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+        guard poll(&poller, 1, 0) > 0 else { return .nothing }
+        return socket.receive().map { .frame($0) } ?? .closed
     }
 
     /// Ends call `id` with `answer`, unless it ended already.
     func finish(_ id: UInt64, _ answer: CallAnswer) {
-        let waiter = calls.withLock { calls in
+        let waiter = calls.withLock { calls -> Waiter? in
             if !calls.overdue.isEmpty { calls.overdue.remove(id) }
-            return calls.pending.removeValue(forKey: id)
+            let waiter = calls.pending.removeValue(forKey: id)
+            if case .caller = waiter { calls.answered[id] = answer }
+            return waiter
         }
-        waiter?(answer)
+        if case .resume(let resume) = waiter { resume(answer) }
     }
 
     /// Ends call `id` with `error` as timed out, unless it ended already; true when it had not,
     /// and the child then owes its answer (``isOverdue(_:)``) until it sends one.
     func timeOut(_ id: UInt64, _ error: PluginError) -> Bool {
-        let waiter = calls.withLock { calls in
-            let waiter = calls.pending.removeValue(forKey: id)
-            if waiter != nil { calls.overdue.insert(id) }
-            return waiter
-        }
-        waiter?(.failure(error))
-        return waiter != nil
+        let pending = calls.withLock { calls in calls.pending[id] != nil }
+        guard pending else { return false }
+        finish(id, .failure(error))
+        calls.withLock { _ = $0.overdue.insert(id) }
+        return true
     }
 
     /// Whether the child still owes the answer of call `id`, which timed out.
@@ -162,38 +228,65 @@ final class ChildProcess: Sendable {
     /// fail with, given how the child ended.
     func serve(sink: @escaping PluginLogSink, invalidated: @escaping @Sendable () -> Void,
                died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
+        handlers.withLock { $0 = Handlers(sink: sink, invalidated: invalidated) }
         let thread = Thread { [self] in
-            while let body = socket.receive() {
-                guard var reader = try? WireReader(body) else { break }
-                switch IsolationOp(rawValue: reader.op) {
-                case .reply:
-                    finish(reader.call, .reply(reader))
-                case .failure:
-                    guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { break }
-                    let retryAfter = after == UInt64.max ? nil : Duration.milliseconds(Int64(clamping: after))
-                    finish(reader.call, .failure(PluginError(PluginStatus(rawValue: status), message, plugin: "", retryAfter: retryAfter)))
-                case .invalidated:
-                    invalidated()
-                case .log:
-                    guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { break }
-                    sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
-                default:
+            var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+            frames: while true {
+                // Wait for a frame without reading it: a caller may read it first.
+                poller.revents = 0
+                if poll(&poller, 1, -1) < 0 {
+                    if errno == EINTR { continue }
                     break
+                }
+                reading.lock()
+                let incoming = readIfReady()
+                reading.unlock()
+                switch incoming {
+                case .frame(let body): if !dispatch(body) { break frames }
+                case .nothing: continue
+                case .closed: break frames
                 }
             }
             let how = reap()
             let error = died(self, how)
-            let pending = calls.withLock { calls in
+            let waiters = calls.withLock { calls in
                 calls.ended = error
                 defer { calls.pending = [:] }
-                return Array(calls.pending.values)
+                for (id, waiter) in calls.pending {
+                    if case .caller = waiter { calls.answered[id] = .failure(error) }
+                }
+                return calls.pending.values.compactMap { waiter in
+                    if case .resume(let resume) = waiter { resume } else { nil }
+                }
             }
-            for waiter in pending { waiter(.failure(error)) }
+            for resume in waiters { resume(.failure(error)) }
             ended.open()
         }
         servedFlag.withLock { $0 = true }
         thread.name = "paging-isolation-\(pid)"
         thread.start()
+    }
+
+    /// Hands one frame from the child on: an answer to its call, a log line to the sink, an
+    /// invalidation; false when the frame is malformed (the child is then of no more use).
+    private func dispatch(_ body: [UInt8]) -> Bool {
+        guard var reader = try? WireReader(body) else { return false }
+        switch IsolationOp(rawValue: reader.op) {
+        case .reply:
+            finish(reader.call, .reply(reader))
+        case .failure:
+            guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { return false }
+            let retryAfter = after == UInt64.max ? nil : Duration.milliseconds(Int64(clamping: after))
+            finish(reader.call, .failure(PluginError(PluginStatus(rawValue: status), message, plugin: "", retryAfter: retryAfter)))
+        case .invalidated:
+            handlers.withLock { $0 }?.invalidated()
+        case .log:
+            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return false }
+            handlers.withLock { $0 }?.sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
+        default:
+            return false
+        }
+        return true
     }
 
     /// Ends the child (SIGTERM, then SIGKILL after 200 ms) and its process group, and waits
@@ -242,9 +335,11 @@ final class ChildProcess: Sendable {
         let signal = status & 0x7F
         let how = killedBecause.withLock({ $0 })
             ?? (signal != 0 ? "crashed (\(signalName(signal)))" : "exited with status \((status >> 8) & 0xFF)")
-        sending.withLock { closed in
-            closed = true
-            close(socket.fd)
+        reading.withLock {
+            sending.withLock { closed in
+                closed = true
+                close(socket.fd)
+            }
         }
         howItEnded.withLock { $0 = how }
         if !servedFlag.withLock({ $0 }) { ended.open() }
