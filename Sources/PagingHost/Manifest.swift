@@ -52,6 +52,8 @@ public struct Manifest: Sendable {
     public var maxPageBytes: Int
     /// Sent with every request (a query, for instance).
     public var userInfo: [String: String]
+    /// The user info a client of `pager serve` may set with query parameters of these names.
+    public var serveParams: [String] = []
 
     /// The folder relative paths resolve against.
     public var folder: String { URL(fileURLWithPath: file).deletingLastPathComponent().path }
@@ -73,7 +75,7 @@ public struct Manifest: Sendable {
         let reader = Reader(file: file)
         let top = JSONValue.object(try reader.object(root, at: "$", allowed: [
             "source", "interceptors", "page_size", "retry", "timeout_ms", "max_size",
-            "prefetch_distance", "max_items_per_page", "max_page_bytes", "call_timeout_ms", "user_info",
+            "prefetch_distance", "max_items_per_page", "max_page_bytes", "call_timeout_ms", "user_info", "serve_params",
         ]))
         guard let sourceValue = top["source"] else {
             throw ManifestError(file: file, path: "$.source", message: "missing; expected the source plugin, an object with \"plugin\"")
@@ -104,11 +106,27 @@ public struct Manifest: Sendable {
                 userInfo[key] = text
             }
         }
-        return Manifest(
+        var serveParams: [String] = []
+        if let params = top["serve_params"] {
+            guard case .array(let values) = params else { throw reader.expected("an array of parameter names", params, at: "$.serve_params") }
+            for (index, value) in values.enumerated() {
+                let path = "$.serve_params[\(index)]"
+                guard case .string(let name) = value, !name.isEmpty, name.utf8.count <= 64 else {
+                    throw reader.expected("a parameter name of 1 to 64 bytes", value, at: path)
+                }
+                guard name != "cursor", name != PagingUserInfoKey.hardRefresh else {
+                    throw ManifestError(file: file, path: path, message: "'\(name)' cannot be set by a client")
+                }
+                serveParams.append(name)
+            }
+        }
+        var manifest = Manifest(
             file: file, source: source, interceptors: interceptors, pageSize: pageSize,
             retryPolicy: try top["retry"].map { value throws(ManifestError) in try reader.retry(value, at: "$.retry") } ?? .none,
             fetchTimeout: .milliseconds(timeoutMs), callTimeout: callTimeoutMs.map { .milliseconds($0) }, maxSize: maxSize, prefetchDistance: prefetch,
             maxItemsPerPage: maxItems, maxPageBytes: maxBytes, userInfo: userInfo)
+        manifest.serveParams = serveParams
+        return manifest
     }
 
     /// Reads a whole file, with an error for each way it can fail.

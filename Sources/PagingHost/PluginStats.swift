@@ -22,7 +22,14 @@ public final class PluginStats: Sendable {
         public var p99: Duration?
         public var counters: [String: Int64] = [:]
         public var gauges: [String: Double] = [:]
+        /// Calls that took at most each of ``PluginStats/histogramBounds`` (cumulative, as
+        /// Prometheus' histograms count), to the precision of the buckets.
+        public var histogram: [Int] = []
     }
+
+    /// The latency bounds of ``Snapshot/histogram``: 1 ms to 10 s.
+    public static let histogramBounds: [Duration] = [1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000]
+        .map { Duration.microseconds(Int64($0 * 1_000)) }
 
     /// How many names a plugin may publish, and how long each may be.
     static let maxNames = 64
@@ -89,6 +96,9 @@ public final class PluginStats: Sendable {
             snapshot.failures = calls.failures
             snapshot.p50 = Self.percentile(0.50, of: calls.buckets, total: calls.calls)
             snapshot.p99 = Self.percentile(0.99, of: calls.buckets, total: calls.calls)
+            snapshot.histogram = Self.histogramBounds.map { bound in
+                calls.buckets.indices.reduce(0) { $0 + (Self.upperBound(of: $1) <= bound ? calls.buckets[$1] : 0) }
+            }
         }
         published.withLock { published in
             snapshot.counters = published.counters

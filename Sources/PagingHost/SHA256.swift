@@ -77,3 +77,30 @@ enum SHA256 {
         private func rotate(_ value: UInt32, _ count: UInt32) -> UInt32 { value >> count | value << (32 - count) }
     }
 }
+
+/// HMAC-SHA256 (RFC 2104): what signs the cursors `pager serve` hands out.
+package enum HMACSHA256 {
+    package static func mac(key: [UInt8], message: some Collection<UInt8>) -> [UInt8] {
+        var block = key.count > 64 ? digest(key) : key
+        block += [UInt8](repeating: 0, count: 64 - block.count)
+        var inner = SHA256.Hasher256()
+        inner.update(block.map { $0 ^ 0x36 })
+        inner.update(message)
+        var outer = SHA256.Hasher256()
+        outer.update(block.map { $0 ^ 0x5c })
+        outer.update(inner.finalize())
+        return outer.finalize()
+    }
+
+    /// Whether two MACs are equal, in time that does not depend on where they differ.
+    package static func equal(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(0) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    private static func digest(_ bytes: [UInt8]) -> [UInt8] {
+        var hasher = SHA256.Hasher256()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+}

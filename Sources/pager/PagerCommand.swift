@@ -13,6 +13,7 @@ enum PagerCommand {
       plugins [DIR...]        list the plugins found in folders (default: the plugin search path)
       check LIB.so            run the conformance suite against a plugin library (each check in a child process)
       browse MANIFEST         an infinite scroll of the manifest's items in the terminal
+      serve MANIFEST          the manifest's pipeline as a paged HTTP API (GET /pages)
 
     Run `pager <command> --help` for a command's options.
     exit codes: 0 success, 1 a failure at run time, 2 bad input (manifest, plugin, arguments)
@@ -36,6 +37,7 @@ enum PagerCommand {
             case "plugins": return try await PluginsCommand(rest).run()
             case "check": return try await CheckCommand.main(rest)
             case "browse": return try await BrowseCommand(rest).run()
+            case "serve": return try await ServeCommand(rest).run()
             case "--help", "-h", "help":
                 Output.line(usage)
                 return ExitCode.success

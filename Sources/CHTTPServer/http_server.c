@@ -1,0 +1,224 @@
+#define _GNU_SOURCE
+#include "paging_http_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+struct paging_http_server {
+    struct MHD_Daemon *daemon;
+    paging_http_handler handler;
+    void *context;
+    uint16_t port;
+};
+
+typedef struct query_argument { char *key; char *value; } query_argument;
+
+struct paging_http_exchange {
+    struct MHD_Connection *connection;
+    paging_http_server *server;
+    char *method;
+    char *path;
+    query_argument *query;
+    size_t query_count;
+    size_t query_capacity;
+    int started;      /* handed to the handler (the connection is suspended) */
+    int answered;     /* paging_http_respond was called */
+    pthread_mutex_t lock;
+    struct MHD_Response *response; /* set by paging_http_respond */
+    unsigned status;
+};
+
+static char *copy(const char *text) { return text == NULL ? NULL : strdup(text); }
+
+static enum MHD_Result collect_argument(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    paging_http_exchange *exchange = cls;
+    (void)kind;
+    if (exchange->query_count == exchange->query_capacity) {
+        size_t capacity = exchange->query_capacity == 0 ? 8 : exchange->query_capacity * 2;
+        query_argument *grown = realloc(exchange->query, capacity * sizeof *grown);
+        if (grown == NULL) return MHD_NO;
+        exchange->query = grown;
+        exchange->query_capacity = capacity;
+    }
+    exchange->query[exchange->query_count].key = copy(key);
+    exchange->query[exchange->query_count].value = copy(value);
+    exchange->query_count++;
+    return MHD_YES;
+}
+
+static void free_exchange(paging_http_exchange *exchange)
+{
+    size_t i;
+    for (i = 0; i < exchange->query_count; i++) {
+        free(exchange->query[i].key);
+        free(exchange->query[i].value);
+    }
+    free(exchange->query);
+    free(exchange->method);
+    free(exchange->path);
+    if (exchange->response != NULL) MHD_destroy_response(exchange->response);
+    pthread_mutex_destroy(&exchange->lock);
+    free(exchange);
+}
+
+static enum MHD_Result answer_now(struct MHD_Connection *connection, unsigned status, const char *body)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    enum MHD_Result result;
+    if (response == NULL) return MHD_NO;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    result = MHD_queue_response(connection, status, response);
+    MHD_destroy_response(response);
+    return result;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size, void **state)
+{
+    paging_http_server *server = cls;
+    paging_http_exchange *exchange = *state;
+    (void)version; (void)upload_data;
+    if (exchange == NULL) {
+        exchange = calloc(1, sizeof *exchange);
+        if (exchange == NULL) return MHD_NO;
+        pthread_mutex_init(&exchange->lock, NULL);
+        exchange->connection = connection;
+        exchange->server = server;
+        exchange->method = copy(method);
+        exchange->path = copy(url);
+        *state = exchange;
+        if (exchange->method == NULL || exchange->path == NULL) return MHD_NO;
+        return MHD_YES;
+    }
+    if (*upload_data_size != 0) {
+        /* A body is not wanted: answered below, once it has been read past. */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    if (!exchange->started) {
+        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
+            return answer_now(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\": \"only GET is served\"}\n");
+        if (MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
+        exchange->started = 1;
+        MHD_suspend_connection(connection);
+        server->handler(server->context, exchange);
+        return MHD_YES;
+    }
+    pthread_mutex_lock(&exchange->lock);
+    if (!exchange->answered) {
+        pthread_mutex_unlock(&exchange->lock);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&exchange->lock);
+    /* No response (out of memory): the connection is closed. */
+    if (exchange->response == NULL) return MHD_NO;
+    return MHD_queue_response(connection, exchange->status, exchange->response);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code)
+{
+    paging_http_exchange *exchange = *state;
+    (void)cls; (void)connection; (void)code;
+    if (exchange == NULL) return;
+    /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
+    free_exchange(exchange);
+    *state = NULL;
+}
+
+paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
+                                      paging_http_handler handler, void *context, char *error, size_t error_size)
+{
+    struct sockaddr_storage storage;
+    struct sockaddr_in *v4 = (struct sockaddr_in *)&storage;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&storage;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
+    const union MHD_DaemonInfo *info;
+    paging_http_server *server;
+    memset(&storage, 0, sizeof storage);
+    if (inet_pton(AF_INET, address, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+    } else if (inet_pton(AF_INET6, address, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        snprintf(error, error_size, "'%s' is not an IPv4 or IPv6 address", address);
+        return NULL;
+    }
+    server = calloc(1, sizeof *server);
+    if (server == NULL) {
+        snprintf(error, error_size, "out of memory");
+        return NULL;
+    }
+    server->handler = handler;
+    server->context = context;
+    errno = 0;
+    server->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, server,
+                                      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
+                                      MHD_OPTION_CONNECTION_LIMIT, limits.connections,
+                                      MHD_OPTION_CONNECTION_TIMEOUT, limits.idle_timeout_seconds,
+                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes,
+                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                      MHD_OPTION_END);
+    if (server->daemon == NULL) {
+        snprintf(error, error_size, "cannot listen on %s port %u: %s", address, (unsigned)port,
+                 errno != 0 ? strerror(errno) : "the server could not start");
+        free(server);
+        return NULL;
+    }
+    info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    server->port = info != NULL ? info->port : port;
+    return server;
+}
+
+uint16_t paging_http_port(const paging_http_server *server) { return server->port; }
+
+void paging_http_stop_accepting(paging_http_server *server)
+{
+    MHD_socket listening = MHD_quiesce_daemon(server->daemon);
+    if (listening != MHD_INVALID_SOCKET) close(listening);
+}
+
+void paging_http_stop(paging_http_server *server)
+{
+    MHD_stop_daemon(server->daemon);
+    free(server);
+}
+
+const char *paging_http_method(const paging_http_exchange *exchange) { return exchange->method; }
+const char *paging_http_path(const paging_http_exchange *exchange) { return exchange->path; }
+size_t paging_http_query_count(const paging_http_exchange *exchange) { return exchange->query_count; }
+const char *paging_http_query_key(const paging_http_exchange *exchange, size_t index)
+{
+    return index < exchange->query_count ? exchange->query[index].key : NULL;
+}
+const char *paging_http_query_value(const paging_http_exchange *exchange, size_t index)
+{
+    return index < exchange->query_count ? exchange->query[index].value : NULL;
+}
+
+void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                         const uint8_t *body, size_t length)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (response != NULL) {
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    }
+    pthread_mutex_lock(&exchange->lock);
+    exchange->response = response;
+    exchange->status = status;
+    exchange->answered = 1;
+    pthread_mutex_unlock(&exchange->lock);
+    MHD_resume_connection(exchange->connection);
+}

@@ -1,0 +1,51 @@
+/*
+ * A small HTTP server for `pager serve`, on GNU libmicrohttpd: it owns the sockets, the HTTP
+ * parsing and the limits on connections, and hands each GET request to a handler that answers
+ * it later, from any thread. It knows nothing of paging.
+ */
+#ifndef PAGING_HTTP_SERVER_H
+#define PAGING_HTTP_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct paging_http_server paging_http_server;
+typedef struct paging_http_exchange paging_http_exchange;
+
+/* Called on the server's thread once a request has arrived whole; it must not block. The
+ * exchange stays valid until it is answered with paging_http_respond (exactly once). */
+typedef void (*paging_http_handler)(void *context, paging_http_exchange *exchange);
+
+typedef struct paging_http_limits {
+    unsigned connections;          /* open connections at most; more are refused */
+    unsigned idle_timeout_seconds; /* a connection silent this long is closed (a slow client) */
+    size_t request_bytes;          /* a request's line and headers at most (larger: 4xx) */
+} paging_http_limits;
+
+/* Listens on `address` (an IPv4 or IPv6 literal) and `port` (0: any free port). NULL on
+ * failure, with the reason in `error`. */
+paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
+                                      paging_http_handler handler, void *context, char *error, size_t error_size);
+
+/* The port the server listens on. */
+uint16_t paging_http_port(const paging_http_server *server);
+
+/* Stops accepting connections; requests already accepted go on. */
+void paging_http_stop_accepting(paging_http_server *server);
+
+/* Closes every connection and frees the server; every exchange must have been answered. */
+void paging_http_stop(paging_http_server *server);
+
+/* The request: its method, its path (without the query), its query arguments in order (a
+ * value is NULL for an argument without `=`), percent-decoded. */
+const char *paging_http_method(const paging_http_exchange *exchange);
+const char *paging_http_path(const paging_http_exchange *exchange);
+size_t paging_http_query_count(const paging_http_exchange *exchange);
+const char *paging_http_query_key(const paging_http_exchange *exchange, size_t index);
+const char *paging_http_query_value(const paging_http_exchange *exchange, size_t index);
+
+/* Answers the request with `status`, a Content-Type and a copy of `body`; from any thread. */
+void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                         const uint8_t *body, size_t length);
+
+#endif

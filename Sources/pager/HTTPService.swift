@@ -1,0 +1,91 @@
+import CHTTPServer
+import Foundation
+import PagingHost
+
+/// A GET request to `pager serve`, as GNU libmicrohttpd parsed it.
+struct HTTPRequest: Sendable {
+    var path: String
+    /// Query arguments in order, percent-decoded; `nil` for an argument without `=`.
+    var query: [(name: String, value: String?)]
+}
+
+/// An answer: a status and a JSON or text body.
+struct HTTPAnswer: Sendable {
+    var status: Int
+    var contentType = "application/json"
+    var body: [UInt8]
+
+    /// `{"error": message}` with `status`.
+    static func error(_ status: Int, _ message: String) -> HTTPAnswer {
+        HTTPAnswer(status: status, body: Array("{\"error\": \(JSONValue.string(message).jsonText)}\n".utf8))
+    }
+}
+
+/// The HTTP side of `pager serve`: libmicrohttpd listens, parses and limits connections (its own
+/// thread), and each GET request is answered by `handler` in a task of its own.
+final class HTTPService: @unchecked Sendable {
+    struct Limits {
+        /// Open connections at most.
+        var connections: UInt32 = 1_024
+        /// A connection silent this long is closed: a client that sends a byte a minute holds
+        /// no more than a connection, and not for long.
+        var idleTimeoutSeconds: UInt32 = 15
+        /// A request's line and headers at most; a larger one is refused with a 4xx.
+        var requestBytes = 32 << 10
+    }
+
+    private var server: OpaquePointer?
+    private let handler: @Sendable (HTTPRequest) async -> HTTPAnswer
+
+    /// Listens on `address` and `port` (0: any free port).
+    init(address: String, port: UInt16, limits: Limits, handler: @escaping @Sendable (HTTPRequest) async -> HTTPAnswer) throws {
+        self.handler = handler
+        var error = [CChar](repeating: 0, count: 256)
+        let cLimits = paging_http_limits(connections: limits.connections, idle_timeout_seconds: limits.idleTimeoutSeconds,
+                                         request_bytes: limits.requestBytes)
+        // The server outlives no request of its own: `stop()` ends it before this object goes.
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        server = paging_http_start(address, port, cLimits, { context, exchange in
+            guard let context, let exchange else { return }
+            Unmanaged<HTTPService>.fromOpaque(context).takeUnretainedValue().accept(Exchange(pointer: exchange))
+        }, context, &error, error.count)
+        guard server != nil else {
+            throw UsageError("serve: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
+        }
+    }
+
+    /// The port listened on.
+    var port: UInt16 { server.map { paging_http_port($0) } ?? 0 }
+
+    /// Stops accepting connections; requests accepted go on.
+    func stopAccepting() {
+        if let server { paging_http_stop_accepting(server) }
+    }
+
+    /// Ends the server: every request must have been answered.
+    func stop() {
+        if let server { paging_http_stop(server) }
+        server = nil
+    }
+
+    /// One request waiting for its answer; answered once.
+    private struct Exchange: @unchecked Sendable {
+        let pointer: OpaquePointer
+    }
+
+    private func accept(_ exchange: Exchange) {
+        let pointer = exchange.pointer
+        var query: [(name: String, value: String?)] = []
+        for index in 0..<paging_http_query_count(pointer) {
+            let name = paging_http_query_key(pointer, index).map { String(cString: $0) } ?? ""
+            query.append((name, paging_http_query_value(pointer, index).map { String(cString: $0) }))
+        }
+        let request = HTTPRequest(path: String(cString: paging_http_path(pointer)), query: query)
+        Task { [handler] in
+            let answer = await handler(request)
+            answer.body.withUnsafeBufferPointer { body in
+                paging_http_respond(exchange.pointer, UInt32(answer.status), answer.contentType, body.baseAddress, body.count)
+            }
+        }
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import Paging
+import PagingHost
+
+/// What `pager serve` answers: pages of the pipeline under signed cursors, health and metrics.
+final class PageService: Sendable {
+    private let pipeline: Pipeline
+    private let secret: [UInt8]
+    private let maxRequests: Int
+    private let timeout: Duration
+    private let metrics = ServeMetrics()
+    private let running = Locked(0)
+    private let allowed: Set<String>
+
+    init(pipeline: Pipeline, secret: ServeSecret, maxRequests: Int, timeout: Duration) {
+        self.pipeline = pipeline
+        self.secret = secret.bytes
+        self.maxRequests = maxRequests
+        self.timeout = timeout
+        allowed = Set(pipeline.manifest.serveParams)
+    }
+
+    /// Requests being answered.
+    var inFlight: Int { running.withLock { $0 } }
+
+    /// Returns when no request is being answered, or after `limit`.
+    func drained(within limit: Duration) async {
+        let deadline = ContinuousClock.now + limit
+        while inFlight > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+    }
+
+    func answer(_ request: HTTPRequest) async -> HTTPAnswer {
+        let start = ContinuousClock.now
+        let name = ["/pages", "/healthz", "/metrics"].contains(request.path) ? request.path : "other"
+        let admitted = running.withLock { running in
+            guard running < maxRequests else { return false }
+            running += 1
+            return true
+        }
+        let answer: HTTPAnswer
+        if admitted {
+            answer = await route(request)
+            running.withLock { $0 -= 1 }
+        } else {
+            answer = .error(503, "the server is answering \(maxRequests) requests already; try again shortly")
+        }
+        metrics.record(route: name, status: answer.status, duration: ContinuousClock.now - start)
+        return answer
+    }
+
+    private func route(_ request: HTTPRequest) async -> HTTPAnswer {
+        switch request.path {
+        case "/pages": return await page(request)
+        case "/healthz": return health()
+        case "/metrics":
+            return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats).utf8))
+        default: return .error(404, "no such route: GET /pages, /healthz or /metrics")
+        }
+    }
+
+    // MARK: Pages
+
+    private func page(_ request: HTTPRequest) async -> HTTPAnswer {
+        let pager = pipeline.pager
+        var params = pipeline.requestParams
+        let pagingRequest: PluginRequest
+        do {
+            let query = try parameters(request.query)
+            if let text = query.cursor {
+                guard query.userInfo.isEmpty else {
+                    return .error(400, "a cursor carries the parameters of its first page: send it alone")
+                }
+                let cursor = try ServeCursor(text, secret: secret)
+                guard cursor.userInfo.keys.allSatisfy(allowed.contains) else { return .error(400, "the cursor names parameters this server does not take") }
+                params.userInfo.merge(cursor.userInfo) { $1 }
+                pagingRequest = pager.request(cursor.kind, key: cursor.key, params: params)
+            } else {
+                params.userInfo.merge(query.userInfo) { $1 }
+                pagingRequest = pager.refreshRequest(params: params)
+            }
+        } catch let refused as ServeCursor.Refused {
+            return .error(400, refused.message)
+        } catch {
+            return .error(400, "\(error)")
+        }
+        let userInfo = params.userInfo.filter { allowed.contains($0.key) }
+        let loaded: PluginPage
+        do {
+            loaded = try await within(timeout) { try await pager.load(pagingRequest) }
+        } catch is ServeTimeout {
+            Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): no answer within \(timeout)")
+            return .error(504, "the page was not loaded within \(timeout.wholeMillisecondsText) ms")
+        } catch {
+            // The details (plugin, upstream) go to the log, not to the client.
+            Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key) failed: \(error)")
+            let status = (error as? PluginError)?.status
+            return .error(status == .timeout ? 504 : 502, "the page could not be loaded (\(status?.description ?? "failed"))")
+        }
+        var body: [UInt8] = Array(#"{"items": ["#.utf8)
+        body.reserveCapacity(loaded.values.reduce(64) { $0 + $1.bytes.count + 1 })
+        for (index, item) in loaded.values.enumerated() {
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body += item.bytes
+        }
+        func cursor(_ kind: PagingRequestKind, _ key: PluginKey?) -> String {
+            key.map { JSONValue.string(ServeCursor(kind: kind, key: $0, userInfo: userInfo).encoded(secret: secret)).jsonText } ?? "null"
+        }
+        body += Array("], \"next\": \(cursor(.append, loaded.nextKey)), \"prev\": \(cursor(.prepend, loaded.prevKey))}\n".utf8)
+        return HTTPAnswer(status: 200, body: body)
+    }
+
+    /// The cursor and the user info a request's query sets.
+    private func parameters(_ query: [(name: String, value: String?)]) throws -> (cursor: String?, userInfo: [String: String]) {
+        var cursor: String?
+        var userInfo: [String: String] = [:]
+        guard query.reduce(0, { $0 + $1.name.utf8.count + ($1.value?.utf8.count ?? 0) }) <= 16_384 else {
+            throw ServeBadRequest("the query is longer than 16 KiB")
+        }
+        for (name, value) in query {
+            guard let value else { throw ServeBadRequest("query parameter '\(name)' has no value") }
+            if name == "cursor" {
+                guard cursor == nil else { throw ServeBadRequest("more than one cursor") }
+                cursor = value
+            } else if allowed.contains(name) {
+                guard userInfo[name] == nil else { throw ServeBadRequest("query parameter '\(name)' is given twice") }
+                guard !value.utf8.contains(0) else { throw ServeBadRequest("query parameter '\(name)' holds a NUL byte") }
+                userInfo[name] = value
+            } else {
+                let names = (["cursor"] + allowed.sorted()).joined(separator: ", ")
+                throw ServeBadRequest("unknown query parameter '\(name.prefix(64))' (this server takes: \(names))")
+            }
+        }
+        return (cursor, userInfo)
+    }
+
+    // MARK: Health
+
+    private func health() -> HTTPAnswer {
+        var sick: [String] = []
+        func check(_ name: String, _ health: PluginHealth) {
+            if case .unhealthy(let status) = health { sick.append("\(name): \(status)") }
+        }
+        if let source = pipeline.source { check(source.descriptor.id, source.health()) }
+        if let source = pipeline.isolatedSource { check(source.identity.id, source.health()) }
+        for interceptor in pipeline.interceptors { check(interceptor.descriptor.id, interceptor.health()) }
+        for interceptor in pipeline.isolatedInterceptors { check(interceptor.identity.id, interceptor.health()) }
+        guard sick.isEmpty else {
+            let list = sick.map { JSONValue.string($0).jsonText }.joined(separator: ", ")
+            return HTTPAnswer(status: 503, body: Array("{\"status\": \"unhealthy\", \"plugins\": [\(list)]}\n".utf8))
+        }
+        return HTTPAnswer(status: 200, body: Array("{\"status\": \"ok\"}\n".utf8))
+    }
+}
+
+struct ServeBadRequest: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+struct ServeTimeout: Error {}
+
+/// `body`'s result, or ``ServeTimeout`` (`body` cancelled) when it takes longer than `limit`.
+func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: limit)
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let result = first else { throw ServeTimeout() }
+        return result
+    }
+}
+
+extension Duration {
+    var wholeMillisecondsText: String {
+        let (seconds, attoseconds) = components
+        return String(seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
+    }
+}
+
+/// Requests by route and status, and their latency, in Prometheus' text format with the
+/// pipeline's plugin figures.
+final class ServeMetrics: Sendable {
+    private struct Route {
+        var byStatus: [Int: Int] = [:]
+        var buckets = [Int](repeating: 0, count: PluginStats.histogramBounds.count)
+        var seconds = 0.0
+        var count = 0
+    }
+
+    private let routes = Locked<[String: Route]>([:])
+
+    func record(route: String, status: Int, duration: Duration) {
+        routes.withLock { routes in
+            var entry = routes[route] ?? Route()
+            entry.byStatus[status, default: 0] += 1
+            for (index, bound) in PluginStats.histogramBounds.enumerated() where duration <= bound { entry.buckets[index] += 1 }
+            entry.seconds += duration.seconds
+            entry.count += 1
+            routes[route] = entry
+        }
+    }
+
+    func render(_ plugins: [Pipeline.PluginFigures]) -> String {
+        var out = ""
+        let routes = routes.withLock { $0 }.sorted { $0.key < $1.key }
+        out += "# HELP pager_http_requests_total Requests answered, by route and status.\n# TYPE pager_http_requests_total counter\n"
+        for (route, entry) in routes {
+            for (status, count) in entry.byStatus.sorted(by: { $0.key < $1.key }) {
+                out += "pager_http_requests_total{route=\(label(route)),code=\"\(status)\"} \(count)\n"
+            }
+        }
+        out += "# HELP pager_http_request_duration_seconds Time to answer a request, by route.\n"
+        out += "# TYPE pager_http_request_duration_seconds histogram\n"
+        for (route, entry) in routes {
+            histogram("pager_http_request_duration_seconds", "route=\(label(route))", entry.buckets, count: entry.count, sum: entry.seconds, into: &out)
+        }
+        out += "# HELP pager_plugin_calls_total Calls into each plugin (a source's are upstream fetches).\n# TYPE pager_plugin_calls_total counter\n"
+        for plugin in plugins { out += "pager_plugin_calls_total{\(labels(plugin))} \(plugin.stats.calls)\n" }
+        out += "# HELP pager_plugin_completions_total Calls that ended with a page.\n# TYPE pager_plugin_completions_total counter\n"
+        for plugin in plugins { out += "pager_plugin_completions_total{\(labels(plugin))} \(plugin.stats.completions)\n" }
+        out += "# HELP pager_plugin_failures_total Failed calls, by status.\n# TYPE pager_plugin_failures_total counter\n"
+        for plugin in plugins {
+            for (status, count) in plugin.stats.failures.sorted(by: { $0.key < $1.key }) {
+                out += "pager_plugin_failures_total{\(labels(plugin)),status=\(label(status))} \(count)\n"
+            }
+        }
+        out += "# HELP pager_plugin_call_duration_seconds Time of each call into a plugin.\n"
+        out += "# TYPE pager_plugin_call_duration_seconds histogram\n"
+        for plugin in plugins {
+            histogram("pager_plugin_call_duration_seconds", labels(plugin), plugin.stats.histogram, count: plugin.stats.calls, sum: nil, into: &out)
+        }
+        out += "# HELP pager_plugin_counter What a plugin counted (a store's hits and misses, for one).\n# TYPE pager_plugin_counter counter\n"
+        for plugin in plugins {
+            for (name, value) in plugin.stats.counters.sorted(by: { $0.key < $1.key }) {
+                out += "pager_plugin_counter{\(labels(plugin)),name=\(label(name))} \(value)\n"
+            }
+        }
+        out += "# HELP pager_plugin_gauge What a plugin measured.\n# TYPE pager_plugin_gauge gauge\n"
+        for plugin in plugins {
+            for (name, value) in plugin.stats.gauges.sorted(by: { $0.key < $1.key }) {
+                out += "pager_plugin_gauge{\(labels(plugin)),name=\(label(name))} \(value)\n"
+            }
+        }
+        return out
+    }
+
+    private func histogram(_ name: String, _ labels: String, _ cumulative: [Int], count: Int, sum: Double?, into out: inout String) {
+        for (bound, value) in zip(PluginStats.histogramBounds, cumulative) {
+            out += "\(name)_bucket{\(labels),le=\"\(bound.seconds)\"} \(value)\n"
+        }
+        out += "\(name)_bucket{\(labels),le=\"+Inf\"} \(count)\n"
+        if let sum { out += "\(name)_sum{\(labels)} \(sum)\n" }
+        out += "\(name)_count{\(labels)} \(count)\n"
+    }
+
+    private func labels(_ plugin: Pipeline.PluginFigures) -> String {
+        "plugin=\(label(plugin.id)),kind=\(label(plugin.kind.rawValue))"
+    }
+
+    /// A label value, quoted and escaped as the text format asks.
+    private func label(_ value: String) -> String {
+        var out = "\""
+        for character in value.unicodeScalars {
+            switch character {
+            case "\\": out += "\\\\"
+            case "\"": out += "\\\""
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(character)
+            }
+        }
+        return out + "\""
+    }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+}

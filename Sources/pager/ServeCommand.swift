@@ -1,0 +1,129 @@
+import CTerminal
+import Foundation
+import Paging
+import PagingHost
+
+/// `pager serve MANIFEST`: the manifest's pipeline as a paged HTTP API.
+struct ServeCommand {
+    static let help = """
+    usage: pager serve MANIFEST [options]
+
+    Serves the manifest's pipeline over HTTP (GNU libmicrohttpd):
+      GET /pages                  the first page; the manifest's "serve_params" may be given as
+                                  query parameters (user info of the requests)
+      GET /pages?cursor=C         the page a cursor of an earlier answer names
+        each answers {"items": [...], "next": cursor or null, "prev": cursor or null}
+      GET /healthz                200 {"status": "ok"} when every plugin can serve, else 503
+      GET /metrics                Prometheus text: requests and latency by route, and per
+                                  plugin calls, failures, latency, counters and gauges
+    Cursors are signed (HMAC-SHA256) with the secret in $PAGER_SERVE_SECRET or --secret-file
+    (at least 16 bytes; the same on every host behind one address), else a random one: cursors
+    then work on this process only. SIGTERM or SIGINT stops accepting connections, lets the
+    requests in flight finish, and exits 0.
+
+    options:
+      --port N                  the port (default 8080; 0: any free port)
+      --bind ADDR               the address to listen on (default 127.0.0.1)
+      --max-requests N          requests served at once (default 64); more get 503
+      --request-timeout-ms N    a request not answered by then gets 504 (default: the manifest's
+                                timeout_ms, times its retries + 1)
+      --secret-file PATH        the cursors' secret
+      --isolate-all             run every plugin in a child process of its own
+    \(LogOptions.help)
+      --help                    this text
+
+    exit codes: 0 stopped by a signal; 2 bad arguments, manifest or plugin, or the port is taken
+    """
+
+    var manifestPath: String?
+    var port: UInt16 = 8_080
+    var address = "127.0.0.1"
+    var maxRequests = 64
+    var requestTimeout: Duration?
+    var secretFile: String?
+    var isolateAll = false
+    var log = LogOptions()
+
+    init(_ arguments: [String]) throws {
+        var command = self
+        manifestPath = try Arguments.parse(arguments, command: "serve", help: Self.help) { argument, arguments in
+            if command.log.parse(argument) { return true }
+            switch argument {
+            case "--port": command.port = UInt16(try arguments.count(for: argument, in: 0...65_535))
+            case "--bind": command.address = try arguments.value(for: argument)
+            case "--max-requests": command.maxRequests = try arguments.count(for: argument, in: 1...100_000)
+            case "--request-timeout-ms": command.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
+            case "--secret-file": command.secretFile = try arguments.value(for: argument)
+            case "--isolate-all": command.isolateAll = true
+            default: return false
+            }
+            return true
+        }
+        let path = manifestPath
+        self = command
+        manifestPath = path
+    }
+
+    func run() async throws -> Int32 {
+        guard let manifestPath else { throw UsageError("serve: a manifest is required\n\n\(Self.help)") }
+        let manifest = try Manifest.load(path: manifestPath)
+        let secret = try Self.secret(file: secretFile)
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
+                                    recordsStats: true, isolateAll: isolateAll)
+        let timeout = requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
+        let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: maxRequests, timeout: timeout)
+        let stop = paging_signals_to_pipe()
+        guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT and SIGTERM (\(String(cString: strerror(errno))))") }
+        let service = try HTTPService(address: address, port: port, limits: .init()) { request in await pages.answer(request) }
+        let shown = address.contains(":") ? "[\(address)]" : address
+        Output.error("pager serve: listening on http://\(shown):\(service.port)")
+        if secret.isRandom {
+            Output.error("pager serve: no PAGER_SERVE_SECRET or --secret-file: cursors are signed with a random secret and work on this process only")
+        }
+        let signal = await Self.nextSignal(on: stop)
+        Output.error("pager serve: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): not accepting connections; finishing \(pages.inFlight) request(s)")
+        service.stopAccepting()
+        await pages.drained(within: timeout + .seconds(1))
+        service.stop()
+        await pipeline.pager.backgroundLoadsFinished()
+        Output.error("pager serve: stopped")
+        return ExitCode.success
+    }
+
+    /// The secret cursors are signed with.
+    static func secret(file: String?) throws -> ServeSecret {
+        let text: String
+        let origin: String
+        if let file {
+            guard let data = FileManager.default.contents(atPath: file) else { throw UsageError("serve: --secret-file \(file): cannot be read") }
+            text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            origin = "--secret-file \(file)"
+        } else if let value = ProcessInfo.processInfo.environment["PAGER_SERVE_SECRET"] {
+            text = value
+            origin = "PAGER_SERVE_SECRET"
+        } else {
+            var random = SystemRandomNumberGenerator()
+            return ServeSecret(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }, isRandom: true)
+        }
+        guard text.utf8.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(text.utf8.count)") }
+        return ServeSecret(bytes: Array(text.utf8), isRandom: false)
+    }
+
+    /// Waits, on a thread of its own, for SIGINT or SIGTERM on the pipe `fd`.
+    private static func nextSignal(on fd: Int32) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread {
+                var number: UInt8 = 0
+                while read(fd, &number, 1) != 1 {
+                    if errno != EINTR { break }
+                }
+                continuation.resume(returning: Int32(number))
+            }
+        }
+    }
+}
+
+struct ServeSecret: Sendable {
+    let bytes: [UInt8]
+    let isRandom: Bool
+}
