@@ -30,13 +30,15 @@
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
- *     the page at k holds {"n":k}...{"n":k+page_size-1} of "count" (default 100) items; the
+ *     the page at k holds {"n":k}...{"n":k+page_size-1} of "count" (default 100) items (with
+ *     "tag":"<t>" in each when the request's user info has "tag" = t, alphanumeric); the
  *     chain's next key is k + page_size. Its first "fail_times" fetches (default 0) fail
  *     TRANSIENT with fetch_retry_after(retry_after_ms). With "invalidate_file", a thread looks
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -371,14 +373,20 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
     work_plugin *p = (work_plugin *)self->plugin_data;
     const paging_host_t *h = p->host;
     unsigned long offset = wk_offset(request->key), i;
-    char item[48];
+    char item[64], tag[32] = "";
     if (wk_take_failure(p)) {
         p->hint_host->fetch_retry_after(h, id, (uint64_t)p->retry_after_ms);
         h->fetch_fail(h, id, PAGING_ERR_TRANSIENT, "busy");
         return PAGING_OK;
     }
+    for (i = 0; i < request->param_count; i++) {
+        const paging_param_t *param = &request->params[i];
+        size_t j, ok = param->name.len == 3 && memcmp(param->name.data, "tag", 3) == 0 && param->value.len <= 16;
+        for (j = 0; ok && j < param->value.len; j++) ok = isalnum(param->value.data[j]);
+        if (ok) snprintf(tag, sizeof tag, ",\"tag\":\"%.*s\"", (int)param->value.len, (const char *)param->value.data);
+    }
     for (i = offset; i < offset + request->page_size && i < (unsigned long)p->count; i++) {
-        snprintf(item, sizeof item, "{\"n\":%lu}", i);
+        snprintf(item, sizeof item, "{\"n\":%lu%s}", i, tag);
         h->fetch_add_item(h, id, wk_text(item));
     }
     h->fetch_complete(h, id);

@@ -1,0 +1,151 @@
+import Foundation
+import Paging
+
+/// A `pager serve` process for tests: started with `--port 0`, its port read from the line it
+/// says on stderr; ended by ``stop(_:)`` or, at the latest, when the object goes.
+public final class ServeProcess: @unchecked Sendable {
+    public private(set) var port: UInt16 = 0
+    private let process = Process()
+    private let output = Locked(Data())
+    private let arrived = DispatchSemaphore(value: 0)
+    private let ended = DispatchSemaphore(value: 0)
+
+    /// Starts `pager serve` with `arguments` (the manifest first); throws when it ends or says
+    /// nothing of its port within `deadline`, with what it said.
+    public init(_ arguments: [String], environment: [String: String] = [:], deadline: Duration = .seconds(60)) throws {
+        process.executableURL = URL(fileURLWithPath: pagerCommand)
+        process.arguments = ["serve"] + arguments + ["--port", "0"]
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        process.terminationHandler = { [ended, arrived] _ in
+            ended.signal()
+            arrived.signal()
+        }
+        let err = try spawning {
+            let err = ExecSafePipe()
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = err.write
+            process.standardInput = FileHandle.nullDevice
+            try process.run()
+            return err
+        }
+        try? err.write.close()
+        Thread.detachNewThread { [output, arrived] in
+            while true {
+                let data = err.read.availableData
+                if data.isEmpty { break }
+                output.withLock { $0.append(data) }
+                arrived.signal()
+            }
+        }
+        let until = ContinuousClock.now + deadline
+        while port == 0 {
+            if let found = stderr.firstMatch(of: /listening on http:\/\/[^ ]+:(\d+)/) {
+                port = UInt16(found.1) ?? 0
+                break
+            }
+            guard process.isRunning, ContinuousClock.now < until else {
+                throw ServeStartError(description: "pager serve did not start: \(stderr)")
+            }
+            _ = arrived.wait(timeout: .now() + .milliseconds(100))
+        }
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    /// What the process said on stderr so far.
+    public var stderr: String { String(decoding: output.withLock { $0 }, as: UTF8.self) }
+
+    public var pid: Int32 { process.processIdentifier }
+
+    /// Returns once stderr holds `text`, or false after `deadline`.
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
+        let until = ContinuousClock.now + deadline
+        while !stderr.contains(text) {
+            guard ContinuousClock.now < until else { return false }
+            _ = arrived.wait(timeout: .now() + .milliseconds(100))
+        }
+        return true
+    }
+
+    /// Sends `signal` and waits for the process to end; its exit status.
+    @discardableResult
+    public func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+        if process.isRunning { kill(process.processIdentifier, signal) }
+        ended.wait()
+        ended.signal()
+        return process.terminationStatus
+    }
+
+    /// GET `target` (a path and query) from this server.
+    public func get(_ target: String) throws -> HTTPReply { try httpGet(port: port, target) }
+}
+
+public struct ServeStartError: Error, CustomStringConvertible {
+    public let description: String
+}
+
+/// An HTTP answer, as a test client read it.
+public struct HTTPReply: Sendable {
+    public var status: Int
+    public var headers: [String: String]
+    public var body: [UInt8]
+    public var text: String { String(decoding: body, as: UTF8.self) }
+
+    /// The body as JSON (objects as `[String: Any]`).
+    public func json() throws -> [String: Any] {
+        guard let object = try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            throw ServeStartError(description: "not a JSON object: \(text)")
+        }
+        return object
+    }
+}
+
+/// A one-request HTTP/1.1 client over a plain socket (`Connection: close`), for tests of servers
+/// on loopback; `request` replaces the whole request when given (a malformed one, say).
+public func httpGet(port: UInt16, _ target: String, request: String? = nil, timeout: Duration = .seconds(60)) throws -> HTTPReply {
+    let fd = try connectLoopback(port: port)
+    defer { close(fd) }
+    var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
+    let text = request ?? "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    _ = text.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+    var received: [UInt8] = []
+    var buffer = [UInt8](repeating: 0, count: 65_536)
+    while true {
+        let count = recv(fd, &buffer, buffer.count, 0)
+        if count < 0 && errno == EINTR { continue }
+        guard count > 0 else { break }
+        received += buffer[..<count]
+    }
+    guard let end = received.firstRange(of: Array("\r\n\r\n".utf8)) else {
+        throw ServeStartError(description: "no HTTP answer: \(String(decoding: received, as: UTF8.self))")
+    }
+    let head = String(decoding: received[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
+    let status = head.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+    var headers: [String: String] = [:]
+    for line in head.dropFirst() {
+        guard let colon = line.firstIndex(of: ":") else { continue }
+        headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+    }
+    return HTTPReply(status: status, headers: headers, body: Array(received[end.upperBound...]))
+}
+
+/// A TCP connection to 127.0.0.1:`port`.
+public func connectLoopback(port: UInt16) throws -> Int32 {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_port = port.bigEndian
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    let connected = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    guard connected == 0 else {
+        let reason = String(cString: strerror(errno))
+        close(fd)
+        throw ServeStartError(description: "cannot connect to port \(port): \(reason)")
+    }
+    return fd
+}
