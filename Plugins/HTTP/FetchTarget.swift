@@ -11,12 +11,15 @@ struct FetchTarget: Sendable {
     /// The key as the cycle check knows it: for link pagination the URL fetched (the refresh
     /// key "" stands for the expanded template), else the key.
     var chainKey: String
+    /// The POST body, when the config has a body template.
+    var body: [UInt8]?
 
     init(_ request: PagingPluginRequest, config: HTTPSourceConfig) throws(PluginFailure) {
         key = request.keyText
         pageSize = request.pageSize
         number = 0
         let text: String
+        var offset: Int?
         switch config.pagination {
         case .page(let first), .offset(let first):
             if key.isEmpty {
@@ -28,12 +31,12 @@ struct FetchTarget: Sendable {
                 number = parsed
             }
             let isPage = config.pagination.typeName == "page"
-            let offset = try Self.offset(key: key, number: number, first: first, pageSize: pageSize, isPage: isPage)
+            offset = try Self.offset(key: key, number: number, first: first, pageSize: pageSize, isPage: isPage)
             key = String(number)
             text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
-        case .cursor:
+        case .cursor, .header:
             text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
-        case .link:
+        case .link, .nextURL:
             let lowered = key.lowercased()
             if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
                 text = key
@@ -42,7 +45,8 @@ struct FetchTarget: Sendable {
             }
         }
         url = text
-        if case .link = config.pagination { chainKey = text } else { chainKey = key }
+        chainKey = config.pagination.keysAreURLs ? text : key
+        body = config.bodyTemplate?.render(key: config.pagination.keysAreURLs ? "" : key, pageSize: pageSize, offset: offset, params: request.params)
     }
 
     /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)

@@ -13,6 +13,11 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
 
     static let root = JSONPointer(text: "", tokens: [])
 
+    /// The pointer to the top-level member `name`.
+    init(member name: String) {
+        self.init(text: "/" + name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"), tokens: [name])
+    }
+
     private init(text: String, tokens: [String]) {
         self.text = text
         self.tokens = tokens
@@ -122,6 +127,11 @@ enum ResponseParsing {
             }
         }
         return out + "\""
+    }
+
+    /// `text` as a JSON string literal.
+    static func jsonString(_ text: String) -> [UInt8] {
+        Array((try? JSONSerialization.data(withJSONObject: text, options: [.fragmentsAllowed, .withoutEscapingSlashes])) ?? Data("\"\"".utf8))
     }
 
     /// What a JSON value is, for a message ("an object", "the string \"x\"", "null").

@@ -16,6 +16,10 @@ enum Pagination: Sendable, Equatable {
     case cursor(next: JSONPointer, prev: JSONPointer?, first: String)
     /// Keys are URLs from the Link header; "" stands for the `url` template.
     case link
+    /// Keys are URLs read from the body at the `next` pointer; "" stands for the `url` template.
+    case nextURL(next: JSONPointer)
+    /// Keys are read from the response header `next` (GitLab's X-Next-Page); "" is none.
+    case header(next: String, first: String)
 
     var typeName: String {
         switch self {
@@ -23,6 +27,16 @@ enum Pagination: Sendable, Equatable {
         case .offset: "offset"
         case .cursor: "cursor"
         case .link: "link"
+        case .nextURL: "next_url"
+        case .header: "header"
+        }
+    }
+
+    /// Keys are URLs (fetched as they are), not values for the template.
+    var keysAreURLs: Bool {
+        switch self {
+        case .link, .nextURL: true
+        default: false
         }
     }
 }
@@ -113,7 +127,7 @@ func percentEncode(_ text: String) -> String {
 
 /// The validated configuration of one instance.
 struct HTTPSourceConfig: Sendable {
-    static let keys = ["url", "items", "pagination", "headers", "timeout_ms", "max_page_bytes", "max_header_bytes", "allowed_hosts"]
+    static let keys = ["url", "items", "pagination", "headers", "timeout_ms", "max_page_bytes", "max_header_bytes", "allowed_hosts"] + optionKeys
 
     var url: URLTemplate
     var items: JSONPointer
@@ -138,22 +152,45 @@ struct HTTPSourceConfig: Sendable {
     private(set) var trustedHeaderLines: [String] = []
     private(set) var publicHeaderLines: [String] = []
 
-    /// The pointers every body is scanned for: the items first, then the cursors.
-    var scanPointers: [JSONPointer] {
+    /// When a page is the last besides its keys: a has_more flag, a total count.
+    var stop = StopRules()
+    /// GET, or POST with a JSON body template.
+    var method = "GET"
+    var bodyTemplate: BodyTemplate?
+    var auth: Auth?
+    var maxRequestsPerSecond: Double?
+    /// Top-level members each item keeps (nil: the whole item).
+    var fields: [String]?
+
+    /// The pointers every body is scanned for: the items first, then the cursors and stop
+    /// rules; `slots` says where each is.
+    var scanPointers: (pointers: [JSONPointer], slots: ScanSlots) {
         var pointers = [items]
-        if case .cursor(let next, let prev, _) = pagination {
-            pointers.append(next)
-            if let prev { pointers.append(prev) }
+        var slots = ScanSlots()
+        func add(_ pointer: JSONPointer?) -> Int? {
+            guard let pointer else { return nil }
+            pointers.append(pointer)
+            return pointers.count - 1
         }
-        return pointers
+        switch pagination {
+        case .cursor(let next, let prev, _):
+            slots.next = add(next)
+            slots.prev = add(prev)
+        case .nextURL(let next):
+            slots.next = add(next)
+        default:
+            break
+        }
+        slots.hasMore = add(stop.hasMore)
+        slots.total = add(stop.total)
+        return (pointers, slots)
     }
 
-    /// The header lines for a request to `url`: configured headers (and credentials) only for
-    /// a trusted host over the configured scheme (or an upgrade to https).
-    func headerLines(for url: String) -> [String] {
-        guard let parts = URLParts(url), trustedHosts.contains(parts.host),
-              parts.scheme == trustedScheme || parts.scheme == "https" else { return publicHeaderLines }
-        return trustedHeaderLines
+    /// Whether `url` may get the configured headers and credentials: a trusted host over the
+    /// configured scheme (or an upgrade to https).
+    func isTrusted(_ url: String) -> Bool {
+        guard let parts = URLParts(url), trustedHosts.contains(parts.host) else { return false }
+        return parts.scheme == trustedScheme || parts.scheme == "https"
     }
 
     /// `text` with every secret replaced by "***" (and its percent-encoded form).
@@ -224,11 +261,12 @@ struct HTTPSourceConfig: Sendable {
 
         // pagination
         pagination = try Self.pagination(root["pagination"])
+        stop = try StopRules(root["pagination"])
         if url.usesOffset, case .cursor = pagination {
             throw .invalidConfig("url: {offset} is not available with pagination type \"cursor\"; use {key}")
         }
-        if url.usesOffset, case .link = pagination {
-            throw .invalidConfig("url: {offset} is not available with pagination type \"link\"")
+        if url.usesOffset, pagination.typeName != "page", pagination.typeName != "offset" {
+            throw .invalidConfig("url: {offset} is not available with pagination type \"\(pagination.typeName)\"")
         }
 
         // timeout_ms
@@ -274,8 +312,11 @@ struct HTTPSourceConfig: Sendable {
         if !has("Accept") { headers.append(("Accept", "application/json")) }
         self.headers = headers
         self.warnings = warnings
-        self.secrets = secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        self.secrets = secrets
+        try parseOptions(root, environment: environment)
+        self.secrets = self.secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
         trustedHeaderLines = headers.map { "\($0.name): \($0.value)" }
+        if case .headers(let lines) = auth { trustedHeaderLines += lines }
         let secretList = self.secrets
         publicHeaderLines = headers.filter { header in
             ["user-agent", "accept"].contains(header.name.lowercased()) && !secretList.contains { header.value.contains($0) }
@@ -299,14 +340,17 @@ struct HTTPSourceConfig: Sendable {
         guard let type = object["type"] as? String else {
             throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")
         }
-        let allowed: [String]
+        var allowed: [String]
         switch type {
         case "page", "offset": allowed = ["type", "first"]
         case "cursor": allowed = ["type", "next", "prev", "first"]
         case "link": allowed = ["type"]
+        case "next_url": allowed = ["type", "next"]
+        case "header": allowed = ["type", "next", "first"]
         default:
-            throw .invalidConfig("pagination.type: expected \"page\", \"offset\", \"cursor\" or \"link\", got \"\(type)\"")
+            throw .invalidConfig("pagination.type: expected \"page\", \"offset\", \"cursor\", \"link\", \"next_url\" or \"header\", got \"\(type)\"")
         }
+        allowed += StopRules.keys
         for key in object.keys.sorted() where !allowed.contains(key) {
             throw .invalidConfig("pagination.\(key): unknown key for type \"\(type)\"; expected one of \(allowed.joined(separator: ", "))")
         }
@@ -344,20 +388,37 @@ struct HTTPSourceConfig: Sendable {
                 first = text
             }
             return .cursor(next: next, prev: prev, first: first)
+        case "next_url":
+            guard let text = object["next"] as? String else {
+                throw .invalidConfig("pagination.next: required for type \"next_url\"; expected a JSON pointer to the next page's URL, such as \"/links/next\"")
+            }
+            return .nextURL(next: try JSONPointer(text, key: "pagination.next"))
+        case "header":
+            guard let name = object["next"] as? String, !name.isEmpty else {
+                throw .invalidConfig("pagination.next: required for type \"header\"; expected the name of the response header holding the next key, such as \"X-Next-Page\"")
+            }
+            var first = ""
+            if let value = object["first"] {
+                guard let text = value as? String else {
+                    throw .invalidConfig("pagination.first: expected a string (the first key; \"\" = none), got \(describe(value))")
+                }
+                first = text
+            }
+            return .header(next: name.lowercased(), first: first)
         default:
             return .link
         }
     }
 }
 
-private enum Expansion {
+enum Expansion {
     case value(String)
     case missing(String)
 }
 
 /// Expands each ${NAME} in `text` from `environment`; `.missing` names the first variable that
 /// is unset or empty.
-private func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [String]) throws(PluginFailure) -> Expansion {
+func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [String]) throws(PluginFailure) -> Expansion {
     var out = ""
     var rest = Substring(text)
     while let start = rest.range(of: "${") {

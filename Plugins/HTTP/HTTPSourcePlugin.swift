@@ -29,6 +29,11 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let fetches = InFlightFetches()
     private let chains = Mutex(KeyChains())
     private let plan: ScanPlan
+    private let slots: ScanSlots
+    /// The `fields` to keep of each item, as pointers to scan an item for.
+    private let projection: ScanPlan?
+    private let pacer: Pacer
+    private let tokens: TokenCache?
     let refreshKey: [UInt8]
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
@@ -37,11 +42,21 @@ final class HTTPSourcePlugin: SourcePlugin {
         self.config = parsed
         switch parsed.pagination {
         case .page(let first), .offset(let first): refreshKey = Array(String(first).utf8)
-        case .cursor(_, _, let first): refreshKey = Array(first.utf8)
-        case .link: refreshKey = []
+        case .cursor(_, _, let first), .header(_, let first): refreshKey = Array(first.utf8)
+        case .link, .nextURL: refreshKey = []
         }
-        plan = ScanPlan(parsed.scanPointers)
+        let (pointers, slots) = parsed.scanPointers
+        plan = ScanPlan(pointers)
+        self.slots = slots
+        projection = parsed.fields.map { ScanPlan($0.map { JSONPointer(member: $0) }) }
         client = try TransportClient()
+        pacer = Pacer(perSecond: parsed.maxRequestsPerSecond)
+        tokens = parsed.auth.flatMap { auth in
+            if case .clientCredentials(let url, let id, let secret, let scope) = auth {
+                return TokenCache(tokenURL: url, clientID: id, clientSecret: secret, scope: scope)
+            }
+            return nil
+        }
         for warning in parsed.warnings { host.log(.warning, parsed.redact(warning)) }
     }
 
@@ -89,22 +104,54 @@ final class HTTPSourcePlugin: SourcePlugin {
         var completion: FetchCompletion
     }
 
+    /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
+    /// trusted host gets (fetching an OAuth2 token first when none is fresh).
     private func send(_ exchange: Exchange, url: String, hops: [String]) {
-        let request = TransportRequest(url: url, headers: config.headerLines(for: url),
-                                       timeoutMilliseconds: config.timeoutMilliseconds,
-                                       maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes)
-        let transfer = client.start(request) { [weak self] response in
-            self?.received(response, exchange, url: url, hops: hops)
-        }
-        guard let transfer else {
-            fail(exchange, .invalidRequest("libcurl refused the request for \(url)"))
+        let trusted = config.isTrusted(url)
+        if trusted, let tokens {
+            tokens.withToken(client: client, config: config) { [weak self] result in
+                switch result {
+                case .success(let token): self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
+                case .failure(let failure): self?.fail(exchange, failure)
+                }
+            }
             return
         }
-        fetches.attach(exchange.completion.id, transfer: transfer)
+        transmit(exchange, url: url, hops: hops, extraHeaders: [])
+    }
+
+    private func transmit(_ exchange: Exchange, url: String, hops: [String], extraHeaders: [String]) {
+        let trusted = config.isTrusted(url)
+        var target = url
+        if trusted, case .query(let name, let value) = config.auth {
+            target += (url.contains("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
+        }
+        var headers = trusted ? config.trustedHeaderLines + extraHeaders : config.publicHeaderLines
+        var body: [UInt8]?
+        if config.method == "POST" {
+            body = exchange.target.body ?? Array("{}".utf8)
+            headers.append("Content-Type: application/json")
+        }
+        let request = TransportRequest(url: target, method: config.method, headers: headers, body: body,
+                                       timeoutMilliseconds: config.timeoutMilliseconds,
+                                       maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes)
+        pacer.whenAllowed { [weak self] in
+            guard let self else { return }
+            let transfer = client.start(request) { [weak self] response in
+                self?.received(response, exchange, url: url, hops: hops)
+            }
+            guard let transfer else {
+                fail(exchange, .invalidRequest("libcurl refused the request for \(url)"))
+                return
+            }
+            fetches.attach(exchange.completion.id, transfer: transfer)
+        }
     }
 
     private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
-        let redacted = PluginFailure(failure.status, config.redact(failure.message), retryAfter: failure.retryAfter)
+        var message = config.redact(failure.message)
+        for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacingOccurrences(of: token, with: "***") }
+        let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
         fetches.finish(exchange.completion.id) { exchange.completion.fail(redacted) }
     }
 
@@ -133,6 +180,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         let status = response.status
         switch status {
         case 200..<300:
+            if response.header("x-ratelimit-remaining") == "0", let wait = ResponseParsing.rateLimitWait(response), wait > 0 {
+                pacer.pause(seconds: min(wait, 3600))
+                host.log(.info, config.redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(wait) s for the reset"))
+            }
             deliver(response, exchange, url: url)
         case 300..<400 where response.redirectURL != nil:
             follow(response.redirectURL!, from: url, exchange, hops: hops)
@@ -196,7 +247,8 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(ResponseParsing.snippet(response.body, limit: 80)))"))
             return
         }
-        guard scan.itemsFound else {
+        // A wildcard over an empty array matches nothing: no items, not a missing member.
+        guard scan.itemsFound || config.items.tokens.contains("*") else {
             fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) does not resolve (no such member)"))
             return
         }
@@ -224,7 +276,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, cycle)
             return
         }
-        let items = ItemBytes(scan)
+        let items = ItemBytes(scan, projection: projection)
         fetches.finish(exchange.completion.id) {
             items.withItems { count, item in
                 _ = exchange.completion.succeed(count: count, item: item, keys: keys)
@@ -232,10 +284,41 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
     }
 
-    /// The page's keys and ends by the pagination type (its `items` are empty).
+    /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
+    /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
     private func pageKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+        var page = try paginationKeys(scan, response, target, url: url)
+        let count = scan.itemCount
+        var last = count == 0
+        if let slot = slots.hasMore, !(scan.value(slot).map { JSONScalar($0).isTrue } ?? false) { last = true }
+        let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
+            ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+        if let total {
+            switch config.pagination {
+            case .page(let first):
+                let (seen, overflow) = (target.number - first + 1).multipliedReportingOverflow(by: target.pageSize)
+                if overflow || seen >= total { last = true }
+            case .offset:
+                if target.number + count >= total { last = true }
+            default:
+                break
+            }
+        }
+        if last {
+            page.nextKey = nil
+            page.isLast = true
+        }
+        return page
+    }
+
+    private func paginationKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
         let short = count < target.pageSize || count == 0
+        func text(_ slot: Int?) -> String? { slot.flatMap { scan.value($0).flatMap { JSONScalar($0).cursorText } } }
+        func keys(prev: String?, next: String?) -> PageContent {
+            PageContent(items: [], prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
+                        isFirst: prev == nil, isLast: next == nil)
+        }
         switch config.pagination {
         case .page(let first):
             let number = target.number
@@ -252,11 +335,18 @@ final class HTTPSourcePlugin: SourcePlugin {
             return PageContent(items: [], prevKey: number > first ? Array(String(max(first, number - target.pageSize)).utf8) : nil,
                                nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
-        case .cursor(_, let prevPointer, _):
-            let next = scan.value(1).flatMap { JSONScalar($0).cursorText }
-            let prev = prevPointer == nil ? nil : scan.value(2).flatMap { JSONScalar($0).cursorText }
-            return PageContent(items: [], prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
-                               isFirst: prev == nil, isLast: next == nil)
+        case .cursor:
+            return keys(prev: text(slots.prev), next: text(slots.next))
+        case .header(let name, _):
+            let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
+            return keys(prev: nil, next: next)
+        case .nextURL:
+            guard let next = text(slots.next) else { return keys(prev: nil, next: nil) }
+            let resolved = URL(string: next, relativeTo: URL(string: url))?.absoluteString ?? next
+            guard URLParts(resolved)?.isHTTP == true else {
+                throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
+            }
+            return keys(prev: nil, next: resolved)
         case .link:
             let links = response.header("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
@@ -264,9 +354,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
                 }
             }
-            let next = links["next"], prev = links["prev"]
-            return PageContent(items: [], prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
-                               isFirst: prev == nil, isLast: next == nil)
+            return keys(prev: links["prev"], next: links["next"])
         }
     }
 }
@@ -312,11 +400,17 @@ struct ItemBytes: ~Copyable {
     /// Per item: nil = the body's bytes; else its range in `compacted`.
     private var ranges: [Range<Int>?] = []
 
-    init(_ scan: consuming BodyScan) {
+    init(_ scan: consuming BodyScan, projection: ScanPlan?) {
         var compacted: [UInt8] = []
         var ranges: [Range<Int>?] = []
         for index in 0..<scan.itemCount {
             let (bytes, hasSpace) = scan.item(index)
+            if let projection {
+                let start = compacted.count
+                Self.project(bytes, projection, into: &compacted)
+                ranges.append(start..<compacted.count)
+                continue
+            }
             guard hasSpace else {
                 if !ranges.isEmpty { ranges.append(nil) }
                 continue
@@ -333,6 +427,27 @@ struct ItemBytes: ~Copyable {
         self.scan = scan
         self.compacted = compacted
         self.ranges = ranges
+    }
+
+    /// `{"name": value, ...}` of the projection's members the item has (none for an item that
+    /// is not an object), values compacted.
+    private static func project(_ item: UnsafeBufferPointer<UInt8>, _ projection: ScanPlan, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        if item.first == UInt8(ascii: "{"), let scan = try? projection.scan(item) {
+            var first = true
+            for (index, pointer) in projection.pointers.enumerated() {
+                guard let value = scan.value(index) else { continue }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out.append(contentsOf: ResponseParsing.jsonString(pointer.tokens[0]))
+                out.append(UInt8(ascii: ":"))
+                let start = out.count
+                out.append(contentsOf: repeatElement(0, count: value.count))
+                let written = out.withUnsafeMutableBufferPointer { hj_compactBytes(value, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+                out.removeLast(value.count - written)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
     }
 
     func withItems<R>(_ body: (Int, (Int) -> UnsafeBufferPointer<UInt8>) -> R) -> R {
