@@ -141,3 +141,13 @@ private func statsOf(_ server: FixtureServer) async throws -> [String: Int] {
     let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/stats")!)
     return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Int])
 }
+
+@Test func everyHTTPSourceExample_validates() async throws {
+    let folder = repositoryRoot + "/Examples/HTTPSources"
+    let examples = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+    #expect(examples.count >= 7)
+    for example in examples {
+        let result = try await run(pagerCommand, ["validate", folder + "/" + example])
+        #expect(result.code == 0, "\(example): \(result.stderr)")
+    }
+}

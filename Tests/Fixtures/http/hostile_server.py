@@ -30,6 +30,8 @@ import socket
 import socketserver
 import sys
 import threading
+
+from loopback import serve
 import time
 from urllib.parse import urlsplit, parse_qs
 
@@ -164,13 +166,5 @@ class Handler(socketserver.StreamRequestHandler):
         return True
 
 
-class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-
 if __name__ == "__main__":
-    server = Server(("127.0.0.1", 0), Handler)
-    print(f"PORT {server.server_address[1]}", flush=True)
-    threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
-    server.serve_forever()
+    serve(Handler)
