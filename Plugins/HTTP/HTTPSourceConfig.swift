@@ -1,7 +1,8 @@
 // The http source's configuration: parsing and validating the plugin's `config` object, the
-// URL template, and the headers (with ${VARIABLE} expansion from the environment).
+// URL template, and the headers (${NAME} from the environment, ${file:PATH} from a file).
 //
-// See HTTPSourcePlugin.swift for the reference of every key.
+// The reference of every key is in the README ("Shipped plugins"); HTTPSourceOptions.swift
+// holds the options beyond URL, items and pagination.
 import Foundation
 import CPaging
 import PagingPluginKit
