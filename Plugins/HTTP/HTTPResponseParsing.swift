@@ -1,5 +1,6 @@
-// Reading responses: RFC 6901 JSON pointers into a JSONSerialization tree, the Link header
-// (RFC 8288), Retry-After, and re-serializing items as compact JSON.
+// Reading responses: RFC 6901 JSON pointers (parsed from the config; the scanner resolves
+// them), the Link header (RFC 8288), Retry-After and rate-limit headers, and body snippets for
+// error messages.
 import Foundation
 import CPaging
 import PagingPluginKit
@@ -11,6 +12,11 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
     let tokens: [String]
 
     static let root = JSONPointer(text: "", tokens: [])
+
+    /// The pointer to the top-level member `name`.
+    init(member name: String) {
+        self.init(text: "/" + name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"), tokens: [name])
+    }
 
     private init(text: String, tokens: [String]) {
         self.text = text
@@ -42,44 +48,14 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
         self.init(text: text, tokens: tokens)
     }
 
-    /// The value at this pointer, or nil when a step does not exist.
-    func resolve(_ document: Any) -> Any? {
-        var current = document
-        for token in tokens {
-            if let object = current as? [String: Any] {
-                guard let next = object[token] else { return nil }
-                current = next
-            } else if let array = current as? [Any] {
-                guard let index = Int(token), token == String(index), index >= 0, index < array.count else { return nil }
-                current = array[index]
-            } else {
-                return nil
-            }
-        }
-        return current
-    }
-
     var description: String { text.isEmpty ? "\"\" (the whole body)" : "\"\(text)\"" }
 }
 
 enum ResponseParsing {
-    /// One item as compact JSON with sorted keys.
-    static func serialize(_ item: Any) throws -> [UInt8] {
-        Array(try JSONSerialization.data(withJSONObject: item, options: [.fragmentsAllowed, .sortedKeys, .withoutEscapingSlashes]))
-    }
-
-    /// A cursor value as key text: strings as they are, numbers in decimal; nil for null,
-    /// missing, empty, or anything else.
-    static func cursor(_ value: Any?) -> String? {
-        guard let value, !(value is NSNull), !isJSONBool(value) else { return nil }
-        if let text = value as? String { return text.isEmpty ? nil : text }
-        if let number = value as? NSNumber { return number.stringValue }
-        return nil
-    }
-
     /// The URLs of a Link header by rel (`rel="next"`, `rel=prev`, `rel="prev first"` ...),
     /// resolved against `base`. The first link of each rel wins.
-    static func links(_ header: String, base: URL?) -> [String: String] {
+    static func links(_ header: String, base: String) -> [String: String] {
+        let base = URL(string: base)
         var result: [String: String] = [:]
         var rest = Substring(header)
         while let open = rest.firstIndex(of: "<") {
@@ -119,172 +95,53 @@ enum ResponseParsing {
         return max(0, Int((date.timeIntervalSince(now)).rounded(.up)))
     }
 
+    /// How long a rate-limited response asks to wait, in seconds: `Retry-After` (seconds or
+    /// an HTTP date), else `X-RateLimit-Reset` (epoch seconds, as GitHub sends it, or seconds
+    /// from now when it is small); nil when neither says.
+    static func rateLimitWait(_ response: TransportResponse, now: Date = Date()) -> Int? {
+        if let seconds = retryAfterSeconds(response.header("retry-after"), now: now) { return seconds }
+        guard let text = response.header("x-ratelimit-reset"), let reset = Int(text.trimmingCharacters(in: .whitespaces)), reset >= 0 else { return nil }
+        if reset < 1_000_000_000 { return reset } // a delta, as some APIs send it
+        return max(0, reset - Int(now.timeIntervalSince1970.rounded(.down)))
+    }
+
     /// The first `limit` bytes of a body as text, for error messages.
-    static func snippet(_ data: Data?, limit: Int = 200) -> String {
-        guard let data, !data.isEmpty else { return "(empty body)" }
-        let head = String(decoding: data.prefix(limit), as: UTF8.self)
-        return data.count > limit ? head + "…" : head
-    }
-}
-
-/// Finds the items of a body that JSONSerialization has already validated, as byte ranges of
-/// the body itself, so that each item is handed back without being re-serialized (which costs
-/// ~25 µs an item with swift-corelibs-foundation, more than the whole parse of the page).
-/// Items keep their member order and number spelling; whitespace outside strings is removed.
-/// Any surprise returns nil, and the caller falls back to re-serializing.
-struct RawJSONScanner {
-    let bytes: [UInt8]
-
-    init(_ data: Data) {
-        bytes = Array(data)
+    static func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
+        guard !body.isEmpty else { return "(empty body)" }
+        let head = String(decoding: UnsafeBufferPointer(rebasing: body.prefix(limit)), as: UTF8.self)
+        return body.count > limit ? head + "…" : head
     }
 
-    /// The compact bytes of each element of the array at `pointer`.
-    func items(at pointer: JSONPointer) -> [[UInt8]]? {
-        guard var start = skipSpace(0) else { return nil }
-        for token in pointer.tokens {
-            guard let next = child(of: start, token) else { return nil }
-            start = next
-        }
-        guard start < bytes.count, bytes[start] == UInt8(ascii: "[") else { return nil }
-        var items: [[UInt8]] = []
-        guard var i = skipSpace(start + 1) else { return nil }
-        if bytes[i] == UInt8(ascii: "]") { return items }
-        while true {
-            guard let end = skipValue(i) else { return nil }
-            items.append(compact(i..<end))
-            guard let after = skipSpace(end) else { return nil }
-            if bytes[after] == UInt8(ascii: "]") { return items }
-            guard bytes[after] == UInt8(ascii: ","), let next = skipSpace(after + 1) else { return nil }
-            i = next
-        }
-    }
-
-    /// The start of the value reached by one pointer token from the value at `start`.
-    private func child(of start: Int, _ token: String) -> Int? {
-        switch bytes[start] {
-        case UInt8(ascii: "{"):
-            guard var i = skipSpace(start + 1) else { return nil }
-            if bytes[i] == UInt8(ascii: "}") { return nil }
-            var found: Int?
-            while true {
-                guard bytes[i] == UInt8(ascii: "\""), let keyEnd = skipString(i) else { return nil }
-                let key = decodeString(i..<keyEnd)
-                guard let colon = skipSpace(keyEnd), bytes[colon] == UInt8(ascii: ":"),
-                      let value = skipSpace(colon + 1), let valueEnd = skipValue(value) else { return nil }
-                if key == token { found = value } // the last duplicate wins, as in JSONSerialization
-                guard let after = skipSpace(valueEnd) else { return nil }
-                if bytes[after] == UInt8(ascii: "}") { return found }
-                guard bytes[after] == UInt8(ascii: ","), let next = skipSpace(after + 1) else { return nil }
-                i = next
-            }
-        case UInt8(ascii: "["):
-            guard let index = Int(token), token == String(index), index >= 0,
-                  var i = skipSpace(start + 1), bytes[i] != UInt8(ascii: "]") else { return nil }
-            var current = 0
-            while true {
-                if current == index { return i }
-                guard let end = skipValue(i), let after = skipSpace(end),
-                      bytes[after] == UInt8(ascii: ","), let next = skipSpace(after + 1) else { return nil }
-                i = next
-                current += 1
-            }
-        default:
-            return nil
-        }
-    }
-
-    private func skipSpace(_ from: Int) -> Int? {
-        var i = from
-        while i < bytes.count {
-            switch bytes[i] {
-            case 0x20, 0x09, 0x0A, 0x0D: i += 1
-            default: return i
+    /// Bytes as a quoted, escaped string for a message (control bytes as \u escapes).
+    static func quoted(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+        var out = "\""
+        for scalar in String(decoding: bytes, as: UTF8.self).unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case _ where scalar.value < 0x20 || scalar.value == 0x7F:
+                out += String(format: "\\u%04X", scalar.value)
+            default: out.unicodeScalars.append(scalar)
             }
         }
-        return nil
+        return out + "\""
     }
 
-    /// The index after the string starting at `start` (a quote).
-    private func skipString(_ start: Int) -> Int? {
-        var i = start + 1
-        while i < bytes.count {
-            switch bytes[i] {
-            case UInt8(ascii: "\\"): i += 2
-            case UInt8(ascii: "\""): return i + 1
-            default: i += 1
-            }
+    /// `text` as a JSON string literal.
+    static func jsonString(_ text: String) -> [UInt8] {
+        Array((try? JSONSerialization.data(withJSONObject: text, options: [.fragmentsAllowed, .withoutEscapingSlashes])) ?? Data("\"\"".utf8))
+    }
+
+    /// What a JSON value is, for a message ("an object", "the string \"x\"", "null").
+    static func kind(of bytes: UnsafeBufferPointer<UInt8>) -> String {
+        switch bytes.first {
+        case UInt8(ascii: "{"): return "an object"
+        case UInt8(ascii: "\""): return "the string " + String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(42)), as: UTF8.self)
+        case UInt8(ascii: "t"), UInt8(ascii: "f"): return String(decoding: bytes, as: UTF8.self)
+        case UInt8(ascii: "n"): return "null"
+        default: return "the number " + String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(40)), as: UTF8.self)
         }
-        return nil
-    }
-
-    /// The index after the value starting at `start`.
-    private func skipValue(_ start: Int) -> Int? {
-        guard start < bytes.count else { return nil }
-        switch bytes[start] {
-        case UInt8(ascii: "\""):
-            return skipString(start)
-        case UInt8(ascii: "{"), UInt8(ascii: "["):
-            var depth = 0
-            var i = start
-            while i < bytes.count {
-                switch bytes[i] {
-                case UInt8(ascii: "\""):
-                    guard let end = skipString(i) else { return nil }
-                    i = end
-                    continue
-                case UInt8(ascii: "{"), UInt8(ascii: "["):
-                    depth += 1
-                case UInt8(ascii: "}"), UInt8(ascii: "]"):
-                    depth -= 1
-                    if depth == 0 { return i + 1 }
-                default:
-                    break
-                }
-                i += 1
-            }
-            return nil
-        default: // number, true, false, null
-            var i = start
-            while i < bytes.count {
-                switch bytes[i] {
-                case UInt8(ascii: ","), UInt8(ascii: "]"), UInt8(ascii: "}"), 0x20, 0x09, 0x0A, 0x0D:
-                    return i > start ? i : nil
-                default:
-                    i += 1
-                }
-            }
-            return i > start ? i : nil
-        }
-    }
-
-    private func decodeString(_ range: Range<Int>) -> String? {
-        let inner = bytes[(range.lowerBound + 1)..<(range.upperBound - 1)]
-        guard inner.contains(UInt8(ascii: "\\")) else { return String(decoding: inner, as: UTF8.self) }
-        return (try? JSONSerialization.jsonObject(with: Data(bytes[range]), options: [.fragmentsAllowed])) as? String
-    }
-
-    /// The bytes of `range` without whitespace outside strings.
-    private func compact(_ range: Range<Int>) -> [UInt8] {
-        let slice = bytes[range]
-        guard slice.contains(where: { $0 == 0x20 || $0 == 0x09 || $0 == 0x0A || $0 == 0x0D }) else { return Array(slice) }
-        var out: [UInt8] = []
-        out.reserveCapacity(slice.count)
-        var inString = false
-        var escaped = false
-        for byte in slice {
-            if inString {
-                out.append(byte)
-                if escaped { escaped = false } else if byte == UInt8(ascii: "\\") { escaped = true } else if byte == UInt8(ascii: "\"") { inString = false }
-                continue
-            }
-            switch byte {
-            case 0x20, 0x09, 0x0A, 0x0D: continue
-            case UInt8(ascii: "\""): inString = true
-            default: break
-            }
-            out.append(byte)
-        }
-        return out
     }
 }

@@ -1,7 +1,8 @@
 // The http source's configuration: parsing and validating the plugin's `config` object, the
-// URL template, and the headers (with ${VARIABLE} expansion from the environment).
+// URL template, and the headers (${NAME} from the environment, ${file:PATH} from a file).
 //
-// See HTTPSourcePlugin.swift for the reference of every key.
+// The reference of every key is in the README ("Shipped plugins"); HTTPSourceOptions.swift
+// holds the options beyond URL, items and pagination.
 import Foundation
 import CPaging
 import PagingPluginKit
@@ -16,6 +17,10 @@ enum Pagination: Sendable, Equatable {
     case cursor(next: JSONPointer, prev: JSONPointer?, first: String)
     /// Keys are URLs from the Link header; "" stands for the `url` template.
     case link
+    /// Keys are URLs read from the body at the `next` pointer; "" stands for the `url` template.
+    case nextURL(next: JSONPointer)
+    /// Keys are read from the response header `next` (GitLab's X-Next-Page); "" is none.
+    case header(next: String, first: String)
 
     var typeName: String {
         switch self {
@@ -23,6 +28,16 @@ enum Pagination: Sendable, Equatable {
         case .offset: "offset"
         case .cursor: "cursor"
         case .link: "link"
+        case .nextURL: "next_url"
+        case .header: "header"
+        }
+    }
+
+    /// Keys are URLs (fetched as they are), not values for the template.
+    var keysAreURLs: Bool {
+        switch self {
+        case .link, .nextURL: true
+        default: false
         }
     }
 }
@@ -113,7 +128,7 @@ func percentEncode(_ text: String) -> String {
 
 /// The validated configuration of one instance.
 struct HTTPSourceConfig: Sendable {
-    static let keys = ["url", "items", "pagination", "headers", "timeout_ms"]
+    static let keys = ["url", "items", "pagination", "headers", "timeout_ms", "max_page_bytes", "max_header_bytes", "allowed_hosts"] + optionKeys
 
     var url: URLTemplate
     var items: JSONPointer
@@ -121,10 +136,74 @@ struct HTTPSourceConfig: Sendable {
     /// Final header values (environment expanded, defaults added), in a stable order.
     var headers: [(name: String, value: String)]
     var timeoutMilliseconds: Int
+    /// The most body bytes (after decompression) read from one response.
+    var maxPageBytes: Int
+    /// The most header bytes read from one response.
+    var maxHeaderBytes: Int
+    /// The host of `url`, and `allowed_hosts`: the only hosts configured headers go to.
+    var trustedHosts: Set<String>
+    /// The scheme of `url`: configured headers never go to http when it is https.
+    var trustedScheme: String
     /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
     var warnings: [String] = []
+    /// Values that came from the environment or a file: redacted from every message.
+    var secrets: [String] = []
+    /// "Name: value" lines for trusted hosts (the configured headers and defaults) and for
+    /// any other host (the defaults only).
+    private(set) var trustedHeaderLines: [String] = []
+    private(set) var publicHeaderLines: [String] = []
 
-    var timeout: TimeInterval { Double(timeoutMilliseconds) / 1000 }
+    /// When a page is the last besides its keys: a has_more flag, a total count.
+    var stop = StopRules()
+    /// GET, or POST with a JSON body template.
+    var method = "GET"
+    var bodyTemplate: BodyTemplate?
+    var auth: Auth?
+    var maxRequestsPerSecond: Double?
+    /// Top-level members each item keeps (nil: the whole item).
+    var fields: [String]?
+
+    /// The pointers every body is scanned for: the items first, then the cursors and stop
+    /// rules; `slots` says where each is.
+    var scanPointers: (pointers: [JSONPointer], slots: ScanSlots) {
+        var pointers = [items]
+        var slots = ScanSlots()
+        func add(_ pointer: JSONPointer?) -> Int? {
+            guard let pointer else { return nil }
+            pointers.append(pointer)
+            return pointers.count - 1
+        }
+        switch pagination {
+        case .cursor(let next, let prev, _):
+            slots.next = add(next)
+            slots.prev = add(prev)
+        case .nextURL(let next):
+            slots.next = add(next)
+        default:
+            break
+        }
+        slots.hasMore = add(stop.hasMore)
+        slots.total = add(stop.total)
+        return (pointers, slots)
+    }
+
+    /// Whether `url` may get the configured headers and credentials: a trusted host over the
+    /// configured scheme (or an upgrade to https).
+    func isTrusted(_ url: String) -> Bool {
+        guard let parts = URLParts(url), trustedHosts.contains(parts.host) else { return false }
+        return parts.scheme == trustedScheme || parts.scheme == "https"
+    }
+
+    /// `text` with every secret replaced by "***" (and its percent-encoded form).
+    func redact(_ text: String) -> String {
+        var out = text
+        for secret in secrets where out.contains(secret) { out = out.replacingOccurrences(of: secret, with: "***") }
+        for secret in secrets {
+            let encoded = percentEncode(secret)
+            if encoded != secret, out.contains(encoded) { out = out.replacingOccurrences(of: encoded, with: "***") }
+        }
+        return out
+    }
 
     /// Parses the plugin's `config` object (JSON text). Every error names the key and what was
     /// expected. `environment` resolves ${VARIABLE} in header values.
@@ -154,8 +233,21 @@ struct HTTPSourceConfig: Sendable {
         url = try URLTemplate(urlText)
         let sample = url.expand(key: "1", pageSize: 1, offset: 0, params: [:])
         guard let parsed = URL(string: sample), let scheme = parsed.scheme?.lowercased(),
-              scheme == "http" || scheme == "https", parsed.host != nil else {
+              scheme == "http" || scheme == "https", parsed.host != nil, let parts = URLParts(sample) else {
             throw .invalidConfig("url: expected an absolute http(s) URL template, got \"\(urlText)\"")
+        }
+        trustedScheme = parts.scheme
+        trustedHosts = [parts.host]
+        if let value = root["allowed_hosts"] {
+            guard let list = value as? [Any], list.allSatisfy({ $0 is String }) else {
+                throw .invalidConfig("allowed_hosts: expected an array of host names (\"api.example.com\"), got \(describe(value))")
+            }
+            for case let host as String in list {
+                guard !host.isEmpty, !host.contains("/"), !host.contains(":") || host.hasPrefix("[") else {
+                    throw .invalidConfig("allowed_hosts: \"\(host)\" is not a host name (no scheme, port or path)")
+                }
+                trustedHosts.insert(host.lowercased())
+            }
         }
 
         // items
@@ -170,11 +262,12 @@ struct HTTPSourceConfig: Sendable {
 
         // pagination
         pagination = try Self.pagination(root["pagination"])
+        stop = try StopRules(root["pagination"])
         if url.usesOffset, case .cursor = pagination {
             throw .invalidConfig("url: {offset} is not available with pagination type \"cursor\"; use {key}")
         }
-        if url.usesOffset, case .link = pagination {
-            throw .invalidConfig("url: {offset} is not available with pagination type \"link\"")
+        if url.usesOffset, pagination.typeName != "page", pagination.typeName != "offset" {
+            throw .invalidConfig("url: {offset} is not available with pagination type \"\(pagination.typeName)\"")
         }
 
         // timeout_ms
@@ -186,10 +279,13 @@ struct HTTPSourceConfig: Sendable {
         } else {
             timeoutMilliseconds = 30_000
         }
+        maxPageBytes = try Self.byteLimit(root["max_page_bytes"], key: "max_page_bytes", default: 32 << 20)
+        maxHeaderBytes = try Self.byteLimit(root["max_header_bytes"], key: "max_header_bytes", default: 64 << 10)
 
         // headers
         var headers: [(name: String, value: String)] = []
         var warnings: [String] = []
+        var secrets: [String] = []
         if let value = root["headers"] {
             guard let object = value as? [String: Any] else {
                 throw .invalidConfig("headers: expected an object of header name to string value, got \(describe(value))")
@@ -201,7 +297,7 @@ struct HTTPSourceConfig: Sendable {
                 guard let raw = object[name] as? String else {
                     throw .invalidConfig("headers.\(name): expected a string, got \(describe(object[name]!))")
                 }
-                switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment) {
+                switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment, secrets: &secrets) {
                 case .value(let expanded):
                     guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else {
                         throw .invalidConfig("headers.\(name): the value may not contain a line break")
@@ -217,6 +313,24 @@ struct HTTPSourceConfig: Sendable {
         if !has("Accept") { headers.append(("Accept", "application/json")) }
         self.headers = headers
         self.warnings = warnings
+        self.secrets = secrets
+        try parseOptions(root, environment: environment)
+        self.secrets = self.secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        trustedHeaderLines = headers.map { "\($0.name): \($0.value)" }
+        if case .headers(let lines) = auth { trustedHeaderLines += lines }
+        let secretList = self.secrets
+        publicHeaderLines = headers.filter { header in
+            ["user-agent", "accept"].contains(header.name.lowercased()) && !secretList.contains { header.value.contains($0) }
+        }
+            .map { "\($0.name): \($0.value)" }
+    }
+
+    private static func byteLimit(_ value: Any?, key: String, default fallback: Int) throws(PluginFailure) -> Int {
+        guard let value else { return fallback }
+        guard let number = integer(value), number >= 1024 else {
+            throw .invalidConfig("\(key): expected an integer number of bytes, at least 1024, got \(describe(value))")
+        }
+        return number
     }
 
     private static func pagination(_ value: Any?) throws(PluginFailure) -> Pagination {
@@ -227,14 +341,17 @@ struct HTTPSourceConfig: Sendable {
         guard let type = object["type"] as? String else {
             throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")
         }
-        let allowed: [String]
+        var allowed: [String]
         switch type {
         case "page", "offset": allowed = ["type", "first"]
         case "cursor": allowed = ["type", "next", "prev", "first"]
         case "link": allowed = ["type"]
+        case "next_url": allowed = ["type", "next"]
+        case "header": allowed = ["type", "next", "first"]
         default:
-            throw .invalidConfig("pagination.type: expected \"page\", \"offset\", \"cursor\" or \"link\", got \"\(type)\"")
+            throw .invalidConfig("pagination.type: expected \"page\", \"offset\", \"cursor\", \"link\", \"next_url\" or \"header\", got \"\(type)\"")
         }
+        allowed += StopRules.keys
         for key in object.keys.sorted() where !allowed.contains(key) {
             throw .invalidConfig("pagination.\(key): unknown key for type \"\(type)\"; expected one of \(allowed.joined(separator: ", "))")
         }
@@ -272,20 +389,37 @@ struct HTTPSourceConfig: Sendable {
                 first = text
             }
             return .cursor(next: next, prev: prev, first: first)
+        case "next_url":
+            guard let text = object["next"] as? String else {
+                throw .invalidConfig("pagination.next: required for type \"next_url\"; expected a JSON pointer to the next page's URL, such as \"/links/next\"")
+            }
+            return .nextURL(next: try JSONPointer(text, key: "pagination.next"))
+        case "header":
+            guard let name = object["next"] as? String, !name.isEmpty else {
+                throw .invalidConfig("pagination.next: required for type \"header\"; expected the name of the response header holding the next key, such as \"X-Next-Page\"")
+            }
+            var first = ""
+            if let value = object["first"] {
+                guard let text = value as? String else {
+                    throw .invalidConfig("pagination.first: expected a string (the first key; \"\" = none), got \(describe(value))")
+                }
+                first = text
+            }
+            return .header(next: name.lowercased(), first: first)
         default:
             return .link
         }
     }
 }
 
-private enum Expansion {
+enum Expansion {
     case value(String)
     case missing(String)
 }
 
 /// Expands each ${NAME} in `text` from `environment`; `.missing` names the first variable that
 /// is unset or empty.
-private func expandEnvironment(_ text: String, key: String, environment: [String: String]) throws(PluginFailure) -> Expansion {
+func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [String]) throws(PluginFailure) -> Expansion {
     var out = ""
     var rest = Substring(text)
     while let start = rest.range(of: "${") {
@@ -294,10 +428,23 @@ private func expandEnvironment(_ text: String, key: String, environment: [String
             throw .invalidConfig("\(key): unterminated ${ in \"\(text)\"; expected ${VARIABLE}")
         }
         let name = String(rest[start.upperBound..<end])
+        if name.hasPrefix("file:") {
+            let path = String(name.dropFirst(5))
+            guard let data = FileManager.default.contents(atPath: path), var value = String(data: data, encoding: .utf8) else {
+                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\" (${file:PATH} reads a UTF-8 file)")
+            }
+            while let last = value.last, last == "\n" || last == "\r" { value.removeLast() }
+            guard !value.isEmpty else { throw .invalidConfig("\(key): the secret file \"\(path)\" is empty") }
+            secrets.append(value)
+            out += value
+            rest = rest[rest.index(after: end)...]
+            continue
+        }
         guard !name.isEmpty, name.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }) else {
             throw .invalidConfig("\(key): \"${\(name)}\" is not an environment variable name; expected ${VARIABLE}")
         }
         guard let value = environment[name], !value.isEmpty else { return .missing(name) }
+        secrets.append(value)
         out += value
         rest = rest[rest.index(after: end)...]
     }
@@ -341,4 +488,35 @@ func describe(_ value: Any) -> String {
     case let number as NSNumber: return "the number \(number)"
     default: return "\(value)"
     }
+}
+
+/// The scheme, host and port of an absolute URL, read the way libcurl reads it: the host is
+/// what follows the last "@" of the authority (so "http://good@evil/" is evil).
+struct URLParts: Equatable {
+    var scheme: String
+    var host: String
+    var port: String?
+
+    init?(_ url: String) {
+        guard let colon = url.range(of: "://") else { return nil }
+        scheme = url[..<colon.lowerBound].lowercased()
+        let rest = url[colon.upperBound...]
+        let authorityEnd = rest.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? rest.endIndex
+        var authority = rest[..<authorityEnd]
+        if let at = authority.lastIndex(of: "@") { authority = authority[authority.index(after: at)...] }
+        if authority.hasPrefix("["), let close = authority.firstIndex(of: "]") {
+            host = authority[...close].lowercased()
+            let after = authority[authority.index(after: close)...]
+            port = after.hasPrefix(":") ? String(after.dropFirst()) : nil
+        } else if let portColon = authority.lastIndex(of: ":") {
+            host = authority[..<portColon].lowercased()
+            port = String(authority[authority.index(after: portColon)...])
+        } else {
+            host = authority.lowercased()
+            port = nil
+        }
+        guard !host.isEmpty else { return nil }
+    }
+
+    var isHTTP: Bool { scheme == "http" || scheme == "https" }
 }

@@ -1,84 +1,39 @@
-// The http source as a plugin: pages of JSON items fetched over HTTP(S) with URLSession.
+// The http source as a plugin: pages of JSON items fetched over HTTP(S) with libcurl. The
+// reference of every config key is in the README ("Shipped plugins") and HTTPSourceConfig.swift.
 //
-// Config (the plugin's `config` object; an unknown key, or a value of the wrong kind, refuses
-// the config with a message naming the key and what was expected):
-//   url         required. A URL template with placeholders:
-//                 {key}         the page's key (percent-encoded; "" for the first cursor page)
-//                 {pageSize}    the request's page size
-//                 {offset}      page: (key - first) * pageSize; offset: the key itself
-//                               (not available with cursor or link pagination)
-//                 {param.NAME}  the request param (user info) NAME, percent-encoded ("" if absent)
-//   items       JSON pointer (RFC 6901) to the array of items in the body; default "" (the body
-//               itself is the array). Each item is handed back as compact JSON: its own bytes
-//               in the body without the whitespace between tokens (member order and number
-//               spelling as the server sent them; re-serializing with JSONSerialization cost
-//               ~25 µs an item on Linux, so it is only the fallback).
-//   pagination  {"type": ...}, default {"type": "page"}:
-//                 "page"    keys are page numbers (decimal text); "first" (default 1). next =
-//                           key + 1 unless the page holds fewer items than the page size (last
-//                           page); prev = key - 1 unless key == first. Has a key chain.
-//                 "offset"  keys are item offsets; "first" (default 0). next = key + items
-//                           unless fewer than the page size (last page); prev = max(first,
-//                           key - pageSize) unless key == first.
-//                 "cursor"  "next": JSON pointer to the next cursor (null, missing or "" = last
-//                           page); optional "prev": pointer to the previous cursor (without it,
-//                           every page is a first page: no prepend); "first": the refresh key
-//                           (default "", no cursor). Keys are the cursors (numbers as text).
-//                 "link"    the Link header (RFC 8288, as GitHub sends it): the key of the next
-//                           page is its rel="next" URL, of the previous its rel="prev" URL; no
-//                           rel="next" = last page, no rel="prev" = first page. A key that is an
-//                           absolute http(s) URL is fetched as is; the refresh key is "", which
-//                           stands for the `url` template expanded for the first page (expanded
-//                           at fetch time, since {pageSize} and {param.*} come with the request).
-//   headers     {"Name": "value"}; "${VAR}" in a value is replaced from the environment when
-//               the instance is created (so a token never sits in a manifest), e.g.
-//               "Authorization": "Bearer ${GITHUB_TOKEN}". An unset or empty variable omits the
-//               header and logs a warning. Defaults: User-Agent: SwiftPaging (GitHub requires
-//               one), Accept: application/json.
-//   timeout_ms  the URLSession request timeout in milliseconds (default 30000).
+// A fetch: the key becomes a URL (FetchTarget), the request goes out on the instance's libcurl
+// client (HTTPTransport), redirects are followed here, one hop at a time, so that configured
+// headers and credentials only ever go to the configured host (or `allowed_hosts`); the body
+// is validated and its items found in one pass without a tree (BodyScanner), and the items are
+// handed to the host straight from the transport's buffer.
 //
-// Errors (the status decides whether the host's retry policy retries):
-//   - a network failure (refused, DNS, reset)      TRANSIENT, naming the URL
-//   - a request timeout                            TIMEOUT, naming the URL
-//   - HTTP 429 or 5xx                              TRANSIENT: "HTTP 503 from URL"
-//   - HTTP 404                                     NOT_FOUND  } "HTTP 400 from URL: " + the
-//   - any other 4xx                                INVALID_REQUEST } first 200 bytes of the body
-//   - a body that is not JSON, or whose items pointer is not an array: INTERNAL, naming the URL
-//   - a page or offset key whose offset, or the key after it, overflows a 64-bit integer (a
-//     key from a store or a caller): INVALID_REQUEST naming the key, before any request
-//   - cancel(fetch:)                               CANCELLED, at once, exactly once
-//
-// Retry-After (on 429 and 5xx): the host's retry policy owns the backoff and cannot see HTTP
-// headers, so the plugin does two things: the message carries the Retry-After seconds, and the
-// plugin waits that long (at most 60 s, and only when it is no longer than the request
-// timeout) before it completes the fetch with the failure. An immediate retry by the host then
-// respects the server's wish. The wait holds no thread (a timer on a global queue) and ends
-// early, with CANCELLED, when the fetch is cancelled. Mind the host's own fetch timeout
-// (PluginLimits.fetchTimeout, default 30 s): a longer Retry-After wait surfaces as the host's
-// timeout instead.
-//
-// Threads: the instance is thread-safe. Each instance has one ephemeral URLSession; fetches
-// complete from its callback queue. Every completion (and cancellation) first claims the fetch
-// id from a Mutex-protected table, and calls the host while holding that lock, so a fetch is
-// completed exactly once and never after the instance is destroyed (deinit closes the table).
-import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
+// Threads: the instance is thread-safe. Responses arrive on the client's thread. Every
+// completion (and cancellation) first claims the fetch id from a Mutex-protected table and
+// calls the host while holding that lock, so a fetch is completed exactly once and never after
+// the instance is destroyed (deinit closes the table, then frees the client, which ends every
+// transfer still running).
 import CPaging
+import Foundation
 import PagingPluginKit
 import Synchronization
 
 final class HTTPSourcePlugin: SourcePlugin {
     static let info = PluginInfo(
-        id: "http", name: "HTTP JSON source", version: "1.0.0",
-        description: "Pages of JSON items over HTTP(S): page, offset, cursor or Link-header pagination",
+        id: "http", name: "HTTP JSON source", version: "2.0.0",
+        description: "Pages of JSON items over HTTP(S) with libcurl: page, offset, cursor or Link-header pagination",
         isThreadSafe: true)
 
     private let host: PluginHost
-    private let config: HTTPSourceConfig
-    private let session: URLSession
+    let config: HTTPSourceConfig
+    private let client: TransportClient
     private let fetches = InFlightFetches()
+    private let chains = Mutex(KeyChains())
+    private let plan: ScanPlan
+    private let slots: ScanSlots
+    /// The `fields` to keep of each item, as pointers to scan an item for.
+    private let projection: ScanPlan?
+    private let pacer: Pacer
+    private let tokens: TokenCache?
     let refreshKey: [UInt8]
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
@@ -87,20 +42,26 @@ final class HTTPSourcePlugin: SourcePlugin {
         self.config = parsed
         switch parsed.pagination {
         case .page(let first), .offset(let first): refreshKey = Array(String(first).utf8)
-        case .cursor(_, _, let first): refreshKey = Array(first.utf8)
-        case .link: refreshKey = []
+        case .cursor(_, _, let first), .header(_, let first): refreshKey = Array(first.utf8)
+        case .link, .nextURL: refreshKey = []
         }
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = parsed.timeout
-        configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        configuration.urlCache = nil
-        session = URLSession(configuration: configuration)
-        for warning in parsed.warnings { host.log(.warning, warning) }
+        let (pointers, slots) = parsed.scanPointers
+        plan = ScanPlan(pointers)
+        self.slots = slots
+        projection = parsed.fields.map { ScanPlan($0.map { JSONPointer(member: $0) }) }
+        client = try TransportClient()
+        pacer = Pacer(perSecond: parsed.maxRequestsPerSecond)
+        tokens = parsed.auth.flatMap { auth in
+            if case .clientCredentials(let url, let id, let secret, let scope) = auth {
+                return TokenCache(tokenURL: url, clientID: id, clientSecret: secret, scope: scope)
+            }
+            return nil
+        }
+        for warning in parsed.warnings { host.log(.warning, parsed.redact(warning)) }
     }
 
     deinit {
-        for task in fetches.close() { task.cancel() }
-        session.invalidateAndCancel()
+        _ = fetches.close()
     }
 
     /// Page numbers are computable: the chain of page `n` is n - 1 (unless first) and n + 1.
@@ -119,214 +80,249 @@ final class HTTPSourcePlugin: SourcePlugin {
         do {
             target = try FetchTarget(request, config: config)
         } catch {
-            completion.fail(error)
+            completion.fail(PluginFailure(error.status, config.redact(error.message)))
             return
         }
-        var urlRequest = URLRequest(url: target.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: config.timeout)
-        for header in config.headers { urlRequest.setValue(header.value, forHTTPHeaderField: header.name) }
-        let context = FetchContext(target: target, config: config, completion: completion, fetches: fetches, host: host)
-        let task = session.dataTask(with: urlRequest) { data, response, error in
-            context.finish(data: data, response: response, error: error)
-        }
-        guard fetches.register(completion, task: task) else {
+        guard fetches.register(completion) else {
             completion.fail(PluginFailure(PAGING_ERR_CANCELLED, "the http source was destroyed"))
             return
         }
-        task.resume()
+        if request.kind == .refresh { chains.withLock { $0.reset(at: target.chainKey) } }
+        send(Exchange(target: target, kind: request.kind, completion: completion), url: target.url, hops: [])
     }
 
     func cancel(fetch id: UInt64) {
-        fetches.cancel(id)?.cancel()
+        if let transfer = fetches.cancel(id, message: "cancelled") { client.cancel(transfer) }
     }
-}
 
-/// What one fetch asks for: the URL, and the numeric key for page and offset pagination.
-struct FetchTarget: Sendable {
-    var url: URL
-    var key: String
-    var number: Int
-    var pageSize: Int
+    // MARK: - One exchange
 
-    init(_ request: PagingPluginRequest, config: HTTPSourceConfig) throws(PluginFailure) {
-        key = request.keyText
-        pageSize = request.pageSize
-        number = 0
-        let text: String
-        switch config.pagination {
-        case .page(let first), .offset(let first):
-            if key.isEmpty {
-                number = first
-            } else {
-                guard let parsed = Int(key), parsed >= 0 else {
-                    throw .invalidRequest("key \"\(key)\" is not a \(config.pagination.typeName == "page" ? "page number" : "offset")")
+    /// What the responses of one fetch need: the request's target and how to complete it.
+    struct Exchange: Sendable {
+        var target: FetchTarget
+        var kind: PagingPluginRequest.Kind
+        var completion: FetchCompletion
+    }
+
+    /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
+    /// trusted host gets (fetching an OAuth2 token first when none is fresh).
+    private func send(_ exchange: Exchange, url: String, hops: [String]) {
+        let trusted = config.isTrusted(url)
+        if trusted, let tokens {
+            tokens.withToken(client: client, config: config) { [weak self] result in
+                switch result {
+                case .success(let token): self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
+                case .failure(let failure): self?.fail(exchange, failure)
                 }
-                number = parsed
             }
-            let isPage = config.pagination.typeName == "page"
-            let offset = try Self.offset(key: key, number: number, first: first, pageSize: pageSize, isPage: isPage)
-            key = String(number)
-            text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
-        case .cursor:
-            text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
-        case .link:
-            let lowered = key.lowercased()
-            if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
-                text = key
-            } else {
-                text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
-            }
-        }
-        guard let url = URL(string: text) else {
-            throw .invalidRequest("\"\(text)\" (for key \"\(key)\") is not a valid URL")
-        }
-        self.url = url
-    }
-
-    /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)
-    /// whose offset, or the key of the page after it, a 64-bit integer cannot hold.
-    static func offset(key: String, number: Int, first: Int, pageSize: Int, isPage: Bool) throws(PluginFailure) -> Int {
-        let offset: Int, next: (partialValue: Int, overflow: Bool)
-        if isPage {
-            let product = max(0, number - first).multipliedReportingOverflow(by: pageSize)
-            guard !product.overflow else {
-                throw .invalidRequest("key \"\(key)\" is too large: its offset ((key - \(first)) x page size \(pageSize)) overflows a 64-bit integer")
-            }
-            offset = product.partialValue
-            next = number.addingReportingOverflow(1)
-        } else {
-            offset = number
-            next = number.addingReportingOverflow(pageSize)
-        }
-        guard !next.overflow else {
-            throw .invalidRequest("key \"\(key)\" is too large: the key after it overflows a 64-bit integer")
-        }
-        return offset
-    }
-}
-
-/// Everything a URLSession callback needs to complete one fetch.
-struct FetchContext: Sendable {
-    let target: FetchTarget
-    let config: HTTPSourceConfig
-    let completion: FetchCompletion
-    let fetches: InFlightFetches
-    let host: PluginHost
-
-    private var url: String { target.url.absoluteString }
-
-    func finish(data: Data?, response: URLResponse?, error: (any Error)?) {
-        if let error {
-            fail(networkFailure(error))
             return
         }
-        guard let http = response as? HTTPURLResponse else {
-            fail(.internal("no HTTP response from \(url)"))
-            return
+        transmit(exchange, url: url, hops: hops, extraHeaders: [])
+    }
+
+    private func transmit(_ exchange: Exchange, url: String, hops: [String], extraHeaders: [String]) {
+        let trusted = config.isTrusted(url)
+        var target = url
+        if trusted, case .query(let name, let value) = config.auth {
+            target += (url.contains("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
         }
-        switch http.statusCode {
-        case 200..<300:
-            let page: PageContent
-            do {
-                page = try self.page(data ?? Data(), response: http)
-            } catch {
-                fail(error)
+        var headers = trusted ? config.trustedHeaderLines + extraHeaders : config.publicHeaderLines
+        var body: [UInt8]?
+        if config.method == "POST" {
+            body = exchange.target.body ?? Array("{}".utf8)
+            headers.append("Content-Type: application/json")
+        }
+        let request = TransportRequest(url: target, method: config.method, headers: headers, body: body,
+                                       timeoutMilliseconds: config.timeoutMilliseconds,
+                                       maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes)
+        pacer.whenAllowed { [weak self] in
+            guard let self else { return }
+            let transfer = client.start(request) { [weak self] response in
+                self?.received(response, exchange, url: url, hops: hops)
+            }
+            guard let transfer else {
+                fail(exchange, .invalidRequest("libcurl refused the request for \(url)"))
                 return
             }
-            _ = fetches.finish(completion.id) { completion.succeed(page) }
-        case 429, 500..<600:
-            failLater(http, data: data)
-        case 404:
-            fail(PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(ResponseParsing.snippet(data))"))
-        case 400..<500:
-            fail(.invalidRequest("HTTP \(http.statusCode) from \(url): \(ResponseParsing.snippet(data))"))
-        default:
-            fail(.internal("unexpected HTTP \(http.statusCode) from \(url): \(ResponseParsing.snippet(data))"))
+            fetches.attach(exchange.completion.id, transfer: transfer)
         }
     }
 
-    private func fail(_ failure: PluginFailure) {
-        _ = fetches.finish(completion.id) { completion.fail(failure) }
+    private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
+        var message = config.redact(failure.message)
+        for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacingOccurrences(of: token, with: "***") }
+        let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
+        fetches.finish(exchange.completion.id) { exchange.completion.fail(redacted) }
     }
 
-    /// 429 and 5xx: transient; with Retry-After, wait (see the file comment) before failing.
-    private func failLater(_ response: HTTPURLResponse, data: Data?) {
-        var message = "HTTP \(response.statusCode) from \(url)"
-        guard let seconds = ResponseParsing.retryAfterSeconds(header(response, "Retry-After")) else {
-            fail(.transient(message + ": " + ResponseParsing.snippet(data, limit: 200)))
-            return
-        }
-        guard seconds > 0, Double(seconds) <= config.timeout else {
-            message += " (Retry-After: \(seconds) s\(seconds > 0 ? "; not waited: longer than the request timeout" : ""))"
-            fail(.transient(message))
-            return
-        }
-        let wait = min(seconds, 60)
-        message += " (Retry-After: \(seconds) s; waited \(wait) s before reporting\(wait < seconds ? ", capped" : ""))"
-        let failure = PluginFailure.transient(message)
-        DispatchQueue.global().asyncAfter(deadline: .now() + .seconds(wait)) { [self] in
-            fail(failure)
-        }
-    }
-
-    private func networkFailure(_ error: any Error) -> PluginFailure {
-        guard let urlError = error as? URLError else {
-            return .transient("network error fetching \(url): \(error)")
-        }
-        switch urlError.code {
-        case .timedOut:
-            return PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(config.timeoutMilliseconds) ms fetching \(url)")
+    private func received(_ response: TransportResponse, _ exchange: Exchange, url: String, hops: [String]) {
+        switch response.outcome {
         case .cancelled:
-            return PluginFailure(PAGING_ERR_CANCELLED, "cancelled fetching \(url)")
-        case .badURL, .unsupportedURL:
-            return .invalidRequest("cannot fetch \(url): unsupported or bad URL")
-        case .cannotConnectToHost:
-            return .transient("cannot connect to the server (connection refused) fetching \(url)")
-        case .cannotFindHost, .dnsLookupFailed:
-            return .transient("cannot find the host (DNS lookup failed) fetching \(url)")
-        case .networkConnectionLost:
-            return .transient("the connection was lost fetching \(url)")
-        case .notConnectedToInternet:
-            return .transient("not connected to a network fetching \(url)")
+            return
+        case .bodyTooLarge:
+            fail(exchange, .internal("the body from \(url) is larger than max_page_bytes (\(config.maxPageBytes) bytes, after decompression); reading stopped"))
+            return
+        case .headersTooLarge:
+            fail(exchange, .internal("the response headers from \(url) are larger than max_header_bytes (\(config.maxHeaderBytes) bytes); reading stopped"))
+            return
+        case .headerLineTooLarge:
+            fail(exchange, .internal("the response headers from \(url) are too large: one line passed libcurl's limit of 100 KiB; reading stopped"))
+            return
+        case .notHTTP(let prefix):
+            fail(exchange, .internal("the reply from \(url) is not HTTP: it begins with \(ResponseParsing.quoted(prefix))"))
+            return
+        case .failed(let code, let message):
+            fail(exchange, networkFailure(code: code, message: message, url: url))
+            return
+        case .response:
+            break
+        }
+        let status = response.status
+        switch status {
+        case 200..<300:
+            if response.header("x-ratelimit-remaining") == "0", let wait = ResponseParsing.rateLimitWait(response), wait > 0 {
+                pacer.pause(seconds: min(wait, 3600))
+                host.log(.info, config.redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(wait) s for the reset"))
+            }
+            deliver(response, exchange, url: url)
+        case 300..<400 where response.redirectURL != nil:
+            follow(response.redirectURL!, from: url, exchange, hops: hops)
+        case 429, 500..<600:
+            let wait = ResponseParsing.rateLimitWait(response)
+            fail(exchange, .transient("HTTP \(status) from \(url)\(wait.map { " (retry after \($0) s)" } ?? ""): \(ResponseParsing.snippet(response.body))",
+                                      retryAfter: wait.map { .seconds($0) }))
+        case 403 where response.header("x-ratelimit-remaining") == "0":
+            let wait = ResponseParsing.rateLimitWait(response)
+            fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(ResponseParsing.snippet(response.body))",
+                                      retryAfter: wait.map { .seconds($0) }))
+        case 404:
+            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(ResponseParsing.snippet(response.body))"))
+        case 400..<500:
+            fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
         default:
-            return .transient("network error fetching \(url): URLError \(urlError.code.rawValue) (\(urlError.localizedDescription))")
+            fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
         }
     }
 
-    /// The page of a 2xx response: items at the pointer, keys by the pagination type.
-    private func page(_ data: Data, response: HTTPURLResponse) throws(PluginFailure) -> PageContent {
-        let body: Any
+    /// A 3xx: the next hop, if it is http(s), not a loop, and within 10 hops. Headers for the
+    /// new URL are chosen again by its host (`send`).
+    private func follow(_ target: String, from url: String, _ exchange: Exchange, hops: [String]) {
+        guard URLParts(target)?.isHTTP == true else {
+            fail(exchange, .invalidRequest("refusing the redirect from \(url) to \(target): only http and https URLs are followed"))
+            return
+        }
+        let chain = hops + [url]
+        if chain.contains(target) {
+            fail(exchange, .invalidRequest("redirect loop: \((chain + [target]).joined(separator: " -> "))"))
+            return
+        }
+        guard chain.count <= 10 else {
+            fail(exchange, .invalidRequest("more than 10 redirects from \(chain[0]) (last: \(url) -> \(target))"))
+            return
+        }
+        send(exchange, url: target, hops: chain)
+    }
+
+    private func networkFailure(code: Int32, message: String, url: String) -> PluginFailure {
+        switch code {
+        case 28: return PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(config.timeoutMilliseconds) ms fetching \(url) (\(message))")
+        case 7: return .transient("cannot connect to the server (connection refused) fetching \(url): \(message)")
+        case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
+        case 52: return .transient("the server closed the connection without a reply fetching \(url)")
+        case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
+        case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
+        case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
+        default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
+        }
+    }
+
+    // MARK: - A page
+
+    /// A 2xx: validate the body, find the items and keys, complete the fetch.
+    private func deliver(_ response: TransportResponse, _ exchange: Exchange, url: String) {
+        let scan: BodyScan
         do {
-            body = try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            scan = try plan.scan(response.body)
         } catch {
-            throw .internal("malformed body from \(url): not JSON (\(data.count) bytes: \(ResponseParsing.snippet(data, limit: 80)))")
+            fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(ResponseParsing.snippet(response.body, limit: 80)))"))
+            return
         }
-        guard let found = config.items.resolve(body) else {
-            throw .internal("malformed body from \(url): the items pointer \(config.items) does not resolve (no such member)")
+        // A wildcard over an empty array matches nothing: no items, not a missing member.
+        guard scan.itemsFound || config.items.tokens.contains("*") else {
+            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) does not resolve (no such member)"))
+            return
         }
-        guard let array = found as? [Any] else {
-            throw .internal("malformed body from \(url): the items pointer \(config.items) resolves to \(describe(found)), not an array")
+        guard !scan.itemsAreNotAnArray else {
+            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) resolves to \(ResponseParsing.kind(of: scan.value(0)!)), not an array"))
+            return
         }
-        var items: [[UInt8]]
-        if let raw = RawJSONScanner(data).items(at: config.items), raw.count == array.count {
-            items = raw
-        } else {
-            items = []
-            items.reserveCapacity(array.count)
-            for item in array {
-                do {
-                    items.append(try ResponseParsing.serialize(item))
-                } catch {
-                    throw .internal("malformed body from \(url): an item could not be serialized (\(error))")
-                }
+        let keys: PageContent
+        do {
+            keys = try pageKeys(scan, response, exchange.target, url: url)
+        } catch {
+            fail(exchange, error)
+            return
+        }
+        let chainKey = exchange.target.chainKey, kind = exchange.kind
+        let cycle = chains.withLock { chains -> PluginFailure? in
+            do throws(PluginFailure) {
+                try chains.check(keys, of: chainKey, kind: kind, url: url)
+                return nil
+            } catch {
+                return error
             }
         }
-        let count = items.count
+        if let cycle {
+            fail(exchange, cycle)
+            return
+        }
+        let items = ItemBytes(scan, projection: projection)
+        fetches.finish(exchange.completion.id) {
+            items.withItems { count, item in
+                _ = exchange.completion.succeed(count: count, item: item, keys: keys)
+            }
+        }
+    }
+
+    /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
+    /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
+    private func pageKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+        var page = try paginationKeys(scan, response, target, url: url)
+        let count = scan.itemCount
+        var last = count == 0
+        if let slot = slots.hasMore, !(scan.value(slot).map { JSONScalar($0).isTrue } ?? false) { last = true }
+        let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
+            ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+        if let total {
+            switch config.pagination {
+            case .page(let first):
+                let (seen, overflow) = (target.number - first + 1).multipliedReportingOverflow(by: target.pageSize)
+                if overflow || seen >= total { last = true }
+            case .offset:
+                if target.number + count >= total { last = true }
+            default:
+                break
+            }
+        }
+        if last {
+            page.nextKey = nil
+            page.isLast = true
+        }
+        return page
+    }
+
+    private func paginationKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+        let count = scan.itemCount
         let short = count < target.pageSize || count == 0
+        func text(_ slot: Int?) -> String? { slot.flatMap { scan.value($0).flatMap { JSONScalar($0).cursorText } } }
+        func keys(prev: String?, next: String?) -> PageContent {
+            PageContent(items: [], prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
+                        isFirst: prev == nil, isLast: next == nil)
+        }
         switch config.pagination {
         case .page(let first):
             let number = target.number
-            return PageContent(items: items,
-                               prevKey: number > first ? Array(String(number - 1).utf8) : nil,
+            return PageContent(items: [], prevKey: number > first ? Array(String(number - 1).utf8) : nil,
                                nextKey: short ? nil : Array(String(number + 1).utf8),
                                isFirst: number <= first, isLast: short)
         case .offset(let first):
@@ -336,47 +332,140 @@ struct FetchContext: Sendable {
             guard short || !next.overflow else {
                 throw .invalidRequest("key \"\(target.key)\": the offset after its \(count) items overflows a 64-bit integer (from \(url))")
             }
-            return PageContent(items: items,
-                               prevKey: number > first ? Array(String(max(first, number - target.pageSize)).utf8) : nil,
+            return PageContent(items: [], prevKey: number > first ? Array(String(max(first, number - target.pageSize)).utf8) : nil,
                                nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
-        case .cursor(let nextPointer, let prevPointer, _):
-            var next = ResponseParsing.cursor(nextPointer.resolve(body))
-            if let cursor = next, cursor == target.key {
-                host.log(.warning, "\(url): the next cursor equals the current one (\"\(cursor)\"); treating the page as the last")
-                next = nil
+        case .cursor:
+            return keys(prev: text(slots.prev), next: text(slots.next))
+        case .header(let name, _):
+            let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
+            return keys(prev: nil, next: next)
+        case .nextURL:
+            guard let next = text(slots.next) else { return keys(prev: nil, next: nil) }
+            let resolved = URL(string: next, relativeTo: URL(string: url))?.absoluteString ?? next
+            guard URLParts(resolved)?.isHTTP == true else {
+                throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
-            let prev = prevPointer.flatMap { ResponseParsing.cursor($0.resolve(body)) }
-            return PageContent(items: items, prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
-                               isFirst: prev == nil, isLast: next == nil)
+            return keys(prev: nil, next: resolved)
         case .link:
-            let links = header(response, "Link").map { ResponseParsing.links($0, base: response.url ?? target.url) } ?? [:]
-            var next = links["next"]
-            if let link = next, link == target.url.absoluteString {
-                host.log(.warning, "\(url): rel=\"next\" points at the page itself; treating the page as the last")
-                next = nil
+            let links = response.header("link").map { ResponseParsing.links($0, base: url) } ?? [:]
+            for (rel, link) in links where rel == "next" || rel == "prev" {
+                guard URLParts(link)?.isHTTP == true else {
+                    throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
+                }
             }
-            let prev = links["prev"]
-            return PageContent(items: items, prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
-                               isFirst: prev == nil, isLast: next == nil)
+            return keys(prev: links["prev"], next: links["next"])
         }
-    }
-
-    private func header(_ response: HTTPURLResponse, _ name: String) -> String? {
-        let lowered = name.lowercased()
-        for (key, value) in response.allHeaderFields {
-            if let key = key as? String, key.lowercased() == lowered { return value as? String ?? "\(value)" }
-        }
-        return nil
     }
 }
 
-/// The fetches in flight: who completes each one first (the URLSession callback, the
-/// Retry-After timer, or cancel) claims its id; everyone else finds it gone.
+/// The keys loaded in each direction since the last refresh, each with the key of the page
+/// whose link led to it: a page whose next (or prev) key was already reached another way is a
+/// cycle (A -> B -> A), however long, and fails instead of paging forever.
+struct KeyChains {
+    private var after: [String: String] = [:]
+    private var before: [String: String] = [:]
+    private static let root = "\u{0}refresh"
+
+    mutating func reset(at key: String) {
+        after = [key: Self.root]
+        before = [key: Self.root]
+    }
+
+    mutating func check(_ page: PageContent, of key: String, kind: PagingPluginRequest.Kind, url: String) throws(PluginFailure) {
+        if kind != .prepend, let next = page.nextKey.map({ String(decoding: $0, as: UTF8.self) }) {
+            try Self.link(&after, from: key, to: next, direction: "next", url: url)
+        }
+        if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
+            try Self.link(&before, from: key, to: prev, direction: "previous", url: url)
+        }
+    }
+
+    private static func link(_ map: inout [String: String], from key: String, to target: String, direction: String, url: String) throws(PluginFailure) {
+        if target == key {
+            throw .invalidRequest("pagination cycle at \(url): the \(direction) key \"\(target)\" is the page itself")
+        }
+        if let parent = map[target], parent != key {
+            throw .invalidRequest("pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh")
+        }
+        map[target] = key
+    }
+}
+
+/// A page's items as the host gets them: the body's own bytes, except items that hold
+/// whitespace, which are compacted into one buffer first.
+struct ItemBytes: ~Copyable {
+    private let scan: BodyScan
+    private var compacted: [UInt8] = []
+    /// Per item: nil = the body's bytes; else its range in `compacted`.
+    private var ranges: [Range<Int>?] = []
+
+    init(_ scan: consuming BodyScan, projection: ScanPlan?) {
+        var compacted: [UInt8] = []
+        var ranges: [Range<Int>?] = []
+        for index in 0..<scan.itemCount {
+            let (bytes, hasSpace) = scan.item(index)
+            if let projection {
+                let start = compacted.count
+                Self.project(bytes, projection, into: &compacted)
+                ranges.append(start..<compacted.count)
+                continue
+            }
+            guard hasSpace else {
+                if !ranges.isEmpty { ranges.append(nil) }
+                continue
+            }
+            if ranges.isEmpty { ranges = Array(repeating: nil, count: index) }
+            let start = compacted.count
+            compacted.append(contentsOf: repeatElement(0, count: bytes.count))
+            let written = compacted.withUnsafeMutableBufferPointer { out in
+                hj_compactBytes(bytes, into: UnsafeMutableBufferPointer(rebasing: out[start...]))
+            }
+            compacted.removeLast(bytes.count - written)
+            ranges.append(start..<(start + written))
+        }
+        self.scan = scan
+        self.compacted = compacted
+        self.ranges = ranges
+    }
+
+    /// `{"name": value, ...}` of the projection's members the item has (none for an item that
+    /// is not an object), values compacted.
+    private static func project(_ item: UnsafeBufferPointer<UInt8>, _ projection: ScanPlan, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "{"))
+        if item.first == UInt8(ascii: "{"), let scan = try? projection.scan(item) {
+            var first = true
+            for (index, pointer) in projection.pointers.enumerated() {
+                guard let value = scan.value(index) else { continue }
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                out.append(contentsOf: ResponseParsing.jsonString(pointer.tokens[0]))
+                out.append(UInt8(ascii: ":"))
+                let start = out.count
+                out.append(contentsOf: repeatElement(0, count: value.count))
+                let written = out.withUnsafeMutableBufferPointer { hj_compactBytes(value, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+                out.removeLast(value.count - written)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    func withItems<R>(_ body: (Int, (Int) -> UnsafeBufferPointer<UInt8>) -> R) -> R {
+        compacted.withUnsafeBufferPointer { buffer in
+            body(scan.itemCount) { index in
+                if index < ranges.count, let range = ranges[index] { return UnsafeBufferPointer(rebasing: buffer[range]) }
+                return scan.item(index).bytes
+            }
+        }
+    }
+}
+
+/// The fetches in flight: who completes each one first (a response, cancel) claims its id;
+/// everyone else finds it gone.
 final class InFlightFetches: Sendable {
     private struct Entry {
         var completion: FetchCompletion
-        var task: URLSessionDataTask
+        var transfer: UInt64?
     }
 
     private struct State {
@@ -387,12 +476,17 @@ final class InFlightFetches: Sendable {
     private let state = Mutex(State())
 
     /// Records a fetch about to start; false once the instance is closed.
-    func register(_ completion: FetchCompletion, task: URLSessionDataTask) -> Bool {
+    func register(_ completion: FetchCompletion) -> Bool {
         state.withLock { state in
             guard !state.closed else { return false }
-            state.entries[completion.id] = Entry(completion: completion, task: task)
+            state.entries[completion.id] = Entry(completion: completion)
             return true
         }
+    }
+
+    /// Records the transfer now serving fetch `id` (for cancel).
+    func attach(_ id: UInt64, transfer: UInt64) {
+        state.withLock { $0.entries[id]?.transfer = transfer }
     }
 
     /// Claims `id` and runs `body` (which completes it with the host) under the lock; false
@@ -406,23 +500,22 @@ final class InFlightFetches: Sendable {
         }
     }
 
-    /// Claims `id`, completes it with CANCELLED and returns its task to cancel (nil for an
+    /// Claims `id`, completes it with CANCELLED and returns its transfer to cancel (nil for an
     /// unknown or finished id, which is ignored).
-    func cancel(_ id: UInt64) -> URLSessionDataTask? {
+    func cancel(_ id: UInt64, message: String) -> UInt64? {
         state.withLock { state in
             guard !state.closed, let entry = state.entries.removeValue(forKey: id) else { return nil }
-            entry.completion.fail(PluginFailure(PAGING_ERR_CANCELLED, "cancelled: \(entry.task.originalRequest?.url?.absoluteString ?? "request")"))
-            return entry.task
+            entry.completion.fail(PluginFailure(PAGING_ERR_CANCELLED, message))
+            return entry.transfer
         }
     }
 
     /// Closes the table (the instance is being destroyed): nothing completes afterwards.
-    /// Returns the tasks still running, to cancel.
-    func close() -> [URLSessionDataTask] {
+    func close() -> [UInt64] {
         state.withLock { state in
             state.closed = true
             defer { state.entries = [:] }
-            return state.entries.values.map(\.task)
+            return state.entries.values.compactMap(\.transfer)
         }
     }
 }

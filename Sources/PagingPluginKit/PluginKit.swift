@@ -304,9 +304,27 @@ public struct FetchCompletion: Sendable {
             let status = item.withUnsafeBufferPointer { table.pointee.fetch_add_item?(table, id, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
             guard status == PAGING_OK else { return false }
         }
-        if let prev = page.prevKey { _ = withKey(prev) { table.pointee.fetch_set_prev_key?(table, id, $0) } }
-        if let next = page.nextKey { _ = withKey(next) { table.pointee.fetch_set_next_key?(table, id, $0) } }
-        if page.flags != 0 { _ = table.pointee.fetch_set_flags?(table, id, page.flags) }
+        return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+    }
+
+    /// Completes with `count` items whose bytes `item(i)` lends (the host copies each during
+    /// the call: a source hands out items from its own buffer without copying them first), the
+    /// keys and ends of `page` (its `items` are not used).
+    @discardableResult
+    public func succeed(count: Int, item: (Int) -> UnsafeBufferPointer<UInt8>, keys page: PageContent) -> Bool {
+        let table = host.table
+        for index in 0..<count {
+            let bytes = item(index)
+            guard table.pointee.fetch_add_item?(table, id, paging_bytes_t(data: bytes.baseAddress, len: bytes.count)) == PAGING_OK else { return false }
+        }
+        return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+    }
+
+    private func complete(prevKey: [UInt8]?, nextKey: [UInt8]?, flags: UInt32) -> Bool {
+        let table = host.table
+        if let prev = prevKey { _ = withKey(prev) { table.pointee.fetch_set_prev_key?(table, id, $0) } }
+        if let next = nextKey { _ = withKey(next) { table.pointee.fetch_set_next_key?(table, id, $0) } }
+        if flags != 0 { _ = table.pointee.fetch_set_flags?(table, id, flags) }
         return table.pointee.fetch_complete?(table, id) == PAGING_OK
     }
 

@@ -1,0 +1,86 @@
+// Row 13: `pager run` with the http source against the floor (a plain C libcurl loop) and a
+// plain Python urllib loop, each a fresh process, on one loopback server, interleaved; plus
+// pager's peak RSS and its cold start (a one-page run).
+import Foundation
+import LoopbackHTTP
+
+/// A child's wall time (spawn to exit), peak RSS and exit status, with wait4.
+private func measured(_ program: String, _ arguments: [String]) throws -> (ns: UInt64, maxRSSKiB: Int, status: Int32) {
+    var pid: pid_t = 0
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0)
+    let argv = ([program] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    let start = nowNs()
+    let rc = posix_spawnp(&pid, program, &actions, nil, argv, environ)
+    guard rc == 0 else { throw BenchError("cannot start \(program): errno \(rc)") }
+    var status: Int32 = 0
+    var usage = rusage()
+    guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed for \(program)") }
+    return (nowNs() - start, usage.ru_maxrss, status)
+}
+
+func benchHTTPFloor(_ report: Report) async throws {
+    progress("row 13: pager run with the http source vs a libcurl loop and a urllib loop")
+    let pages = 200
+    // GitHub-style repositories, 100 a page, Link pagination; bodies built once.
+    let bodies: [[UInt8]] = (1...pages).map { page in
+        let items = (0..<100).map { i -> String in
+            let id = (page - 1) * 100 + i
+            return #"{"id":\#(id),"name":"repo-\#(id)","full_name":"owner\#(id % 17)/repo-\#(id)","owner":{"login":"owner\#(id % 17)","id":\#(id % 17)},"private":false,"description":"A repository about paging number \#(id)","stargazers_count":\#(100_000 - id),"language":"Swift","topics":["paging","swift"]}"#
+        }
+        return Array(("{\"total_count\":\(pages * 100),\"items\":[" + items.joined(separator: ",") + "]}").utf8)
+    }
+    let server = try LoopbackHTTPServer { request in
+        let page = Int(request.query["page"] ?? "") ?? 1
+        guard page >= 1, page <= pages else { return .json(#"{"items":[]}"#) }
+        let next = page < pages ? [("Link", "</repos?page=\(page + 1)&per_page=100>; rel=\"next\"")] : []
+        return .json(bytes: bodies[page - 1], headers: next)
+    }
+    server.start()
+    defer { server.stop() }
+
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().path
+    let curlLoop = scratch + "/curl_loop"
+    let compiled = try runProcess("/usr/bin/env", ["cc", "-O2", "-o", curlLoop, root + "/floor/curl_loop.c", "-lcurl"])
+    guard compiled.code == 0 else { throw BenchError("cc failed on curl_loop.c (is libcurl4-openssl-dev installed?)") }
+    let manifest = scratch + "/floor.json"
+    try """
+        {"source": {"plugin": "\(productsFolder)/libhttp.so",
+                    "config": {"url": "\(server.baseURL)/repos?page=1&per_page={pageSize}", "items": "/items",
+                               "pagination": {"type": "link"}}},
+         "page_size": 100}
+        """.write(toFile: manifest, atomically: true, encoding: .utf8)
+    let pager = productsFolder + "/pager"
+    let pagerArgs = ["run", manifest, "--refresh", "--append", "\(pages - 1)"]
+    let script = root + "/floor/urllib_loop.py"
+
+    // Warm up each (page cache, the server's connection threads), then 7 interleaved rounds.
+    _ = try measured(pager, pagerArgs)
+    _ = try measured(curlLoop, [server.baseURL, "\(pages)"])
+    _ = try measured("python3", [script, server.baseURL, "\(pages)"])
+    var pagerNs: [Double] = [], curlNs: [Double] = [], pythonNs: [Double] = [], coldNs: [Double] = [], rss: [Int] = []
+    for _ in 0..<7 {
+        let run = try measured(pager, pagerArgs)
+        guard run.status == 0 else { throw BenchError("pager run failed (status \(run.status))") }
+        pagerNs.append(Double(run.ns))
+        rss.append(run.maxRSSKiB)
+        let curl = try measured(curlLoop, [server.baseURL, "\(pages)"])
+        guard curl.status == 0 else { throw BenchError("the curl loop failed") }
+        curlNs.append(Double(curl.ns))
+        let python = try measured("python3", [script, server.baseURL, "\(pages)"])
+        guard python.status == 0 else { throw BenchError("the urllib loop failed") }
+        pythonNs.append(Double(python.ns))
+        coldNs.append(Double(try measured(pager, ["run", manifest, "--refresh"]).ns))
+    }
+    let p = median(pagerNs), c = median(curlNs), u = median(pythonNs), cold = median(coldNs)
+    let peak = rss.max() ?? 0
+    let ok = p <= 2 * c && u >= 3 * p && peak < 50 * 1024 && cold <= 60e6
+    report.add("13", "`pager run` with the http source: 200 pages of 100 GitHub-style repositories, Link pagination, loopback, a fresh process each",
+               formatNs(p), target: "≤ 2× libcurl loop, ≥ 3× faster than urllib, peak RSS < 50 MB, cold start ≤ 60 ms", verdict(ok),
+               "plain C libcurl loop \(formatNs(c)) → \(fmt(p / c, 2))× of it; Python urllib loop \(formatNs(u)) → \(fmt(u / p, 1))× faster; pager's peak RSS \(formatKiB(peak)); cold start (a one-page run) \(formatNs(cold)); 7 interleaved rounds")
+    if !ok { report.miss("13 (http floor): \(fmt(p / c, 2))× libcurl, \(fmt(u / p, 1))× urllib, RSS \(formatKiB(peak)), cold \(formatNs(cold))") }
+}

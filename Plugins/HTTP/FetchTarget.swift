@@ -1,0 +1,73 @@
+// What one fetch asks for: the URL of a request's key, by the pagination type.
+import CPaging
+import PagingPluginKit
+
+/// What one fetch asks for: the URL, and the numeric key for page and offset pagination.
+struct FetchTarget: Sendable {
+    var url: String
+    var key: String
+    var number: Int
+    var pageSize: Int
+    /// The key as the cycle check knows it: for link pagination the URL fetched (the refresh
+    /// key "" stands for the expanded template), else the key.
+    var chainKey: String
+    /// The POST body, when the config has a body template.
+    var body: [UInt8]?
+
+    init(_ request: PagingPluginRequest, config: HTTPSourceConfig) throws(PluginFailure) {
+        key = request.keyText
+        pageSize = request.pageSize
+        number = 0
+        let text: String
+        var offset: Int?
+        switch config.pagination {
+        case .page(let first), .offset(let first):
+            if key.isEmpty {
+                number = first
+            } else {
+                guard let parsed = Int(key), parsed >= 0 else {
+                    throw .invalidRequest("key \"\(key)\" is not a \(config.pagination.typeName == "page" ? "page number" : "offset")")
+                }
+                number = parsed
+            }
+            let isPage = config.pagination.typeName == "page"
+            offset = try Self.offset(key: key, number: number, first: first, pageSize: pageSize, isPage: isPage)
+            key = String(number)
+            text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
+        case .cursor, .header:
+            text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
+        case .link, .nextURL:
+            let lowered = key.lowercased()
+            if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
+                text = key
+            } else {
+                text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
+            }
+        }
+        url = text
+        chainKey = config.pagination.keysAreURLs ? text : key
+        body = config.bodyTemplate?.render(key: config.pagination.keysAreURLs ? "" : key, pageSize: pageSize, offset: offset, params: request.params)
+    }
+
+    /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)
+    /// whose offset, or the key of the page after it, a 64-bit integer cannot hold.
+    static func offset(key: String, number: Int, first: Int, pageSize: Int, isPage: Bool) throws(PluginFailure) -> Int {
+        let offset: Int, next: (partialValue: Int, overflow: Bool)
+        if isPage {
+            let product = max(0, number - first).multipliedReportingOverflow(by: pageSize)
+            guard !product.overflow else {
+                throw .invalidRequest("key \"\(key)\" is too large: its offset ((key - \(first)) x page size \(pageSize)) overflows a 64-bit integer")
+            }
+            offset = product.partialValue
+            next = number.addingReportingOverflow(1)
+        } else {
+            offset = number
+            next = number.addingReportingOverflow(pageSize)
+        }
+        guard !next.overflow else {
+            throw .invalidRequest("key \"\(key)\" is too large: the key after it overflows a 64-bit integer")
+        }
+        return offset
+    }
+}
+

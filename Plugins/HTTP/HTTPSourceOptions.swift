@@ -1,0 +1,189 @@
+// The http source's options beyond URL and pagination: stop rules, a POST body template,
+// auth, a request budget and a projection of fields. Parsed once at create time; every error
+// names the key and what was expected.
+import Foundation
+import PagingPluginKit
+
+/// When a page is the last, besides its keys: a `has_more` flag that is not true, or a total
+/// count reached (a pointer into the body or a response header). An empty page is always last.
+struct StopRules: Sendable {
+    static let keys = ["has_more", "total", "total_header"]
+
+    var hasMore: JSONPointer?
+    var total: JSONPointer?
+    var totalHeader: String?
+
+    init() {}
+
+    init(_ pagination: Any?) throws(PluginFailure) {
+        guard let object = pagination as? [String: Any] else { return }
+        if let value = object["has_more"] {
+            guard let text = value as? String else { throw .invalidConfig("pagination.has_more: expected a JSON pointer string such as \"/has_more\", got \(describe(value))") }
+            hasMore = try JSONPointer(text, key: "pagination.has_more")
+        }
+        if let value = object["total"] {
+            guard let text = value as? String else { throw .invalidConfig("pagination.total: expected a JSON pointer string such as \"/total_count\", got \(describe(value))") }
+            total = try JSONPointer(text, key: "pagination.total")
+        }
+        if let value = object["total_header"] {
+            guard let text = value as? String, !text.isEmpty else { throw .invalidConfig("pagination.total_header: expected a header name such as \"X-Total\", got \(describe(value))") }
+            totalHeader = text.lowercased()
+        }
+    }
+}
+
+/// Where the scan plan put each pointer besides the items (index 0).
+struct ScanSlots: Sendable {
+    var next: Int?
+    var prev: Int?
+    var hasMore: Int?
+    var total: Int?
+}
+
+/// A JSON body for POST requests: string values "{key}", "{pageSize}" (sent as a number),
+/// "{offset}" (a number) and "{param.NAME}" are replaced per request.
+struct BodyTemplate: @unchecked Sendable {
+    let object: Any
+
+    func render(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> [UInt8] {
+        func fill(_ value: Any) -> Any {
+            switch value {
+            case let text as String:
+                switch text {
+                case "{key}": return key
+                case "{pageSize}": return pageSize
+                case "{offset}": return offset ?? 0
+                default:
+                    if text.hasPrefix("{param."), text.hasSuffix("}") { return params[String(text.dropFirst(7).dropLast())] ?? "" }
+                    return text
+                }
+            case let object as [String: Any]: return object.mapValues(fill)
+            case let array as [Any]: return array.map(fill)
+            default: return value
+            }
+        }
+        return Array((try? JSONSerialization.data(withJSONObject: fill(object), options: [.sortedKeys])) ?? Data("{}".utf8))
+    }
+}
+
+/// How requests to the configured host authenticate.
+enum Auth: Sendable {
+    /// Header lines added to every request to a trusted host (bearer, basic, API key header).
+    case headers([String])
+    /// A query parameter added to every request to a trusted host.
+    case query(name: String, value: String)
+    /// OAuth2 client credentials: a token fetched from `tokenURL`, cached and fetched again
+    /// shortly before it expires.
+    case clientCredentials(tokenURL: String, clientID: String, clientSecret: String, scope: String?)
+}
+
+extension HTTPSourceConfig {
+    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields"]
+
+    /// Parses method, body, auth, max_requests_per_second and fields.
+    mutating func parseOptions(_ root: [String: Any], environment: [String: String]) throws(PluginFailure) {
+        if let value = root["method"] {
+            guard let text = value as? String, ["GET", "POST"].contains(text.uppercased()) else {
+                throw .invalidConfig("method: expected \"GET\" or \"POST\", got \(describe(value))")
+            }
+            method = text.uppercased()
+        }
+        if let value = root["body"] {
+            guard method == "POST" else { throw .invalidConfig("body: only with \"method\": \"POST\"") }
+            guard value is [String: Any] else { throw .invalidConfig("body: expected a JSON object (the request body template), got \(describe(value))") }
+            bodyTemplate = BodyTemplate(object: try expandStrings(value, key: "body", environment: environment))
+        }
+        if let value = root["max_requests_per_second"] {
+            guard !isJSONBool(value), let number = value as? NSNumber, number.doubleValue > 0, number.doubleValue <= 10_000 else {
+                throw .invalidConfig("max_requests_per_second: expected a number above 0 (at most 10000), got \(describe(value))")
+            }
+            maxRequestsPerSecond = number.doubleValue
+        }
+        if let value = root["fields"] {
+            guard let list = value as? [Any], !list.isEmpty, list.allSatisfy({ ($0 as? String)?.isEmpty == false }) else {
+                throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(describe(value))")
+            }
+            fields = list.compactMap { $0 as? String }
+        }
+        if let value = root["auth"] {
+            auth = try parseAuth(value, environment: environment)
+        }
+    }
+
+    /// A string of the config with ${NAME} (environment) and ${file:PATH} expanded; its secrets
+    /// are remembered for redaction. A missing variable is a warning and yields nil.
+    mutating func secret(_ value: Any?, key: String, environment: [String: String], required: Bool = true) throws(PluginFailure) -> String? {
+        guard let value else {
+            if required { throw .invalidConfig("\(key): required") }
+            return nil
+        }
+        guard let text = value as? String else { throw .invalidConfig("\(key): expected a string, got \(describe(value))") }
+        switch try expandEnvironment(text, key: key, environment: environment, secrets: &secrets) {
+        case .value(let expanded):
+            guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { throw .invalidConfig("\(key): the value may not contain a line break") }
+            return expanded
+        case .missing(let variable):
+            warnings.append("\(key): environment variable \(variable) is not set (or empty); requests go without it")
+            return nil
+        }
+    }
+
+    private mutating func expandStrings(_ value: Any, key: String, environment: [String: String]) throws(PluginFailure) -> Any {
+        switch value {
+        case let text as String:
+            return try secret(text, key: key, environment: environment) ?? ""
+        case let object as [String: Any]:
+            var out: [String: Any] = [:]
+            for (name, member) in object { out[name] = try expandStrings(member, key: "\(key).\(name)", environment: environment) }
+            return out
+        case let array as [Any]:
+            var out: [Any] = []
+            for (index, element) in array.enumerated() { out.append(try expandStrings(element, key: "\(key)[\(index)]", environment: environment)) }
+            return out
+        default:
+            return value
+        }
+    }
+
+    private mutating func parseAuth(_ value: Any, environment: [String: String]) throws(PluginFailure) -> Auth? {
+        guard let object = value as? [String: Any], let type = object["type"] as? String else {
+            throw .invalidConfig("auth: expected an object with \"type\": \"bearer\", \"api_key\", \"basic\" or \"oauth2_client_credentials\", got \(describe(value))")
+        }
+        let allowed: [String]
+        switch type {
+        case "bearer": allowed = ["type", "token"]
+        case "api_key": allowed = ["type", "in", "name", "value"]
+        case "basic": allowed = ["type", "username", "password"]
+        case "oauth2_client_credentials": allowed = ["type", "token_url", "client_id", "client_secret", "scope"]
+        default: throw .invalidConfig("auth.type: expected \"bearer\", \"api_key\", \"basic\" or \"oauth2_client_credentials\", got \"\(type)\"")
+        }
+        for key in object.keys.sorted() where !allowed.contains(key) {
+            throw .invalidConfig("auth.\(key): unknown key for type \"\(type)\"; expected one of \(allowed.joined(separator: ", "))")
+        }
+        switch type {
+        case "bearer":
+            guard let token = try secret(object["token"], key: "auth.token", environment: environment) else { return nil }
+            return .headers(["Authorization: Bearer \(token)"])
+        case "api_key":
+            let place = object["in"] as? String ?? "header"
+            guard place == "header" || place == "query" else { throw .invalidConfig("auth.in: expected \"header\" or \"query\", got \(describe(object["in"]!))") }
+            guard let name = object["name"] as? String, !name.isEmpty else { throw .invalidConfig("auth.name: required; the header or query parameter name, such as \"X-Api-Key\"") }
+            guard let key = try secret(object["value"], key: "auth.value", environment: environment) else { return nil }
+            return place == "header" ? .headers(["\(name): \(key)"]) : .query(name: name, value: key)
+        case "basic":
+            guard let user = try secret(object["username"], key: "auth.username", environment: environment),
+                  let password = try secret(object["password"], key: "auth.password", environment: environment) else { return nil }
+            let encoded = Data("\(user):\(password)".utf8).base64EncodedString()
+            secrets.append(encoded)
+            return .headers(["Authorization: Basic \(encoded)"])
+        default:
+            guard let tokenURL = object["token_url"] as? String, let parts = URLParts(tokenURL), parts.isHTTP else {
+                throw .invalidConfig("auth.token_url: required; expected the http(s) URL of the token endpoint")
+            }
+            guard let id = try secret(object["client_id"], key: "auth.client_id", environment: environment),
+                  let clientSecret = try secret(object["client_secret"], key: "auth.client_secret", environment: environment) else { return nil }
+            let scope = try secret(object["scope"], key: "auth.scope", environment: environment, required: false)
+            return .clientCredentials(tokenURL: tokenURL, clientID: id, clientSecret: clientSecret, scope: scope)
+        }
+    }
+}

@@ -1,0 +1,140 @@
+// The Swift face of the libcurl transport (HTTPCore/transport.c): one client per source
+// instance, its connections reused across pages; a response is seen inside its callback only,
+// so a body is scanned where libcurl left it, never copied first.
+import CHTTPCore
+import Glibc
+import PagingPluginKit
+
+/// One HTTP request as the transport sends it.
+struct TransportRequest: Sendable {
+    var url: String
+    var method: String = "GET"
+    /// "Name: value" lines.
+    var headers: [String]
+    var body: [UInt8]? = nil
+    var timeoutMilliseconds: Int
+    var maxBodyBytes: Int
+    var maxHeaderBytes: Int
+}
+
+/// A finished transfer, valid during the callback only (its buffers belong to the transport).
+struct TransportResponse {
+    enum Outcome {
+        case response
+        case cancelled
+        /// A transfer error: libcurl's code and message.
+        case failed(code: Int32, message: String)
+        case bodyTooLarge
+        case headersTooLarge
+        /// One header line passed libcurl's limit (100 KiB).
+        case headerLineTooLarge
+        /// The reply did not start with an HTTP status line; the first bytes of it.
+        case notHTTP(prefix: UnsafeBufferPointer<UInt8>)
+    }
+
+    var outcome: Outcome
+    var status: Int
+    var body: UnsafeBufferPointer<UInt8>
+    /// The header lines of the final response, names lower-cased.
+    var headers: [(name: String, value: String)]
+    /// For a 3xx with Location: the absolute URL it points at.
+    var redirectURL: String?
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name == name }?.value
+    }
+
+    init(_ r: UnsafePointer<ht_response>) {
+        let view = r.pointee
+        status = Int(view.status)
+        body = UnsafeBufferPointer(start: view.body, count: view.body_len)
+        redirectURL = view.redirect_url.map { String(cString: $0) }
+        headers = TransportResponse.parseHeaders(view.headers, count: view.headers_len)
+        if view.cancelled != 0 {
+            outcome = .cancelled
+        } else if view.limit == Int32(HT_LIMIT_BODY) || view.curl_code == 63 /* CURLE_FILESIZE_EXCEEDED */ {
+            outcome = .bodyTooLarge
+        } else if view.limit == Int32(HT_LIMIT_HEADERS) {
+            outcome = .headersTooLarge
+        } else if view.limit == Int32(HT_LIMIT_HEADER_LINE) {
+            outcome = .headerLineTooLarge
+        } else if view.not_http != 0 {
+            outcome = .notHTTP(prefix: body)
+        } else if view.curl_code != 0 {
+            outcome = .failed(code: view.curl_code, message: view.error.map { String(cString: $0) } ?? "")
+        } else {
+            outcome = .response
+        }
+    }
+
+    private static func parseHeaders(_ text: UnsafePointer<CChar>?, count: Int) -> [(name: String, value: String)] {
+        guard let text, count > 0 else { return [] }
+        let bytes = UnsafeRawBufferPointer(start: text, count: count).bindMemory(to: UInt8.self)
+        var out: [(name: String, value: String)] = []
+        for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
+            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self).lowercased()
+            var value = String(decoding: line[(colon + 1)...], as: UTF8.self)
+            while let last = value.last, last == "\r" || last == " " || last == "\t" { value.removeLast() }
+            while let first = value.first, first == " " || first == "\t" { value.removeFirst() }
+            out.append((name, value))
+        }
+        return out
+    }
+}
+
+/// A libcurl multi handle and its thread (see transport.c).
+///
+/// # Thread safety
+/// `start` and `cancel` may be called from any thread, callbacks included; callbacks run on
+/// the client's thread, one at a time.
+final class TransportClient: @unchecked Sendable {
+    private let client: OpaquePointer
+
+    init() throws(PluginFailure) {
+        guard let client = ht_client_new() else { throw .internal("libcurl could not be set up (curl_global_init, curl_multi_init or a thread)") }
+        self.client = client
+    }
+
+    deinit { ht_client_free(client) }
+
+    private final class Callback {
+        let body: (TransportResponse) -> Void
+        init(_ body: @escaping (TransportResponse) -> Void) { self.body = body }
+    }
+
+    /// Starts `request`; `completion` runs once on the client's thread (not when the client is
+    /// freed first). Returns the transfer's id, or nil when libcurl refused the request.
+    func start(_ request: TransportRequest, completion: @escaping @Sendable (TransportResponse) -> Void) -> UInt64? {
+        let context = Unmanaged.passRetained(Callback(completion)).toOpaque()
+        var cStrings = request.headers.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        let id: UInt64 = request.url.withCString { url in
+            request.method.withCString { method in
+                cStrings.withUnsafeMutableBufferPointer { lines in
+                    lines.withMemoryRebound(to: UnsafePointer<CChar>?.self) { headers in
+                        (request.body ?? []).withUnsafeBufferPointer { body in
+                            var view = ht_request(url: url, method: method, headers: headers.baseAddress, header_count: headers.count,
+                                                  body: body.baseAddress, body_len: body.count,
+                                                  timeout_ms: request.timeoutMilliseconds, max_body_bytes: request.maxBodyBytes,
+                                                  max_header_bytes: request.maxHeaderBytes)
+                            return ht_client_start(client, &view, { context, response in
+                                guard let context, let response else { return }
+                                let callback = Unmanaged<Callback>.fromOpaque(context).takeRetainedValue()
+                                callback.body(TransportResponse(response))
+                            }, context)
+                        }
+                    }
+                }
+            }
+        }
+        guard id != 0 else {
+            Unmanaged<Callback>.fromOpaque(context).release()
+            return nil
+        }
+        return id
+    }
+
+    func cancel(_ id: UInt64) { ht_client_cancel(client, id) }
+}
+

@@ -1,0 +1,118 @@
+// Waiting before requests without holding a thread: the `max_requests_per_second` budget and
+// a pause until a rate limit resets (X-RateLimit-Remaining: 0); and OAuth2 client-credentials
+// tokens, fetched once, shared by concurrent fetches, and fetched again before they expire.
+import CPaging
+import Foundation
+import PagingPluginKit
+import Synchronization
+
+/// Starts work at most `perSecond` times a second, and not before a pause ends.
+final class Pacer: Sendable {
+    private let interval: UInt64?
+    private let state = Mutex<(next: UInt64, pausedUntil: UInt64)>((0, 0))
+
+    init(perSecond: Double?) {
+        interval = perSecond.map { UInt64(1e9 / $0) }
+    }
+
+    /// Runs `body` now, or later on a global queue when the budget or a pause says to wait.
+    func whenAllowed(_ body: @escaping @Sendable () -> Void) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let start = state.withLock { state -> UInt64 in
+            let start = max(now, state.next, state.pausedUntil)
+            if let interval { state.next = start + interval }
+            return start
+        }
+        if start <= now {
+            body()
+        } else {
+            DispatchQueue.global().asyncAfter(deadline: DispatchTime(uptimeNanoseconds: start), execute: body)
+        }
+    }
+
+    /// No request starts for `seconds`.
+    func pause(seconds: Int) {
+        let until = DispatchTime.now().uptimeNanoseconds + UInt64(seconds) * 1_000_000_000
+        state.withLock { $0.pausedUntil = max($0.pausedUntil, until) }
+    }
+}
+
+/// An OAuth2 client-credentials token: fetched from the token endpoint when first needed,
+/// cached, and fetched again once less than a tenth of its life (at most 60 s) is left.
+final class TokenCache: Sendable {
+    private struct State {
+        var token: String?
+        var refreshAt: UInt64 = 0
+        var waiters: [@Sendable (Result<String, PluginFailure>) -> Void] = []
+        var fetching = false
+        /// Every token handed out, for redaction.
+        var issued: [String] = []
+    }
+
+    private let tokenURL: String
+    private let form: [UInt8]
+    private let state = Mutex(State())
+    private let plan = ScanPlan([JSONPointer(member: "access_token"), JSONPointer(member: "expires_in")])
+
+    init(tokenURL: String, clientID: String, clientSecret: String, scope: String?) {
+        self.tokenURL = tokenURL
+        var fields = ["grant_type=client_credentials", "client_id=" + percentEncode(clientID), "client_secret=" + percentEncode(clientSecret)]
+        if let scope { fields.append("scope=" + percentEncode(scope)) }
+        form = Array(fields.joined(separator: "&").utf8)
+    }
+
+    /// Tokens handed out so far (to redact from messages).
+    var issued: [String] { state.withLock { $0.issued } }
+
+    /// Calls `body` with a fresh token (at once when cached), or with the failure of the
+    /// token request.
+    func withToken(client: TransportClient, config: HTTPSourceConfig, _ body: @escaping @Sendable (Result<String, PluginFailure>) -> Void) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let (cached, start) = state.withLock { state -> (String?, Bool) in
+            if let token = state.token, now < state.refreshAt { return (token, false) }
+            state.waiters.append(body)
+            defer { state.fetching = true }
+            return (nil, !state.fetching)
+        }
+        if let cached { return body(.success(cached)) }
+        guard start else { return }
+        let request = TransportRequest(url: tokenURL, method: "POST",
+                                       headers: ["Content-Type: application/x-www-form-urlencoded", "Accept: application/json"] + config.publicHeaderLines,
+                                       body: form, timeoutMilliseconds: config.timeoutMilliseconds,
+                                       maxBodyBytes: 1 << 20, maxHeaderBytes: config.maxHeaderBytes)
+        let started = client.start(request) { [self] response in
+            finish(tokenResult(response))
+        }
+        if started == nil { finish(.failure(.internal("libcurl refused the OAuth2 token request to \(tokenURL)"))) }
+    }
+
+    private func tokenResult(_ response: TransportResponse) -> Result<(String, Int?), PluginFailure> {
+        guard case .response = response.outcome else {
+            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: \(response.outcome)"))
+        }
+        guard (200..<300).contains(response.status) else {
+            let status: paging_status_t = response.status >= 500 || response.status == 429 ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG
+            return .failure(PluginFailure(status, "the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(ResponseParsing.snippet(response.body))"))
+        }
+        guard let scan = try? plan.scan(response.body), let token = scan.value(0).flatMap({ JSONScalar($0).cursorText }) else {
+            return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token: \(ResponseParsing.snippet(response.body, limit: 80))"))
+        }
+        return .success((token, scan.value(1).flatMap { JSONScalar($0).integer }))
+    }
+
+    private func finish(_ result: Result<(String, Int?), PluginFailure>) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let waiters = state.withLock { state in
+            defer { state.waiters = []; state.fetching = false }
+            if case .success(let (token, lifetime)) = result {
+                let life = UInt64(max(1, lifetime ?? 3600)) * 1_000_000_000
+                state.token = token
+                state.refreshAt = now + life - min(life / 10, 60_000_000_000)
+                state.issued.append(token)
+            }
+            return state.waiters
+        }
+        let outcome = result.map(\.0)
+        for waiter in waiters { waiter(outcome) }
+    }
+}

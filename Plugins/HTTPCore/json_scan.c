@@ -1,0 +1,359 @@
+// The http source's JSON scanner: one pass over a body that validates it (RFC 8259, UTF-8) and
+// records where the values at a few JSON pointers lie, as byte ranges of the body. No tree is
+// built and nothing is copied: the items are handed out as the bytes the server sent.
+//
+// Pointers are matched while descending: each value carries the set (a bit mask) of pointers
+// whose tokens match the path to it, so a body with no pointer inside a subtree costs only the
+// validation of that subtree.
+#include "http_core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_DEPTH = 512 };
+
+typedef struct scanner {
+    const uint8_t *p;
+    size_t len;
+    size_t i;
+    const hj_pointer *ptrs;
+    size_t nptr;
+    hj_result *r;
+    char *err;
+    size_t errlen;
+    size_t spaces; // whitespace bytes skipped outside strings so far
+} scanner;
+
+static int fail_at(scanner *s, const char *what) {
+    if (s->i >= s->len) {
+        snprintf(s->err, s->errlen, "the body ends early at byte %zu, %s (truncated JSON)", s->len, what);
+    } else {
+        uint8_t c = s->p[s->i];
+        if (c >= 0x20 && c < 0x7f) snprintf(s->err, s->errlen, "unexpected '%c' at byte %zu, %s", c, s->i, what);
+        else snprintf(s->err, s->errlen, "unexpected byte 0x%02X at byte %zu, %s", c, s->i, what);
+    }
+    return -1;
+}
+
+static inline void skip_ws(scanner *s) {
+    size_t i = s->i;
+    while (i < s->len) {
+        uint8_t c = s->p[i];
+        if (c != ' ' && c != '\n' && c != '\r' && c != '\t') break;
+        i++;
+    }
+    s->spaces += i - s->i;
+    s->i = i;
+}
+
+static int push_range(hj_range **list, size_t *count, size_t *cap, hj_range range) {
+    if (*count == *cap) {
+        size_t grown_cap = *cap ? *cap * 2 : 16;
+        hj_range *grown = realloc(*list, grown_cap * sizeof *grown);
+        if (!grown) return -1;
+        *list = grown;
+        *cap = grown_cap;
+    }
+    (*list)[(*count)++] = range;
+    return 0;
+}
+
+static int hex(uint8_t c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/// Validates the string starting at s->i (a quote); s->i ends after the closing quote.
+/// `escaped` tells whether it held a backslash.
+static int string(scanner *s, int *escaped) {
+    const uint8_t *p = s->p;
+    size_t i = s->i + 1, n = s->len;
+    *escaped = 0;
+    for (;;) {
+        while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\') i++;
+        if (i >= n) { s->i = n; return fail_at(s, "inside a string"); }
+        uint8_t c = p[i];
+        if (c == '"') { s->i = i + 1; return 0; }
+        if (c == '\\') {
+            *escaped = 1;
+            if (i + 1 >= n) { s->i = n; return fail_at(s, "inside a string"); }
+            uint8_t e = p[i + 1];
+            if (e == 'u') {
+                if (i + 6 > n) { s->i = n; return fail_at(s, "inside a \\u escape"); }
+                for (int k = 2; k < 6; k++) if (hex(p[i + k]) < 0) { s->i = i + k; return fail_at(s, "in a \\u escape (expected 4 hex digits)"); }
+                i += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                i += 2;
+            } else {
+                s->i = i + 1;
+                return fail_at(s, "after a backslash (not a JSON escape)");
+            }
+            continue;
+        }
+        if (c < 0x20) { s->i = i; return fail_at(s, "inside a string (a control character must be escaped)"); }
+        // UTF-8: a lead byte and its continuation bytes, no overlong forms or surrogates.
+        size_t need;
+        uint32_t min;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) { need = 1; cp = c & 0x1F; min = 0x80; }
+        else if (c >= 0xE0 && c <= 0xEF) { need = 2; cp = c & 0x0F; min = 0x800; }
+        else if (c >= 0xF0 && c <= 0xF4) { need = 3; cp = c & 0x07; min = 0x10000; }
+        else { s->i = i; return fail_at(s, "inside a string (not UTF-8)"); }
+        if (i + need >= n) { s->i = n; return fail_at(s, "inside a string"); }
+        for (size_t k = 1; k <= need; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) { s->i = i + k; return fail_at(s, "inside a string (not UTF-8)"); }
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) { s->i = i; return fail_at(s, "inside a string (not UTF-8)"); }
+        i += need + 1;
+    }
+}
+
+static int number(scanner *s) {
+    const uint8_t *p = s->p;
+    size_t i = s->i, n = s->len;
+    if (i < n && p[i] == '-') i++;
+    if (i < n && p[i] == '0') i++;
+    else if (i < n && p[i] >= '1' && p[i] <= '9') { while (i < n && p[i] >= '0' && p[i] <= '9') i++; }
+    else { s->i = i; return fail_at(s, "in a number"); }
+    if (i < n && p[i] == '.') {
+        i++;
+        if (!(i < n && p[i] >= '0' && p[i] <= '9')) { s->i = i; return fail_at(s, "in a number (a digit must follow '.')"); }
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++;
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+        if (!(i < n && p[i] >= '0' && p[i] <= '9')) { s->i = i; return fail_at(s, "in a number's exponent"); }
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++;
+    }
+    s->i = i;
+    return 0;
+}
+
+static int literal(scanner *s, const char *word, size_t len) {
+    if (s->i + len > s->len || memcmp(s->p + s->i, word, len) != 0) {
+        // Point at the first byte that differs.
+        size_t k = 0;
+        while (s->i + k < s->len && k < len && s->p[s->i + k] == (uint8_t)word[k]) k++;
+        s->i += k;
+        return fail_at(s, "in a literal (true, false or null)");
+    }
+    s->i += len;
+    return 0;
+}
+
+/// Decodes a string's content (with escapes) for comparing with a pointer token; returns the
+/// length written to `out` (at most cap), or (size_t)-1 when it does not fit.
+static size_t unescape(const uint8_t *p, size_t len, uint8_t *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t cp;
+        if (p[i] != '\\') { if (o >= cap) return (size_t)-1; out[o++] = p[i]; continue; }
+        uint8_t e = p[++i];
+        switch (e) {
+        case 'b': cp = 8; break;
+        case 'f': cp = 12; break;
+        case 'n': cp = 10; break;
+        case 'r': cp = 13; break;
+        case 't': cp = 9; break;
+        case 'u':
+            cp = (uint32_t)(hex(p[i + 1]) << 12 | hex(p[i + 2]) << 8 | hex(p[i + 3]) << 4 | hex(p[i + 4]));
+            i += 4;
+            if (cp >= 0xD800 && cp <= 0xDBFF && i + 6 < len && p[i + 1] == '\\' && p[i + 2] == 'u') {
+                uint32_t lo = (uint32_t)(hex(p[i + 3]) << 12 | hex(p[i + 4]) << 8 | hex(p[i + 5]) << 4 | hex(p[i + 6]));
+                if (lo >= 0xDC00 && lo <= 0xDFFF) { cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00); i += 6; }
+            }
+            break;
+        default: cp = e; break;
+        }
+        uint8_t enc[4];
+        size_t k;
+        if (cp < 0x80) { enc[0] = (uint8_t)cp; k = 1; }
+        else if (cp < 0x800) { enc[0] = (uint8_t)(0xC0 | cp >> 6); enc[1] = (uint8_t)(0x80 | (cp & 0x3F)); k = 2; }
+        else if (cp < 0x10000) { enc[0] = (uint8_t)(0xE0 | cp >> 12); enc[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); enc[2] = (uint8_t)(0x80 | (cp & 0x3F)); k = 3; }
+        else { enc[0] = (uint8_t)(0xF0 | cp >> 18); enc[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F)); enc[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); enc[3] = (uint8_t)(0x80 | (cp & 0x3F)); k = 4; }
+        if (o + k > cap) return (size_t)-1;
+        memcpy(out + o, enc, k);
+        o += k;
+    }
+    return o;
+}
+
+/// The pointers of `mask` whose token at `depth` is `token` (or "*" when `index` is set).
+static uint64_t child_mask(scanner *s, uint64_t mask, size_t depth, const uint8_t *token, size_t len, int index) {
+    uint64_t out = 0;
+    for (size_t k = 0; k < s->nptr; k++) {
+        if (!(mask >> k & 1)) continue;
+        const hj_pointer *ptr = &s->ptrs[k];
+        if (ptr->token_count <= depth) continue;
+        size_t tl = ptr->token_lens[depth];
+        const char *t = ptr->tokens[depth];
+        if ((index && tl == 1 && t[0] == '*') || (tl == len && memcmp(t, token, len) == 0)) out |= (uint64_t)1 << k;
+    }
+    return out;
+}
+
+static int value(scanner *s, size_t depth, uint64_t mask);
+
+/// Records the value just parsed from `start` for every pointer of `mask` that ends here.
+static int record(scanner *s, size_t depth, uint64_t mask, size_t start) {
+    for (size_t k = 0; k < s->nptr; k++) {
+        if (!(mask >> k & 1) || s->ptrs[k].token_count != depth) continue;
+        if (push_range(&s->r->matches[k], &s->r->match_counts[k], &s->r->match_caps[k], (hj_range){start, s->i}) != 0) {
+            snprintf(s->err, s->errlen, "out of memory while scanning");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
+    s->i++; // [
+    skip_ws(s);
+    if (s->i < s->len && s->p[s->i] == ']') { s->i++; return 0; }
+    size_t index = 0;
+    for (;;) {
+        uint64_t child = 0;
+        if (mask) {
+            char digits[24];
+            int len = snprintf(digits, sizeof digits, "%zu", index);
+            child = child_mask(s, mask, depth, (const uint8_t *)digits, (size_t)len, 1);
+        }
+        size_t start = s->i, spaces = s->spaces;
+        if (value(s, depth + 1, child) != 0) return -1;
+        if (collect) {
+            hj_result *r = s->r;
+            if (push_range(&r->items, &r->item_count, &r->items_cap, (hj_range){start, s->i}) != 0) {
+                snprintf(s->err, s->errlen, "out of memory while scanning");
+                return -1;
+            }
+            if (r->flags_cap < r->items_cap) {
+                uint8_t *flags = realloc(r->item_has_space, r->items_cap);
+                if (!flags) { snprintf(s->err, s->errlen, "out of memory while scanning"); return -1; }
+                r->item_has_space = flags;
+                r->flags_cap = r->items_cap;
+            }
+            r->item_has_space[r->item_count - 1] = s->spaces != spaces;
+        }
+        index++;
+        skip_ws(s);
+        if (s->i < s->len && s->p[s->i] == ',') { s->i++; skip_ws(s); continue; }
+        if (s->i < s->len && s->p[s->i] == ']') { s->i++; return 0; }
+        return fail_at(s, "in an array (expected ',' or ']')");
+    }
+}
+
+static int object(scanner *s, size_t depth, uint64_t mask) {
+    s->i++; // {
+    skip_ws(s);
+    if (s->i < s->len && s->p[s->i] == '}') { s->i++; return 0; }
+    for (;;) {
+        if (!(s->i < s->len && s->p[s->i] == '"')) return fail_at(s, "in an object (expected a member name)");
+        size_t key_start = s->i + 1;
+        int escaped;
+        if (string(s, &escaped) != 0) return -1;
+        size_t key_end = s->i - 1;
+        uint64_t child = 0;
+        if (mask) {
+            if (!escaped) {
+                child = child_mask(s, mask, depth, s->p + key_start, key_end - key_start, 0);
+            } else {
+                uint8_t buffer[512];
+                size_t len = unescape(s->p + key_start, key_end - key_start, buffer, sizeof buffer);
+                if (len != (size_t)-1) child = child_mask(s, mask, depth, buffer, len, 0);
+            }
+        }
+        skip_ws(s);
+        if (!(s->i < s->len && s->p[s->i] == ':')) return fail_at(s, "in an object (expected ':')");
+        s->i++;
+        skip_ws(s);
+        if (value(s, depth + 1, child) != 0) return -1;
+        skip_ws(s);
+        if (s->i < s->len && s->p[s->i] == ',') { s->i++; skip_ws(s); continue; }
+        if (s->i < s->len && s->p[s->i] == '}') { s->i++; return 0; }
+        return fail_at(s, "in an object (expected ',' or '}')");
+    }
+}
+
+static int value(scanner *s, size_t depth, uint64_t mask) {
+    if (depth > MAX_DEPTH) {
+        snprintf(s->err, s->errlen, "nesting deeper than %d at byte %zu", MAX_DEPTH, s->i);
+        return -1;
+    }
+    if (s->i >= s->len) return fail_at(s, "where a value was expected");
+    size_t start = s->i;
+    // The items pointer (pointer 0) ends here: an array's elements are the items.
+    int items_here = (mask & 1) && s->ptrs[0].token_count == depth;
+    int rc;
+    int escaped;
+    switch (s->p[s->i]) {
+    case '{': rc = object(s, depth, mask); break;
+    case '[': rc = array(s, depth, mask, items_here); break;
+    case '"': rc = string(s, &escaped); break;
+    case 't': rc = literal(s, "true", 4); break;
+    case 'f': rc = literal(s, "false", 5); break;
+    case 'n': rc = literal(s, "null", 4); break;
+    default:
+        if (s->p[s->i] == '-' || (s->p[s->i] >= '0' && s->p[s->i] <= '9')) rc = number(s);
+        else return fail_at(s, "where a value was expected");
+    }
+    if (rc != 0) return rc;
+    if (items_here && s->p[start] != '[') s->r->items_not_array = 1;
+    return mask ? record(s, depth, mask, start) : 0;
+}
+
+int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t pointer_count,
+            hj_result *result, char *error, size_t error_len) {
+    memset(result, 0, sizeof *result);
+    if (pointer_count > 64) { snprintf(error, error_len, "at most 64 pointers"); return -1; }
+    result->pointer_count = pointer_count;
+    result->matches = calloc(pointer_count ? pointer_count : 1, sizeof *result->matches);
+    result->match_counts = calloc(pointer_count ? pointer_count : 1, sizeof *result->match_counts);
+    result->match_caps = calloc(pointer_count ? pointer_count : 1, sizeof *result->match_caps);
+    if (!result->matches || !result->match_counts || !result->match_caps) {
+        snprintf(error, error_len, "out of memory while scanning");
+        return -1;
+    }
+    scanner s = {text ? text : (const uint8_t *)"", len, 0, pointers, pointer_count, result, error, error_len, 0};
+    uint64_t mask = pointer_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << pointer_count) - 1);
+    // A UTF-8 byte order mark is tolerated, as by most parsers.
+    if (len >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) s.i = 3;
+    skip_ws(&s);
+    if (value(&s, 0, mask) != 0) return -1;
+    skip_ws(&s);
+    if (s.i != len) return fail_at(&s, "after the JSON value (extra data)");
+    return 0;
+}
+
+void hj_result_free(hj_result *result) {
+    for (size_t k = 0; k < result->pointer_count && result->matches; k++) free(result->matches[k]);
+    free(result->matches);
+    free(result->match_counts);
+    free(result->match_caps);
+    free(result->items);
+    free(result->item_has_space);
+    memset(result, 0, sizeof *result);
+}
+
+size_t hj_compact(const uint8_t *text, size_t len, uint8_t *out) {
+    size_t o = 0;
+    int in_string = 0, escaped = 0;
+    for (size_t i = 0; i < len; i++) {
+        uint8_t c = text[i];
+        if (in_string) {
+            out[o++] = c;
+            if (escaped) escaped = 0;
+            else if (c == '\\') escaped = 1;
+            else if (c == '"') in_string = 0;
+            continue;
+        }
+        if (c == ' ' || c == '\n' || c == '\r' || c == '\t') continue;
+        if (c == '"') in_string = 1;
+        out[o++] = c;
+    }
+    return o;
+}

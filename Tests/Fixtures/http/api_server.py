@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""A loopback server answering as real paging APIs do, for the http source's tests.
+
+Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input closes.
+25 records {"id": 1..25, "name": "r<id>", "group": ...} are served as:
+  GET  /stripe/v1/customers?limit=N&starting_after=ID   {"object":"list","data":[...],"has_more":bool}
+  GET  /gitlab/projects?page=P&per_page=N               a JSON array; X-Next-Page ("" on the last),
+                                                        X-Total, X-Total-Pages headers
+  POST /slack/conversations.list  {"cursor": C, "limit": N}
+                                   {"ok":true,"channels":[...],"response_metadata":{"next_cursor":C}}
+  GET  /nested?page=P              {"groups":[{"repos":[...]},{"repos":[...]}]} (5 a group, 2 groups
+                                   a page, 3 pages)
+  POST /oauth/token                client credentials (client_id "cid", client_secret "csecret"):
+                                   {"access_token":"tok-<n>","expires_in":2}; tokens expire after 2 s
+  GET  /oauth/items?page=P         needs "Authorization: Bearer tok-<n>" with a live token, else 401
+  GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
+                                   and X-RateLimit-Reset (now + 1 s); then the page
+  GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
+  GET  /stats                      {"token_requests": n, "requests": n}
+"""
+import json
+import socket
+import socketserver
+import sys
+import threading
+
+from loopback import serve
+import time
+from urllib.parse import urlsplit, parse_qs
+
+RECORDS = [{"id": i, "name": f"r{i}", "group": i % 3} for i in range(1, 26)]
+lock = threading.Lock()
+tokens = {}            # token -> expiry time
+stats = {"token_requests": 0, "requests": 0}
+limited_seen = set()
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, status, obj, headers=()):
+        body = json.dumps(obj).encode()
+        head = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.wfile.flush()
+
+    def handle(self):
+        while True:
+            line = self.rfile.readline(65537)
+            if not line:
+                return
+            method, target = line.decode().split()[:2]
+            headers = {}
+            while True:
+                h = self.rfile.readline(65537)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode().partition(":")
+                headers[k.strip().lower()] = v.strip()
+            body = self.rfile.read(int(headers.get("content-length", "0") or 0))
+            url = urlsplit(target)
+            q = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            with lock:
+                if url.path != "/stats":
+                    stats["requests"] += 1
+            self.route(method, url.path, q, headers, body)
+
+    def route(self, method, path, q, headers, body):
+        if path == "/stats":
+            with lock:
+                return self.send(200, dict(stats))
+        if path == "/stripe/v1/customers":
+            limit = int(q.get("limit", "10"))
+            after = q.get("starting_after", "")
+            start = 0 if not after else next(i for i, r in enumerate(RECORDS) if str(r["id"]) == after) + 1
+            page = RECORDS[start:start + limit]
+            return self.send(200, {"object": "list", "data": page, "has_more": start + limit < len(RECORDS)})
+        if path == "/gitlab/projects":
+            page, per = int(q.get("page", "1")), int(q.get("per_page", "20"))
+            chunk = RECORDS[(page - 1) * per: page * per]
+            pages = (len(RECORDS) + per - 1) // per
+            nxt = str(page + 1) if page < pages else ""
+            return self.send(200, chunk, headers=[("X-Next-Page", nxt), ("X-Total", len(RECORDS)), ("X-Total-Pages", pages)])
+        if path == "/slack/conversations.list" and method == "POST":
+            req = json.loads(body or b"{}")
+            cursor, limit = req.get("cursor", ""), int(req.get("limit", 10))
+            start = int(cursor.split("-")[1]) if cursor else 0
+            page = RECORDS[start:start + limit]
+            nxt = f"c-{start + limit}" if start + limit < len(RECORDS) else ""
+            return self.send(200, {"ok": True, "channels": page, "response_metadata": {"next_cursor": nxt}})
+        if path == "/nested":
+            page = int(q.get("page", "1"))
+            if page > 3:
+                return self.send(200, {"groups": []})
+            base = (page - 1) * 10
+            groups = [{"repos": [{"id": base + g * 5 + i, "extra": {"deep": True}} for i in range(5)]} for g in range(2)]
+            return self.send(200, {"groups": groups})
+        if path == "/oauth/token" and method == "POST":
+            form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+            if form.get("grant_type") != "client_credentials" or form.get("client_id") != "cid" or form.get("client_secret") != "csecret":
+                return self.send(401, {"error": "invalid_client"})
+            with lock:
+                stats["token_requests"] += 1
+                token = f"tok-{stats['token_requests']}"
+                tokens[token] = time.time() + 2
+            return self.send(200, {"access_token": token, "token_type": "bearer", "expires_in": 2})
+        if path == "/oauth/items":
+            auth = headers.get("authorization", "")
+            token = auth[7:] if auth.startswith("Bearer ") else ""
+            with lock:
+                live = tokens.get(token, 0) > time.time()
+            if not live:
+                return self.send(401, {"error": "expired or missing token"})
+            page = int(q.get("page", "1"))
+            return self.send(200, {"items": RECORDS[(page - 1) * 5: page * 5]})
+        if path == "/github/limited":
+            page = int(q.get("page", "1"))
+            with lock:
+                first = page not in limited_seen
+                limited_seen.add(page)
+            if first:
+                return self.send(403, {"message": "API rate limit exceeded"},
+                                 headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", int(time.time()) + 1)])
+            return self.send(200, RECORDS[(page - 1) * 10: page * 10])
+        if path == "/keyed":
+            if q.get("api_key") != "k-123":
+                return self.send(401, {"message": "bad key in " + "&".join(f"{k}={v}" for k, v in q.items())})
+            page = int(q.get("page", "1"))
+            return self.send(200, RECORDS[(page - 1) * 10: page * 10])
+        return self.send(404, {"message": "no such fixture"})
+
+
+if __name__ == "__main__":
+    serve(Handler)

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""A loopback HTTP server that misbehaves on purpose, for the http source's tests.
+
+Prints "PORT <n>" on its first line once it listens on 127.0.0.1. Every request is recorded;
+GET /seen answers them as JSON lines: {"path": ..., "host": ..., "authorization": ..., ...}.
+
+Paths (query strings are ignored unless said):
+  /items?page=N        a well-formed page {"items": [...]} of 2 items
+  /endless             200, no length, then '{"items":[' and items forever (until the peer goes)
+  /gzip-bomb           200, Content-Encoding: gzip, a body inflating to 256 MiB of spaces
+  /huge-header         200 with one 1 MiB header line
+  /many-headers        200 with 20,000 headers of 60 bytes (1.2 MB)
+  /slow                200, Content-Length 1000, then 1 byte a second
+  /not-http            "SSH-2.0-OpenSSH_9.2p1" and a line break, no HTTP at all
+  /not-json            200 text/html "<html>..."
+  /truncated           200 '{"items":[{"id":1},{"id":' (a Content-Length that matches)
+  /not-array           200 {"items": {"id": 1}}
+  /redirect-other      302 to http://localhost:PORT/items?page=1 (another host name, same server)
+  /redirect-loop-a     302 to /redirect-loop-b, which 302s back to /redirect-loop-a
+  /redirect-file       302 to file:///etc/passwd
+  /link-other?page=N   items; Link rel="next" to http://localhost:PORT/link-other?page=N+1 (page 1 only)
+  /link-file           items; Link rel="next" <file:///etc/passwd>
+  /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
+  /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
+  /cursor-cycle?c=X    items; {"next": ...}: "" -> "a" -> "b" -> "a"
+"""
+import gzip
+import json
+import socket
+import socketserver
+import sys
+import threading
+
+from loopback import serve
+import time
+from urllib.parse import urlsplit, parse_qs
+
+seen = []
+seen_lock = threading.Lock()
+bomb = None
+bomb_lock = threading.Lock()
+
+
+def gzip_bomb():
+    global bomb
+    with bomb_lock:
+        if bomb is None:
+            bomb = gzip.compress(b"[" + b" " * (256 << 20) + b"]", compresslevel=9)
+        return bomb
+
+
+def items_body(page):
+    return json.dumps({"items": [{"id": page * 10 + i} for i in range(2)]}).encode()
+
+
+class Handler(socketserver.StreamRequestHandler):
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, status, body=b"", headers=(), content_type="application/json"):
+        head = [f"HTTP/1.1 {status} X", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.wfile.flush()
+
+    def handle(self):
+        while True:
+            line = self.rfile.readline(65537)
+            if not line:
+                return
+            parts = line.decode("latin-1").split()
+            if len(parts) < 2:
+                return
+            headers = {}
+            while True:
+                h = self.rfile.readline(65537)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length", "0") or 0)
+            if length:
+                self.rfile.read(length)
+            url = urlsplit(parts[1])
+            query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if url.path != "/seen":
+                with seen_lock:
+                    seen.append({"path": url.path, "query": url.query, "host": headers.get("host", ""),
+                                 "authorization": headers.get("authorization"),
+                                 "x-api-key": headers.get("x-api-key")})
+            if not self.route(url.path, query, headers):
+                return
+
+    def route(self, path, query, headers):
+        port = self.server.server_address[1]
+        page = int(query.get("page", "1") or 1)
+        if path == "/seen":
+            with seen_lock:
+                body = "".join(json.dumps(s) + "\n" for s in seen).encode()
+            self.send(200, body, content_type="text/plain")
+        elif path == "/items":
+            self.send(200, items_body(page))
+        elif path == "/endless":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n{\"items\":[")
+            chunk = b'{"id":1,"pad":"' + b"x" * 1000 + b'"},'
+            chunk = chunk * 64
+            try:
+                while True:
+                    self.wfile.write(chunk)
+            except OSError:
+                return False
+        elif path == "/gzip-bomb":
+            body = gzip_bomb()
+            self.send(200, body, headers=[("Content-Encoding", "gzip")])
+        elif path == "/huge-header":
+            self.send(200, items_body(1), headers=[("X-Huge", "a" * (1 << 20))])
+        elif path == "/many-headers":
+            self.send(200, items_body(1), headers=[(f"X-H{i}", "b" * 50) for i in range(20000)])
+        elif path == "/slow":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n")
+            try:
+                for _ in range(1000):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(1)
+            except OSError:
+                pass
+            return False
+        elif path == "/not-http":
+            self.wfile.write(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
+            self.wfile.flush()
+            time.sleep(5)
+            return False
+        elif path == "/not-json":
+            self.send(200, b"<html><body>Service moved</body></html>", content_type="text/html")
+        elif path == "/truncated":
+            self.send(200, b'{"items":[{"id":1},{"id":')
+        elif path == "/not-array":
+            self.send(200, b'{"items": {"id": 1}}')
+        elif path == "/redirect-other":
+            self.send(302, headers=[("Location", f"http://localhost:{port}/items?page=1")])
+        elif path == "/redirect-loop-a":
+            self.send(302, headers=[("Location", "/redirect-loop-b")])
+        elif path == "/redirect-loop-b":
+            self.send(302, headers=[("Location", "/redirect-loop-a")])
+        elif path == "/redirect-file":
+            self.send(302, headers=[("Location", "file:///etc/passwd")])
+        elif path == "/link-other":
+            links = [("Link", f'<http://localhost:{port}/link-other?page={page + 1}>; rel="next"')] if page == 1 else []
+            self.send(200, items_body(page), headers=links)
+        elif path == "/link-file":
+            self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
+        elif path == "/link-gopher":
+            self.send(200, items_body(1), headers=[("Link", '<gopher://127.0.0.1/1>; rel="next"')])
+        elif path == "/link-cycle":
+            nxt = {1: 2, 2: 3, 3: 2}[page]
+            self.send(200, items_body(page), headers=[("Link", f'</link-cycle?page={nxt}>; rel="next"')])
+        elif path == "/cursor-cycle":
+            c = query.get("c", "")
+            nxt = {"": "a", "a": "b", "b": "a"}[c]
+            body = json.dumps({"items": [{"id": c or "first"}], "next": nxt}).encode()
+            self.send(200, body)
+        else:
+            self.send(404, b'{"message":"no such fixture"}')
+        return True
+
+
+if __name__ == "__main__":
+    serve(Handler)

@@ -1,0 +1,153 @@
+// The http source against fixtures that answer as real APIs do (Tests/Fixtures/http/
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+// api_server.py): Stripe's has_more and starting_after, GitLab's X-Next-Page and X-Total,
+// Slack's POST cursor, OAuth2 client credentials with quickly expiring tokens, GitHub's 403
+// rate limit, an API key in the query (redacted everywhere), nested items and a projection.
+import Foundation
+import Paging
+import PagingHost
+import PagingTestSupport
+import Testing
+
+@Suite("http source against API-style fixtures", .serialized)
+struct APIStyleTests {
+    let server: FixtureServer
+
+    init() throws {
+        server = try FixtureServer("api_server.py")
+    }
+
+    private func pagedIDs(_ config: String, pageSize: Int) async throws -> [Int] {
+        let source = try makeSource(config)
+        return try ids(try await pageToEnd(source, pageSize: pageSize).output.values)
+    }
+
+    @Test func stripe_hasMore_andStartingAfterTheLastItem() async throws {
+        defer { server.stop() }
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/stripe/v1/customers?limit={pageSize}&starting_after={key}", "items": "/data",
+             "pagination": {"type": "cursor", "next": "/data/*/id", "has_more": "/has_more"}}
+            """, pageSize: 10)
+        #expect(found == Array(1...25))
+    }
+
+    @Test func gitlab_nextPageHeader_andTotalHeader() async throws {
+        defer { server.stop() }
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/gitlab/projects?page={key}&per_page={pageSize}",
+             "pagination": {"type": "header", "next": "X-Next-Page", "first": "1", "total_header": "X-Total"}}
+            """, pageSize: 10)
+        #expect(found == Array(1...25))
+        // The total stops page-number paging without asking for an empty page.
+        let byTotal = try await pagedIDs("""
+            {"url": "\(server.baseURL)/gitlab/projects?page={key}&per_page={pageSize}",
+             "pagination": {"type": "page", "total_header": "X-Total"}}
+            """, pageSize: 5)
+        #expect(byTotal == Array(1...25))
+    }
+
+    @Test func slack_postBody_carriesTheCursor() async throws {
+        defer { server.stop() }
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/slack/conversations.list", "method": "POST",
+             "body": {"cursor": "{key}", "limit": "{pageSize}"}, "items": "/channels",
+             "pagination": {"type": "cursor", "next": "/response_metadata/next_cursor"}}
+            """, pageSize: 7)
+        #expect(found == Array(1...25))
+    }
+
+    @Test func nestedItems_withAWildcard_andAProjection() async throws {
+        defer { server.stop() }
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/nested?page={key}", "items": "/groups/*/repos", "fields": ["id"]}
+            """)
+        let manager = try await pageToEnd(source, pageSize: 10)
+        #expect(try ids(manager.output.values) == Array(0..<30))
+        #expect(manager.output.values.allSatisfy { String(decoding: $0.bytes, as: UTF8.self).hasPrefix(#"{"id":"#) && !String(decoding: $0.bytes, as: UTF8.self).contains("extra") })
+    }
+
+    @Test func oauth2ClientCredentials_fetchesCachesAndRefreshesTheToken() async throws {
+        defer { server.stop() }
+        setenv("API_TEST_CLIENT_SECRET", "csecret", 1)
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/oauth/items?page={key}", "items": "/items",
+             "auth": {"type": "oauth2_client_credentials", "token_url": "\(server.baseURL)/oauth/token",
+                      "client_id": "cid", "client_secret": "${API_TEST_CLIENT_SECRET}"}}
+            """)
+        let manager = try await pageToEnd(source, pageSize: 5)
+        #expect(try ids(manager.output.values) == Array(1...25))
+        let stats = try await statsOf(server)
+        #expect(stats["token_requests"] == 1, "one token serves every page while it lives")
+        // Tokens live 2 s and are fetched again in their last tenth: wait one out.
+        try await Task.sleep(for: .seconds(2))
+        #expect(await loadError(source, pageSize: 5) == nil)
+        #expect(try await statsOf(server)["token_requests"] == 2)
+    }
+
+    @Test func github403RateLimit_isTransient_withTheResetAsRetryHint() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/github/limited?page={key}"}"#)
+        let error = try #require(await loadError(source, pageSize: 10) as? PluginError)
+        #expect(error.status == .transient)
+        #expect(error.message.contains("rate limit exhausted (X-RateLimit-Remaining: 0"))
+        #expect(error.retryAfter != nil && error.retryAfter! <= .seconds(2))
+        // A retry waits the reset out and succeeds.
+        #expect(await loadError(source, retry: RetryPolicy(maxRetries: 1, backoff: .immediate), pageSize: 10) == nil)
+    }
+
+    @Test func maxRequestsPerSecond_spacesTheRequests() async throws {
+        defer { server.stop() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/gitlab/projects?page={key}&per_page={pageSize}", "max_requests_per_second": 10}
+            """, pageSize: 5)
+        #expect(found == Array(1...25))
+        // 6 requests (the last page is empty) at most 10 a second: at least 0.5 s.
+        #expect(clock.now - start >= .milliseconds(500))
+    }
+
+    @Test func anAPIKeyInTheQuery_isRedactedFromEveryLineOfARun() async throws {
+        defer { server.stop() }
+        let folder = scratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let manifest = folder + "/keyed.json"
+        let secretFile = folder + "/key.txt"
+        try "k-999\n".write(toFile: secretFile, atomically: true, encoding: .utf8)
+        try """
+            {"source": {"plugin": "\(try httpPluginPath())",
+                        "config": {"url": "\(server.baseURL)/keyed?page={key}",
+                                   "auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${file:\(secretFile)}"}}},
+             "interceptors": [{"plugin": "logging", "config": {"level": "debug"}}],
+             "page_size": 10, "retry": {"max_retries": 1, "initial_backoff_ms": 10}}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest, "--refresh", "--verbose"])
+        #expect(result.code != 0)
+        #expect(result.stderr.contains("HTTP 401 from \(server.baseURL)/keyed?page=1: "), "\(result.stderr)")
+        #expect(result.stderr.contains("api_key=***"), "the server's echo of the key is redacted")
+        #expect(!(result.stdout + result.stderr).contains("k-999"))
+        // With the right key the pages come.
+        try "k-123".write(toFile: secretFile, atomically: true, encoding: .utf8)
+        let good = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "5", "--verbose"])
+        #expect(good.code == 0, "\(good.stderr)")
+        #expect(good.stdout.split(separator: "\n").count == 25)
+        #expect(!(good.stdout + good.stderr).contains("k-123"))
+    }
+}
+
+private func statsOf(_ server: FixtureServer) async throws -> [String: Int] {
+    let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/stats")!)
+    return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Int])
+}
+
+@Test func everyHTTPSourceExample_validates() async throws {
+    let folder = repositoryRoot + "/Examples/HTTPSources"
+    let examples = try FileManager.default.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".json") }.sorted()
+    #expect(examples.count >= 7)
+    for example in examples {
+        let result = try await run(pagerCommand, ["validate", folder + "/" + example])
+        #expect(result.code == 0, "\(example): \(result.stderr)")
+    }
+}

@@ -1,0 +1,185 @@
+// The http source against servers that misbehave (Tests/Fixtures/http/hostile_server.py):
+// credentials never leave the configured host, every byte read is bounded, a timeout ends the
+// transfer (and the process), cycles and non-http links are refused, and what came instead of
+// HTTP or JSON is said.
+import Foundation
+import Paging
+import PagingHost
+import PagingTestSupport
+import Testing
+
+/// Loads the refresh page of `url` (an http source config around it) and returns its error.
+private func refreshError(_ config: String, pageSize: Int = 2) async throws -> PluginError {
+    let source = try makeSource(config)
+    return try #require(await loadError(source, pageSize: pageSize) as? PluginError)
+}
+
+@Suite("http source against hostile servers", .serialized)
+struct HostileServerTests {
+    let server: FixtureServer
+
+    init() throws {
+        server = try FixtureServer("hostile_server.py")
+    }
+
+    // MARK: Credentials stay with the configured host
+
+    @Test func aRedirectToAnotherHost_getsNoConfiguredHeaders() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_TEST_TOKEN", "tok-redirect-123", 1)
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/redirect-other", "items": "/items",
+             "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}", "X-Api-Key": "${HOSTILE_TEST_TOKEN}"}}
+            """)
+        #expect(await loadError(source, pageSize: 2) == nil)
+        let seen = try await server.seen()
+        let first = try #require(seen.first { $0["path"] as? String == "/redirect-other" })
+        #expect(first["authorization"] as? String == "Bearer tok-redirect-123")
+        let second = try #require(seen.first { $0["path"] as? String == "/items" })
+        #expect((second["host"] as? String)?.hasPrefix("localhost:") == true)
+        #expect(second["authorization"] is NSNull)
+        #expect(second["x-api-key"] is NSNull)
+    }
+
+    @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_TEST_TOKEN", "tok-allowed-456", 1)
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/redirect-other", "items": "/items", "allowed_hosts": ["localhost"],
+             "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
+            """)
+        #expect(await loadError(source, pageSize: 2) == nil)
+        let second = try #require(try await server.seen().first { $0["path"] as? String == "/items" })
+        #expect(second["authorization"] as? String == "Bearer tok-allowed-456")
+    }
+
+    @Test func aLinkToAnotherHost_isFetchedWithoutConfiguredHeaders() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_TEST_TOKEN", "tok-link-789", 1)
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/link-other?page=1", "items": "/items", "pagination": {"type": "link"},
+             "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
+            """)
+        let manager = try await pageToEnd(source, pageSize: 2)
+        #expect(manager.output.values.count == 4)
+        let seen = try await server.seen()
+        #expect(seen.count == 2)
+        #expect(seen[0]["authorization"] as? String == "Bearer tok-link-789")
+        #expect((seen[1]["host"] as? String)?.hasPrefix("localhost:") == true)
+        #expect(seen[1]["authorization"] is NSNull)
+    }
+
+    // MARK: Every byte read is bounded
+
+    @Test func anEndlessBody_stopsAtMaxPageBytes() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/endless", "items": "/items", "max_page_bytes": 1048576}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("the body from \(server.baseURL)/endless is larger than max_page_bytes (1048576 bytes"))
+    }
+
+    @Test func aGzipBomb_stopsAtMaxPageBytes_countedAfterDecompression() async throws {
+        defer { server.stop() }
+        let before = peakResidentBytes()
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/gzip-bomb", "items": "", "max_page_bytes": 4194304}"#)
+        #expect(error.message.contains("larger than max_page_bytes (4194304 bytes, after decompression)"))
+        // 256 MiB inflated would show; the limit keeps the growth to a few MiB.
+        #expect(peakResidentBytes() - before < 64 << 20)
+    }
+
+    @Test(arguments: ["/huge-header", "/many-headers"])
+    func hugeResponseHeaders_stopWithAClearError(_ path: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items"}"#)
+        #expect(error.message.contains("response headers from \(server.baseURL)\(path)"), "\(error.message)")
+        #expect(error.message.contains("too large") || error.message.contains("larger than max_header_bytes"))
+    }
+
+    @Test func aServerSendingAByteASecond_endsAtTheTimeout() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/slow", "items": "/items", "timeout_ms": 1000}"#)
+        #expect(error.status == .timeout)
+        #expect(error.message.contains("timed out after 1000 ms fetching \(server.baseURL)/slow"))
+    }
+
+    @Test func pagerRun_exitsAfterTimeoutsAndRetries_onAnEndlessTrickle() async throws {
+        defer { server.stop() }
+        let folder = scratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let manifest = folder + "/slow.json"
+        try """
+            {"source": {"plugin": "\(try httpPluginPath())",
+                        "config": {"url": "\(server.baseURL)/slow", "items": "/items", "timeout_ms": 500}},
+             "page_size": 2, "retry": {"max_retries": 1, "initial_backoff_ms": 10}}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest, "--refresh"], deadline: .seconds(120))
+        #expect(!result.timedOut, "pager run did not exit")
+        #expect(result.code != 0)
+        #expect(result.stderr.contains("timed out after 500 ms"), "\(result.stderr)")
+    }
+
+    // MARK: What came instead is said
+
+    @Test func aReplyThatIsNotHTTP_saysWhatCame() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/not-http", "items": "/items"}"#)
+        #expect(error.message.contains("the reply from \(server.baseURL)/not-http is not HTTP: it begins with \"SSH-2.0-OpenSSH_9.2p1"), "\(error.message)")
+    }
+
+    @Test(arguments: [
+        ("/not-json", "not JSON: unexpected '<' at byte 0"),
+        ("/truncated", "the body ends early at byte 25"),
+        ("/not-array", "the items pointer \"/items\" resolves to an object, not an array"),
+    ])
+    func aBodyThatIsNotTheItems_isInternal_sayingWhere(_ path: String, _ expected: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items"}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("malformed body from \(server.baseURL)\(path)"))
+        #expect(error.message.contains(expected), "\(error.message)")
+    }
+
+    // MARK: Loops and schemes
+
+    @Test func aRedirectLoop_failsNamingTheHops() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/redirect-loop-a", "items": "/items"}"#)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("redirect loop: \(server.baseURL)/redirect-loop-a -> \(server.baseURL)/redirect-loop-b -> \(server.baseURL)/redirect-loop-a"), "\(error.message)")
+    }
+
+    @Test func aRedirectToFile_isRefused() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/redirect-file", "items": "/items"}"#)
+        #expect(error.message.contains("refusing the redirect from \(server.baseURL)/redirect-file to file:///etc/passwd"), "\(error.message)")
+    }
+
+    @Test(arguments: [("/link-file", "file:///etc/passwd"), ("/link-gopher", "gopher://127.0.0.1/1")])
+    func aNextLinkThatIsNotHTTP_isRefused(_ path: String, _ link: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("refusing the rel=\"next\" link \(link)"), "\(error.message)")
+        #expect(try await server.seen().count == 1)
+    }
+
+    @Test(arguments: [
+        (#""pagination": {"type": "link"}"#, "/link-cycle?page=1", [10, 11, 20, 21]),
+        (#""pagination": {"type": "cursor", "next": "/next"}"#, "/cursor-cycle?c={key}", nil),
+    ] as [(String, String, [Int]?)])
+    func aCycleLongerThanOneStep_failsInsteadOfRepeating(_ pagination: String, _ path: String, _ expectedIDs: [Int]?) async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", \#(pagination)}"#)
+        let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 1))
+        await manager.refresh().value
+        for _ in 0..<6 where manager.output.appendState.error == nil && !manager.output.appendState.isEndReached {
+            await manager.append().value
+        }
+        let error = try #require(manager.output.appendState.error as? PluginError)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("pagination cycle at \(server.baseURL)"), "\(error.message)")
+        #expect(error.message.contains("was already loaded in this direction"))
+        if let expectedIDs { #expect(try ids(manager.output.values) == expectedIDs) }
+        #expect(try await server.seen().count <= 4)
+    }
+}
