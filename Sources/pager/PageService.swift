@@ -159,17 +159,25 @@ struct ServeBadRequest: Error, CustomStringConvertible {
 
 struct ServeTimeout: Error {}
 
-/// `body`'s result, or ``ServeTimeout`` (`body` cancelled) when it takes longer than `limit`.
+/// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit` (`body` is then
+/// cancelled and left to end when it can: a plugin may hold its thread for good).
 func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            return nil
+    let work = Task { try await body() }
+    let outcome = Locked<Result<T, any Error>?>(nil)
+    return try await withCheckedThrowingContinuation { continuation in
+        @Sendable func finish(_ result: Result<T, any Error>) {
+            let first = outcome.withLock { outcome in
+                defer { if outcome == nil { outcome = result } }
+                return outcome == nil
+            }
+            if first { continuation.resume(with: result) }
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let result = first else { throw ServeTimeout() }
-        return result
+        Task { finish(await work.result) }
+        Task {
+            try? await Task.sleep(for: limit)
+            finish(.failure(ServeTimeout()))
+            work.cancel()
+        }
     }
 }
 

@@ -81,8 +81,8 @@ struct ServeCommand {
             Output.error("pager serve: no PAGER_SERVE_SECRET or --secret-file: cursors are signed with a random secret and work on this process only")
         }
         let signal = await Self.nextSignal(on: stop)
-        Output.error("pager serve: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): not accepting connections; finishing \(pages.inFlight) request(s)")
         service.stopAccepting()
+        Output.error("pager serve: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): not accepting connections; finishing \(pages.inFlight) request(s)")
         await pages.drained(within: timeout + .seconds(1))
         service.stop()
         await pipeline.pager.backgroundLoadsFinished()

@@ -1,0 +1,203 @@
+import Foundation
+import Paging
+import PagingHost
+import PagingTestSupport
+import Testing
+
+/// `pager serve`: pages under signed cursors, user info from the manifest's serve_params,
+/// health, metrics, limits, bad requests, and SIGTERM draining what is in flight.
+@Suite("pager serve")
+struct ServeCommandTests {
+    static let secret = ["PAGER_SERVE_SECRET": "a secret of more than sixteen bytes"]
+
+    /// A manifest over the offsets fixture source (45 items, pages of 20), `tag` a serve param.
+    func manifest(_ extra: String = "", interceptors: String = "[]") throws -> String {
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 45}},
+         "interceptors": \(interceptors), "page_size": 20, "serve_params": ["tag"]\(extra)}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        return folder + "/m.json"
+    }
+
+    func numbers(_ reply: HTTPReply) throws -> [Int] {
+        try #require(reply.json()["items"] as? [[String: Any]]).compactMap { $0["n"] as? Int }
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func pagesThroughEveryItem_onceAndInOrder_andBack() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        var reply = try server.get("/pages")
+        #expect(reply.status == 200 && reply.headers["content-type"] == "application/json", "\(reply.text)")
+        var items = try numbers(reply)
+        #expect(try reply.json()["prev"] is NSNull)
+        var pages = [reply]
+        while let next = try reply.json()["next"] as? String {
+            reply = try server.get("/pages?cursor=\(next)")
+            #expect(reply.status == 200, "\(reply.text)")
+            items += try numbers(reply)
+            pages.append(reply)
+        }
+        #expect(items == Array(0..<45) && pages.count == 3)
+        // The last page's prev cursor names the page before it.
+        let prev = try #require(try pages[2].json()["prev"] as? String)
+        #expect(try numbers(try server.get("/pages?cursor=\(prev)")) == Array(20..<40))
+        #expect(server.stop() == 0, "\(server.stderr)")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func serveParams_reachTheSource_andStayWithTheCursors() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        let first = try server.get("/pages?tag=blue")
+        let tags = try #require(first.json()["items"] as? [[String: Any]]).compactMap { $0["tag"] as? String }
+        #expect(tags == Array(repeating: "blue", count: 20), "\(first.text)")
+        let next = try #require(try first.json()["next"] as? String)
+        let second = try #require(try server.get("/pages?cursor=\(next)").json()["items"] as? [[String: Any]])
+        #expect(second.compactMap { $0["tag"] as? String } == Array(repeating: "blue", count: 20))
+        // A cursor carries its parameters: more beside it is refused.
+        let both = try server.get("/pages?cursor=\(next)&tag=red")
+        #expect(both.status == 400 && both.text.contains("send it alone"), "\(both.text)")
+    }
+
+    /// Cursors are signed: a made-up one, a changed one and one signed with another secret are
+    /// refused; servers that share the secret take each other's.
+    @Test(.timeLimit(.minutes(2)))
+    func cursors_areSigned_andSharedByServersWithTheSameSecret() throws {
+        let manifest = try manifest()
+        let server = try ServeProcess([manifest], environment: Self.secret)
+        let twin = try ServeProcess([manifest], environment: Self.secret)
+        let other = try ServeProcess([manifest], environment: ["PAGER_SERVE_SECRET": "another secret, sixteen bytes or more"])
+        let next = try #require(try server.get("/pages").json()["next"] as? String)
+        #expect(try numbers(try twin.get("/pages?cursor=\(next)")) == Array(20..<40))
+        var tampered = Array(next.utf8)
+        tampered[6] = tampered[6] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        for cursor in [String(decoding: tampered, as: UTF8.self), "AQECAAAAMjA", "not base64!", String(repeating: "A", count: 9_000)] {
+            let reply = try server.get("/pages?cursor=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+            #expect(reply.status == 400 && (try? reply.json()["error"]) is String, "\(cursor.prefix(20)): \(reply.text)")
+        }
+        let foreign = try other.get("/pages?cursor=\(next)")
+        #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func badRequests_getA4xxWithAJSONError_andTheServerGoesOn() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        let cases: [(String, Int, String)] = [
+            ("/pages?color=red", 400, "unknown query parameter 'color' (this server takes: cursor, tag)"),
+            ("/pages?tag", 400, "query parameter 'tag' has no value"),
+            ("/pages?tag=a&tag=b", 400, "query parameter 'tag' is given twice"),
+            ("/pages?cursor=a&cursor=b", 400, "more than one cursor"),
+            ("/pages?tag=" + String(repeating: "x", count: 20_000), 400, "the query is longer than 16 KiB"),
+            ("/nothing", 404, "no such route"),
+        ]
+        for (target, status, message) in cases {
+            let reply = try server.get(target)
+            #expect(reply.status == status && reply.text.contains(message), "\(target.prefix(40)): \(reply.status) \(reply.text)")
+        }
+        let post = try httpGet(port: server.port, "", request: "POST /pages HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc")
+        #expect(post.status == 405 && post.text.contains("only GET is served"))
+        let garbage = try httpGet(port: server.port, "", request: "\u{1}\u{2} nonsense\r\n\r\n")
+        #expect((400..<500).contains(garbage.status))
+        // A client that sends half a request and waits holds up no one else.
+        let slow = try connectLoopback(port: server.port)
+        defer { close(slow) }
+        _ = "GET /pa".withCString { send(slow, $0, 7, 0) }
+        #expect(try server.get("/healthz").status == 200)
+        #expect(try numbers(try server.get("/pages")) == Array(0..<20))
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func healthz_saysWhichPluginCannotServe() throws {
+        let healthy = try ServeProcess([try manifest()], environment: Self.secret)
+        let ok = try healthy.get("/healthz")
+        #expect(ok.status == 200 && ok.text.contains(#""status": "ok""#))
+        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        let sick = try ServeProcess([try manifest(interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health": 2}}]"#)],
+                                    environment: Self.secret)
+        let reply = try sick.get("/healthz")
+        #expect(reply.status == 503 && reply.text.contains("lifecycle: transient"), "\(reply.text)")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func metrics_countRequestsAndUpstreamFetches_inPrometheusText() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        _ = try server.get("/pages")
+        _ = try server.get("/pages?bad=1")
+        let reply = try server.get("/metrics")
+        #expect(reply.status == 200 && reply.headers["content-type"]?.hasPrefix("text/plain") == true)
+        let text = reply.text
+        #expect(text.contains(#"pager_http_requests_total{route="/pages",code="200"} 1"#), "\(text)")
+        #expect(text.contains(#"pager_http_requests_total{route="/pages",code="400"} 1"#))
+        #expect(text.contains(#"pager_http_request_duration_seconds_count{route="/pages"} 2"#))
+        #expect(text.contains(#"pager_plugin_calls_total{plugin="offsets",kind="source"} 1"#))
+        #expect(text.contains(#"pager_plugin_call_duration_seconds_bucket{plugin="offsets",kind="source",le="+Inf"} 1"#))
+        // Every sample line is a name, optional labels and a number.
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            #expect(line.wholeMatch(of: /[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+/) != nil, "\(line)")
+        }
+    }
+
+    /// Requests past --max-requests get 503; a load past --request-timeout-ms gets 504.
+    @Test(.timeLimit(.minutes(2)))
+    func limits_refuseWhatIsTooMuch_with503And504() throws {
+        let folder = scratchFolder()
+        let resume = folder + "/resume"
+        let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
+        let server = try ServeProcess([try manifest(interceptors: waiting), "--max-requests", "1", "--request-timeout-ms", "60000", "-v"],
+                                      environment: Self.secret)
+        let first = Locked<HTTPReply?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            first.withLock { $0 = try? server.get("/pages") }
+            done.signal()
+        }
+        #expect(server.waitFor("deferred "), "\(server.stderr)")
+        let busy = try server.get("/healthz")
+        #expect(busy.status == 503 && busy.text.contains("answering 1 requests already"), "\(busy.text)")
+        #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
+        done.wait()
+        #expect(first.withLock { $0 }?.status == 200)
+
+        let hanging = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 60000}"#
+        try hanging.write(toFile: folder + "/hang.json", atomically: true, encoding: .utf8)
+        let slow = try ServeProcess([folder + "/hang.json", "--request-timeout-ms", "300"], environment: Self.secret)
+        let reply = try slow.get("/pages")
+        #expect(reply.status == 504 && reply.text.contains("not loaded within 300 ms"), "\(reply.text)")
+    }
+
+    /// SIGTERM: new connections are refused, the request in flight is answered, exit 0.
+    @Test(.timeLimit(.minutes(2)))
+    func sigterm_drainsTheRequestsInFlight_thenExits0() throws {
+        let folder = scratchFolder()
+        let resume = folder + "/resume"
+        let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
+        let server = try ServeProcess([try manifest(interceptors: waiting), "-v"], environment: Self.secret)
+        let inFlight = Locked<HTTPReply?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            inFlight.withLock { $0 = try? server.get("/pages") }
+            done.signal()
+        }
+        #expect(server.waitFor("deferred "), "\(server.stderr)")
+        kill(server.pid, SIGTERM)
+        #expect(server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
+        #expect(throws: ServeStartError.self) { _ = try connectLoopback(port: server.port) }
+        #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
+        done.wait()
+        #expect(try numbers(try #require(inFlight.withLock { $0 })) == Array(0..<20))
+        #expect(server.stop() == 0, "\(server.stderr)")
+        #expect(server.stderr.contains("pager serve: stopped"))
+    }
+
+    @Test
+    func aTakenPort_orABadAddressOrSecret_isBadInput() async throws {
+        let manifest = try manifest()
+        let server = try ServeProcess([manifest], environment: Self.secret)
+        let taken = try await run(pagerCommand, ["serve", manifest, "--port", "\(server.port)"], environment: Self.secret)
+        #expect(taken.code == 2 && taken.stderr.contains("cannot listen on 127.0.0.1 port \(server.port)"), "\(taken.stderr)")
+        let address = try await run(pagerCommand, ["serve", manifest, "--bind", "localhost"], environment: Self.secret)
+        #expect(address.code == 2 && address.stderr.contains("'localhost' is not an IPv4 or IPv6 address"), "\(address.stderr)")
+        let short = try await run(pagerCommand, ["serve", manifest], environment: ["PAGER_SERVE_SECRET": "short"])
+        #expect(short.code == 2 && short.stderr.contains("PAGER_SERVE_SECRET: the secret must be at least 16 bytes, got 5"), "\(short.stderr)")
+    }
+}
