@@ -137,27 +137,47 @@ struct ServeCommandTests {
         }
     }
 
+    /// A server whose first page waits in a deferring interceptor until ``WaitingServer/release()``.
+    struct WaitingServer {
+        let server: ServeProcess
+        let resume: String
+        private let reply = Locked<HTTPReply?>(nil)
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ test: ServeCommandTests, options: [String]) throws {
+            resume = scratchFolder() + "/resume"
+            let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "#
+                + #""config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
+            server = try ServeProcess([try test.manifest(interceptors: waiting), "-v"] + options, environment: ServeCommandTests.secret)
+        }
+
+        /// Sends GET /pages on a thread of its own; returns once the interceptor holds it.
+        func startRequest() -> Bool {
+            Thread.detachNewThread { [server, reply, done] in
+                reply.withLock { $0 = try? server.get("/pages") }
+                done.signal()
+            }
+            return server.waitFor("deferred ")
+        }
+
+        /// Lets the request go on; its answer.
+        func release() -> HTTPReply? {
+            FileManager.default.createFile(atPath: resume, contents: Data())
+            done.wait()
+            return reply.withLock { $0 }
+        }
+    }
+
     /// Requests past --max-requests get 503; a load past --request-timeout-ms gets 504.
     @Test(.timeLimit(.minutes(2)))
     func limits_refuseWhatIsTooMuch_with503And504() throws {
-        let folder = scratchFolder()
-        let resume = folder + "/resume"
-        let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
-        let server = try ServeProcess([try manifest(interceptors: waiting), "--max-requests", "1", "--request-timeout-ms", "60000", "-v"],
-                                      environment: Self.secret)
-        let first = Locked<HTTPReply?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            first.withLock { $0 = try? server.get("/pages") }
-            done.signal()
-        }
-        #expect(server.waitFor("deferred "), "\(server.stderr)")
-        let busy = try server.get("/healthz")
+        let waiting = try WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
+        #expect(waiting.startRequest(), "\(waiting.server.stderr)")
+        let busy = try waiting.server.get("/healthz")
         #expect(busy.status == 503 && busy.text.contains("answering 1 requests already"), "\(busy.text)")
-        #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
-        done.wait()
-        #expect(first.withLock { $0 }?.status == 200)
+        #expect(waiting.release()?.status == 200)
 
+        let folder = scratchFolder()
         let hanging = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 60000}"#
         try hanging.write(toFile: folder + "/hang.json", atomically: true, encoding: .utf8)
         let slow = try ServeProcess([folder + "/hang.json", "--request-timeout-ms", "300"], environment: Self.secret)
@@ -168,23 +188,13 @@ struct ServeCommandTests {
     /// SIGTERM: new connections are refused, the request in flight is answered, exit 0.
     @Test(.timeLimit(.minutes(2)))
     func sigterm_drainsTheRequestsInFlight_thenExits0() throws {
-        let folder = scratchFolder()
-        let resume = folder + "/resume"
-        let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
-        let server = try ServeProcess([try manifest(interceptors: waiting), "-v"], environment: Self.secret)
-        let inFlight = Locked<HTTPReply?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        Thread.detachNewThread {
-            inFlight.withLock { $0 = try? server.get("/pages") }
-            done.signal()
-        }
-        #expect(server.waitFor("deferred "), "\(server.stderr)")
+        let waiting = try WaitingServer(self, options: [])
+        let server = waiting.server
+        #expect(waiting.startRequest(), "\(server.stderr)")
         kill(server.pid, SIGTERM)
         #expect(server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
         #expect(throws: ServeStartError.self) { _ = try connectLoopback(port: server.port) }
-        #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
-        done.wait()
-        #expect(try numbers(try #require(inFlight.withLock { $0 })) == Array(0..<20))
+        #expect(try numbers(try #require(waiting.release())) == Array(0..<20))
         #expect(server.stop() == 0, "\(server.stderr)")
         #expect(server.stderr.contains("pager serve: stopped"))
     }
