@@ -23,10 +23,11 @@ final class PageService: Sendable {
     /// Requests being answered.
     var inFlight: Int { running.withLock { $0 } }
 
-    /// Returns when no request is being answered, or after `limit`.
-    func drained(within limit: Duration) async {
+    /// Returns when no request is being answered (true), or after `limit` (false).
+    func drained(within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while inFlight > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return inFlight == 0
     }
 
     func answer(_ request: HTTPRequest) async -> HTTPAnswer {

@@ -35,47 +35,49 @@ struct ServeCommand {
     exit codes: 0 stopped by a signal; 2 bad arguments, manifest or plugin, or the port is taken
     """
 
+    struct Options {
+        var port: UInt16 = 8_080
+        var address = "127.0.0.1"
+        var maxRequests = 64
+        var requestTimeout: Duration?
+        var secretFile: String?
+        var isolateAll = false
+        var log = LogOptions()
+    }
+
     var manifestPath: String?
-    var port: UInt16 = 8_080
-    var address = "127.0.0.1"
-    var maxRequests = 64
-    var requestTimeout: Duration?
-    var secretFile: String?
-    var isolateAll = false
-    var log = LogOptions()
+    var options: Options
 
     init(_ arguments: [String]) throws {
-        var command = self
+        var options = Options()
         manifestPath = try Arguments.parse(arguments, command: "serve", help: Self.help) { argument, arguments in
-            if command.log.parse(argument) { return true }
+            if options.log.parse(argument) { return true }
             switch argument {
-            case "--port": command.port = UInt16(try arguments.count(for: argument, in: 0...65_535))
-            case "--bind": command.address = try arguments.value(for: argument)
-            case "--max-requests": command.maxRequests = try arguments.count(for: argument, in: 1...100_000)
-            case "--request-timeout-ms": command.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
-            case "--secret-file": command.secretFile = try arguments.value(for: argument)
-            case "--isolate-all": command.isolateAll = true
+            case "--port": options.port = UInt16(try arguments.count(for: argument, in: 0...65_535))
+            case "--bind": options.address = try arguments.value(for: argument)
+            case "--max-requests": options.maxRequests = try arguments.count(for: argument, in: 1...100_000)
+            case "--request-timeout-ms": options.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
+            case "--secret-file": options.secretFile = try arguments.value(for: argument)
+            case "--isolate-all": options.isolateAll = true
             default: return false
             }
             return true
         }
-        let path = manifestPath
-        self = command
-        manifestPath = path
+        self.options = options
     }
 
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("serve: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
-        let secret = try Self.secret(file: secretFile)
-        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
-                                    recordsStats: true, isolateAll: isolateAll)
-        let timeout = requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
-        let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: maxRequests, timeout: timeout)
+        let secret = try Self.secret(file: options.secretFile)
+        let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: options.log.level), logLevel: options.log.level,
+                                    recordsStats: true, isolateAll: options.isolateAll)
+        let timeout = options.requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
+        let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT and SIGTERM (\(String(cString: strerror(errno))))") }
-        let service = try HTTPService(address: address, port: port, limits: .init()) { request in await pages.answer(request) }
-        let shown = address.contains(":") ? "[\(address)]" : address
+        let service = try HTTPService(address: options.address, port: options.port, limits: .init()) { request in await pages.answer(request) }
+        let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")
         if secret.isRandom {
             Output.error("pager serve: no PAGER_SERVE_SECRET or --secret-file: cursors are signed with a random secret and work on this process only")
@@ -83,8 +85,13 @@ struct ServeCommand {
         let signal = await Self.nextSignal(on: stop)
         service.stopAccepting()
         Output.error("pager serve: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): not accepting connections; finishing \(pages.inFlight) request(s)")
-        await pages.drained(within: timeout + .seconds(1))
-        service.stop()
+        if await pages.drained(within: timeout + .seconds(1)) {
+            service.stop()
+        } else {
+            // A plugin holds a request's thread (a health check that never returns): the server,
+            // which may not end with a request unanswered, ends with the process.
+            Output.problem("pager serve: \(pages.inFlight) request(s) still unanswered; exiting without them")
+        }
         await pipeline.pager.backgroundLoadsFinished()
         Output.error("pager serve: stopped")
         return ExitCode.success
