@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "pass-through", type: .dynamic, targets: ["PagingPassThroughPlugin"]),
         .library(name: "example-plugins", type: .dynamic, targets: ["ExamplePlugins"]),
         .library(name: "filter", type: .dynamic, targets: ["PagingFilter"]),
+        .library(name: "redis-cache", type: .dynamic, targets: ["PagingRedisCache"]),
     ],
     targets: [
         .target(name: "Paging"),
@@ -40,7 +41,10 @@ let package = Package(
         .target(name: "PagingPassThroughPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/PassThrough"),
         .target(name: "ExamplePlugins", dependencies: ["PagingPluginKit"], path: "Examples/SwiftPlugins"),
         .target(name: "PagingFilter", dependencies: ["CPaging"], path: "Plugins/Filter"),
+        .target(name: "PagingStoreSupport", dependencies: ["CPaging"], path: "Plugins/StoreSupport"),
+        .target(name: "PagingRedisCache", dependencies: ["CPaging", "PagingStoreSupport", "CHiredis"], path: "Plugins/Redis"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis"),
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),

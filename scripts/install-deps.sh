@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# Installs what a fresh machine lacks to build and test SwiftPaging: the SQLite headers (the
-# sqlite-store plugin links the system libsqlite3) and a C compiler (C plugins are built with cc).
+# Installs what a fresh machine lacks to build and test SwiftPaging: the SQLite, hiredis and libpq
+# headers (sqlite-store, redis-cache and postgres-store link the system libraries), a C compiler
+# (C plugins are built with cc), and the Redis and PostgreSQL servers the tests start on loopback.
 set -euo pipefail
 missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
+[ -f /usr/include/hiredis/hiredis.h ] || missing+=(libhiredis-dev)
+[ -f /usr/include/postgresql/libpq-fe.h ] || missing+=(libpq-dev)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+command -v redis-server >/dev/null || missing+=(redis-server)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v cc >/dev/null || missing+=(gcc)
 command -v script >/dev/null || missing+=(bsdutils)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq "${missing[@]}" >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
