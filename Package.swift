@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "example-plugins", type: .dynamic, targets: ["ExamplePlugins"]),
         .library(name: "filter", type: .dynamic, targets: ["PagingFilter"]),
         .library(name: "redis-cache", type: .dynamic, targets: ["PagingRedisCache"]),
+        .library(name: "postgres-store", type: .dynamic, targets: ["PagingPostgresStore"]),
     ],
     targets: [
         .target(name: "Paging"),
@@ -43,8 +44,10 @@ let package = Package(
         .target(name: "PagingFilter", dependencies: ["CPaging"], path: "Plugins/Filter"),
         .target(name: "PagingStoreSupport", dependencies: ["CPaging"], path: "Plugins/StoreSupport"),
         .target(name: "PagingRedisCache", dependencies: ["CPaging", "PagingStoreSupport", "CHiredis"], path: "Plugins/Redis"),
+        .target(name: "PagingPostgresStore", dependencies: ["CPaging", "PagingStoreSupport", "CLibPQ"], path: "Plugins/Postgres"),
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis"),
+        .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq"),
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),

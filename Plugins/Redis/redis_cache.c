@@ -874,20 +874,6 @@ static paging_interceptor_t *rc_fail(rc_state *st, const paging_config_t *config
     return NULL;
 }
 
-/* An integer config key in min...max (default when absent). Returns 1, or 0 with `problem` set. */
-static int rc_int(const paging_host_t *host, const paging_config_t *config, const char *key, int64_t fallback,
-                  int64_t min, int64_t max, int64_t *out, char *problem, size_t problem_len)
-{
-    uint32_t type = host->config_type(config, key);
-    *out = host->config_int(config, key, fallback);
-    if (type == PAGING_CONFIG_ABSENT) *out = fallback;
-    else if (type != PAGING_CONFIG_INT || *out < min || *out > max) {
-        snprintf(problem, problem_len, "config `%s` must be a whole number in %lld...%lld", key, (long long)min, (long long)max);
-        return 0;
-    }
-    return 1;
-}
-
 /* A string config key (fallback when absent). Returns it (borrowed), or NULL with `problem` set. */
 static const char *rc_string(const paging_host_t *host, const paging_config_t *config, const char *key,
                              const char *fallback, char *problem, size_t problem_len)
@@ -955,14 +941,14 @@ static int rc_configure(rc_state *st, const paging_config_t *config, char *probl
         || (prefix = rc_string(host, config, "key_prefix", "swiftpaging", problem, problem_len)) == NULL
         || (ns = rc_string(host, config, "namespace", "default", problem, problem_len)) == NULL
         || (password_env = rc_string(host, config, "password_env", "", problem, problem_len)) == NULL
-        || !rc_int(host, config, "database", 0, 0, 2147483647, &st->database, problem, problem_len)
-        || !rc_int(host, config, "ttl_seconds", 86400, 1, 2147483647, &ttl, problem, problem_len)
-        || !rc_int(host, config, "lease_ms", 10000, 1, 3600000, &st->lease_ms, problem, problem_len)
-        || !rc_int(host, config, "poll_ms", 20, 1, 10000, &st->queue.poll_ms, problem, problem_len)
-        || !rc_int(host, config, "connect_timeout_ms", 500, 1, 60000, &connect_ms, problem, problem_len)
-        || !rc_int(host, config, "command_timeout_ms", 1000, 1, 60000, &command_ms, problem, problem_len)
-        || !rc_int(host, config, "retry_interval_ms", 1000, 0, 600000, &st->retry_ms, problem, problem_len)
-        || !rc_int(host, config, "max_page_bytes", 67108864, 1024, 536870912, &st->max_page_bytes, problem, problem_len))
+        || !pstore_config_int(host, config, "database", 0, 0, 2147483647, &st->database, problem, problem_len)
+        || !pstore_config_int(host, config, "ttl_seconds", 86400, 1, 2147483647, &ttl, problem, problem_len)
+        || !pstore_config_int(host, config, "lease_ms", 10000, 1, 3600000, &st->lease_ms, problem, problem_len)
+        || !pstore_config_int(host, config, "poll_ms", 20, 1, 10000, &st->queue.poll_ms, problem, problem_len)
+        || !pstore_config_int(host, config, "connect_timeout_ms", 500, 1, 60000, &connect_ms, problem, problem_len)
+        || !pstore_config_int(host, config, "command_timeout_ms", 1000, 1, 60000, &command_ms, problem, problem_len)
+        || !pstore_config_int(host, config, "retry_interval_ms", 1000, 0, 600000, &st->retry_ms, problem, problem_len)
+        || !pstore_config_int(host, config, "max_page_bytes", 67108864, 1024, 536870912, &st->max_page_bytes, problem, problem_len))
         return 0;
     if (!pstore_is_plain_name(prefix, 128) || !pstore_is_plain_name(ns, 128)) {
         snprintf(problem, problem_len, "config `%s` must be 1-128 characters of A-Z, a-z, 0-9, '_', '.' and '-'",

@@ -389,6 +389,18 @@ char *pstore_expand_env(const char *text, char *error, size_t error_len)
     return out;
 }
 
+int pstore_config_int(const paging_host_t *host, const paging_config_t *config, const char *key, int64_t fallback,
+                      int64_t min, int64_t max, int64_t *out, char *problem, size_t problem_len)
+{
+    uint32_t type = host->config_type(config, key);
+    *out = type == PAGING_CONFIG_ABSENT ? fallback : host->config_int(config, key, fallback);
+    if (type != PAGING_CONFIG_ABSENT && (type != PAGING_CONFIG_INT || *out < min || *out > max)) {
+        snprintf(problem, problem_len, "config `%s` must be a whole number in %lld...%lld", key, (long long)min, (long long)max);
+        return 0;
+    }
+    return 1;
+}
+
 int pstore_is_plain_name(const char *text, size_t max_len)
 {
     size_t i, n = strlen(text);

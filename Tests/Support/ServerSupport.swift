@@ -196,10 +196,13 @@ func findProgram(_ name: String) -> String? {
 public final class PostgresServer: Sendable {
     public let port: Int
     public let folder: String
-    private let running = Mutex(false)
+    private let process = Mutex<Process?>(nil)
 
     /// A libpq connection string for the server's `postgres` database as `test`.
-    public var conninfo: String { "host=127.0.0.1 port=\(port) user=test dbname=postgres" }
+    public var conninfo: String { conninfo(database: "postgres") }
+
+    /// A libpq connection string for `database` as `test`.
+    public func conninfo(database: String) -> String { "host=127.0.0.1 port=\(port) user=test dbname=\(database)" }
 
     private var data: String { folder + "/data" }
     private var log: String { folder + "/postgres.log" }
@@ -222,7 +225,7 @@ public final class PostgresServer: Sendable {
             } catch let error as ServerStartError {
                 lastError = error
                 server.stop()
-                if !tail(server.log).contains("already in use") { break }
+                if !error.reason.contains("already in use") { break }
             }
         }
         throw lastError!
@@ -240,33 +243,54 @@ public final class PostgresServer: Sendable {
     }
 
     private func launch() async throws {
-        let started = try await PostgresTemplate.runAsServerUser("pg_ctl", [
-            "-D", data, "-l", log, "-w", "-t", "60",
-            "-o", "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off", "start",
-        ])
-        guard started.code == 0 else {
-            throw ServerStartError(server: "postgres on port \(port)", reason: "pg_ctl start: \(started.stdout) \(started.stderr)\nits log:\n\(tail(log))")
+        guard let bin = PostgresTemplate.binFolder else {
+            throw ServerStartError(server: "postgres", reason: "no /usr/lib/postgresql/*/bin/initdb (run scripts/install-deps.sh)")
         }
-        running.withLock { $0 = true }
+        // The postmaster runs as a child of ours (not daemonized by pg_ctl, whose daemon would keep
+        // the pipes of a reader waiting), its output into the log file.
+        FileManager.default.createFile(atPath: log, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
+        defer { try? output.close() }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: PostgresTemplate.asServerUser.program)
+        process.arguments = PostgresTemplate.asServerUser.prefix + ["\(bin)/postgres", "-D", data, "-p", "\(port)", "-k", folder,
+                                                                   "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"]
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = output
+        try spawning { try process.run() }
+        self.process.withLock { $0 = process }
+        let port = self.port
+        if let reason = await waitForServer(seconds: 60, ready: {
+            (try? runBlocking("\(bin)/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "test", "-d", "postgres"],
+                              deadline: .seconds(10)).code) == 0
+        }, failed: { process.isRunning ? nil : "exited with status \(process.terminationStatus)" }) {
+            throw ServerStartError(server: "postgres on port \(port)", reason: "\(reason); its log:\n\(tail(log))")
+        }
     }
 
-    /// Stops the server at once (`pg_ctl stop -m immediate`) and waits for it. Safe to call twice.
+    /// Stops the server at once (SIGQUIT to the postmaster: an immediate shutdown) and waits for
+    /// it. Safe to call twice.
     public func stop() {
-        let wasRunning = running.withLock { running in
-            defer { running = false }
-            return running
+        let process = self.process.withLock { process in
+            defer { process = nil }
+            return process
         }
-        guard wasRunning, let bin = PostgresTemplate.binFolder else { return }
-        _ = try? runBlocking(PostgresTemplate.asServerUser.program,
-                             PostgresTemplate.asServerUser.prefix + ["\(bin)/pg_ctl", "-D", data, "-m", "immediate", "-w", "stop"],
-                             deadline: .seconds(60))
+        guard let process, process.isRunning else { return }
+        if let text = try? String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8),
+           let pid = Int32(text.split(separator: "\n").first ?? "") {
+            kill(pid, SIGQUIT)
+        } else {
+            kill(process.processIdentifier, SIGTERM)
+        }
+        process.waitUntilExit()
     }
 
     /// Runs SQL with psql (unaligned, tuples only) and returns its output; throws when psql fails.
     @discardableResult
-    public func psql(_ sql: String) async throws -> String {
+    public func psql(_ sql: String, database: String = "postgres") async throws -> String {
         let bin = PostgresTemplate.binFolder ?? "/usr/bin"
-        let result = try await run("\(bin)/psql", [conninfo, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql], deadline: .seconds(60))
+        let result = try await run("\(bin)/psql", [conninfo(database: database), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql], deadline: .seconds(60))
         guard result.code == 0 else { throw ServerStartError(server: "psql", reason: "\(sql): \(result.stderr)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }

@@ -152,6 +152,11 @@ void pstore_warner_reset(pstore_warner *w);
  * memory). The error never quotes a variable's value. */
 char *pstore_expand_env(const char *text, char *error, size_t error_len);
 
+/* The integer config key `key` in min...max, or `fallback` when absent. Returns 1, or 0 with
+ * `problem` naming the key and the range. */
+int pstore_config_int(const paging_host_t *host, const paging_config_t *config, const char *key, int64_t fallback,
+                      int64_t min, int64_t max, int64_t *out, char *problem, size_t problem_len);
+
 /* Whether `text` is 1...max_len bytes of [A-Za-z0-9_.-]. */
 int pstore_is_plain_name(const char *text, size_t max_len);
 
