@@ -192,6 +192,14 @@ fail:
     return result == -1 ? -1 : 0;
 }
 
+/* The server's notices ("relation already exists, skipping", a shutdown's warning) would go to
+ * stderr, past the host's log: they are dropped (failures come back as errors). */
+static void pg_ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
 /* Connects when not connected and an attempt is due (or `force`). Returns 1 connected. [under conn_lock] */
 static int pg_connect(pg_state *st, int force)
 {
@@ -211,6 +219,7 @@ static int pg_connect(pg_state *st, int force)
         pg_down(st, why);
         return 0;
     }
+    PQsetNoticeProcessor(conn, pg_ignore_notice, NULL);
     snprintf(sql, sizeof sql, "SET statement_timeout = %lld", (long long)st->statement_timeout_ms);
     if (!pg_simple(conn, sql, why, sizeof why)) {
         PQfinish(conn);
