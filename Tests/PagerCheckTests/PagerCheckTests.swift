@@ -35,6 +35,24 @@ struct PagerCheckTests {
         #expect(Set(report.results.map(\.check)) == Set(["descriptor"] + ConformanceCheck.checks(for: .interceptor).map(\.rawValue)))
     }
 
+    /// The shared-state plugins pass every check with their servers running. (The check defers
+    /// 20 intercepts of one page and answers none of the loads: redis-cache's waiters then wait out
+    /// the first one's lease, so the lease is made shorter than the check's 500 ms.)
+    @Test func redisCacheAndPostgresStore_withTheirServers_passEveryCheck() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        for (name, config) in [("redis-cache", #"{"address": "\#(redis.address)", "namespace": "check", "lease_ms": 100}"#),
+                               ("postgres-store", #"{"conninfo": "\#(postgres.conninfo)", "namespace": "check"}"#)] {
+            let (code, report, output) = try await check(shippedPlugin(name), Self.fast + ["--config", config])
+            #expect(code == 0 && report.failed == 0, "\(name): \(output)")
+            #expect(Set(report.results.map(\.check)) == Set(["descriptor"] + ConformanceCheck.checks(for: .interceptor).map(\.rawValue)))
+            let extensions = try #require(report.results.first { $0.check == "extensions" })
+            #expect(extensions.reason.contains("answered PAGING_OK"), "\(name): \(extensions.reason)")
+        }
+    }
+
     @Test(arguments: [("Examples/CInterceptor/counter.c", "c-counter"), ("Examples/CInterceptor/guide_example.c", "tagger"),
                       ("Tests/Fixtures/plugins/pass_through.c", "counting")])
     func wellBehavedCPlugins_pass(_ source: String, _ id: String) async throws {

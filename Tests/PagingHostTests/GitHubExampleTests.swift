@@ -52,6 +52,36 @@ struct GitHubExampleTests {
         #expect(server.requestCount == 5, "a hard refresh clears the store and fetches again")
     }
 
+    /// The fleet variant: Redis and PostgreSQL from the environment. Validated with both servers
+    /// running; the first host fetches, the next is served from Redis, and a host finding Redis
+    /// empty is served from PostgreSQL.
+    @Test func fleetVariant_sharesPagesThroughRedisAndPostgres() async throws {
+        let server = try server()
+        defer { server.stop() }
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let folder = scratchFolder()
+        var text = try String(contentsOfFile: "\(repositoryRoot)/Examples/GitHubRepos/fleet.json", encoding: .utf8)
+        text = text.replacingOccurrences(of: "127.0.0.1:18765", with: "127.0.0.1:\(server.port)")
+        try text.write(toFile: folder + "/fleet.json", atomically: true, encoding: .utf8)
+        let environment = ["PAGING_REDIS_ADDRESS": redis.address, "PAGING_POSTGRES_CONNINFO": postgres.conninfo]
+
+        let validated = try await run(pager, ["validate", folder + "/fleet.json"], environment: environment)
+        #expect(validated.code == 0, "\(validated.stderr)")
+        let first = try await run(pager, ["run", folder + "/fleet.json", "--refresh", "--append", "2"], environment: environment)
+        #expect(first.code == 0, "\(first.stderr)")
+        #expect(first.stdout.split(separator: "\n").count == 45)
+        #expect(server.requestCount == 3)
+        let second = try await run(pager, ["run", folder + "/fleet.json", "--refresh", "--append", "2"], environment: environment)
+        #expect(second.stdout == first.stdout)
+        redis.command("FLUSHALL")
+        let third = try await run(pager, ["run", folder + "/fleet.json", "--refresh", "--append", "2"], environment: environment)
+        #expect(third.stdout == first.stdout)
+        #expect(server.requestCount == 3, "served from Redis, then from PostgreSQL")
+    }
+
     /// The store keys pages by the request's identity, user info included: the same manifest
     /// with another query fetches that query's repositories instead of being served the first
     /// query's from the database.

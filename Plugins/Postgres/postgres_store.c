@@ -1,0 +1,750 @@
+/*
+ * postgres_store.c - a SwiftPaging interceptor plugin keeping pages in PostgreSQL: the multi-host
+ * twin of sqlite-store. Every host pointing at the same database (and namespace) shares the pages
+ * any of them loaded; several may write the same namespace at once.
+ *
+ * Plugin id: "postgres-store" (kind INTERCEPTOR; not THREAD_SAFE: the host serializes calls on an
+ * instance, and a lock inside keeps them apart from the plugin's thread). Links against the system
+ * libpq. Uses paging.async-intercept/1 (reads on the plugin's one thread, holding no host thread)
+ * and paging.metrics/1 (counters "hits", "stale_hits", "misses", "unavailable"); offers
+ * paging.health/1.
+ *
+ * Config keys:
+ *   conninfo           string, required: a libpq connection string ("host=... port=... dbname=...
+ *                      user=...") or URI ("postgresql://user@host:port/db"); ${NAME} and
+ *                      ${NAME:-default} are read from the environment, and libpq's own variables
+ *                      (PGHOST, PGPORT, PGPASSWORD, PGPASSFILE...) fill in what it leaves out. Keep
+ *                      the password out of the manifest (PGPASSWORD or a passfile): the plugin
+ *                      never logs the string nor the password, only host, port and database.
+ *   namespace          string (default "default"): pages are stored and looked up under it.
+ *   policy, max_age_seconds   as sqlite-store.
+ *   statement_timeout_ms  integer 1...3600000 (default 5000): each statement's limit (SET
+ *                      statement_timeout); connect_timeout_ms 1000...600000 (default 5000).
+ *   retry_interval_ms  integer 0...600000 (default 1000): while the server is unreachable, how
+ *                      often a connection is tried again (loads in between go straight on).
+ *
+ * Behaviour: as sqlite-store. A lookup reads the page's row (one statement: one snapshot) and,
+ * when it is whole, answers by the policy; a hard refresh deletes the namespace's rows (one
+ * statement) and proceeds; handle() writes the page with one INSERT ... ON CONFLICT DO UPDATE
+ * (one transaction a page): concurrent writers of a namespace lose nothing, and a page is
+ * replaced whole or not at all, never half. Rows are read in binary and checked (lengths, the
+ * array's shape, the item count); a row that does not check out is a miss with a warning.
+ * A lost connection (server restarted, backend terminated) is re-established at once and the
+ * statement run again, once; while the server is unreachable, loads proceed, handle() stores
+ * nothing, and a warning goes out at most once a minute. The store is a cache, never a failure.
+ *
+ * Schema, version 1 (created in the connection's search_path, under an advisory lock so that
+ * hosts starting together do not race; a `paging_pages` table without the `paging_meta` row is
+ * another application's and is refused, as is a newer version):
+ *   CREATE TABLE paging_meta (name text PRIMARY KEY, value bigint NOT NULL);  -- ('schema_version', 1)
+ *   CREATE TABLE paging_pages (namespace text NOT NULL, identity bytea NOT NULL,
+ *       prev_key bytea, next_key bytea, flags integer NOT NULL, item_count integer NOT NULL,
+ *       stored_at bigint NOT NULL,  -- Unix time in milliseconds
+ *       items bytea[] NOT NULL,     -- one JSON value each, bytes as given
+ *       PRIMARY KEY (namespace, identity));
+ *
+ * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -pthread \
+ *     -I Sources/CPaging/include -I Plugins/StoreSupport/include Plugins/Postgres/postgres_store.c \
+ *     Plugins/StoreSupport/paging_store.c $(pkg-config --cflags --libs libpq) -o libpostgres-store.so
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "paging/paging.h"
+#include "paging_store.h"
+
+#define PG_SCHEMA_VERSION 1
+#define PG_OID_INT4 23
+#define PG_OID_INT8 20
+#define PG_OID_TEXT 25
+#define PG_OID_BYTEA 17
+#define PG_OID_BYTEA_ARRAY 1001
+
+typedef struct pg_state {
+    paging_interceptor_t interceptor; /* first member: `self` points here */
+    const paging_host_t *host;
+    const paging_ext_async_intercept_host_t *async;
+    const paging_ext_metrics_host_t *metrics;
+    pthread_mutex_t conn_lock;      /* the connection, for the host's calls and the plugin's thread */
+    PGconn *conn;                   /* NULL: not connected */
+    int64_t next_attempt_ms;
+    int64_t down_until_ms;          /* read without the lock (__atomic) */
+    int was_down;
+    int schema;                     /* 0 not set up yet, 1 ready, -1 refused */
+    char *conninfo;                 /* secret: never logged; zeroed at destroy */
+    char connect_timeout[24];
+    char target[300];               /* host:port/dbname, for messages */
+    char *ns;
+    int64_t statement_timeout_ms, retry_ms;
+    pstore_freshness fresh;
+    pstore_queue queue;
+    pstore_warner warn_down, warn_bad;
+} pg_state;
+
+static const paging_plugin_descriptor_t pg_descriptor = {
+    PAGING_DESCRIPTOR_HEAD,
+    "postgres-store",
+    "PostgreSQL page store",
+    "1.0.0",
+    "Stores loaded pages in PostgreSQL, shared by every host using the database; serves whole pages from it.",
+    PAGING_PLUGIN_INTERCEPTOR,
+    0, NULL
+};
+
+static const char pg_schema_sql[] =
+    "CREATE TABLE IF NOT EXISTS paging_meta (name text PRIMARY KEY, value bigint NOT NULL);"
+    "INSERT INTO paging_meta (name, value) VALUES ('schema_version', 1) ON CONFLICT (name) DO NOTHING;"
+    "CREATE TABLE IF NOT EXISTS paging_pages (namespace text NOT NULL, identity bytea NOT NULL,"
+    " prev_key bytea, next_key bytea, flags integer NOT NULL, item_count integer NOT NULL,"
+    " stored_at bigint NOT NULL, items bytea[] NOT NULL, PRIMARY KEY (namespace, identity));";
+
+/* libpq's message on one line, without its trailing newline. */
+static void pg_message(const char *text, char *out, size_t len)
+{
+    size_t i;
+    snprintf(out, len, "%s", text != NULL ? text : "");
+    for (i = 0; out[i] != '\0'; i++)
+        if (out[i] == '\n' || out[i] == '\r') out[i] = ' ';
+    while (i > 0 && out[i - 1] == ' ') out[--i] = '\0';
+}
+
+/* ---- connection ------------------------------------------------------------------------ */
+
+/* Marks the server unreachable for retry_interval_ms and warns (once a minute). [under conn_lock] */
+static void pg_down(pg_state *st, const char *why)
+{
+    char msg[1000];
+    int64_t until = pstore_now_ms() + st->retry_ms;
+    if (st->conn != NULL) PQfinish(st->conn);
+    st->conn = NULL;
+    st->next_attempt_ms = until;
+    __atomic_store_n(&st->down_until_ms, until, __ATOMIC_RELAXED);
+    st->was_down = 1;
+    snprintf(msg, sizeof msg, "postgres-store: PostgreSQL at %.300s is unavailable (%.400s); loads go on without it "
+             "until it is back (this warning at most once a minute)", st->target, why);
+    pstore_warn(st->host, &st->warn_down, msg);
+}
+
+/* Runs `sql` (no parameters) on the connection; returns 1 when it succeeded, else 0 with `why`. */
+static int pg_simple(PGconn *conn, const char *sql, char *why, size_t why_len)
+{
+    PGresult *r = PQexec(conn, sql);
+    ExecStatusType status = PQresultStatus(r);
+    int ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+    if (!ok) pg_message(PQerrorMessage(conn), why, why_len);
+    PQclear(r);
+    return ok;
+}
+
+/* Creates or checks the schema, in one transaction under an advisory lock. Returns 1 ready, 0
+ * failed (`why`), -1 refused (`why`: another application's table, a newer version). */
+static int pg_setup_schema(PGconn *conn, char *why, size_t why_len)
+{
+    PGresult *r;
+    int has_meta, has_pages, result = 1;
+    long long version;
+    if (!pg_simple(conn, "BEGIN", why, why_len)) return 0;
+    if (!pg_simple(conn, "SELECT pg_advisory_xact_lock(7231960551148)", why, why_len)) goto fail;
+    r = PQexec(conn, "SELECT to_regclass('paging_meta') IS NOT NULL, to_regclass('paging_pages') IS NOT NULL");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        pg_message(PQerrorMessage(conn), why, why_len);
+        PQclear(r);
+        goto fail;
+    }
+    has_meta = strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+    has_pages = strcmp(PQgetvalue(r, 0, 1), "t") == 0;
+    PQclear(r);
+    if (has_pages && !has_meta) {
+        snprintf(why, why_len, "the database has a table paging_pages but no paging_meta: it belongs to another "
+                 "application (it was left unchanged)");
+        result = -1;
+        goto fail;
+    }
+    if (!pg_simple(conn, pg_schema_sql, why, why_len)) goto fail;
+    r = PQexec(conn, "SELECT value FROM paging_meta WHERE name = 'schema_version'");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        snprintf(why, why_len, "paging_meta has no schema_version row: another application's table (left unchanged)");
+        PQclear(r);
+        result = -1;
+        goto fail;
+    }
+    version = atoll(PQgetvalue(r, 0, 0));
+    PQclear(r);
+    if (version != PG_SCHEMA_VERSION) {
+        snprintf(why, why_len, "the database has schema version %lld, this plugin supports version %d%s", version,
+                 PG_SCHEMA_VERSION, version > PG_SCHEMA_VERSION ? " (written by a newer plugin)" : "");
+        result = -1;
+        goto fail;
+    }
+    if (!pg_simple(conn, "COMMIT", why, why_len)) return 0;
+    return 1;
+fail:
+    {
+        char ignored[200];
+        pg_simple(conn, "ROLLBACK", ignored, sizeof ignored);
+    }
+    return result == -1 ? -1 : 0;
+}
+
+/* The server's notices ("relation already exists, skipping", a shutdown's warning) would go to
+ * stderr, past the host's log: they are dropped (failures come back as errors). */
+static void pg_ignore_notice(void *arg, const char *message)
+{
+    (void)arg;
+    (void)message;
+}
+
+/* Connects when not connected and an attempt is due (or `force`). Returns 1 connected. [under conn_lock] */
+static int pg_connect(pg_state *st, int force)
+{
+    const char *keys[3], *values[3];
+    char why[500], sql[80], msg[600];
+    PGconn *conn;
+    int schema;
+    if (st->conn != NULL) return 1;
+    if (st->schema < 0 || (!force && pstore_now_ms() < st->next_attempt_ms)) return 0;
+    keys[0] = "connect_timeout"; values[0] = st->connect_timeout; /* the conninfo's own wins */
+    keys[1] = "dbname";          values[1] = st->conninfo;
+    keys[2] = NULL;              values[2] = NULL;
+    conn = PQconnectdbParams(keys, values, 1);
+    if (conn == NULL || PQstatus(conn) != CONNECTION_OK) {
+        pg_message(conn != NULL ? PQerrorMessage(conn) : "out of memory", why, sizeof why);
+        if (conn != NULL) PQfinish(conn);
+        pg_down(st, why);
+        return 0;
+    }
+    PQsetNoticeProcessor(conn, pg_ignore_notice, NULL);
+    snprintf(sql, sizeof sql, "SET statement_timeout = %lld", (long long)st->statement_timeout_ms);
+    if (!pg_simple(conn, sql, why, sizeof why)) {
+        PQfinish(conn);
+        pg_down(st, why);
+        return 0;
+    }
+    if (st->schema == 0) {
+        schema = pg_setup_schema(conn, why, sizeof why);
+        if (schema <= 0) {
+            PQfinish(conn);
+            if (schema < 0) {
+                st->schema = -1;
+                snprintf(msg, sizeof msg, "postgres-store: %.300s: %.180s; the store is not used", st->target, why);
+                st->host->log(st->host, PAGING_LOG_ERROR, msg);
+            } else {
+                pg_down(st, why);
+            }
+            return 0;
+        }
+        st->schema = 1;
+    }
+    st->conn = conn;
+    __atomic_store_n(&st->down_until_ms, (int64_t)0, __ATOMIC_RELAXED);
+    if (st->was_down) {
+        st->was_down = 0;
+        pstore_warner_reset(&st->warn_down);
+        snprintf(msg, sizeof msg, "postgres-store: connected again to PostgreSQL at %.300s", st->target);
+        st->host->log(st->host, PAGING_LOG_INFO, msg);
+    }
+    return 1;
+}
+
+/* Runs a statement with parameters; returns its result when its status is `expect`, else NULL
+ * (logged). A lost connection is re-established at once and the statement run again, once.
+ * [under conn_lock] */
+static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n, const Oid *types,
+                         const char *const *values, const int *lens, const int *formats, int binary_result,
+                         ExecStatusType expect)
+{
+    int attempt;
+    char why[500], msg[800];
+    for (attempt = 0; attempt < 2; attempt++) {
+        PGresult *r;
+        if (!pg_connect(st, attempt > 0)) return NULL;
+        r = PQexecParams(st->conn, sql, n, types, values, lens, formats, binary_result);
+        if (PQresultStatus(r) == expect) return r;
+        pg_message(PQerrorMessage(st->conn), why, sizeof why);
+        PQclear(r);
+        if (PQstatus(st->conn) != CONNECTION_BAD) {
+            snprintf(msg, sizeof msg, "postgres-store: %s: %.600s", what, why);
+            pstore_warn(st->host, &st->warn_bad, msg);
+            return NULL;
+        }
+        PQfinish(st->conn);
+        st->conn = NULL;
+    }
+    pg_down(st, why);
+    return NULL;
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+static uint32_t pg_get32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | (uint32_t)p[3];
+}
+
+static void pg_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v;
+}
+
+/* Reads a row (binary) into `page` (views into r; page->items malloc'd). Returns NULL, or what is wrong. */
+static const char *pg_decode(const PGresult *r, pstore_page *page)
+{
+    const uint8_t *a;
+    size_t len, off, i;
+    uint32_t ndim, dim = 0;
+    int64_t item_count;
+    memset(page, 0, sizeof *page);
+    if (PQnfields(r) != 6 || PQgetlength(r, 0, 2) != 4 || PQgetlength(r, 0, 3) != 4 || PQgetlength(r, 0, 4) != 8
+        || PQgetisnull(r, 0, 5))
+        return "unexpected columns";
+    page->has_prev = !PQgetisnull(r, 0, 0);
+    page->prev.data = (const uint8_t *)PQgetvalue(r, 0, 0);
+    page->prev.len = page->has_prev ? (size_t)PQgetlength(r, 0, 0) : 0;
+    page->has_next = !PQgetisnull(r, 0, 1);
+    page->next.data = (const uint8_t *)PQgetvalue(r, 0, 1);
+    page->next.len = page->has_next ? (size_t)PQgetlength(r, 0, 1) : 0;
+    page->flags = pg_get32((const uint8_t *)PQgetvalue(r, 0, 2));
+    item_count = (int32_t)pg_get32((const uint8_t *)PQgetvalue(r, 0, 3));
+    a = (const uint8_t *)PQgetvalue(r, 0, 4);
+    page->stored_at_ms = (int64_t)(((uint64_t)pg_get32(a) << 32) | pg_get32(a + 4));
+    if (page->flags & ~(uint32_t)(PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END)) return "unknown flags";
+    /* bytea[] binary: ndim, has-null flag, element type, then per dimension size and lower bound,
+     * then per element a length (-1: NULL) and its bytes. */
+    a = (const uint8_t *)PQgetvalue(r, 0, 5);
+    len = (size_t)PQgetlength(r, 0, 5);
+    if (len < 12) return "the items array is cut short";
+    ndim = pg_get32(a);
+    if (pg_get32(a + 8) != PG_OID_BYTEA || ndim > 1) return "the items are not a one-dimensional bytea array";
+    off = 12;
+    if (ndim == 1) {
+        if (len < 20) return "the items array is cut short";
+        dim = pg_get32(a + 12);
+        off = 20;
+    }
+    if (item_count < 0 || (int64_t)dim != item_count) return "item_count does not match the items";
+    if (dim > (len - off) / 4) return "more items than the array can hold";
+    page->items = (paging_bytes_t *)malloc((dim ? dim : 1) * sizeof *page->items);
+    if (page->items == NULL) return "out of memory";
+    for (i = 0; i < dim; i++) {
+        uint32_t item_len;
+        if (len - off < 4) break;
+        item_len = pg_get32(a + off);
+        off += 4;
+        if (item_len > len - off) break; /* also a NULL element (0xffffffff) */
+        page->items[i].data = a + off;
+        page->items[i].len = item_len;
+        off += item_len;
+    }
+    if (i < dim || off != len) {
+        free(page->items);
+        page->items = NULL;
+        return "an item runs past the end of the array";
+    }
+    page->count = dim;
+    return NULL;
+}
+
+/* What the plugin's thread decided for a request. */
+typedef struct pg_decision {
+    pg_state *st;
+    uint32_t result;
+    int has_page;
+    pstore_page page;
+    PGresult *res;
+} pg_decision;
+
+static void pg_decision_free(pg_decision *d)
+{
+    PQclear(d->res);
+    free(d->page.items);
+    d->res = NULL;
+    d->page.items = NULL;
+    d->has_page = 0;
+}
+
+/* Looks the page up and decides by the policy. */
+static void pg_decide(pg_state *st, const pstore_job *job, pg_decision *d)
+{
+    const char *values[2], *bad;
+    int lens[2], formats[2] = { 0, 1 };
+    Oid types[2] = { PG_OID_TEXT, PG_OID_BYTEA };
+    int whole, fresh;
+    char msg[300];
+    memset(d, 0, sizeof *d);
+    d->st = st;
+    d->result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    values[0] = st->ns; lens[0] = 0;
+    values[1] = (const char *)job->identity; lens[1] = (int)job->identity_len;
+    pthread_mutex_lock(&st->conn_lock);
+    d->res = pg_exec(st, "read", "SELECT prev_key, next_key, flags, item_count, stored_at, items FROM paging_pages"
+                     " WHERE namespace = $1 AND identity = $2", 2, types, values, lens, formats, 1, PGRES_TUPLES_OK);
+    pthread_mutex_unlock(&st->conn_lock);
+    if (d->res == NULL) {
+        pstore_count(st->host, st->metrics, "unavailable");
+        return;
+    }
+    if (PQntuples(d->res) == 1) {
+        bad = pg_decode(d->res, &d->page);
+        if (bad == NULL) d->has_page = 1;
+        else {
+            snprintf(msg, sizeof msg, "postgres-store: a stored row is not a valid page (%s); treated as a miss", bad);
+            pstore_warn(st->host, &st->warn_bad, msg);
+        }
+    }
+    whole = d->has_page && pstore_page_is_whole(&d->page, job->page_size);
+    fresh = whole && pstore_page_is_fresh(&st->fresh, &d->page);
+    pstore_count(st->host, st->metrics, !whole ? "misses" : fresh ? "hits" : "stale_hits");
+    if (!whole || (st->fresh.policy == PSTORE_CACHE_FIRST && !fresh)) {
+        pg_decision_free(d);
+        return;
+    }
+    d->result = st->fresh.policy == PSTORE_NETWORK_FIRST ? PAGING_INTERCEPT_PROCEED_OR_FALL_BACK
+              : fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
+}
+
+static uint32_t pg_answer(void *context, paging_intercept_out_t *out)
+{
+    pg_decision *d = (pg_decision *)context;
+    if (d->has_page && !pstore_put_page(d->st->host, "postgres-store", &d->page, out))
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    return d->result;
+}
+
+/* Deletes every page of the namespace (one statement). */
+static void pg_clear_namespace(pg_state *st)
+{
+    const char *values[1];
+    PGresult *r;
+    values[0] = st->ns;
+    pthread_mutex_lock(&st->conn_lock);
+    r = pg_exec(st, "hard refresh: cannot clear the namespace", "DELETE FROM paging_pages WHERE namespace = $1",
+                1, NULL, values, NULL, NULL, 0, PGRES_COMMAND_OK);
+    pthread_mutex_unlock(&st->conn_lock);
+    PQclear(r);
+}
+
+/* The plugin's thread: a queued job. */
+static void pg_run(void *owner, pstore_job *job)
+{
+    pg_state *st = (pg_state *)owner;
+    pg_decision d;
+    if (job->hard_refresh) {
+        pg_clear_namespace(st);
+        memset(&d, 0, sizeof d);
+        d.st = st;
+        d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    } else {
+        pg_decide(st, job, &d);
+    }
+    pstore_resume(st->host, st->async, job, pg_answer, &d);
+    pg_decision_free(&d);
+    free(job);
+}
+
+static void pg_poll(void *owner, pstore_job *jobs)
+{
+    (void)owner;
+    (void)jobs; /* nothing waits here */
+}
+
+/* ---- the interceptor ------------------------------------------------------------------- */
+
+static uint32_t pg_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    pg_state *st = (pg_state *)self;
+    pstore_job *job;
+    pg_decision d;
+    uint32_t result;
+    if (pstore_now_ms() < __atomic_load_n(&st->down_until_ms, __ATOMIC_RELAXED)) {
+        pstore_count(st->host, st->metrics, "unavailable");
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
+    if (st->async != NULL) {
+        result = pstore_queue_defer(&st->queue, st->async, request, out);
+        if (result != 0) return result;
+    }
+    if (pstore_is_hard_refresh(request)) {
+        pg_clear_namespace(st);
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
+    job = (pstore_job *)calloc(1, sizeof *job + request->identity.len);
+    if (job == NULL) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    job->page_size = request->page_size;
+    job->identity_len = request->identity.len;
+    if (request->identity.len) memcpy(job->identity, request->identity.data, request->identity.len);
+    pg_decide(st, job, &d);
+    result = pg_answer(&d, out);
+    pg_decision_free(&d);
+    free(job);
+    return result;
+}
+
+static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    pg_state *st = (pg_state *)self;
+    const paging_request_t *req = page->request;
+    const char *values[8];
+    int lens[8], formats[8] = { 0, 1, 1, 1, 0, 0, 0, 1 };
+    Oid types[8] = { PG_OID_TEXT, PG_OID_BYTEA, PG_OID_BYTEA, PG_OID_BYTEA, PG_OID_INT4, PG_OID_INT4, PG_OID_INT8,
+                     PG_OID_BYTEA_ARRAY };
+    char flags[16], count[16], stored[32];
+    size_t i, total = page->item_count ? 20 : 12; /* an empty array has no dimension */
+    uint8_t *array, *p;
+    PGresult *r;
+
+    if (req == NULL || (page->item_count > 0 && page->items == NULL) || page->item_count > 0x7fffffff) {
+        st->host->log(st->host, PAGING_LOG_ERROR, "postgres-store: handle: malformed page; not stored");
+        return;
+    }
+    for (i = 0; i < page->item_count; i++) total += 4 + page->items[i].len;
+    if (total > 0x3fffffff || req->identity.len > 0x3fffffff) { /* PostgreSQL's limit for a value: 1 GB */
+        st->host->log(st->host, PAGING_LOG_WARNING, "postgres-store: a page over 1 GB; not stored");
+        return;
+    }
+    array = p = (uint8_t *)malloc(total);
+    if (array == NULL) {
+        st->host->log(st->host, PAGING_LOG_ERROR, "postgres-store: out of memory; page not stored");
+        return;
+    }
+    /* bytea[] binary: 1 dimension (0 when empty), no NULLs, element type bytea, size, lower bound 1. */
+    pg_put32(p, page->item_count ? 1 : 0); pg_put32(p + 4, 0); pg_put32(p + 8, PG_OID_BYTEA);
+    p += 12;
+    if (page->item_count) {
+        pg_put32(p, (uint32_t)page->item_count); pg_put32(p + 4, 1);
+        p += 8;
+    }
+    for (i = 0; i < page->item_count; i++) {
+        pg_put32(p, (uint32_t)page->items[i].len);
+        p += 4;
+        if (page->items[i].len) memcpy(p, page->items[i].data, page->items[i].len);
+        p += page->items[i].len;
+    }
+    snprintf(flags, sizeof flags, "%u", (unsigned)page->flags);
+    snprintf(count, sizeof count, "%zu", page->item_count);
+    snprintf(stored, sizeof stored, "%lld", (long long)pstore_now_ms());
+    values[0] = st->ns; lens[0] = 0;
+    values[1] = (const char *)req->identity.data; lens[1] = (int)req->identity.len;
+    values[2] = page->prev_key != NULL ? (const char *)page->prev_key->data : NULL;
+    lens[2] = page->prev_key != NULL ? (int)page->prev_key->len : 0;
+    values[3] = page->next_key != NULL ? (const char *)page->next_key->data : NULL;
+    lens[3] = page->next_key != NULL ? (int)page->next_key->len : 0;
+    /* An empty key is an empty bytea, not NULL: libpq needs a non-NULL pointer for it. */
+    if (page->prev_key != NULL && values[2] == NULL) values[2] = "";
+    if (page->next_key != NULL && values[3] == NULL) values[3] = "";
+    if (values[1] == NULL) values[1] = "";
+    values[4] = flags; values[5] = count; values[6] = stored;
+    lens[4] = lens[5] = lens[6] = 0;
+    values[7] = (const char *)array; lens[7] = (int)total;
+    pthread_mutex_lock(&st->conn_lock);
+    r = pg_exec(st, "write: page not stored",
+                "INSERT INTO paging_pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at, items)"
+                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (namespace, identity) DO UPDATE SET"
+                " prev_key = EXCLUDED.prev_key, next_key = EXCLUDED.next_key, flags = EXCLUDED.flags,"
+                " item_count = EXCLUDED.item_count, stored_at = EXCLUDED.stored_at, items = EXCLUDED.items",
+                8, types, values, lens, formats, 0, PGRES_COMMAND_OK);
+    pthread_mutex_unlock(&st->conn_lock);
+    PQclear(r);
+    free(array);
+}
+
+/* paging.health/1: can the database be reached (and is the schema ours)? */
+static paging_status_t pg_health(void *self)
+{
+    pg_state *st = (pg_state *)self;
+    PGresult *r = NULL;
+    char msg[500];
+    pthread_mutex_lock(&st->conn_lock);
+    if (pg_connect(st, 1)) r = pg_exec(st, "health check", "SELECT 1", 0, NULL, NULL, NULL, NULL, 0, PGRES_TUPLES_OK);
+    pthread_mutex_unlock(&st->conn_lock);
+    if (r != NULL) {
+        PQclear(r);
+        return PAGING_OK;
+    }
+    snprintf(msg, sizeof msg, "postgres-store: PostgreSQL at %.300s cannot serve now%s", st->target,
+             st->schema < 0 ? " (its schema was refused)" : "");
+    st->host->log(st->host, PAGING_LOG_ERROR, msg);
+    return st->schema < 0 ? PAGING_ERR_INVALID_CONFIG : PAGING_ERR_TRANSIENT;
+}
+
+static void pg_cancel(void *self, uint64_t id)
+{
+    pstore_queue_cancel(&((pg_state *)self)->queue, id);
+}
+
+static const paging_ext_health_t pg_health_ext = { pg_health };
+static const paging_ext_async_intercept_t pg_async_ext = { pg_cancel };
+
+static const void *pg_get_extension(paging_interceptor_t *self, const char *id)
+{
+    (void)self;
+    if (strcmp(id, PAGING_EXT_HEALTH) == 0) return &pg_health_ext;
+    return strcmp(id, PAGING_EXT_ASYNC_INTERCEPT) == 0 ? &pg_async_ext : NULL;
+}
+
+/* ---- create / destroy ------------------------------------------------------------------ */
+
+static void pg_destroy(paging_interceptor_t *self)
+{
+    pg_state *st = (pg_state *)self;
+    pstore_queue_destroy(&st->queue);
+    if (st->conn != NULL) PQfinish(st->conn);
+    if (st->conninfo != NULL) memset(st->conninfo, 0, strlen(st->conninfo));
+    free(st->conninfo);
+    free(st->ns);
+    pstore_warner_destroy(&st->warn_down);
+    pstore_warner_destroy(&st->warn_bad);
+    pthread_mutex_destroy(&st->conn_lock);
+    free(st);
+}
+
+static paging_interceptor_t *pg_fail(pg_state *st, const paging_config_t *config, paging_status_t code, const char *message)
+{
+    char msg[900];
+    snprintf(msg, sizeof msg, "postgres-store: %.850s", message);
+    st->host->config_fail(config, code, msg);
+    pg_destroy(&st->interceptor);
+    return NULL;
+}
+
+/* Whether the connection string may hold a password (a keyword or a URI's user:password@). */
+static int pg_may_hold_password(const char *conninfo)
+{
+    const char *at = strchr(conninfo, '@'), *scheme = strstr(conninfo, "://");
+    char lower[16];
+    size_t i, n = strlen(conninfo);
+    for (i = 0; i + 8 <= n; i++) {
+        size_t j;
+        for (j = 0; j < 8; j++) lower[j] = (char)((conninfo[i + j] >= 'A' && conninfo[i + j] <= 'Z') ? conninfo[i + j] + 32 : conninfo[i + j]);
+        if (memcmp(lower, "password", 8) == 0) return 1;
+    }
+    return scheme != NULL && at != NULL;
+}
+
+/* host:port/dbname of the connection string, for messages (never the password). */
+static void pg_describe(pg_state *st, PQconninfoOption *options)
+{
+    const char *host = NULL, *port = NULL, *db = NULL;
+    PQconninfoOption *o;
+    for (o = options; o != NULL && o->keyword != NULL; o++) {
+        if (o->val == NULL) continue;
+        if (strcmp(o->keyword, "host") == 0 || (host == NULL && strcmp(o->keyword, "hostaddr") == 0)) host = o->val;
+        else if (strcmp(o->keyword, "port") == 0) port = o->val;
+        else if (strcmp(o->keyword, "dbname") == 0) db = o->val;
+    }
+    if (host == NULL) host = getenv("PGHOST");
+    if (port == NULL) port = getenv("PGPORT");
+    snprintf(st->target, sizeof st->target, "%.200s:%.10s/%.80s", host != NULL ? host : "(default host)",
+             port != NULL ? port : "5432", db != NULL ? db : "(default database)");
+}
+
+static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const paging_host_t *host,
+                                                   const paging_config_t *config)
+{
+    pg_state *st;
+    const char *conninfo, *ns;
+    char problem[700], error[300], msg[500];
+    char *parse_error = NULL;
+    PQconninfoOption *options;
+    int64_t connect_ms;
+
+    if (plugin_id == NULL || strcmp(plugin_id, "postgres-store") != 0) {
+        host->config_fail(config, PAGING_ERR_NOT_FOUND, "postgres-store: unknown plugin id");
+        return NULL;
+    }
+    st = (pg_state *)calloc(1, sizeof *st);
+    if (st == NULL) {
+        host->config_fail(config, PAGING_ERR_INTERNAL, "postgres-store: out of memory");
+        return NULL;
+    }
+    st->host = host;
+    pthread_mutex_init(&st->conn_lock, NULL);
+    pstore_warner_init(&st->warn_down);
+    pstore_warner_init(&st->warn_bad);
+    pstore_queue_init(&st->queue, st, pg_run, pg_poll, 1000);
+    if (!pstore_read_freshness(host, config, "postgres-store", &st->fresh)) {
+        pg_destroy(&st->interceptor);
+        return NULL;
+    }
+    problem[0] = '\0';
+    conninfo = host->config_string(config, "conninfo");
+    ns = host->config_string(config, "namespace");
+    if (ns == NULL && host->config_type(config, "namespace") != PAGING_CONFIG_ABSENT)
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `namespace` must be a string");
+    if (conninfo == NULL)
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `conninfo` (string) is required: a libpq "
+                       "connection string, e.g. \"host=db.internal port=5432 dbname=paging user=paging\"");
+    if (!pstore_config_int(host, config, "statement_timeout_ms", 5000, 1, 3600000, &st->statement_timeout_ms, problem, sizeof problem)
+        || !pstore_config_int(host, config, "connect_timeout_ms", 5000, 1000, 600000, &connect_ms, problem, sizeof problem)
+        || !pstore_config_int(host, config, "retry_interval_ms", 1000, 0, 600000, &st->retry_ms, problem, sizeof problem))
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    snprintf(st->connect_timeout, sizeof st->connect_timeout, "%lld", (long long)(connect_ms / 1000));
+    st->ns = (char *)malloc(strlen(ns != NULL ? ns : "default") + 1);
+    st->conninfo = pstore_expand_env(conninfo, error, sizeof error);
+    if (st->ns == NULL) return pg_fail(st, config, PAGING_ERR_INTERNAL, "out of memory");
+    strcpy(st->ns, ns != NULL ? ns : "default");
+    if (st->conninfo == NULL) {
+        snprintf(problem, sizeof problem, "config `conninfo`: %s", error);
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
+    options = PQconninfoParse(st->conninfo, &parse_error);
+    if (options == NULL) {
+        /* libpq's message quotes the string; it may hold a password. */
+        if (parse_error != NULL && !pg_may_hold_password(st->conninfo)) pg_message(parse_error, error, sizeof error);
+        else snprintf(error, sizeof error, "libpq's detail is withheld: the string may hold a password");
+        PQfreemem(parse_error);
+        snprintf(problem, sizeof problem, "config `conninfo` is not a valid connection string (%s)", error);
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
+    pg_describe(st, options);
+    PQconninfoFree(options);
+    st->async = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
+    st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
+
+    /* Connect now: a schema of another application is refused at once; a server down is a warning. */
+    pthread_mutex_lock(&st->conn_lock);
+    if (pg_connect(st, 1)) {
+        snprintf(msg, sizeof msg, "postgres-store: connected to PostgreSQL at %.300s (namespace '%.100s')", st->target, st->ns);
+        host->log(host, PAGING_LOG_DEBUG, msg);
+    }
+    pthread_mutex_unlock(&st->conn_lock);
+    if (st->schema < 0) {
+        snprintf(problem, sizeof problem, "config `conninfo`: PostgreSQL at %.300s: the database's tables are not a "
+                 "postgres-store's (paging_pages without paging_meta, or another schema version); they were left unchanged", st->target);
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
+    st->interceptor.plugin_data = st;
+    st->interceptor.intercept = pg_intercept;
+    st->interceptor.handle = pg_handle;
+    st->interceptor.destroy = pg_destroy;
+    st->interceptor.struct_size = (uint32_t)sizeof st->interceptor;
+    st->interceptor.get_extension = pg_get_extension;
+    return &st->interceptor;
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+static uint32_t pg_plugin_count(void) { return 1; }
+
+static const paging_plugin_descriptor_t *pg_descriptor_at(uint32_t index)
+{
+    return index == 0 ? &pg_descriptor : NULL;
+}
+
+static const paging_plugin_entry_t pg_entry = {
+    PAGING_ENTRY_HEAD,
+    pg_plugin_count,
+    pg_descriptor_at,
+    NULL,
+    pg_create_interceptor, NULL, NULL
+};
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void)
+{
+    return &pg_entry;
+}

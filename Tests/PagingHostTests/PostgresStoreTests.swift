@@ -1,0 +1,189 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// The postgres-store plugin, loaded from its built .so, against a PostgreSQL server of the
+/// test's own: pages shared between hosts, concurrent writers, lost connections, secrets.
+@Suite("The PostgreSQL store")
+struct PostgresStoreTests {
+    let log = LogRecorder()
+
+    func store(_ conninfo: String, namespace: String = "test", _ extra: [(String, JSONValue)] = []) throws -> LoadedInterceptor {
+        try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(
+            config: .object([("conninfo", .string(conninfo)), ("namespace", .string(namespace))] + extra), sink: log.sink)
+    }
+
+    func pipeline(_ postgres: PostgresServer, _ source: CountingPluginSource, namespace: String = "test",
+                  _ extra: [(String, JSONValue)] = []) throws -> (PluginPager, LoadedInterceptor) {
+        let store = try store(postgres.conninfo, namespace: namespace, extra)
+        return (Pager(source: source, interceptors: [store]), store)
+    }
+
+    func load(_ pager: PluginPager, _ key: String, kind: PagingRequestKind = .append, userInfo: [String: String] = [:]) async throws -> [String] {
+        try await pager.load(pager.request(kind, key: PluginKey(key), params: params(pageSize: 10, userInfo: userInfo))).values.texts
+    }
+
+    func items(_ range: Range<Int>) -> [String] { range.map { #"{"n":\#($0)}"# } }
+
+    @Test func pagesStoredByOneHost_areServedToAnother_andAHardRefreshClearsItsNamespaceOnly() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource(count: 95)
+        let (first, _) = try pipeline(postgres, upstream)
+        let (other, _) = try pipeline(postgres, upstream, namespace: "other")
+        for key in ["0", "10", "90"] {
+            _ = try await load(first, key)
+            _ = try await load(other, key)
+        }
+        #expect(upstream.fetches == 6)
+        let (second, store) = try pipeline(postgres, upstream)
+        #expect(try await load(second, "10") == items(10..<20))
+        #expect(try await load(second, "90") == items(90..<95), "the short last page is whole")
+        #expect(upstream.fetches == 6)
+        #expect(store.stats.counters["hits"] == 2)
+
+        _ = try await load(second, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        #expect(try await postgres.psql("SELECT namespace, count(*) FROM paging_pages GROUP BY 1 ORDER BY 1") == "other|3\ntest|1")
+    }
+
+    /// Four `pager run` processes store the same 20 pages into one namespace at once: every page
+    /// is there, whole (its item count matches its items, each item its own).
+    @Test func concurrentWriters_fromSeveralProcesses_loseNothing_andNeverStoreHalfAPage() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let folder = scratchFolder()
+        writeJSONLines(count: 100, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(shippedPlugin("postgres-store"))",
+                           "config": {"conninfo": "\(postgres.conninfo)", "namespace": "shared", "policy": "network-first"}}],
+         "page_size": 5}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let runs = try await withThrowingTaskGroup(of: ProgramResult.self) { group in
+            for _ in 0..<4 { group.addTask { try await run(pagerCommand, ["run", folder + "/m.json", "--refresh", "--append", "19"]) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(runs.allSatisfy { $0.code == 0 }, "\(runs.map(\.stderr))")
+        #expect(runs.allSatisfy { !$0.stderr.contains("not stored") }, "\(runs.map(\.stderr))")
+        #expect(try await postgres.psql("""
+            SELECT count(*), sum(item_count), bool_and(item_count = 5 AND cardinality(items) = item_count)
+            FROM paging_pages WHERE namespace = 'shared'
+            """) == "20|100|t")
+        // Each page holds its own five lines.
+        let firsts = try await postgres.psql("SELECT convert_from(items[1], 'UTF8') FROM paging_pages WHERE namespace = 'shared' ORDER BY 1")
+        #expect(Set(firsts.split(separator: "\n").map(String.init)) == Set(stride(from: 0, to: 100, by: 5).map { #"{"n":\#($0)}"# }))
+    }
+
+    @Test func concurrentWriters_ofTheSamePages_fromManyConnections_leaveWholePages() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let pipelines = try (0..<6).map { _ in try pipeline(postgres, upstream, [("policy", .string("network-first"))]) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, (pager, _)) in pipelines.enumerated() {
+                group.addTask {
+                    for round in 0..<5 {
+                        for key in stride(from: 0, to: 100, by: 10).shuffled() where (key / 10 + index + round) % 2 == 0 {
+                            _ = try await self.load(pager, "\(key)")
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await postgres.psql("""
+            SELECT count(*), bool_and(item_count = 10 AND cardinality(items) = 10
+                                      AND convert_from(items[1], 'UTF8') = '{"n":' || convert_from(substring(identity from 6), 'UTF8') || '}')
+            FROM paging_pages
+            """) == "10|t")
+        #expect(log.entries.allSatisfy { $0.level < .warning }, "\(log.messages)")
+    }
+
+    @Test func aTerminatedBackend_isReconnected_andTheStoreServesOn() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, store) = try pipeline(postgres, upstream)
+        _ = try await load(pager, "0")
+        let ended = try await postgres.psql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND datname = 'postgres'")
+        #expect(ended != "0", "the store's connection was ended")
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(upstream.fetches == 1, "served from the store over a new connection")
+        #expect(store.stats.counters["hits"] == 1)
+        #expect(!log.contains("is unavailable"), "\(log.messages)")
+    }
+
+    @Test func aServerRestart_isSurvived_loadsGoOnWhileItIsDown_withOneWarning() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(postgres, upstream, [("retry_interval_ms", .int(0))])
+        _ = try await load(pager, "0")
+        postgres.stop()
+        for key in stride(from: 10, to: 60, by: 10) {
+            #expect(try await load(pager, "\(key)") == items(key..<key + 10))
+        }
+        #expect(log.count(containing: "is unavailable") == 1, "\(log.messages)")
+        try await postgres.restart()
+        _ = try await load(pager, "60")
+        #expect(log.contains("connected again to PostgreSQL at 127.0.0.1:\(postgres.port)/postgres"), "\(log.messages)")
+        let fetched = upstream.fetches
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(try await load(pager, "60") == items(60..<70))
+        #expect(upstream.fetches == fetched, "what was stored before and after the restart is served")
+    }
+
+    @Test func thePassword_neverReachesTheLog_orAnError() async throws {
+        let secret = "hunter2-\(UInt32.random(in: 0...UInt32.max))"
+        // Nothing listens there: the connection fails, with a warning.
+        let port = freeLoopbackPort()
+        _ = try store("host=127.0.0.1 port=\(port) user=test password=\(secret) dbname=x connect_timeout=2")
+        #expect(log.contains("PostgreSQL at 127.0.0.1:\(port)/x is unavailable"), "\(log.messages)")
+        // A malformed string that holds the password: libpq's message (which quotes it) is withheld.
+        var errors: [String] = []
+        for conninfo in ["host=127.0.0.1 password=\(secret) bogus", "postgresql://test:\(secret)@127.0.0.1:\(port)/x?nope=1"] {
+            do { _ = try store(conninfo) } catch { errors.append("\(error)") }
+        }
+        #expect(errors.count == 2)
+        #expect(errors.allSatisfy { $0.contains("config `conninfo` is not a valid connection string") }, "\(errors)")
+        #expect(!(log.messages + errors).contains { $0.contains(secret) }, "\(log.messages) \(errors)")
+    }
+
+    @Test func anotherApplicationsTable_isRefused_andLeftUnchanged() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        try await postgres.psql("CREATE DATABASE other")
+        try await postgres.psql("CREATE TABLE paging_pages (id int); INSERT INTO paging_pages VALUES (7)", database: "other")
+        #expect { _ = try store(postgres.conninfo(database: "other")) } throws: { "\($0)".contains("the database's tables are not a postgres-store's") }
+        #expect(try await postgres.psql("SELECT id FROM paging_pages", database: "other") == "7")
+        #expect(try await postgres.psql("SELECT to_regclass('paging_meta') IS NULL", database: "other") == "t")
+    }
+
+    @Test func cacheFirst_withMaxAge0_loadsAgain_andBadConfigsAreRefused() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, store) = try pipeline(postgres, upstream, [("max_age_seconds", .int(0))])
+        _ = try await load(pager, "0")
+        try await Task.sleep(for: .milliseconds(5)) // a page of age 0 is stale a millisecond later
+        _ = try await load(pager, "0")
+        #expect(upstream.fetches == 2)
+        #expect(store.stats.counters["stale_hits"] == 1)
+        for (config, expected) in [
+            (#"{}"#, "config `conninfo` (string) is required"),
+            (#"{"conninfo": "${PAGING_TEST_UNSET_VARIABLE}"}"#, "the environment variable PAGING_TEST_UNSET_VARIABLE is not set"),
+            (#"{"conninfo": "host=x", "statement_timeout_ms": 0}"#, "config `statement_timeout_ms` must be a whole number"),
+            (#"{"conninfo": "host=x", "policy": "fastest"}"#, "config `policy` must be"),
+        ] {
+            #expect(throws: (any Error).self) {
+                _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
+            }
+            do {
+                _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
+            } catch {
+                #expect("\(error)".contains(expected), "\(config): \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,286 @@
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+/// The redis-cache plugin, loaded from its built .so, against a Redis server of the test's own:
+/// pages shared between pipelines, one fetch across them (the lease), Redis going away and
+/// coming back, and values in Redis that are not pages.
+@Suite("The Redis cache")
+struct RedisCacheTests {
+    let log = LogRecorder()
+
+    /// A pipeline of a redis-cache instance of its own in front of `source`.
+    func pipeline(_ redis: RedisServer, _ source: CountingPluginSource, namespace: String = "test",
+                  _ extra: [(String, JSONValue)] = []) throws -> (PluginPager, LoadedInterceptor) {
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string(redis.address)), ("namespace", .string(namespace))] + extra), sink: log.sink)
+        return (Pager(source: source, interceptors: [cache]), cache)
+    }
+
+    func load(_ pager: PluginPager, _ key: String, kind: PagingRequestKind = .append, userInfo: [String: String] = [:]) async throws -> [String] {
+        try await pager.load(pager.request(kind, key: PluginKey(key), params: params(pageSize: 10, userInfo: userInfo))).values.texts
+    }
+
+    func items(_ range: Range<Int>) -> [String] { range.map { #"{"n":\#($0)}"# } }
+
+    @Test func pipelinesSharingOneRedis_seeEachOthersPages() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (first, _) = try pipeline(redis, upstream)
+        for key in ["0", "10", "20"] { _ = try await load(first, key) }
+        #expect(upstream.fetches == 3)
+
+        let (second, cache) = try pipeline(redis, upstream)
+        #expect(try await load(second, "10") == items(10..<20))
+        #expect(try await load(second, "0", kind: .refresh) == items(0..<10))
+        #expect(upstream.fetches == 3, "the second pipeline was served from Redis")
+        #expect(cache.stats.counters["hits"] == 2)
+        // Another query is another page; another namespace sees nothing.
+        _ = try await load(second, "0", userInfo: ["q": "swift"])
+        let (other, _) = try pipeline(redis, upstream, namespace: "other")
+        _ = try await load(other, "0")
+        #expect(upstream.fetches == 5)
+    }
+
+    @Test func concurrentLoadsOfOnePage_fromSeparatePipelines_fetchItOnce() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let pipelines = try (0..<8).map { _ in try pipeline(redis, upstream) }
+        upstream.hold()
+        let pages = Task {
+            try await withThrowingTaskGroup(of: [String].self) { group in
+                for (pager, _) in pipelines { group.addTask { try await self.load(pager, "30") } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+        }
+        // One holds the lease and fetches (held at the source); the seven others wait for it.
+        #expect(await eventually { upstream.fetches == 1 && pipelines.map { $0.1.stats.counters["lease_waits"] ?? 0 }.reduce(0, +) == 7 })
+        upstream.open()
+        let answers = try await pages.value
+        #expect(answers.count == 8 && answers.allSatisfy { $0 == items(30..<40) })
+        #expect(upstream.fetches == 1, "the upstream saw the page once")
+        #expect(redis.command("EXISTS", "swiftpaging:test:l:10 2:30").hasPrefix(":0"), "the lease was released")
+    }
+
+    @Test func aLeaseWithoutAHolder_isWaitedOutThenTheLoadProceeds() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, cache) = try pipeline(redis, upstream, [("lease_ms", .int(800))])
+        // Set by hand, as a process killed mid-fetch leaves it: nobody will store the page.
+        #expect(redis.command("SET", "swiftpaging:test:l:10 1:0", "gone", "PX", "800").hasPrefix("+OK"))
+        let clock = ContinuousClock(), start = clock.now
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(clock.now - start >= .milliseconds(500), "it waited for the lease")
+        #expect(upstream.fetches == 1)
+        #expect(cache.stats.counters["lease_waits"] == 1)
+    }
+
+    /// A `pager run` whose source never answers holds the lease; killed with SIGKILL, it never
+    /// releases it: a load elsewhere waits for the lease to expire, then fetches.
+    @Test func aHolderKilledMidFetch_makesOthersWaitNoLongerThanTheLease() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let folder = scratchFolder()
+        let manifest = folder + "/m.json"
+        try """
+        {"source": {"plugin": "\(try fixturePlugin("never_complete"))"},
+         "interceptors": [{"plugin": "\(shippedPlugin("redis-cache"))",
+                           "config": {"address": "\(redis.address)", "namespace": "test", "lease_ms": 2000}}],
+         "page_size": 10, "timeout_ms": 600000}
+        """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: pagerCommand)
+        holder.arguments = ["run", manifest, "--refresh"]
+        holder.standardOutput = FileHandle.nullDevice
+        holder.standardError = FileHandle.nullDevice
+        try spawning { try holder.run() }
+        defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
+        #expect(await eventually { redis.command("EXISTS", "swiftpaging:test:l:10 1:0").hasPrefix(":1") }, "the child took the lease")
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(redis, upstream, [("lease_ms", .int(2000))])
+        let clock = ContinuousClock(), start = clock.now
+        #expect(try await load(pager, "0", kind: .refresh) == items(0..<10))
+        #expect(clock.now - start >= .milliseconds(200), "it waited for the dead holder's lease")
+        #expect(upstream.fetches == 1)
+    }
+
+    @Test func aFailedLoad_releasesItsLease_andTheNextTakesItAtOnce() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(redis, upstream, [("lease_ms", .int(600000))])
+        upstream.fail(true)
+        await #expect(throws: (any Error).self) { try await load(pager, "0") }
+        #expect(redis.command("EXISTS", "swiftpaging:test:l:10 1:0").hasPrefix(":0"), "released")
+        upstream.fail(false)
+        #expect(try await load(pager, "0") == items(0..<10), "not waiting ten minutes for a lease")
+    }
+
+    @Test func redisStoppedMidRun_loadsStillSucceed_withOneWarning_andItsReturnIsNoticed() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, cache) = try pipeline(redis, upstream, [("retry_interval_ms", .int(0))])
+        _ = try await load(pager, "0")
+        redis.stop()
+        for key in stride(from: 0, to: 100, by: 10) {
+            #expect(try await load(pager, "\(key)") == items(key..<key + 10))
+        }
+        #expect(log.count(containing: "is unavailable") == 1, "\(log.messages)")
+        #expect(log.entries.allSatisfy { $0.level != .error }, "\(log.messages)")
+        #expect((cache.stats.counters["unavailable"] ?? 0) >= 10)
+
+        try await redis.restart()
+        _ = try await load(pager, "0")
+        #expect(log.contains("connected again to Redis at \(redis.address)"))
+        let fetched = upstream.fetches
+        let (other, _) = try pipeline(redis, upstream)
+        #expect(try await load(other, "0") == items(0..<10))
+        #expect(upstream.fetches == fetched, "stored again once Redis was back")
+    }
+
+    @Test func aRestartBetweenLoads_isReconnectedAtOnce() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(redis, upstream)
+        _ = try await load(pager, "0")
+        redis.stop()
+        try await redis.restart() // an empty Redis: nothing persisted
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(redis.command("EXISTS", "swiftpaging:test:p:10 1:0").hasPrefix(":1"), "stored on the new connection")
+        #expect(!log.contains("is unavailable"), "\(log.messages)")
+    }
+
+    /// Values no redis-cache wrote: each is a miss with a warning, never a crash, and the page
+    /// loaded instead replaces it.
+    @Test func valuesThatAreNotPages_areMissesWithAWarning() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let key = Array("swiftpaging:test:p:10 1:0".utf8)
+        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xff), UInt8(v >> 8 & 0xff), UInt8(v & 0xff)] }
+        /// "SPG1", the FNV-1a checksum of `body`, `body`: what passes the checksum.
+        func sealed(_ body: [UInt8]) -> [UInt8] {
+            var h: UInt64 = 14_695_981_039_346_656_037
+            for byte in body { h = (h ^ UInt64(byte)) &* 1_099_511_628_211 }
+            return Array("SPG1".utf8) + be32(UInt32(h >> 32)) + be32(UInt32(h & 0xffff_ffff)) + body
+        }
+        let identity = Array("10 1:0".utf8)
+        let head = [UInt8](repeating: 0, count: 8) + be32(2) + [0] + be32(0) + [0] + be32(0)
+        let hostile: [(String, [UInt8])] = [
+            ("garbage", Array("hello world".utf8)),
+            ("a checksum that does not match", Array("SPG1".utf8) + [UInt8](repeating: 1, count: 8) + head),
+            ("cut short", sealed(head)),
+            ("a key past the end", sealed([UInt8](repeating: 0, count: 12) + [1] + be32(0x7f7f_7f7f))),
+            ("a presence byte of 7", sealed([UInt8](repeating: 0, count: 12) + [7] + be32(0))),
+            ("unknown flags", sealed([UInt8](repeating: 0, count: 8) + be32(64) + [0] + be32(0) + [0] + be32(0))),
+            ("another identity", sealed(head + be32(3) + Array("abc".utf8) + be32(0))),
+            ("a huge item count", sealed(head + be32(UInt32(identity.count)) + identity + be32(0x7fff_ffff))),
+            ("an item past the end", sealed(head + be32(UInt32(identity.count)) + identity + be32(1) + be32(1000) + Array("{}".utf8))),
+            ("bytes after the items", sealed(head + be32(UInt32(identity.count)) + identity + be32(0) + [0])),
+        ]
+        var fetches = 0
+        for (name, value) in hostile {
+            #expect(redis.command([Array("SET".utf8), key, value]).hasPrefix("+OK"))
+            let (pager, _) = try pipeline(redis, upstream)
+            #expect(try await load(pager, "0") == items(0..<10), "\(name)")
+            fetches += 1
+            #expect(upstream.fetches == fetches, "\(name): loaded from the source")
+        }
+        // Another type under the key, and a value over max_page_bytes.
+        redis.command("DEL", "swiftpaging:test:p:10 1:0")
+        redis.command("LPUSH", "swiftpaging:test:p:10 1:0", "x")
+        let (listed, _) = try pipeline(redis, upstream)
+        #expect(try await load(listed, "0") == items(0..<10))
+        redis.command([Array("SET".utf8), key, sealed(head + [UInt8](repeating: 65, count: 5000))])
+        let (bounded, _) = try pipeline(redis, upstream, [("max_page_bytes", .int(1024))])
+        #expect(try await load(bounded, "0") == items(0..<10))
+        #expect(upstream.fetches == fetches + 2)
+        #expect(log.count(containing: "treated as a miss") >= hostile.count, "\(log.messages)") // each a new instance
+        // The good page stored last answers.
+        let (good, _) = try pipeline(redis, upstream)
+        #expect(try await load(good, "0") == items(0..<10))
+        #expect(upstream.fetches == fetches + 2)
+        // Forged with a matching checksum, an item that is not JSON fails its load naming it.
+        redis.command([Array("SET".utf8), key, sealed(head + be32(UInt32(identity.count)) + identity + be32(1) + be32(3) + Array("{{{".utf8))])
+        let (forged, _) = try pipeline(redis, upstream)
+        await #expect { try await load(forged, "0") } throws: { "\($0)".contains("item 0 is not valid JSON") }
+    }
+
+    @Test func aHardRefresh_clearsItsNamespaceOnly() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (a, _) = try pipeline(redis, upstream, namespace: "a")
+        let (b, _) = try pipeline(redis, upstream, namespace: "b")
+        for key in ["0", "10", "20"] {
+            _ = try await load(a, key)
+            _ = try await load(b, key)
+        }
+        _ = try await load(a, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        #expect(upstream.fetches == 7)
+        #expect(redis.command("KEYS", "swiftpaging:a:p:*").hasPrefix("*1"), "only the refreshed page is back")
+        #expect(redis.command("KEYS", "swiftpaging:b:p:*").hasPrefix("*3"))
+    }
+
+    @Test func freshness_staleWhileRevalidate_answersAtOnce_andStoresTheFreshPage() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, cache) = try pipeline(redis, upstream, [("policy", .string("stale-while-revalidate"))])
+        _ = try await load(pager, "0")
+        let stored = redis.command("PTTL", "swiftpaging:test:p:10 1:0")
+        #expect(stored.hasPrefix(":") && !stored.hasPrefix(":-"), "stored with an expiry: \(stored)")
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(await eventually { upstream.fetches == 2 }, "revalidated in the background")
+        #expect(cache.stats.counters["stale_hits"] == 1)
+
+        let (networkFirst, _) = try pipeline(redis, upstream, [("policy", .string("network-first"))])
+        upstream.fail(true)
+        #expect(try await load(networkFirst, "0") == items(0..<10), "the page held answers when the source fails")
+        #expect(log.contains("the load failed"))
+    }
+
+    @Test(arguments: [
+        (#"{"address": "127.0.0.1:99999"}"#, "config `address` '127.0.0.1:99999': the port must be a number in 1...65535"),
+        (#"{"address": "${PAGING_TEST_UNSET_VARIABLE}"}"#, "the environment variable PAGING_TEST_UNSET_VARIABLE is not set"),
+        (#"{"namespace": "a b"}"#, "config `namespace` must be 1-128 characters"),
+        (#"{"ttl_seconds": 0}"#, "config `ttl_seconds` must be a whole number in 1..."),
+        (#"{"lease_ms": "soon"}"#, "config `lease_ms` must be a whole number"),
+        (#"{"policy": "fastest"}"#, "config `policy` must be"),
+        (#"{"password_env": "PAGING_TEST_UNSET_VARIABLE"}"#, "config `password_env`: the environment variable PAGING_TEST_UNSET_VARIABLE is not set"),
+    ])
+    func badConfigs_areRefusedNamingTheKey(_ config: String, _ expected: String) throws {
+        let json = try JSONValue.parse(Array(config.utf8))
+        #expect {
+            _ = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(config: json, sink: log.sink)
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    @Test func anAddressFromTheEnvironment_andRedisDownAtCreate_areNotFailures() async throws {
+        let redis = try await RedisServer.start()
+        let address = redis.address
+        redis.stop()
+        setenv("PAGING_TEST_REDIS_ADDRESS", address, 1)
+        let upstream = CountingPluginSource()
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("${PAGING_TEST_REDIS_ADDRESS}")), ("retry_interval_ms", .int(0))]), sink: log.sink)
+        let pager = PluginPager(source: upstream, interceptors: [cache])
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(log.contains("Redis at \(address) is unavailable"))
+        try await redis.restart()
+        defer { redis.stop() }
+        _ = try await load(pager, "10")
+        #expect(redis.command("EXISTS", "swiftpaging:default:p:10 2:10").hasPrefix(":1"))
+    }
+}
