@@ -80,7 +80,8 @@ struct RedisCacheTests {
     }
 
     /// A `pager run` whose source never answers holds the lease; killed with SIGKILL, it never
-    /// releases it: a load elsewhere waits for the lease to expire, then fetches.
+    /// releases it: a load elsewhere waits for the lease to expire, then fetches. (Its Redis
+    /// timeouts are long: on a loaded machine a slow answer would make it go on without the lease.)
     @Test func aHolderKilledMidFetch_makesOthersWaitNoLongerThanTheLease() async throws {
         let redis = try await RedisServer.start()
         defer { redis.stop() }
@@ -89,7 +90,8 @@ struct RedisCacheTests {
         try """
         {"source": {"plugin": "\(try fixturePlugin("never_complete"))"},
          "interceptors": [{"plugin": "\(shippedPlugin("redis-cache"))",
-                           "config": {"address": "\(redis.address)", "namespace": "test", "lease_ms": 2000}}],
+                           "config": {"address": "\(redis.address)", "namespace": "test", "lease_ms": 2000,
+                                      "connect_timeout_ms": 30000, "command_timeout_ms": 30000}}],
          "page_size": 10, "timeout_ms": 600000}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let holder = Process()

@@ -104,7 +104,10 @@ public final class RedisServer: Sendable {
         try spawning { try process.run() }
         self.process.withLock { $0 = process }
         let port = self.port
-        if let reason = await waitForServer(seconds: 20, ready: { redisAnswersPing(port: port) },
+        // Ready when the server answering on the port is this one: a port freed by a stopped
+        // server may have gone to another test's server before this one restarts on it.
+        let pid = process.processIdentifier
+        if let reason = await waitForServer(seconds: 20, ready: { redisServerPID(port: port) == pid },
                                              failed: { process.isRunning ? nil : "exited with status \(process.terminationStatus)" }) {
             throw ServerStartError(server: "redis-server on port \(port)", reason: "\(reason); its log:\n\(tail(log))")
         }
@@ -150,8 +153,11 @@ extension RedisServer {
 }
 
 /// Whether a Redis server on the port answers PING with PONG.
-func redisAnswersPing(port: Int) -> Bool {
-    redisExchange(port: port, Array("PING\r\n".utf8))?.hasPrefix("+PONG") == true
+/// The process id of the Redis server answering on `port`, if one answers.
+func redisServerPID(port: Int) -> Int32? {
+    guard let info = redisExchange(port: port, Array("INFO server\r\n".utf8)),
+          let line = info.split(whereSeparator: \.isNewline).first(where: { $0.hasPrefix("process_id:") }) else { return nil }
+    return Int32(line.dropFirst("process_id:".count).trimmingCharacters(in: .whitespaces))
 }
 
 /// Sends `request` to the Redis server on `port` and returns what one read brings back.
@@ -261,9 +267,12 @@ public final class PostgresServer: Sendable {
         try spawning { try process.run() }
         self.process.withLock { $0 = process }
         let port = self.port
+        // Ready when this server says so in its postmaster.pid (line 8, "ready"): a port freed by a
+        // stopped server may have gone to another test's server, which pg_isready would find.
+        let pidFile = data + "/postmaster.pid"
         if let reason = await waitForServer(seconds: 60, ready: {
-            (try? runBlocking("\(bin)/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)", "-U", "test", "-d", "postgres"],
-                              deadline: .seconds(10)).code) == 0
+            let lines = ((try? String(contentsOfFile: pidFile, encoding: .utf8)) ?? "").split(separator: "\n", omittingEmptySubsequences: false)
+            return lines.count >= 8 && lines[3].trimmingCharacters(in: .whitespaces) == "\(port)" && lines[7].trimmingCharacters(in: .whitespaces) == "ready"
         }, failed: { process.isRunning ? nil : "exited with status \(process.terminationStatus)" }) {
             throw ServerStartError(server: "postgres on port \(port)", reason: "\(reason); its log:\n\(tail(log))")
         }
