@@ -53,7 +53,7 @@ let package = Package(
         .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),
-        .target(name: "PagingTestSupport", dependencies: ["Paging", "PagingHost"], path: "Tests/Support"),
+        .target(name: "PagingTestSupport", dependencies: ["Paging", "PagingHost", "LoopbackHTTP", "GitHubFixtureServer"], path: "Tests/Support"),
         .testTarget(name: "PagerCheckTests", dependencies: ["Paging", "PagingHost", "PagingConformance", "PagingTestSupport"]),
         .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "ReliabilityTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "CSQLite"]),
