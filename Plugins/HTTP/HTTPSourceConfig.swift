@@ -64,7 +64,7 @@ struct URLTemplate: Sendable {
         while let open = rest.firstIndex(of: "{") {
             literal += rest[..<open]
             guard let close = rest[open...].firstIndex(of: "}") else {
-                throw .invalidConfig("url: unterminated placeholder at \"\(rest[open...])\"; expected {key}, {pageSize}, {offset} or {param.NAME}")
+                throw .invalidConfig("url: unterminated placeholder at \"\(rest[open...])\"; expected {key}, {pageSize}, {offset}, {param.NAME} or {state.NAME}")
             }
             let name = rest[rest.index(after: open)..<close]
             let part: Part
@@ -73,8 +73,13 @@ struct URLTemplate: Sendable {
             case "pageSize": part = .pageSize
             case "offset": part = .offset
             default:
+                if name.hasPrefix("state."), name.count > 6 {
+                    // The value incremental loading keeps, sent as the user-info value state.NAME.
+                    part = .param(String(name))
+                    break
+                }
                 guard name.hasPrefix("param."), name.count > 6 else {
-                    throw .invalidConfig("url: unknown placeholder {\(name)}; expected {key}, {pageSize}, {offset} or {param.NAME}")
+                    throw .invalidConfig("url: unknown placeholder {\(name)}; expected {key}, {pageSize}, {offset}, {param.NAME} or {state.NAME}")
                 }
                 part = .param(String(name.dropFirst(6)))
             }

@@ -41,7 +41,8 @@ struct ScanSlots: Sendable {
 }
 
 /// A JSON body for POST requests: string values "{key}", "{pageSize}" (sent as a number),
-/// "{offset}" (a number) and "{param.NAME}" are replaced per request.
+/// "{offset}" (a number), "{param.NAME}" and "{state.NAME}" (incremental loading's value) are
+/// replaced per request.
 struct BodyTemplate: @unchecked Sendable {
     let object: Any
 
@@ -55,6 +56,7 @@ struct BodyTemplate: @unchecked Sendable {
                 case "{offset}": return offset ?? 0
                 default:
                     if text.hasPrefix("{param."), text.hasSuffix("}") { return params[String(text.dropFirst(7).dropLast())] ?? "" }
+                    if text.hasPrefix("{state."), text.hasSuffix("}") { return params[String(text.dropFirst().dropLast())] ?? "" }
                     return text
                 }
             case let object as [String: Any]: return object.mapValues(fill)

@@ -16,6 +16,13 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
                                    and X-RateLimit-Reset (now + 1 s); then the page
   GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
+  GET  /events?since=S&page=P&per_page=N
+                                   the events updated after S ("" = all), oldest first:
+                                   [{"id": n, "updated_at": "2024-01-01T00:00:<n>Z"}, ...];
+                                   12 at the start
+  POST /events/add {"count": n}    adds n events, updated after every other
+  POST /events/fail {"page": P}    the next request for page P answers 500
+  GET  /events/since               every since asked for, in order
   GET  /stats                      {"token_requests": n, "requests": n}
 """
 import json
@@ -32,7 +39,10 @@ RECORDS = [{"id": i, "name": f"r{i}", "group": i % 3} for i in range(1, 26)]
 lock = threading.Lock()
 tokens = {}            # token -> expiry time
 stats = {"token_requests": 0, "requests": 0}
+since_asked = []
 limited_seen = set()
+events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1, 13)]
+failing_pages = set()
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -72,6 +82,8 @@ class Handler(socketserver.StreamRequestHandler):
         if path == "/stats":
             with lock:
                 return self.send(200, dict(stats))
+        if path.startswith("/events"):
+            return self.events(method, path, q, body)
         if path == "/stripe/v1/customers":
             limit = int(q.get("limit", "10"))
             after = q.get("starting_after", "")
@@ -131,6 +143,26 @@ class Handler(socketserver.StreamRequestHandler):
             page = int(q.get("page", "1"))
             return self.send(200, RECORDS[(page - 1) * 10: page * 10])
         return self.send(404, {"message": "no such fixture"})
+
+    def events(self, method, path, q, body):
+        with lock:
+            if path == "/events/add" and method == "POST":
+                for _ in range(json.loads(body)["count"]):
+                    n = len(events) + 1
+                    events.append({"id": n, "updated_at": f"2024-01-01T00:{n // 60:02d}:{n % 60:02d}Z"})
+                return self.send(200, {"events": len(events)})
+            if path == "/events/since":
+                return self.send(200, list(since_asked))
+            if path == "/events/fail" and method == "POST":
+                failing_pages.add(json.loads(body)["page"])
+                return self.send(200, {})
+            page, size, since = int(q.get("page", "1")), int(q.get("per_page", "5")), q.get("since", "")
+            since_asked.append(since)
+            if page in failing_pages:
+                failing_pages.discard(page)
+                return self.send(500, {"message": "the events store is down"})
+            new = [e for e in events if e["updated_at"] > since]
+        return self.send(200, new[(page - 1) * size: page * size])
 
 
 if __name__ == "__main__":
