@@ -102,6 +102,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         var target: FetchTarget
         var kind: PagingPluginRequest.Kind
         var completion: FetchCompletion
+        /// The OAuth2 token the request went with.
+        var token: String?
+        /// A 401 already made it fetch a new token: the next 401 fails.
+        var renewedToken = false
     }
 
     /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
@@ -111,7 +115,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         if trusted, let tokens {
             tokens.withToken(client: client, config: config) { [weak self] result in
                 switch result {
-                case .success(let token): self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
+                case .success(let token):
+                    var exchange = exchange
+                    exchange.token = token
+                    self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
                 case .failure(let failure): self?.fail(exchange, failure)
                 }
             }
@@ -195,6 +202,13 @@ final class HTTPSourcePlugin: SourcePlugin {
             let wait = ResponseParsing.rateLimitWait(response)
             fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(ResponseParsing.snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
+        case 401 where exchange.token != nil && !exchange.renewedToken:
+            // The token was revoked or expired early: fetch a new one and try once more.
+            tokens?.invalidate(exchange.token!)
+            host.log(.info, config.redact("HTTP 401 from \(url) with a cached OAuth2 token: fetching a new token and trying once more"))
+            var again = exchange
+            again.renewedToken = true
+            send(again, url: url, hops: hops)
         case 404:
             fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(ResponseParsing.snippet(response.body))"))
         case 400..<500:
@@ -346,7 +360,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
-            return keys(prev: nil, next: resolved)
+            return keys(prev: nil, next: config.hidingSecrets(resolved))
         case .link:
             let links = response.header("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
@@ -354,7 +368,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
                 }
             }
-            return keys(prev: links["prev"], next: links["next"])
+            return keys(prev: config.hidingSecrets(links["prev"]), next: config.hidingSecrets(links["next"]))
         }
     }
 }

@@ -41,13 +41,6 @@ struct IncrementalLoadingTests {
         }
     }
 
-    private func post(_ path: String, _ body: String) async throws {
-        var request = URLRequest(url: URL(string: server.baseURL + path)!)
-        request.httpMethod = "POST"
-        request.httpBody = Data(body.utf8)
-        _ = try await URLSession.shared.data(for: request)
-    }
-
     private func sinceAsked() async throws -> [String] {
         let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/events/since")!)
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String])
@@ -73,7 +66,7 @@ struct IncrementalLoadingTests {
         #expect(try await sinceAsked().last == "2024-01-01T00:00:12Z")
         #expect(try kept() == "2024-01-01T00:00:12Z")
 
-        try await post("/events/add", #"{"count": 3}"#)
+        try await post(server, "/events/add", #"{"count": 3}"#)
         let new = try await pagerRun()
         #expect(try ids(new) == [13, 14, 15])
         #expect(try kept() == "2024-01-01T00:00:15Z")
@@ -91,8 +84,8 @@ struct IncrementalLoadingTests {
     @Test func aFailedRun_keepsTheOldValue_soTheNextRunLoadsWhatItMissed() async throws {
         defer { cleanUp() }
         #expect(try await pagerRun().code == 0)
-        try await post("/events/add", #"{"count": 8}"#)
-        try await post("/events/fail", #"{"page": 2}"#)
+        try await post(server, "/events/add", #"{"count": 8}"#)
+        try await post(server, "/events/fail", #"{"page": 2}"#)
         let failed = try await pagerRun()
         #expect(failed.code == 1)
         #expect(try ids(failed) == [13, 14, 15, 16, 17], "the first page loaded before the failure")

@@ -13,6 +13,10 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   POST /oauth/token                client credentials (client_id "cid", client_secret "csecret"):
                                    {"access_token":"tok-<n>","expires_in":2}; tokens expire after 2 s
   GET  /oauth/items?page=P         needs "Authorization: Bearer tok-<n>" with a live token, else 401
+  POST /oauth/revoke               every token issued stops working (the client's cache does not know)
+  GET  /oauth/refused              401 whatever the token
+  GET  /linked?api_key=K&page=P    needs api_key=k-123, else 401; 10 records a page, and a Link
+                                   rel="next" that repeats the query (the key too), as GitHub's do
   GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
                                    and X-RateLimit-Reset (now + 1 s); then the page
   GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
@@ -128,6 +132,21 @@ class Handler(socketserver.StreamRequestHandler):
                 return self.send(401, {"error": "expired or missing token"})
             page = int(q.get("page", "1"))
             return self.send(200, {"items": RECORDS[(page - 1) * 5: page * 5]})
+        if path == "/oauth/revoke" and method == "POST":
+            with lock:
+                tokens.clear()
+            return self.send(200, {})
+        if path == "/oauth/refused":
+            return self.send(401, {"error": "invalid_token"})
+        if path == "/linked":
+            if q.get("api_key") != "k-123":
+                return self.send(401, {"message": "bad key"})
+            page = int(q.get("page", "1"))
+            links = []
+            if page * 10 < len(RECORDS):
+                host = headers.get("host", "127.0.0.1")
+                links = [("Link", f'<http://{host}/linked?api_key={q["api_key"]}&page={page + 1}>; rel="next"')]
+            return self.send(200, RECORDS[(page - 1) * 10: page * 10], headers=links)
         if path == "/github/limited":
             page = int(q.get("page", "1"))
             with lock:
