@@ -185,6 +185,8 @@ struct HTTPSourceConfig: Sendable {
     var maxRequestsPerSecond: Double?
     /// Top-level members each item keeps (nil: the whole item).
     var fields: [String]?
+    /// Fetch the next page while a page is handed out, when its key is known (GET only).
+    var prefetch = false
 
     /// The pointers every body is scanned for: the items first, then the cursors and stop
     /// rules; `slots` says where each is.

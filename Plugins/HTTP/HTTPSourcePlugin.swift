@@ -34,6 +34,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let projection: ScanPlan?
     private let pacer: Pacer
     private let tokens: TokenCache?
+    private let prefetcher = Prefetcher<Exchange>()
     let refreshKey: [UInt8]
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
@@ -88,7 +89,21 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         if request.kind == .refresh { chains.withLock { $0.reset(at: target.chainKey) } }
-        send(Exchange(target: target, kind: request.kind, completion: completion), url: target.url, hops: [])
+        let exchange = Exchange(target: target, kind: request.kind, completion: completion, request: request)
+        if config.prefetch {
+            let (claim, dropped) = prefetcher.claim(url: target.url, body: target.body, waiter: exchange)
+            if let dropped { client.cancel(dropped) }
+            switch claim {
+            case .ready(let stored):
+                stored.withResponse { received($0, exchange, url: target.url, hops: []) }
+                return
+            case .waiting:
+                return
+            case .none:
+                break
+            }
+        }
+        send(exchange, url: target.url, hops: [])
     }
 
     func cancel(fetch id: UInt64) {
@@ -106,6 +121,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         var token: String?
         /// A 401 already made it fetch a new token: the next 401 fails.
         var renewedToken = false
+        /// The request, to build the next page's from.
+        var request: PagingPluginRequest
+        /// A request for the next page sent ahead (`completion` is the page's before, done).
+        var ahead = false
     }
 
     /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
@@ -151,11 +170,19 @@ final class HTTPSourcePlugin: SourcePlugin {
                 fail(exchange, .invalidRequest("libcurl refused the request for \(url)"))
                 return
             }
-            fetches.attach(exchange.completion.id, transfer: transfer)
+            if exchange.ahead {
+                prefetcher.attach(url: url, transfer: transfer)
+            } else {
+                fetches.attach(exchange.completion.id, transfer: transfer)
+            }
         }
     }
 
     private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
+        if exchange.ahead {
+            aheadEnded(exchange.target.url, nil)
+            return
+        }
         var message = config.redact(failure.message)
         for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacingOccurrences(of: token, with: "***") }
         let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
@@ -163,6 +190,12 @@ final class HTTPSourcePlugin: SourcePlugin {
     }
 
     private func received(_ response: TransportResponse, _ exchange: Exchange, url: String, hops: [String]) {
+        if exchange.ahead {
+            let usable: Bool
+            if case .response = response.outcome { usable = (200..<300).contains(response.status) } else { usable = false }
+            aheadEnded(url, usable ? response : nil)
+            return
+        }
         switch response.outcome {
         case .cancelled:
             return
@@ -215,6 +248,34 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
         default:
             fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
+        }
+    }
+
+    // MARK: - The next page, fetched ahead
+
+    /// Sends the request for the page after `exchange`'s, whose key `next` is known, unless one
+    /// is already ahead: its response waits for the fetch that asks for it.
+    private func fetchAhead(_ next: [UInt8], after exchange: Exchange) {
+        var request = exchange.request
+        request.kind = .append
+        request.key = next
+        request.prevKey = nil
+        request.nextKey = nil
+        guard let target = try? FetchTarget(request, config: config),
+              prefetcher.begin(url: target.url, body: target.body) else { return }
+        var ahead = Exchange(target: target, kind: .append, completion: exchange.completion, request: request)
+        ahead.ahead = true
+        send(ahead, url: target.url, hops: [])
+    }
+
+    /// The request ahead for `url` ended with a 2xx `response`, or nil (any other answer or a
+    /// failure: the fetch that asks for it sends its own request, which reports what goes wrong).
+    private func aheadEnded(_ url: String, _ response: TransportResponse?) {
+        guard let waiter = prefetcher.finish(url: url, keep: response.map { response in { StoredResponse(response) } }) else { return }
+        if let response {
+            received(response, waiter, url: url, hops: [])
+        } else {
+            send(waiter, url: url, hops: [])
         }
     }
 
@@ -289,6 +350,9 @@ final class HTTPSourcePlugin: SourcePlugin {
         if let cycle {
             fail(exchange, cycle)
             return
+        }
+        if config.prefetch, kind != .prepend, !keys.isLast, let next = keys.nextKey {
+            fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
         fetches.finish(exchange.completion.id) {

@@ -138,6 +138,26 @@ struct APIStyleTests {
         #expect(unset.stderr.contains("url: environment variable API_TEST_URL_KEY is not set"), "\(unset.stderr)")
     }
 
+    @Test func theNextPage_isFetchedAhead_andAFailureAheadIsAskedAgain() async throws {
+        defer { server.stop() }
+        let url = "\(server.baseURL)/events?page={key}&per_page={pageSize}"
+        // Page 2's first request fails: it is the one sent ahead, so page 2's own succeeds.
+        try await post(server, "/events/fail", #"{"page": 2}"#)
+        let source = try makeSource(#"{"url": "\#(url)"}"#)
+        let manager = try await pageToEnd(source, pageSize: 5)
+        #expect(try ids(manager.output.values) == Array(1...12))
+        // The POST above, then pages 1, 2 ahead (500), 2, 3 ahead; the short page 3 ends paging:
+        // nothing after it is asked for.
+        #expect(try await statsOf(server)["requests"] == 5)
+        // Not fetched ahead, the same failure fails page 2's load.
+        try await post(server, "/events/fail", #"{"page": 2}"#)
+        let plain = try makeSource(#"{"url": "\#(url)", "prefetch": false}"#)
+        let pager = Pager(source: plain)
+        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 5)))
+        let second = pager.request(.append, key: try #require(first.nextKey), params: PagingRequestParams(pageSize: 5))
+        await #expect(throws: PluginError.self) { try await pager.load(second) }
+    }
+
     @Test func github403RateLimit_isTransient_withTheResetAsRetryHint() async throws {
         defer { server.stop() }
         let source = try makeSource(#"{"url": "\#(server.baseURL)/github/limited?page={key}"}"#)

@@ -25,7 +25,8 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
                                    [{"id": n, "updated_at": "2024-01-01T00:00:<n>Z"}, ...];
                                    12 at the start
   POST /events/add {"count": n}    adds n events, updated after every other
-  POST /events/fail {"page": P}    the next request for page P answers 500
+  POST /events/fail {"page": P, "times": n}
+                                   the next n requests (default 1) for page P answer 500
   GET  /events/since               every since asked for, in order
   GET  /stats                      {"token_requests": n, "requests": n}
 """
@@ -46,7 +47,7 @@ stats = {"token_requests": 0, "requests": 0}
 since_asked = []
 limited_seen = set()
 events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1, 13)]
-failing_pages = set()
+failing_pages = {}     # page -> how many more requests for it fail
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -173,12 +174,13 @@ class Handler(socketserver.StreamRequestHandler):
             if path == "/events/since":
                 return self.send(200, list(since_asked))
             if path == "/events/fail" and method == "POST":
-                failing_pages.add(json.loads(body)["page"])
+                order = json.loads(body)
+                failing_pages[order["page"]] = order.get("times", 1)
                 return self.send(200, {})
             page, size, since = int(q.get("page", "1")), int(q.get("per_page", "5")), q.get("since", "")
             since_asked.append(since)
-            if page in failing_pages:
-                failing_pages.discard(page)
+            if failing_pages.get(page, 0) > 0:
+                failing_pages[page] -= 1
                 return self.send(500, {"message": "the events store is down"})
             new = [e for e in events if e["updated_at"] > since]
         return self.send(200, new[(page - 1) * size: page * size])
