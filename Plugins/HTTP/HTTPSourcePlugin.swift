@@ -549,6 +549,8 @@ final class InFlightFetches: Sendable {
     private struct State {
         var closed = false
         var entries: [UInt64: Entry] = [:]
+        /// The threads completing a fetch with the host right now (outside the lock).
+        var completing: [pthread_t] = []
     }
 
     private let state = Mutex(State())
@@ -567,15 +569,24 @@ final class InFlightFetches: Sendable {
         state.withLock { $0.entries[id]?.transfer = transfer }
     }
 
-    /// Claims `id` and runs `body` (which completes it with the host) under the lock; false
-    /// when the fetch was already completed, cancelled, or the instance closed.
+    /// Claims `id` and runs `body` (which completes it with the host); false when the fetch
+    /// was already completed, cancelled, or the instance closed. `body` runs outside the lock,
+    /// so the fetch the host starts as soon as it has the page does not wait for this call to
+    /// return; `close` waits for it instead.
     @discardableResult
     func finish(_ id: UInt64, _ body: () -> Void) -> Bool {
-        state.withLock { state in
+        let me = pthread_self()
+        let claimed = state.withLock { state in
             guard !state.closed, state.entries.removeValue(forKey: id) != nil else { return false }
-            body()
+            state.completing.append(me)
             return true
         }
+        guard claimed else { return false }
+        body()
+        state.withLock { state in
+            if let index = state.completing.firstIndex(of: me) { state.completing.remove(at: index) }
+        }
+        return true
     }
 
     /// Claims `id`, completes it with CANCELLED and returns its transfer to cancel (nil for an
@@ -588,13 +599,18 @@ final class InFlightFetches: Sendable {
         }
     }
 
-    /// Closes the table (the instance is being destroyed): nothing completes afterwards.
+    /// Closes the table (the instance is being destroyed): nothing completes afterwards. Waits
+    /// for completions running on other threads (one on this thread, a host that destroys the
+    /// source from inside its completion, is not waited for).
     func close() -> [UInt64] {
-        state.withLock { state in
+        let transfers = state.withLock { state in
             state.closed = true
             defer { state.entries = [:] }
             return state.entries.values.compactMap(\.transfer)
         }
+        let me = pthread_self()
+        while state.withLock({ $0.completing.contains { $0 != me } }) { sched_yield() }
+        return transfers
     }
 }
 
