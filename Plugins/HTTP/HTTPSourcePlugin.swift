@@ -351,7 +351,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, cycle)
             return
         }
-        if config.prefetch, kind != .prepend, !keys.isLast, let next = keys.nextKey {
+        // After an append the caller is paging on: the next append is likely (after a refresh
+        // it may be the only page wanted, and a request ahead would be spent for nothing).
+        if config.prefetch, kind == .append, !keys.isLast, let next = keys.nextKey {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
@@ -420,7 +422,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             return keys(prev: nil, next: next)
         case .nextURL:
             guard let next = text(slots.next) else { return keys(prev: nil, next: nil) }
-            let resolved = URL(string: next, relativeTo: URL(string: url))?.absoluteString ?? next
+            let resolved = ResponseParsing.resolve(next, base: url)
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }

@@ -141,21 +141,22 @@ struct APIStyleTests {
     @Test func theNextPage_isFetchedAhead_andAFailureAheadIsAskedAgain() async throws {
         defer { server.stop() }
         let url = "\(server.baseURL)/events?page={key}&per_page={pageSize}"
-        // Page 2's first request fails: it is the one sent ahead, so page 2's own succeeds.
-        try await post(server, "/events/fail", #"{"page": 2}"#)
+        // Page 3's first request fails: it is the one sent ahead, so page 3's own succeeds.
+        try await post(server, "/events/fail", #"{"page": 3}"#)
         let source = try makeSource(#"{"url": "\#(url)"}"#)
         let manager = try await pageToEnd(source, pageSize: 5)
         #expect(try ids(manager.output.values) == Array(1...12))
-        // The POST above, then pages 1, 2 ahead (500), 2, 3 ahead; the short page 3 ends paging:
-        // nothing after it is asked for.
+        // The POST above, then pages 1 (a refresh: nothing ahead), 2 (an append), 3 ahead (500),
+        // 3; the short page 3 ends paging: nothing after it is asked for.
         #expect(try await statsOf(server)["requests"] == 5)
-        // Not fetched ahead, the same failure fails page 2's load.
-        try await post(server, "/events/fail", #"{"page": 2}"#)
+        // Not fetched ahead, the same failure fails page 3's load.
+        try await post(server, "/events/fail", #"{"page": 3}"#)
         let plain = try makeSource(#"{"url": "\#(url)", "prefetch": false}"#)
         let pager = Pager(source: plain)
-        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 5)))
-        let second = pager.request(.append, key: try #require(first.nextKey), params: PagingRequestParams(pageSize: 5))
-        await #expect(throws: PluginError.self) { try await pager.load(second) }
+        let params = PagingRequestParams(pageSize: 5)
+        let first = try await pager.load(pager.refreshRequest(params: params))
+        let second = try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: params))
+        await #expect(throws: PluginError.self) { try await pager.load(pager.request(.append, key: try #require(second.nextKey), params: params)) }
     }
 
     @Test func github403RateLimit_isTransient_withTheResetAsRetryHint() async throws {
