@@ -16,7 +16,9 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   POST /oauth/revoke               every token issued stops working (the client's cache does not know)
   GET  /oauth/refused              401 whatever the token
   GET  /linked?api_key=K&page=P    needs api_key=k-123, else 401; 10 records a page, and a Link
-                                   rel="next" that repeats the query (the key too), as GitHub's do
+                                   rel="next" that repeats the query (the key too), as GitHub's do;
+                                   with &elsewhere the Link names localhost instead of 127.0.0.1;
+                                   a bad key is echoed in the 401
   GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
                                    and X-RateLimit-Reset (now + 1 s); then the page
   GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
@@ -141,11 +143,14 @@ class Handler(socketserver.StreamRequestHandler):
             return self.send(401, {"error": "invalid_token"})
         if path == "/linked":
             if q.get("api_key") != "k-123":
-                return self.send(401, {"message": "bad key"})
+                return self.send(401, {"message": "bad key: " + q.get("api_key", "")})
             page = int(q.get("page", "1"))
             links = []
             if page * 10 < len(RECORDS):
                 host = headers.get("host", "127.0.0.1")
+                if "elsewhere" in q:
+                    host = host.replace("127.0.0.1", "localhost")
+                    q["api_key"] += "&elsewhere=1"
                 links = [("Link", f'<http://{host}/linked?api_key={q["api_key"]}&page={page + 1}>; rel="next"')]
             return self.send(200, RECORDS[(page - 1) * 10: page * 10], headers=links)
         if path == "/github/limited":
