@@ -58,7 +58,7 @@ let package = Package(
         .testTarget(name: "PagingHostTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "GitHubFixtureServer"]),
         .testTarget(name: "ReliabilityTests", dependencies: ["PagingHost", "Paging", "PagingTesting", "PagingTestSupport", "CSQLite"]),
         .testTarget(name: "LoopbackHTTPTests", dependencies: ["LoopbackHTTP", "GitHubFixtureServer"]),
-        .testTarget(name: "PagingHTTPPluginTests", dependencies: ["PagingHost", "LoopbackHTTP", "GitHubFixtureServer", "PagingTestSupport"]),
+        .testTarget(name: "PagingHTTPPluginTests", dependencies: ["PagingHost", "LoopbackHTTP", "GitHubFixtureServer", "PagingTestSupport", "CHTTPCore"]),
         .executableTarget(name: "paging-example", dependencies: ["Paging"], path: "Examples/SwiftAPI"),
         .executableTarget(name: "github-fixture-server", dependencies: ["GitHubFixtureServer"], path: "Examples/GitHubRepos/FixtureServer"),
     ],

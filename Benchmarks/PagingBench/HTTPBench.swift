@@ -108,6 +108,6 @@ func benchHTTP(_ report: Report) async throws {
     report.add("7", "HTTP source plugin (`http`, page pagination, 20 JSON objects a page) through Pager.load, loopback",
                "\(formatRate(p)) pages (\(formatNs(1e9 / p))/page)",
                target: "≥ 0.8× raw URLSession", verdict(ok),
-               "raw URLSession data(for:) loop: \(formatRate(r)) → \(fmt(p / r, 2))×; raw dataTask + completion handler (the plugin's way): \(formatRate(c)) (\(fmt(p / c, 2))× of it); \(pagesPerRun) pages a run × 5 runs each\(pagesPerRun < 5_000 ? " (fewer than 5,000 to keep the bench short)" : ""); \(connections) new connections")
+               "raw URLSession data(for:) loop: \(formatRate(r)) → \(fmt(p / r, 2))×; raw dataTask + completion handler (what the plugin did before libcurl): \(formatRate(c)) (\(fmt(p / c, 2))× of it); \(pagesPerRun) pages a run × 5 runs each\(pagesPerRun < 5_000 ? " (fewer than 5,000 to keep the bench short)" : ""); \(connections) new connections")
     if !ok { report.miss("7 (http, \(fmt(p / r, 2))× raw): latency, not CPU: the plugin completes from URLSession's callback thread and the waiting task resumes on the pool, one more thread hop than data(for:); the per-fetch timeout task is gone (one watchdog per source)") }
 }

@@ -57,11 +57,16 @@ func benchHTTPFloor(_ report: Report) async throws {
     let pager = productsFolder + "/pager"
     let pagerArgs = ["run", manifest, "--refresh", "--append", "\(pages - 1)"]
     let script = root + "/floor/urllib_loop.py"
+    // The interpreter itself: `python3` on PATH may be a shim (pyenv's is a shell script that
+    // costs ~90 ms a start), which would time the shim, not urllib.
+    let resolved = try runProcess("/usr/bin/env", ["python3", "-c", "import sys; print(sys.executable)"])
+    let python = resolved.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    guard resolved.code == 0, python.hasPrefix("/") else { throw BenchError("cannot find the python3 interpreter") }
 
     // Warm up each (page cache, the server's connection threads), then 7 interleaved rounds.
     _ = try measured(pager, pagerArgs)
     _ = try measured(curlLoop, [server.baseURL, "\(pages)"])
-    _ = try measured("python3", [script, server.baseURL, "\(pages)"])
+    _ = try measured(python, [script, server.baseURL, "\(pages)"])
     var pagerNs: [Double] = [], curlNs: [Double] = [], pythonNs: [Double] = [], coldNs: [Double] = [], rss: [Int] = []
     for _ in 0..<7 {
         let run = try measured(pager, pagerArgs)
@@ -71,9 +76,9 @@ func benchHTTPFloor(_ report: Report) async throws {
         let curl = try measured(curlLoop, [server.baseURL, "\(pages)"])
         guard curl.status == 0 else { throw BenchError("the curl loop failed") }
         curlNs.append(Double(curl.ns))
-        let python = try measured("python3", [script, server.baseURL, "\(pages)"])
-        guard python.status == 0 else { throw BenchError("the urllib loop failed") }
-        pythonNs.append(Double(python.ns))
+        let urllib = try measured(python, [script, server.baseURL, "\(pages)"])
+        guard urllib.status == 0 else { throw BenchError("the urllib loop failed") }
+        pythonNs.append(Double(urllib.ns))
         coldNs.append(Double(try measured(pager, ["run", manifest, "--refresh"]).ns))
     }
     let p = median(pagerNs), c = median(curlNs), u = median(pythonNs), cold = median(coldNs)

@@ -9,7 +9,7 @@ struct FetchTarget: Sendable {
     var number: Int
     var pageSize: Int
     /// The key as the cycle check knows it: for link pagination the URL fetched (the refresh
-    /// key "" stands for the expanded template), else the key.
+    /// key "" stands for the expanded template), its secrets as references, else the key.
     var chainKey: String
     /// The POST body, when the config has a body template.
     var body: [UInt8]?
@@ -39,13 +39,14 @@ struct FetchTarget: Sendable {
         case .link, .nextURL:
             let lowered = key.lowercased()
             if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") {
-                text = key
+                text = config.revealingSecrets(key)
             } else {
                 text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
             }
         }
         url = text
-        chainKey = config.pagination.keysAreURLs ? text : key
+        // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
+        chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key
         body = config.bodyTemplate?.render(key: config.pagination.keysAreURLs ? "" : key, pageSize: pageSize, offset: offset, params: request.params)
     }
 

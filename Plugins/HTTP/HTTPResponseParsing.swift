@@ -55,7 +55,6 @@ enum ResponseParsing {
     /// The URLs of a Link header by rel (`rel="next"`, `rel=prev`, `rel="prev first"` ...),
     /// resolved against `base`. The first link of each rel wins.
     static func links(_ header: String, base: String) -> [String: String] {
-        let base = URL(string: base)
         var result: [String: String] = [:]
         var rest = Substring(header)
         while let open = rest.firstIndex(of: "<") {
@@ -73,13 +72,26 @@ enum ResponseParsing {
                 var value = pair[1].trimmingCharacters(in: .whitespaces)
                 if value.hasSuffix(",") { value.removeLast() }
                 value = value.trimmingCharacters(in: CharacterSet(charactersIn: "\" \t"))
-                let resolved = URL(string: target, relativeTo: base)?.absoluteString ?? target
+                let resolved = resolve(target, base: base)
                 for rel in value.lowercased().split(separator: " ") where result[String(rel)] == nil {
                     result[String(rel)] = resolved
                 }
             }
         }
         return result
+    }
+
+    /// A URL reference resolved against `base`. Absolute http(s) URLs and absolute paths, the
+    /// usual ones, are done here; anything else is left to Foundation's URL (a whole parse).
+    static func resolve(_ target: String, base: String) -> String {
+        let lowered = target.prefix(8).lowercased()
+        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") { return target }
+        if target.hasPrefix("/"), !target.hasPrefix("//"), !target.contains("/."), let scheme = base.range(of: "://"),
+           !target.contains(where: { $0 == " " || $0 == "\\" }) {
+            let authorityEnd = base[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? base.endIndex
+            return base[..<authorityEnd] + target
+        }
+        return URL(string: target, relativeTo: URL(string: base))?.absoluteString ?? target
     }
 
     /// Retry-After as whole seconds from now: delta-seconds or an HTTP-date; nil when absent

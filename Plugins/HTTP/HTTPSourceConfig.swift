@@ -55,16 +55,34 @@ struct URLTemplate: Sendable {
     let text: String
     let parts: [Part]
 
-    /// Parses `text`; throws a config error naming `url` for an unknown or unterminated placeholder.
-    init(_ text: String) throws(PluginFailure) {
+    /// The secrets of the template (`${NAME}`, `${file:PATH}`): each value and its reference.
+    private(set) var secretReferences: [(value: String, reference: String)] = []
+
+    /// Parses `text`; throws a config error naming `url` for an unknown or unterminated
+    /// placeholder, or a `${NAME}` whose variable is unset. A secret's value is inserted as
+    /// written (it may hold any part of the URL) and added to `secrets`.
+    init(_ text: String, environment: [String: String] = [:], secrets: inout [String]) throws(PluginFailure) {
         self.text = text
         var parts: [Part] = []
         var literal = ""
         var rest = Substring(text)
         while let open = rest.firstIndex(of: "{") {
             literal += rest[..<open]
+            if literal.hasSuffix("$"), let close = rest[open...].firstIndex(of: "}") {
+                literal.removeLast()
+                let reference = "$" + rest[open...close]
+                switch try expandEnvironment(reference, key: "url", environment: environment, secrets: &secrets) {
+                case .value(let value):
+                    literal += value
+                    secretReferences.append((value, reference))
+                case .missing(let variable):
+                    throw .invalidConfig("url: environment variable \(variable) is not set (or empty); the url needs it")
+                }
+                rest = rest[rest.index(after: close)...]
+                continue
+            }
             guard let close = rest[open...].firstIndex(of: "}") else {
-                throw .invalidConfig("url: unterminated placeholder at \"\(rest[open...])\"; expected {key}, {pageSize}, {offset} or {param.NAME}")
+                throw .invalidConfig("url: unterminated placeholder at \"\(rest[open...])\"; expected {key}, {pageSize}, {offset}, {param.NAME} or {state.NAME}")
             }
             let name = rest[rest.index(after: open)..<close]
             let part: Part
@@ -73,8 +91,13 @@ struct URLTemplate: Sendable {
             case "pageSize": part = .pageSize
             case "offset": part = .offset
             default:
+                if name.hasPrefix("state."), name.count > 6 {
+                    // The value incremental loading keeps, sent as the user-info value state.NAME.
+                    part = .param(String(name))
+                    break
+                }
                 guard name.hasPrefix("param."), name.count > 6 else {
-                    throw .invalidConfig("url: unknown placeholder {\(name)}; expected {key}, {pageSize}, {offset} or {param.NAME}")
+                    throw .invalidConfig("url: unknown placeholder {\(name)}; expected {key}, {pageSize}, {offset}, {param.NAME} or {state.NAME}")
                 }
                 part = .param(String(name.dropFirst(6)))
             }
@@ -162,6 +185,8 @@ struct HTTPSourceConfig: Sendable {
     var maxRequestsPerSecond: Double?
     /// Top-level members each item keeps (nil: the whole item).
     var fields: [String]?
+    /// Fetch the next page while a page is handed out, when its key is known (GET only).
+    var prefetch = false
 
     /// The pointers every body is scanned for: the items first, then the cursors and stop
     /// rules; `slots` says where each is.
@@ -192,6 +217,27 @@ struct HTTPSourceConfig: Sendable {
     func isTrusted(_ url: String) -> Bool {
         guard let parts = URLParts(url), trustedHosts.contains(parts.host) else { return false }
         return parts.scheme == trustedScheme || parts.scheme == "https"
+    }
+
+    /// A URL from a response (a Link, a next URL) as a page key: the `url`'s secrets in it are
+    /// written as their `${...}` references, so keys (logged, stored) never hold them.
+    func hidingSecrets(_ url: String?) -> String? {
+        guard var out = url else { return nil }
+        for (value, reference) in self.url.secretReferences {
+            out = out.replacingOccurrences(of: value, with: reference)
+            let encoded = percentEncode(value)
+            if encoded != value { out = out.replacingOccurrences(of: encoded, with: reference) }
+        }
+        return out
+    }
+
+    /// A key URL with the `url`'s `${...}` references filled in again, for a trusted host only
+    /// (a key naming another host keeps them: the secret never goes there).
+    func revealingSecrets(_ url: String) -> String {
+        guard !self.url.secretReferences.isEmpty, isTrusted(url) else { return url }
+        var out = url
+        for (value, reference) in self.url.secretReferences { out = out.replacingOccurrences(of: reference, with: value) }
+        return out
     }
 
     /// `text` with every secret replaced by "***" (and its percent-encoded form).
@@ -230,7 +276,8 @@ struct HTTPSourceConfig: Sendable {
         guard let urlText = urlValue as? String, !urlText.isEmpty else {
             throw .invalidConfig("url: expected a non-empty string (a URL template), got \(describe(urlValue))")
         }
-        url = try URLTemplate(urlText)
+        var secrets: [String] = []
+        url = try URLTemplate(urlText, environment: environment, secrets: &secrets)
         let sample = url.expand(key: "1", pageSize: 1, offset: 0, params: [:])
         guard let parsed = URL(string: sample), let scheme = parsed.scheme?.lowercased(),
               scheme == "http" || scheme == "https", parsed.host != nil, let parts = URLParts(sample) else {
@@ -285,7 +332,6 @@ struct HTTPSourceConfig: Sendable {
         // headers
         var headers: [(name: String, value: String)] = []
         var warnings: [String] = []
-        var secrets: [String] = []
         if let value = root["headers"] {
             guard let object = value as? [String: Any] else {
                 throw .invalidConfig("headers: expected an object of header name to string value, got \(describe(value))")

@@ -41,7 +41,8 @@ struct ScanSlots: Sendable {
 }
 
 /// A JSON body for POST requests: string values "{key}", "{pageSize}" (sent as a number),
-/// "{offset}" (a number) and "{param.NAME}" are replaced per request.
+/// "{offset}" (a number), "{param.NAME}" and "{state.NAME}" (incremental loading's value) are
+/// replaced per request.
 struct BodyTemplate: @unchecked Sendable {
     let object: Any
 
@@ -55,6 +56,7 @@ struct BodyTemplate: @unchecked Sendable {
                 case "{offset}": return offset ?? 0
                 default:
                     if text.hasPrefix("{param."), text.hasSuffix("}") { return params[String(text.dropFirst(7).dropLast())] ?? "" }
+                    if text.hasPrefix("{state."), text.hasSuffix("}") { return params[String(text.dropFirst().dropLast())] ?? "" }
                     return text
                 }
             case let object as [String: Any]: return object.mapValues(fill)
@@ -78,9 +80,9 @@ enum Auth: Sendable {
 }
 
 extension HTTPSourceConfig {
-    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields"]
+    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch"]
 
-    /// Parses method, body, auth, max_requests_per_second and fields.
+    /// Parses method, body, auth, max_requests_per_second, fields and prefetch.
     mutating func parseOptions(_ root: [String: Any], environment: [String: String]) throws(PluginFailure) {
         if let value = root["method"] {
             guard let text = value as? String, ["GET", "POST"].contains(text.uppercased()) else {
@@ -107,6 +109,13 @@ extension HTTPSourceConfig {
         }
         if let value = root["auth"] {
             auth = try parseAuth(value, environment: environment)
+        }
+        if let value = root["prefetch"] {
+            guard isJSONBool(value), let flag = value as? Bool else { throw .invalidConfig("prefetch: expected true or false, got \(describe(value))") }
+            guard !flag || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
+            prefetch = flag
+        } else {
+            prefetch = method == "GET"
         }
     }
 

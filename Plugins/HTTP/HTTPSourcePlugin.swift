@@ -34,6 +34,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let projection: ScanPlan?
     private let pacer: Pacer
     private let tokens: TokenCache?
+    private let prefetcher = Prefetcher<Exchange>()
     let refreshKey: [UInt8]
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
@@ -88,7 +89,21 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         if request.kind == .refresh { chains.withLock { $0.reset(at: target.chainKey) } }
-        send(Exchange(target: target, kind: request.kind, completion: completion), url: target.url, hops: [])
+        let exchange = Exchange(target: target, kind: request.kind, completion: completion, request: request)
+        if config.prefetch {
+            let (claim, dropped) = prefetcher.claim(url: target.url, body: target.body, waiter: exchange)
+            if let dropped { client.cancel(dropped) }
+            switch claim {
+            case .ready(let stored):
+                stored.withResponse { received($0, exchange, url: target.url, hops: []) }
+                return
+            case .waiting:
+                return
+            case .none:
+                break
+            }
+        }
+        send(exchange, url: target.url, hops: [])
     }
 
     func cancel(fetch id: UInt64) {
@@ -102,6 +117,14 @@ final class HTTPSourcePlugin: SourcePlugin {
         var target: FetchTarget
         var kind: PagingPluginRequest.Kind
         var completion: FetchCompletion
+        /// The OAuth2 token the request went with.
+        var token: String?
+        /// A 401 already made it fetch a new token: the next 401 fails.
+        var renewedToken = false
+        /// The request, to build the next page's from.
+        var request: PagingPluginRequest
+        /// A request for the next page sent ahead (`completion` is the page's before, done).
+        var ahead = false
     }
 
     /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
@@ -111,7 +134,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         if trusted, let tokens {
             tokens.withToken(client: client, config: config) { [weak self] result in
                 switch result {
-                case .success(let token): self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
+                case .success(let token):
+                    var exchange = exchange
+                    exchange.token = token
+                    self?.transmit(exchange, url: url, hops: hops, extraHeaders: ["Authorization: Bearer \(token)"])
                 case .failure(let failure): self?.fail(exchange, failure)
                 }
             }
@@ -144,11 +170,19 @@ final class HTTPSourcePlugin: SourcePlugin {
                 fail(exchange, .invalidRequest("libcurl refused the request for \(url)"))
                 return
             }
-            fetches.attach(exchange.completion.id, transfer: transfer)
+            if exchange.ahead {
+                prefetcher.attach(url: url, transfer: transfer)
+            } else {
+                fetches.attach(exchange.completion.id, transfer: transfer)
+            }
         }
     }
 
     private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
+        if exchange.ahead {
+            aheadEnded(exchange.target.url, nil)
+            return
+        }
         var message = config.redact(failure.message)
         for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacingOccurrences(of: token, with: "***") }
         let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
@@ -156,6 +190,12 @@ final class HTTPSourcePlugin: SourcePlugin {
     }
 
     private func received(_ response: TransportResponse, _ exchange: Exchange, url: String, hops: [String]) {
+        if exchange.ahead {
+            let usable: Bool
+            if case .response = response.outcome { usable = (200..<300).contains(response.status) } else { usable = false }
+            aheadEnded(url, usable ? response : nil)
+            return
+        }
         switch response.outcome {
         case .cancelled:
             return
@@ -195,12 +235,47 @@ final class HTTPSourcePlugin: SourcePlugin {
             let wait = ResponseParsing.rateLimitWait(response)
             fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(ResponseParsing.snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
+        case 401 where exchange.token != nil && !exchange.renewedToken:
+            // The token was revoked or expired early: fetch a new one and try once more.
+            tokens?.invalidate(exchange.token!)
+            host.log(.info, config.redact("HTTP 401 from \(url) with a cached OAuth2 token: fetching a new token and trying once more"))
+            var again = exchange
+            again.renewedToken = true
+            send(again, url: url, hops: hops)
         case 404:
             fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(ResponseParsing.snippet(response.body))"))
         case 400..<500:
             fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
         default:
             fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
+        }
+    }
+
+    // MARK: - The next page, fetched ahead
+
+    /// Sends the request for the page after `exchange`'s, whose key `next` is known, unless one
+    /// is already ahead: its response waits for the fetch that asks for it.
+    private func fetchAhead(_ next: [UInt8], after exchange: Exchange) {
+        var request = exchange.request
+        request.kind = .append
+        request.key = next
+        request.prevKey = nil
+        request.nextKey = nil
+        guard let target = try? FetchTarget(request, config: config),
+              prefetcher.begin(url: target.url, body: target.body) else { return }
+        var ahead = Exchange(target: target, kind: .append, completion: exchange.completion, request: request)
+        ahead.ahead = true
+        send(ahead, url: target.url, hops: [])
+    }
+
+    /// The request ahead for `url` ended with a 2xx `response`, or nil (any other answer or a
+    /// failure: the fetch that asks for it sends its own request, which reports what goes wrong).
+    private func aheadEnded(_ url: String, _ response: TransportResponse?) {
+        guard let waiter = prefetcher.finish(url: url, keep: response.map { response in { StoredResponse(response) } }) else { return }
+        if let response {
+            received(response, waiter, url: url, hops: [])
+        } else {
+            send(waiter, url: url, hops: [])
         }
     }
 
@@ -276,6 +351,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, cycle)
             return
         }
+        // After an append the caller is paging on: the next append is likely (after a refresh
+        // it may be the only page wanted, and a request ahead would be spent for nothing).
+        if config.prefetch, kind == .append, !keys.isLast, let next = keys.nextKey {
+            fetchAhead(next, after: exchange)
+        }
         let items = ItemBytes(scan, projection: projection)
         fetches.finish(exchange.completion.id) {
             items.withItems { count, item in
@@ -342,11 +422,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             return keys(prev: nil, next: next)
         case .nextURL:
             guard let next = text(slots.next) else { return keys(prev: nil, next: nil) }
-            let resolved = URL(string: next, relativeTo: URL(string: url))?.absoluteString ?? next
+            let resolved = ResponseParsing.resolve(next, base: url)
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
-            return keys(prev: nil, next: resolved)
+            return keys(prev: nil, next: config.hidingSecrets(resolved))
         case .link:
             let links = response.header("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
@@ -354,7 +434,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
                 }
             }
-            return keys(prev: links["prev"], next: links["next"])
+            return keys(prev: config.hidingSecrets(links["prev"]), next: config.hidingSecrets(links["next"]))
         }
     }
 }
@@ -471,6 +551,8 @@ final class InFlightFetches: Sendable {
     private struct State {
         var closed = false
         var entries: [UInt64: Entry] = [:]
+        /// The threads completing a fetch with the host right now (outside the lock).
+        var completing: [pthread_t] = []
     }
 
     private let state = Mutex(State())
@@ -489,15 +571,24 @@ final class InFlightFetches: Sendable {
         state.withLock { $0.entries[id]?.transfer = transfer }
     }
 
-    /// Claims `id` and runs `body` (which completes it with the host) under the lock; false
-    /// when the fetch was already completed, cancelled, or the instance closed.
+    /// Claims `id` and runs `body` (which completes it with the host); false when the fetch
+    /// was already completed, cancelled, or the instance closed. `body` runs outside the lock,
+    /// so the fetch the host starts as soon as it has the page does not wait for this call to
+    /// return; `close` waits for it instead.
     @discardableResult
     func finish(_ id: UInt64, _ body: () -> Void) -> Bool {
-        state.withLock { state in
+        let me = pthread_self()
+        let claimed = state.withLock { state in
             guard !state.closed, state.entries.removeValue(forKey: id) != nil else { return false }
-            body()
+            state.completing.append(me)
             return true
         }
+        guard claimed else { return false }
+        body()
+        state.withLock { state in
+            if let index = state.completing.firstIndex(of: me) { state.completing.remove(at: index) }
+        }
+        return true
     }
 
     /// Claims `id`, completes it with CANCELLED and returns its transfer to cancel (nil for an
@@ -510,13 +601,18 @@ final class InFlightFetches: Sendable {
         }
     }
 
-    /// Closes the table (the instance is being destroyed): nothing completes afterwards.
+    /// Closes the table (the instance is being destroyed): nothing completes afterwards. Waits
+    /// for completions running on other threads (one on this thread, a host that destroys the
+    /// source from inside its completion, is not waited for).
     func close() -> [UInt64] {
-        state.withLock { state in
+        let transfers = state.withLock { state in
             state.closed = true
             defer { state.entries = [:] }
             return state.entries.values.compactMap(\.transfer)
         }
+        let me = pthread_self()
+        while state.withLock({ $0.completing.contains { $0 != me } }) { sched_yield() }
+        return transfers
     }
 }
 

@@ -40,6 +40,14 @@ struct TransportResponse {
     /// For a 3xx with Location: the absolute URL it points at.
     var redirectURL: String?
 
+    /// A 2xx kept past its callback (StoredResponse): `body` is borrowed from it.
+    init(status: Int, headers: [(name: String, value: String)], body: UnsafeBufferPointer<UInt8>) {
+        outcome = .response
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
     func header(_ name: String) -> String? {
         headers.first { $0.name == name }?.value
     }

@@ -64,6 +64,14 @@ final class TokenCache: Sendable {
     /// Tokens handed out so far (to redact from messages).
     var issued: [String] { state.withLock { $0.issued } }
 
+    /// Forgets `token` when it is the cached one (a server refused it), so the next request
+    /// fetches a new one.
+    func invalidate(_ token: String) {
+        state.withLock { state in
+            if state.token == token { state.refreshAt = 0 }
+        }
+    }
+
     /// Calls `body` with a fresh token (at once when cached), or with the failure of the
     /// token request.
     func withToken(client: TransportClient, config: HTTPSourceConfig, _ body: @escaping @Sendable (Result<String, PluginFailure>) -> Void) {

@@ -193,7 +193,12 @@ static void *run(void *arg) {
                 break;
             }
         }
-        curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
+        // A callback may have started or cancelled a transfer on this thread (without a
+        // wakeup): handle it before waiting.
+        pthread_mutex_lock(&c->lock);
+        int more = c->pending != NULL || c->cancel_count > 0;
+        pthread_mutex_unlock(&c->lock);
+        if (!more) curl_multi_poll(c->multi, NULL, 0, 1000, NULL);
     }
     while (c->active) {
         transfer *t = c->active;
@@ -281,7 +286,8 @@ uint64_t ht_client_start(ht_client *c, const ht_request *req, ht_callback callba
     t->next = c->pending;
     c->pending = t;
     pthread_mutex_unlock(&c->lock);
-    curl_multi_wakeup(c->multi);
+    // From a callback (the client's thread) the loop sees it before it waits: no wakeup.
+    if (!pthread_equal(pthread_self(), c->thread)) curl_multi_wakeup(c->multi);
     return id;
 }
 

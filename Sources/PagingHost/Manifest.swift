@@ -54,6 +54,9 @@ public struct Manifest: Sendable {
     public var userInfo: [String: String]
     /// The user info a client of `pager serve` may set with query parameters of these names.
     public var serveParams: [String] = []
+    /// Incremental loading (`"incremental"`): the field whose highest value is kept between
+    /// runs and sent with the next run's requests; nil when the manifest has none.
+    public var incremental: IncrementalSettings?
 
     /// The folder relative paths resolve against.
     public var folder: String { URL(fileURLWithPath: file).deletingLastPathComponent().path }
@@ -76,6 +79,7 @@ public struct Manifest: Sendable {
         let top = JSONValue.object(try reader.object(root, at: "$", allowed: [
             "source", "interceptors", "page_size", "retry", "timeout_ms", "max_size",
             "prefetch_distance", "max_items_per_page", "max_page_bytes", "call_timeout_ms", "user_info", "serve_params",
+            "incremental",
         ]))
         guard let sourceValue = top["source"] else {
             throw ManifestError(file: file, path: "$.source", message: "missing; expected the source plugin, an object with \"plugin\"")
@@ -126,6 +130,9 @@ public struct Manifest: Sendable {
             fetchTimeout: .milliseconds(timeoutMs), callTimeout: callTimeoutMs.map { .milliseconds($0) }, maxSize: maxSize, prefetchDistance: prefetch,
             maxItemsPerPage: maxItems, maxPageBytes: maxBytes, userInfo: userInfo)
         manifest.serveParams = serveParams
+        manifest.incremental = try top["incremental"].map { value throws(ManifestError) in try reader.incremental(value, at: "$.incremental") }
+        try reader.checkStateNames(source.config, declared: manifest.incremental?.state, at: "\(source.jsonPath).config")
+        try reader.checkStateNames(top["user_info"] ?? .null, declared: manifest.incremental?.state, at: "$.user_info")
         return manifest
     }
 
@@ -273,6 +280,62 @@ private struct Reader {
     func noNUL(_ text: String?, at path: String) throws(ManifestError) {
         guard let text, text.utf8.contains(0) else { return }
         throw ManifestError(file: file, path: path, message: "a string with a NUL character (U+0000) cannot reach a plugin")
+    }
+
+    func incremental(_ value: JSONValue, at path: String) throws(ManifestError) -> IncrementalSettings {
+        let members = try object(value, at: path, allowed: ["cursor", "state", "initial", "namespace", "state_file"])
+        func member(_ key: String) -> JSONValue? { members.first { $0.key == key }?.value }
+        guard let cursor = try string(member("cursor"), at: "\(path).cursor") else {
+            throw ManifestError(file: file, path: "\(path).cursor", message: "missing; expected a JSON pointer to the field of each item whose highest value is kept, such as \"/updated_at\"")
+        }
+        guard cursor.isEmpty || cursor.hasPrefix("/") else {
+            throw ManifestError(file: file, path: "\(path).cursor", message: "expected a JSON pointer (\"/updated_at\"), got \"\(cursor)\"")
+        }
+        let state = try string(member("state"), at: "\(path).state") ?? "since"
+        guard !state.isEmpty, state.utf8.count <= 64, state.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }) else {
+            throw ManifestError(file: file, path: "\(path).state", message: "expected a name of 1 to 64 letters, digits or _, used as {state.NAME}; got \"\(state)\"")
+        }
+        var initial = IncrementalValue.string("")
+        if let value = member("initial") {
+            guard let known = IncrementalValue(value) else { throw expected("a string or a number (the value before the first run)", value, at: "\(path).initial") }
+            initial = known
+        }
+        let namespace = try string(member("namespace"), at: "\(path).namespace") ?? "default"
+        guard !namespace.isEmpty, namespace.utf8.count <= 128 else {
+            throw ManifestError(file: file, path: "\(path).namespace", message: "expected a name of 1 to 128 bytes")
+        }
+        var stateFile = file + ".state"
+        if let given = try string(member("state_file"), at: "\(path).state_file") {
+            guard !given.isEmpty else { throw ManifestError(file: file, path: "\(path).state_file", message: "empty; expected a file path") }
+            try noNUL(given, at: "\(path).state_file")
+            stateFile = given.hasPrefix("/") ? given
+                : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
+        }
+        return IncrementalSettings(cursor: cursor, state: state, initial: initial, namespace: namespace, stateFile: stateFile)
+    }
+
+    /// Refuses a `{state.NAME}` in any string under `value` whose NAME the manifest's
+    /// `incremental` does not declare (it would be sent empty).
+    func checkStateNames(_ value: JSONValue, declared: String?, at path: String) throws(ManifestError) {
+        switch value {
+        case .string(let text):
+            var rest = Substring(text)
+            while let open = rest.range(of: "{state.") {
+                let tail = rest[open.upperBound...]
+                let name = tail.prefix { $0 != "}" }
+                if declared.map({ name != $0 }) ?? true {
+                    throw ManifestError(file: file, path: path, message: declared.map { "{state.\(name)} is not kept: the manifest's incremental.state is \"\($0)\"" }
+                                        ?? "{state.\(name)} needs the manifest's \"incremental\" object, which keeps that value between runs")
+                }
+                rest = tail.dropFirst(name.count)
+            }
+        case .array(let values):
+            for (index, element) in values.enumerated() { try checkStateNames(element, declared: declared, at: "\(path)[\(index)]") }
+        case .object(let members):
+            for member in members { try checkStateNames(member.value, declared: declared, at: "\(path).\(member.key)") }
+        default:
+            break
+        }
     }
 
     func retry(_ value: JSONValue, at path: String) throws(ManifestError) -> RetryPolicy {

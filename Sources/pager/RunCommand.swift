@@ -20,9 +20,16 @@ struct RunCommand {
     options:
     \(LogOptions.help)
     \(StatsReport.help)
+      --full            with an "incremental" manifest: ignore the value kept by earlier runs
+                        and load from the manifest's incremental.initial (the highest value
+                        seen is still kept afterwards)
       --isolate-all     run every plugin in a child process of its own, as if each said
                         "isolation": "process": a plugin's crash fails its loads, not pager
       --help            this text
+
+    incremental loading: when the manifest has "incremental", its requests carry the value kept
+    by the last successful run as {state.NAME}, and after a run in which every load succeeded
+    the highest value of its cursor field among the items loaded is kept in the state file.
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
     2 bad arguments, manifest or plugin
@@ -40,12 +47,14 @@ struct RunCommand {
     var log: LogOptions
     var stats: StatsReport.Format?
     var isolateAll = false
+    var full = false
 
     init(_ arguments: [String]) throws {
         var steps: [Step] = []
         var log = LogOptions()
         var stats: StatsReport.Format?
         var isolateAll = false
+        var full = false
         manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help) { argument, arguments in
             if log.parse(argument) { return true }
             if let format = try StatsReport.parse(argument) {
@@ -59,6 +68,7 @@ struct RunCommand {
             case "--prepend": steps.append(.prepend(try arguments.count(for: argument, in: 0...1_000_000)))
             case "--retry": steps.append(.retry)
             case "--isolate-all": isolateAll = true
+            case "--full": full = true
             default: return false
             }
             return true
@@ -67,12 +77,16 @@ struct RunCommand {
         self.log = log
         self.stats = stats
         self.isolateAll = isolateAll
+        self.full = full
     }
 
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
-        let manifest = try Manifest.load(path: manifestPath)
+        var manifest = try Manifest.load(path: manifestPath)
+        let incremental = try manifest.incremental.map { settings throws(ManifestError) in try IncrementalRun(settings, full: full) }
+        if let incremental { manifest = manifest.sending(incremental.start) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
+                                    extraInterceptors: incremental.map { [$0.cursor] } ?? [],
                                     recordsStats: stats != nil, isolateAll: isolateAll)
         let manager = pipeline.makeManager()
         // After a failure, the steps up to the next --retry are skipped; a retry that
@@ -108,6 +122,14 @@ struct RunCommand {
         // Stale pages served by a store are being loaded again in the background: let them be stored.
         await pipeline.pager.backgroundLoadsFinished()
         if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
+        if let incremental, !failed {
+            do {
+                try incremental.keep()
+            } catch {
+                Output.problem("\(error)")
+                return ExitCode.failure
+            }
+        }
         return failed ? ExitCode.failure : ExitCode.success
     }
 
@@ -133,6 +155,33 @@ struct RunCommand {
             failed = true
         }
         return failed
+    }
+}
+
+/// One run's incremental loading: the value its requests carry, and the highest value seen,
+/// kept once every load succeeded.
+private struct IncrementalRun {
+    let settings: IncrementalSettings
+    let file: IncrementalStateFile
+    let start: IncrementalValue
+    let kept: IncrementalValue?
+    let cursor: IncrementalCursor
+
+    /// Reads the state file; a file that cannot be read or understood is bad input.
+    init(_ settings: IncrementalSettings, full: Bool) throws(ManifestError) {
+        self.settings = settings
+        file = IncrementalStateFile(path: settings.stateFile)
+        kept = try settings.keptValue()
+        start = full ? settings.initial : kept ?? settings.initial
+        cursor = IncrementalCursor(settings, start: kept)
+        Output.error("incremental: {state.\(settings.state)} = \"\(start)\"\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
+    }
+
+    /// Writes the highest value seen when it is higher than the value kept.
+    func keep() throws(IncrementalError) {
+        guard let value = cursor.value, value != kept else { return }
+        try file.store(value, name: settings.state, namespace: settings.namespace)
+        Output.error("incremental: kept {state.\(settings.state)} = \"\(value)\" in \(settings.stateFile)")
     }
 }
 

@@ -46,6 +46,11 @@ struct ValidateCommand {
         for (role, plugin, health) in plugins {
             Output.line("  \(role): \(plugin)\(describe(health))")
         }
+        if let incremental = manifest.incremental {
+            let kept = try incremental.keptValue()
+            Output.line("  incremental: {state.\(incremental.state)} = max of \(incremental.cursor), "
+                        + (kept.map { "kept: \"\($0)\"" } ?? "initial: \"\(incremental.initial)\"") + " (\(incremental.stateFile), namespace \(incremental.namespace))")
+        }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }

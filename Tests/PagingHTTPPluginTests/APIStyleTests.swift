@@ -86,6 +86,87 @@ struct APIStyleTests {
         #expect(try await statsOf(server)["token_requests"] == 2)
     }
 
+    @Test func oauth2_a401WithACachedToken_fetchesANewTokenOnce() async throws {
+        defer { server.stop() }
+        setenv("API_TEST_CLIENT_SECRET", "csecret", 1)
+        func source(_ path: String) throws -> LoadedSource {
+            try makeSource("""
+                {"url": "\(server.baseURL)\(path)", "items": "/items",
+                 "auth": {"type": "oauth2_client_credentials", "token_url": "\(server.baseURL)/oauth/token",
+                          "client_id": "cid", "client_secret": "${API_TEST_CLIENT_SECRET}"}}
+                """)
+        }
+        let items = try source("/oauth/items?page={key}")
+        #expect(await loadError(items, pageSize: 5) == nil)
+        #expect(try await statsOf(server)["token_requests"] == 1)
+        // The server revokes the token while it is cached: the 401 fetches a new one.
+        try await post(server, "/oauth/revoke")
+        #expect(await loadError(items, pageSize: 5) == nil)
+        #expect(try await statsOf(server)["token_requests"] == 2)
+        // A server that refuses every token: one new token, then the 401 is the answer.
+        let refused = try source("/oauth/refused")
+        let error = try #require(await loadError(refused, pageSize: 5) as? PluginError)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("HTTP 401 from \(server.baseURL)/oauth/refused"), "\(error.message)")
+        #expect(try await statsOf(server)["token_requests"] == 4)
+    }
+
+    @Test func secretsInTheURL_areRedacted_andKeptOutOfLinkKeys() async throws {
+        defer { server.stop() }
+        let folder = scratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let manifest = folder + "/linked.json"
+        try """
+            {"source": {"plugin": "\(try httpPluginPath())",
+                        "config": {"url": "\(server.baseURL)/linked?api_key=${API_TEST_URL_KEY}&page=1", "pagination": {"type": "link"}}},
+             "interceptors": [{"plugin": "logging", "config": {"level": "debug"}}],
+             "page_size": 10}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let good = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "5", "--verbose"],
+                                 environment: ["API_TEST_URL_KEY": "k-123"])
+        #expect(good.code == 0, "\(good.stderr)")
+        #expect(good.stdout.split(separator: "\n").count == 25)
+        #expect(good.stderr.contains("api_key=${API_TEST_URL_KEY}&page=2"), "the next keys hold the reference: \(good.stderr)")
+        #expect(!(good.stdout + good.stderr).contains("k-123"))
+        let bad = try await run(pagerCommand, ["run", manifest, "--refresh", "--verbose"], environment: ["API_TEST_URL_KEY": "k-999"])
+        #expect(bad.code == 1)
+        #expect(bad.stderr.contains("HTTP 401 from \(server.baseURL)/linked?api_key=***&page=1"), "\(bad.stderr)")
+        #expect(!(bad.stdout + bad.stderr).contains("k-999"))
+        // A Link to another host keeps the reference: the key is not sent there.
+        let elsewhere = folder + "/elsewhere.json"
+        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: "&page=1", with: "&page=1&elsewhere=1")
+            .write(toFile: elsewhere, atomically: true, encoding: .utf8)
+        let other = try await run(pagerCommand, ["run", elsewhere, "--refresh", "--append", "1"], environment: ["API_TEST_URL_KEY": "k-123"])
+        #expect(other.code == 1)
+        #expect(other.stderr.contains(#"bad key: ${API_TEST_URL_KEY}"#), "\(other.stderr)")
+        #expect(!(other.stdout + other.stderr).contains("k-123"))
+        // Unset, the url cannot work: the config is refused, naming the variable.
+        let unset = try await run(pagerCommand, ["validate", manifest])
+        #expect(unset.code == 2)
+        #expect(unset.stderr.contains("url: environment variable API_TEST_URL_KEY is not set"), "\(unset.stderr)")
+    }
+
+    @Test func theNextPage_isFetchedAhead_andAFailureAheadIsAskedAgain() async throws {
+        defer { server.stop() }
+        let url = "\(server.baseURL)/events?page={key}&per_page={pageSize}"
+        // Page 3's first request fails: it is the one sent ahead, so page 3's own succeeds.
+        try await post(server, "/events/fail", #"{"page": 3}"#)
+        let source = try makeSource(#"{"url": "\#(url)"}"#)
+        let manager = try await pageToEnd(source, pageSize: 5)
+        #expect(try ids(manager.output.values) == Array(1...12))
+        // The POST above, then pages 1 (a refresh: nothing ahead), 2 (an append), 3 ahead (500),
+        // 3; the short page 3 ends paging: nothing after it is asked for.
+        #expect(try await statsOf(server)["requests"] == 5)
+        // Not fetched ahead, the same failure fails page 3's load.
+        try await post(server, "/events/fail", #"{"page": 3}"#)
+        let plain = try makeSource(#"{"url": "\#(url)", "prefetch": false}"#)
+        let pager = Pager(source: plain)
+        let params = PagingRequestParams(pageSize: 5)
+        let first = try await pager.load(pager.refreshRequest(params: params))
+        let second = try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: params))
+        await #expect(throws: PluginError.self) { try await pager.load(pager.request(.append, key: try #require(second.nextKey), params: params)) }
+    }
+
     @Test func github403RateLimit_isTransient_withTheResetAsRetryHint() async throws {
         defer { server.stop() }
         let source = try makeSource(#"{"url": "\#(server.baseURL)/github/limited?page={key}"}"#)
@@ -135,6 +216,15 @@ struct APIStyleTests {
         #expect(good.stdout.split(separator: "\n").count == 25)
         #expect(!(good.stdout + good.stderr).contains("k-123"))
     }
+}
+
+/// POSTs `body` to the fixture server's `path`.
+@discardableResult
+func post(_ server: FixtureServer, _ path: String, _ body: String = "{}") async throws -> Data {
+    var request = URLRequest(url: URL(string: server.baseURL + path)!)
+    request.httpMethod = "POST"
+    request.httpBody = Data(body.utf8)
+    return try await URLSession.shared.data(for: request).0
 }
 
 private func statsOf(_ server: FixtureServer) async throws -> [String: Int] {

@@ -484,6 +484,8 @@ struct HTTPSourcePluginTests {
             }
         }
         #expect(failure(#"{"url": "http://x/{key}", "bogus": 1}"#).hasPrefix("bogus: unknown key"))
+        #expect(failure(#"{"url": "http://x/{key}", "method": "POST", "prefetch": true}"#).hasPrefix("prefetch: only with \"method\": \"GET\""))
+        #expect(failure(#"{"url": "http://x/{key}", "prefetch": 1}"#).hasPrefix("prefetch: expected true or false"))
         #expect(failure(#"{}"#).hasPrefix("url: required"))
         #expect(failure(#"{"url": "ftp://x/{key}"}"#).hasPrefix("url: expected an absolute http(s) URL"))
         #expect(failure(#"{"url": "http://x/{nope}"}"#).hasPrefix("url: unknown placeholder {nope}"))

@@ -13,9 +13,23 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   POST /oauth/token                client credentials (client_id "cid", client_secret "csecret"):
                                    {"access_token":"tok-<n>","expires_in":2}; tokens expire after 2 s
   GET  /oauth/items?page=P         needs "Authorization: Bearer tok-<n>" with a live token, else 401
+  POST /oauth/revoke               every token issued stops working (the client's cache does not know)
+  GET  /oauth/refused              401 whatever the token
+  GET  /linked?api_key=K&page=P    needs api_key=k-123, else 401; 10 records a page, and a Link
+                                   rel="next" that repeats the query (the key too), as GitHub's do;
+                                   with &elsewhere the Link names localhost instead of 127.0.0.1;
+                                   a bad key is echoed in the 401
   GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
                                    and X-RateLimit-Reset (now + 1 s); then the page
   GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
+  GET  /events?since=S&page=P&per_page=N
+                                   the events updated after S ("" = all), oldest first:
+                                   [{"id": n, "updated_at": "2024-01-01T00:00:<n>Z"}, ...];
+                                   12 at the start
+  POST /events/add {"count": n}    adds n events, updated after every other
+  POST /events/fail {"page": P, "times": n}
+                                   the next n requests (default 1) for page P answer 500
+  GET  /events/since               every since asked for, in order
   GET  /stats                      {"token_requests": n, "requests": n}
 """
 import json
@@ -32,7 +46,10 @@ RECORDS = [{"id": i, "name": f"r{i}", "group": i % 3} for i in range(1, 26)]
 lock = threading.Lock()
 tokens = {}            # token -> expiry time
 stats = {"token_requests": 0, "requests": 0}
+since_asked = []
 limited_seen = set()
+events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1, 13)]
+failing_pages = {}     # page -> how many more requests for it fail
 
 
 class Handler(socketserver.StreamRequestHandler):
@@ -72,6 +89,8 @@ class Handler(socketserver.StreamRequestHandler):
         if path == "/stats":
             with lock:
                 return self.send(200, dict(stats))
+        if path.startswith("/events"):
+            return self.events(method, path, q, body)
         if path == "/stripe/v1/customers":
             limit = int(q.get("limit", "10"))
             after = q.get("starting_after", "")
@@ -116,6 +135,24 @@ class Handler(socketserver.StreamRequestHandler):
                 return self.send(401, {"error": "expired or missing token"})
             page = int(q.get("page", "1"))
             return self.send(200, {"items": RECORDS[(page - 1) * 5: page * 5]})
+        if path == "/oauth/revoke" and method == "POST":
+            with lock:
+                tokens.clear()
+            return self.send(200, {})
+        if path == "/oauth/refused":
+            return self.send(401, {"error": "invalid_token"})
+        if path == "/linked":
+            if q.get("api_key") != "k-123":
+                return self.send(401, {"message": "bad key: " + q.get("api_key", "")})
+            page = int(q.get("page", "1"))
+            links = []
+            if page * 10 < len(RECORDS):
+                host = headers.get("host", "127.0.0.1")
+                if "elsewhere" in q:
+                    host = host.replace("127.0.0.1", "localhost")
+                    q["api_key"] += "&elsewhere=1"
+                links = [("Link", f'<http://{host}/linked?api_key={q["api_key"]}&page={page + 1}>; rel="next"')]
+            return self.send(200, RECORDS[(page - 1) * 10: page * 10], headers=links)
         if path == "/github/limited":
             page = int(q.get("page", "1"))
             with lock:
@@ -131,6 +168,27 @@ class Handler(socketserver.StreamRequestHandler):
             page = int(q.get("page", "1"))
             return self.send(200, RECORDS[(page - 1) * 10: page * 10])
         return self.send(404, {"message": "no such fixture"})
+
+    def events(self, method, path, q, body):
+        with lock:
+            if path == "/events/add" and method == "POST":
+                for _ in range(json.loads(body)["count"]):
+                    n = len(events) + 1
+                    events.append({"id": n, "updated_at": f"2024-01-01T00:{n // 60:02d}:{n % 60:02d}Z"})
+                return self.send(200, {"events": len(events)})
+            if path == "/events/since":
+                return self.send(200, list(since_asked))
+            if path == "/events/fail" and method == "POST":
+                order = json.loads(body)
+                failing_pages[order["page"]] = order.get("times", 1)
+                return self.send(200, {})
+            page, size, since = int(q.get("page", "1")), int(q.get("per_page", "5")), q.get("since", "")
+            since_asked.append(since)
+            if failing_pages.get(page, 0) > 0:
+                failing_pages[page] -= 1
+                return self.send(500, {"message": "the events store is down"})
+            new = [e for e in events if e["updated_at"] > since]
+        return self.send(200, new[(page - 1) * size: page * size])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,305 @@
+import Foundation
+import Paging
+import Synchronization
+
+/// Incremental loading: the highest value of one field of the items loaded, kept between runs,
+/// so that the next run asks only for what is new.
+///
+/// ```json
+/// "incremental": { "cursor": "/updated_at", "state": "since", "initial": "2024-01-01T00:00:00Z" }
+/// ```
+///
+/// Before a run, the value kept (or `initial`) is sent with every request as the user-info value
+/// `state.NAME` (the http source reads it as `{state.NAME}` in its `url` and POST body) and
+/// replaces `{state.NAME}` in the manifest's `user_info` values. During the run
+/// ``IncrementalCursor`` keeps the highest value of `cursor` among the items loaded; after a run
+/// in which every load succeeded, ``IncrementalStateFile`` writes it, if it is higher.
+public struct IncrementalSettings: Sendable, Equatable {
+    /// The JSON pointer into each item whose highest value is kept (`"/updated_at"`).
+    public var cursor: String
+    /// The name of the value: `{state.NAME}`, user-info key `state.NAME`.
+    public var state: String
+    /// The value before the first run (`""` by default).
+    public var initial: IncrementalValue
+    /// Values of different namespaces are kept apart in one state file (`"default"` by default).
+    public var namespace: String
+    /// The state file; by default the manifest's path followed by `.state`.
+    public var stateFile: String
+
+    public init(cursor: String, state: String, initial: IncrementalValue, namespace: String, stateFile: String) {
+        self.cursor = cursor
+        self.state = state
+        self.initial = initial
+        self.namespace = namespace
+        self.stateFile = stateFile
+    }
+
+    /// The user-info key the value is sent under.
+    public var userInfoKey: String { "state.\(state)" }
+}
+
+/// A value kept by incremental loading: a JSON string (compared byte by byte, as ISO 8601
+/// timestamps of one format sort) or a JSON number (compared as numbers).
+public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
+    case string(String)
+    /// The number's JSON text, as the item had it, and its value.
+    case number(String, Double)
+
+    /// The text sent with requests: the string itself, or the number's JSON text.
+    public var description: String {
+        switch self {
+        case .string(let text): text
+        case .number(let text, _): text
+        }
+    }
+
+    var json: JSONValue {
+        switch self {
+        case .string(let text): .string(text)
+        case .number(_, let value):
+            if let integer = Int64(exactly: value) { .int(integer) } else { .double(value) }
+        }
+    }
+
+    /// A string or a number; nil for any other JSON value.
+    init?(_ value: JSONValue) {
+        switch value {
+        case .string(let text): self = .string(text)
+        case .int(let number): self = .number(String(number), Double(number))
+        case .double(let number): self = .number(JSONValue.double(number).jsonText, number)
+        default: return nil
+        }
+    }
+
+    var kind: String {
+        switch self {
+        case .string: "a string"
+        case .number: "a number"
+        }
+    }
+
+    /// Whether `self` is higher than `other` of the same kind; nil when their kinds differ.
+    func isHigher(than other: IncrementalValue) -> Bool? {
+        switch (self, other) {
+        case let (.string(a), .string(b)): b.utf8.lexicographicallyPrecedes(a.utf8)
+        case let (.number(_, a), .number(_, b)): a > b
+        default: nil
+        }
+    }
+}
+
+extension JSONValue {
+    /// The value at an RFC 6901 JSON pointer (`""` is the value itself); nil when a member or
+    /// index is missing.
+    func at(pointer: String) -> JSONValue? {
+        guard !pointer.isEmpty else { return self }
+        var value = self
+        for raw in pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
+            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            switch value {
+            case .object(let members):
+                guard let member = members.last(where: { $0.key == token }) else { return nil }
+                value = member.value
+            case .array(let values):
+                guard let index = Int(token), token.first != "+", token.first != "-", values.indices.contains(index) else { return nil }
+                value = values[index]
+            default:
+                return nil
+            }
+        }
+        return value
+    }
+}
+
+/// An in-process interceptor, placed first, that keeps the highest value of the cursor field
+/// among the items of every page loaded. Items without the field (or with null there) are
+/// passed over; a value that is not a string or a number, or whose kind differs from the
+/// others', fails its page's load with an error naming the pointer.
+///
+/// # Thread safety
+/// Pages may come back on any thread; the highest value is kept under a lock.
+public final class IncrementalCursor: PagingInterceptor, Sendable {
+    public typealias Key = PluginKey
+    public typealias Value = PluginItem
+
+    private let settings: IncrementalSettings
+    private let highest: Mutex<IncrementalValue?>
+
+    /// Starts from `start` (the value the run's requests were sent with), so that the value
+    /// kept never goes down.
+    public init(_ settings: IncrementalSettings, start: IncrementalValue?) {
+        self.settings = settings
+        highest = Mutex(start)
+    }
+
+    /// The highest value seen, or the start value.
+    public var value: IncrementalValue? { highest.withLock { $0 } }
+
+    public func intercept(request: PagingRequest<PluginKey>) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        .proceed(request, handleAfterwards: true)
+    }
+
+    public func transform(page: Page<PluginKey, PluginItem>) async throws -> Page<PluginKey, PluginItem> {
+        var best: IncrementalValue?
+        for item in page.values {
+            guard let json = try? JSONValue.parse(item.bytes), let found = json.at(pointer: settings.cursor), found != .null else { continue }
+            guard let value = IncrementalValue(found) else {
+                throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
+            }
+            if let current = best {
+                guard let higher = value.isHigher(than: current) else {
+                    throw IncrementalError("incremental.cursor \(settings.cursor): items hold both strings and numbers there; expected one kind")
+                }
+                if higher { best = value }
+            } else {
+                best = value
+            }
+        }
+        guard let best else { return page }
+        try highest.withLock { (kept: inout IncrementalValue?) throws(IncrementalError) in
+            guard let current = kept else {
+                kept = best
+                return
+            }
+            guard let higher = best.isHigher(than: current) else {
+                throw IncrementalError("incremental.cursor \(settings.cursor): items hold \(best.kind) there, but the value kept is \(current.kind) (\(current))")
+            }
+            if higher { kept = best }
+        }
+        return page
+    }
+}
+
+/// Why incremental loading failed a load, or could not read or write its state.
+public struct IncrementalError: Error, Sendable, CustomStringConvertible {
+    /// The state file, when the problem is with it.
+    public let file: String?
+    public let message: String
+
+    public init(_ message: String, file: String? = nil) {
+        self.message = message
+        self.file = file
+    }
+
+    public var description: String { file.map { "incremental state file \($0): \(message)" } ?? message }
+}
+
+extension IncrementalSettings {
+    /// The value the state file keeps for this namespace (nil before the first run). A state
+    /// file that cannot be read or understood is bad input, named in the error.
+    public func keptValue() throws(ManifestError) -> IncrementalValue? {
+        do {
+            return try IncrementalStateFile(path: stateFile).values(namespace: namespace)[state]
+        } catch {
+            throw ManifestError(file: stateFile, path: nil, message: error.message)
+        }
+    }
+}
+
+/// The file that keeps the values of incremental loading: a JSON object of namespace to an
+/// object of state name to value, `{"default": {"since": "2024-05-01T00:00:00Z"}}`.
+///
+/// It is written whole to a temporary file in the same folder, flushed and renamed over the old
+/// one, so a crash leaves either the old or the new file; a writer holds a lock on
+/// `FILE.lock` while it reads, merges its namespace and renames, so runs of other namespaces
+/// keep theirs. A file that is not such an object is an error naming it, never ignored.
+public struct IncrementalStateFile: Sendable {
+    public let path: String
+
+    public init(path: String) { self.path = path }
+
+    /// The values kept for `namespace` (none when the file does not exist yet).
+    public func values(namespace: String) throws(IncrementalError) -> [String: IncrementalValue] {
+        try read()[namespace] ?? [:]
+    }
+
+    /// Sets `name` to `value` in `namespace`, keeping every other value of the file.
+    public func store(_ value: IncrementalValue, name: String, namespace: String) throws(IncrementalError) {
+        let lockPath = path + ".lock"
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else { throw failure("cannot open its lock file \(lockPath): \(String(cString: strerror(errno)))") }
+        defer { close(lock) }
+        guard flock(lock, LOCK_EX) == 0 else { throw failure("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }
+        var all = try read()
+        all[namespace, default: [:]][name] = value
+        let json = JSONValue.object(all.sorted { $0.key < $1.key }.map { namespace, values in
+            (namespace, JSONValue.object(values.sorted { $0.key < $1.key }.map { ($0.key, $0.value.json) }))
+        })
+        try write(Array((json.jsonText + "\n").utf8))
+    }
+
+    private func failure(_ message: String) -> IncrementalError {
+        IncrementalError(message, file: path)
+    }
+
+    private func read() throws(IncrementalError) -> [String: [String: IncrementalValue]] {
+        guard FileManager.default.fileExists(atPath: path) else { return [:] }
+        let bytes: [UInt8]
+        do {
+            bytes = try Manifest.readFile(path)
+        } catch {
+            throw failure(error.message)
+        }
+        let root: JSONValue
+        do {
+            root = try JSONValue.parse(bytes)
+        } catch {
+            throw failure("not valid JSON (\(error)); expected {\"NAMESPACE\": {\"NAME\": value}}. Fix or remove it (`pager run --full` loads everything again)")
+        }
+        guard case .object(let namespaces) = root else {
+            throw failure("expected an object of namespaces, got \(root.kindDescription)")
+        }
+        var all: [String: [String: IncrementalValue]] = [:]
+        for (namespace, entry) in namespaces {
+            guard case .object(let members) = entry else {
+                throw failure("\(namespace): expected an object of state names to values, got \(entry.kindDescription)")
+            }
+            for (name, value) in members {
+                guard let kept = IncrementalValue(value) else {
+                    throw failure("\(namespace).\(name): expected a string or a number, got \(value.kindDescription)")
+                }
+                all[namespace, default: [:]][name] = kept
+            }
+        }
+        return all
+    }
+
+    private func write(_ bytes: [UInt8]) throws(IncrementalError) {
+        let temporary = "\(path).tmp.\(getpid())"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        var written = 0
+        var error: Int32 = 0
+        bytes.withUnsafeBytes { buffer in
+            while written < buffer.count {
+                let count = Glibc.write(fd, buffer.baseAddress! + written, buffer.count - written)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    error = errno
+                    return
+                }
+                written += count
+            }
+        }
+        if error == 0, fsync(fd) != 0 { error = errno }
+        close(fd)
+        if error == 0, rename(temporary, path) != 0 { error = errno }
+        if error != 0 {
+            unlink(temporary)
+            throw failure("cannot write it: \(String(cString: strerror(error)))")
+        }
+    }
+}
+
+extension Manifest {
+    /// The manifest whose requests carry `value` as the user-info value `state.NAME`, with
+    /// `{state.NAME}` in its `user_info` values replaced by it (unchanged without `incremental`).
+    public func sending(_ value: IncrementalValue) -> Manifest {
+        guard let incremental else { return self }
+        var copy = self
+        let text = value.description
+        copy.userInfo = userInfo.mapValues { $0.replacingOccurrences(of: "{state.\(incremental.state)}", with: text) }
+        copy.userInfo[incremental.userInfoKey] = text
+        return copy
+    }
+}

@@ -1,0 +1,124 @@
+// Incremental loading through `pager run`: the highest `updated_at` of the items loaded is kept
+// in a state file next to the manifest and sent as {state.since} by the next run, against the
+// /events fixture of api_server.py (which answers only the events updated after `since`).
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import PagingTestSupport
+import Testing
+
+@Suite("incremental loading with the http source", .serialized)
+struct IncrementalLoadingTests {
+    let server: FixtureServer
+    let folder = scratchFolder()
+    var manifest: String { folder + "/events.json" }
+    var stateFile: String { manifest + ".state" }
+
+    init() throws {
+        server = try FixtureServer("api_server.py")
+        try """
+            {"source": {"plugin": "\(try httpPluginPath())",
+                        "config": {"url": "\(server.baseURL)/events?since={state.since}&page={key}&per_page={pageSize}"}},
+             "page_size": 5,
+             "incremental": {"cursor": "/updated_at", "state": "since", "namespace": "events"}}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+    }
+
+    private func cleanUp() {
+        server.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+
+    private func pagerRun(_ extra: [String] = []) async throws -> ProgramResult {
+        try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "10"] + extra)
+    }
+
+    private func ids(_ result: ProgramResult) throws -> [Int] {
+        try result.stdout.split(separator: "\n").map { line in
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+            return try #require(object["id"] as? Int)
+        }
+    }
+
+    private func sinceAsked() async throws -> [String] {
+        let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/events/since")!)
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String])
+    }
+
+    private func kept() throws -> String? {
+        guard let data = FileManager.default.contents(atPath: stateFile) else { return nil }
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: [String: String]])
+        return root["events"]?["since"]
+    }
+
+    @Test func aSecondRun_fetchesOnlyWhatIsNew_andFullLoadsEverything() async throws {
+        defer { cleanUp() }
+        let first = try await pagerRun()
+        #expect(first.code == 0, "\(first.stderr)")
+        #expect(try ids(first) == Array(1...12))
+        #expect(try kept() == "2024-01-01T00:00:12Z")
+        #expect(try await sinceAsked().allSatisfy(\.isEmpty), "the first run starts from the initial value")
+
+        let nothingNew = try await pagerRun()
+        #expect(nothingNew.code == 0, "\(nothingNew.stderr)")
+        #expect(try ids(nothingNew).isEmpty)
+        #expect(try await sinceAsked().last == "2024-01-01T00:00:12Z")
+        #expect(try kept() == "2024-01-01T00:00:12Z")
+
+        try await post(server, "/events/add", #"{"count": 3}"#)
+        let new = try await pagerRun()
+        #expect(try ids(new) == [13, 14, 15])
+        #expect(try kept() == "2024-01-01T00:00:15Z")
+
+        let full = try await pagerRun(["--full"])
+        #expect(full.code == 0, "\(full.stderr)")
+        #expect(try ids(full) == Array(1...15))
+        #expect(try await sinceAsked().last == "")
+        #expect(try kept() == "2024-01-01T00:00:15Z")
+        // Written whole and renamed: no temporary file is left beside it.
+        let names = try FileManager.default.contentsOfDirectory(atPath: folder)
+        #expect(!names.contains { $0.contains(".tmp.") }, "\(names)")
+    }
+
+    @Test func aFailedRun_keepsTheOldValue_soTheNextRunLoadsWhatItMissed() async throws {
+        defer { cleanUp() }
+        #expect(try await pagerRun().code == 0)
+        try await post(server, "/events/add", #"{"count": 8}"#)
+        try await post(server, "/events/fail", #"{"page": 2}"#)
+        let failed = try await pagerRun()
+        #expect(failed.code == 1)
+        #expect(try ids(failed) == [13, 14, 15, 16, 17], "the first page loaded before the failure")
+        #expect(try kept() == "2024-01-01T00:00:12Z", "a failed run keeps nothing")
+        let again = try await pagerRun()
+        #expect(again.code == 0, "\(again.stderr)")
+        #expect(try ids(again) == Array(13...20))
+        #expect(try kept() == "2024-01-01T00:00:20Z")
+    }
+
+    @Test func aCorruptStateFile_isAnErrorNamingIt_andIsLeftAsItIs() async throws {
+        defer { cleanUp() }
+        try #"{"events": {"since": "#.write(toFile: stateFile, atomically: true, encoding: .utf8)
+        let result = try await pagerRun()
+        #expect(result.code == 2)
+        #expect(result.stderr.contains(stateFile), "\(result.stderr)")
+        #expect(result.stderr.contains("not valid JSON"), "\(result.stderr)")
+        #expect(try await sinceAsked().isEmpty, "nothing is fetched")
+        #expect(String(decoding: FileManager.default.contents(atPath: stateFile) ?? Data(), as: UTF8.self) == #"{"events": {"since": "#)
+
+        try #"{"events": {"since": [1]}}"#.write(toFile: stateFile, atomically: true, encoding: .utf8)
+        let wrongKind = try await pagerRun()
+        #expect(wrongKind.code == 2)
+        #expect(wrongKind.stderr.contains("\(stateFile): events.since: expected a string or a number, got an array"), "\(wrongKind.stderr)")
+    }
+
+    @Test func otherNamespaces_inTheStateFile_areKept() async throws {
+        defer { cleanUp() }
+        try #"{"other": {"since": 42}}"#.write(toFile: stateFile, atomically: true, encoding: .utf8)
+        #expect(try await pagerRun().code == 0)
+        let data = try #require(FileManager.default.contents(atPath: stateFile))
+        let root = try #require(try JSONSerialization.jsonObject(with: data) as? [String: [String: Any]])
+        #expect(root["other"]?["since"] as? Int == 42)
+        #expect(root["events"]?["since"] as? String == "2024-01-01T00:00:12Z")
+    }
+}

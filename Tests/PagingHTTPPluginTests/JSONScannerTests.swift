@@ -1,0 +1,119 @@
+// The http source's C JSON scanner (Plugins/HTTPCore/json_scan.c) on its own: it must refuse
+// every body that is not one JSON text, and find exactly the values at its pointers.
+import CHTTPCore
+import Foundation
+import Testing
+
+/// What one scan of `json` for `pointers` (RFC 6901 text, "*" for every element) found: the
+/// items (the first pointer's array elements) and each pointer's matches, as text, or the
+/// scanner's error.
+private func scan(_ json: String, _ pointers: [String] = [""]) -> (items: [String], matches: [[String]], notArray: Bool)? {
+    scanResult(json, pointers).0
+}
+
+private func scanError(_ json: String, _ pointers: [String] = [""]) -> String? {
+    scanResult(json, pointers).1
+}
+
+private func scanResult(_ json: String, _ pointers: [String]) -> ((items: [String], matches: [[String]], notArray: Bool)?, String?) {
+    let body = Array(json.utf8)
+    // Each pointer's tokens, unescaped (~1 is "/", ~0 is "~"), as C strings that outlive the scan.
+    let tokens: [[String]] = pointers.map { pointer in
+        pointer.isEmpty ? [] : pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+            .map { $0.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~") }
+    }
+    let cTokens = tokens.map { list in list.map { strdup($0)! } }
+    defer { cTokens.forEach { $0.forEach { free($0) } } }
+    let tokenArrays = cTokens.map { list in list.map { UnsafePointer<CChar>($0) as UnsafePointer<CChar>? } }
+    let lengths = tokens.map { list in list.map { $0.utf8.count } }
+    var result = hj_result()
+    var error = [CChar](repeating: 0, count: 256)
+    let rc: Int32 = withPointers(tokenArrays, lengths) { cPointers in
+        hj_scan(body, body.count, cPointers, cPointers.count, &result, &error, error.count)
+    }
+    defer { hj_result_free(&result) }
+    guard rc == 0 else { return (nil, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
+    func text(_ range: hj_range) -> String { String(decoding: body[range.start..<range.end], as: UTF8.self) }
+    let items = (0..<result.item_count).map { text(result.items[$0]) }
+    let matches = (0..<pointers.count).map { index in (0..<result.match_counts[index]).map { text(result.matches[index]![$0]) } }
+    return ((items, matches, result.items_not_array != 0), nil)
+}
+
+private func withPointers<R>(_ tokens: [[UnsafePointer<CChar>?]], _ lengths: [[Int]], _ body: ([hj_pointer]) -> R) -> R {
+    var pointers: [hj_pointer] = []
+    var keep: [(UnsafeMutablePointer<UnsafePointer<CChar>?>, UnsafeMutablePointer<Int>)] = []
+    for (list, lens) in zip(tokens, lengths) {
+        let t = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: max(1, list.count))
+        let l = UnsafeMutablePointer<Int>.allocate(capacity: max(1, lens.count))
+        for index in list.indices {
+            t[index] = list[index]
+            l[index] = lens[index]
+        }
+        keep.append((t, l))
+        pointers.append(hj_pointer(tokens: t, token_lens: l, token_count: list.count))
+    }
+    defer { keep.forEach { $0.0.deallocate(); $0.1.deallocate() } }
+    return body(pointers)
+}
+
+@Suite("JSON scanner (C)")
+struct JSONScannerTests {
+    @Test func validTexts_areAccepted_andTheirItemsFound() throws {
+        let found = try #require(scan(#" [1, "two", {"three": [3]}, null, true, -0.5e+3, []] "#))
+        #expect(found.items == ["1", #""two""#, #"{"three": [3]}"#, "null", "true", "-0.5e+3", "[]"])
+        #expect(found.notArray == false)
+        #expect(try #require(scan("[]")).items.isEmpty)
+        #expect(scan(#""just a string""#)?.notArray == true)
+        #expect(scan("0")?.notArray == true)
+        // Escapes and UTF-8 are valid inside strings, and a member name may hold "/" and "~".
+        let escaped = try #require(scan(#"{"a/b": {"~x": ["\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00", "é😀"]}}"#, ["/a~1b/~0x"]))
+        #expect(escaped.items == [#""\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00""#, #""é😀""#])
+    }
+
+    @Test func invalidTexts_areRefused_withWhereTheyStopBeingJSON() {
+        for bad in ["", " ", "[1,]", "[1 2]", "{\"a\" 1}", "{\"a\":1,}", "{1:2}", "[01]", "[1.]", "[.5]", "[-]", "[1e]",
+                    "[\"a]", "[\"\\x\"]", "[\"\\u12\"]", "[\"tab\there\"]", "[tru]", "[nul]", "[1] [2]", "[1]x", "{\"a\":1",
+                    "[\"\u{7F}\"]x", "\"\\ud800\"x"] {
+            #expect(scanError(bad) != nil, "accepted: \(bad)")
+        }
+        #expect(scanError("[1,]")?.hasPrefix("unexpected ']' at byte 3") == true, "the error names where: \(scanError("[1,]") ?? "")")
+        #expect(scanError("{\"a\":1")?.contains("truncated JSON") == true)
+        // Bytes that are not UTF-8.
+        let invalid = String(decoding: [0x5B, 0x22, 0xFF, 0x22, 0x5D], as: UTF8.self)
+        #expect(scanError(invalid) == nil, "U+FFFD from decoding is valid UTF-8; raw bytes are checked below")
+        var raw: [UInt8] = [0x5B, 0x22, 0xC3, 0x22, 0x5D]  // ["<truncated 2-byte sequence>"]
+        var result = hj_result()
+        var error = [CChar](repeating: 0, count: 256)
+        #expect(hj_scan(&raw, raw.count, nil, 0, &result, &error, error.count) == -1)
+        hj_result_free(&result)
+        // Nesting deeper than 512 is refused, not a stack overflow.
+        #expect(scanError(String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)) != nil)
+        #expect(scanError(String(repeating: "[", count: 100) + String(repeating: "]", count: 100)) == nil)
+    }
+
+    @Test func pointers_findMembers_elements_andEveryElementWithAStar() throws {
+        let body = #"{"data": [{"id": 1, "n": {"k": "a"}}, {"id": 2}, {"id": 3, "n": {"k": "c"}}], "meta": {"next": "x", "total": 3}, "has_more": false}"#
+        let found = try #require(scan(body, ["/data", "/data/*/id", "/meta/next", "/data/1/id", "/data/*/n/k", "/missing", "/data/9"]))
+        #expect(found.items.count == 3)
+        #expect(found.matches[1] == ["1", "2", "3"], "in document order")
+        #expect(found.matches[2] == [#""x""#])
+        #expect(found.matches[3] == ["2"])
+        #expect(found.matches[4] == [#""a""#, #""c""#])
+        #expect(found.matches[5].isEmpty)
+        #expect(found.matches[6].isEmpty)
+        // A star over nested arrays: every element of every matched array is an item.
+        let nested = try #require(scan(#"{"groups": [{"repos": [1, 2]}, {"repos": []}, {"repos": [3]}]}"#, ["/groups/*/repos"]))
+        #expect(nested.items == ["1", "2", "3"])
+        // A duplicate member: both are matched (the caller takes the last).
+        #expect(try #require(scan(#"{"a": 1, "a": 2}"#, ["", "/a"])).matches[1] == ["1", "2"])
+        // An items pointer at something that is not an array says so.
+        #expect(try #require(scan(body, ["/meta"])).notArray)
+    }
+
+    @Test func compact_dropsWhitespaceOutsideStrings_only() {
+        let text = Array(" { \"a b\" : [ 1 , \"x  y\" ] } ".utf8)
+        var out = [UInt8](repeating: 0, count: text.count)
+        let written = hj_compact(text, text.count, &out)
+        #expect(String(decoding: out[..<written], as: UTF8.self) == #"{"a b":[1,"x  y"]}"#)
+    }
+}

@@ -1,0 +1,81 @@
+// The manifest's "incremental" object, its checks, the state file and the cursor interceptor.
+import Foundation
+import Paging
+import PagingHost
+import Testing
+
+@Suite("Incremental loading")
+struct IncrementalTests {
+    /// Parses as /srv/app/m.json.
+    let manifests = ManifestTests()
+    func parse(_ text: String) throws(ManifestError) -> Manifest { try manifests.parse(text) }
+    func error(_ text: String) -> String { manifests.error(text) }
+
+    @Test func settings_parse_withDefaults_andTheValueReachesUserInfo() throws {
+        let manifest = try parse("""
+            {"source": {"plugin": "http", "config": {"url": "https://api.example.com/issues?since={state.since}"}},
+             "user_info": {"q": "updated:>{state.since} repo:a/b"},
+             "incremental": {"cursor": "/updated_at"}}
+            """)
+        let settings = try #require(manifest.incremental)
+        #expect(settings == IncrementalSettings(cursor: "/updated_at", state: "since", initial: .string(""),
+                                                namespace: "default", stateFile: "/srv/app/m.json.state"))
+        let sent = manifest.sending(.string("2024-05-01T00:00:00Z"))
+        #expect(sent.userInfo == ["q": "updated:>2024-05-01T00:00:00Z repo:a/b", "state.since": "2024-05-01T00:00:00Z"])
+        let other = try parse("""
+            {"source": {"plugin": "http"},
+             "incremental": {"cursor": "/id", "state": "after", "initial": 0, "namespace": "n", "state_file": "state/m.json"}}
+            """)
+        #expect(other.incremental?.initial == .number("0", 0))
+        #expect(other.incremental?.stateFile == "/srv/app/state/m.json")
+    }
+
+    @Test func badSettings_andUndeclaredStateNames_areErrors() {
+        let source = #""source": {"plugin": "http", "config": {"url": "https://x/?a={state.since}"}}"#
+        #expect(error("{\(source)}") == #"/srv/app/m.json: $.source.config.url: {state.since} needs the manifest's "incremental" object, which keeps that value between runs"#)
+        #expect(error(#"{\#(source), "incremental": {"cursor": "/id", "state": "after"}}"#)
+                == #"/srv/app/m.json: $.source.config.url: {state.since} is not kept: the manifest's incremental.state is "after""#)
+        #expect(error(#"{"source": {"plugin": "http"}, "user_info": {"q": ">{state.x}"}}"#).contains("$.user_info.q: {state.x} needs"))
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {}}"#).contains("$.incremental.cursor: missing"))
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "id"}}"#).contains("expected a JSON pointer"))
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/id", "state": "a b"}}"#).contains("$.incremental.state"))
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/id", "initial": true}}"#)
+                == "/srv/app/m.json: $.incremental.initial: expected a string or a number (the value before the first run), got a boolean")
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/id", "since": "x"}}"#).contains("$.incremental.since: unknown key"))
+    }
+
+    private func page(_ items: [String]) -> Page<PluginKey, PluginItem> {
+        Page(request: PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey("")), params: PagingRequestParams(pageSize: 10)),
+             values: items.map { PluginItem(json: $0) })
+    }
+
+    @Test func theCursor_keepsTheHighestValue_neverLowerThanItsStart() async throws {
+        let settings = IncrementalSettings(cursor: "/meta/n", state: "since", initial: .string(""), namespace: "d", stateFile: "/dev/null")
+        let cursor = IncrementalCursor(settings, start: .number("5", 5))
+        _ = try await cursor.transform(page: page([#"{"meta": {"n": 3}}"#, #"{"meta": {}}"#, #"{"meta": {"n": null}}"#, "[1]"]))
+        #expect(cursor.value == .number("5", 5))
+        _ = try await cursor.transform(page: page([#"{"meta": {"n": 12}}"#, #"{"meta": {"n": 9.5}}"#]))
+        #expect(cursor.value == .number("12", 12))
+        await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": "13"}}"#])) }
+        await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": [1]}}"#])) }
+        let strings = IncrementalCursor(settings, start: nil)
+        _ = try await strings.transform(page: page([#"{"meta": {"n": "2024-01-02"}}"#, #"{"meta": {"n": "2024-01-10"}}"#, #"{"meta": {"n": "2023-12-31"}}"#]))
+        #expect(strings.value == .string("2024-01-10"))
+    }
+
+    @Test func theStateFile_isWrittenWhole_andKeepsOtherNamespaces() throws {
+        let folder = NSTemporaryDirectory() + "incremental-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = IncrementalStateFile(path: folder + "/m.json.state")
+        #expect(try file.values(namespace: "a").isEmpty)
+        try file.store(.string("x\"y"), name: "since", namespace: "a")
+        try file.store(.number("7", 7), name: "after", namespace: "b")
+        #expect(try file.values(namespace: "a") == ["since": .string("x\"y")])
+        #expect(try file.values(namespace: "b") == ["after": .number("7", 7)])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder).sorted() == ["m.json.state", "m.json.state.lock"])
+        try "[]".write(toFile: file.path, atomically: true, encoding: .utf8)
+        #expect(throws: IncrementalError.self) { try file.store(.string("z"), name: "since", namespace: "a") }
+        #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "[]", "a file it cannot read is not replaced")
+    }
+}
