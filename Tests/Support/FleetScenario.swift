@@ -64,7 +64,7 @@ extension FleetScenario {
         try """
         {"source": {"plugin": "http", "config": {
            "url": "\(upstream.baseURL)/search/repositories?q=swift&sort=stars&page=1&per_page={pageSize}",
-           "items": "/items", "pagination": {"type": "link"}, "timeout_ms": 10000}},
+           "items": "/items", "pagination": {"type": "link"}, "prefetch": false, "timeout_ms": 10000}},
          "interceptors": [
            {"plugin": "redis-cache", "config": {"address": "\(redis.address)", "namespace": "\(namespace)", "lease_ms": \(leaseMs), "poll_ms": 10}},
            {"plugin": "postgres-store", "config": {"conninfo": "\(postgresConninfo)", "namespace": "\(namespace)"}}],
