@@ -50,7 +50,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .systemLibrary(name: "CHiredis", path: "Sources/CHiredis", pkgConfig: "hiredis"),
         .systemLibrary(name: "CLibPQ", path: "Sources/CLibPQ", pkgConfig: "libpq"),
-        .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
+        .executableTarget(name: "paging-bench", dependencies: ["Paging", "PagingHost", "PagingTesting", "PagingTestSupport", "LoopbackHTTP", "CSQLite"], path: "Benchmarks/PagingBench"),
         .target(name: "PagingTesting", dependencies: ["Paging"]),
         .testTarget(name: "PagingTests", dependencies: ["Paging", "PagingTesting"]),
         .target(name: "PagingTestSupport", dependencies: ["Paging", "PagingHost", "LoopbackHTTP", "GitHubFixtureServer"], path: "Tests/Support"),

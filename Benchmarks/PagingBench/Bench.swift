@@ -37,6 +37,7 @@ func runBench() async -> Int32 {
         ("11", benchRateLimitThreads),
         ("12", benchIsolation),
         ("13", benchHTTPFloor),
+        ("14", benchFleet),
     ]
     for (id, row) in rows where only.isEmpty || only.contains(id) {
         do {
@@ -46,7 +47,7 @@ func runBench() async -> Int32 {
             report.miss("\(id): failed: \(error)")
         }
     }
-    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13"]
+    let order = ["1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14"]
     report.sortRows(by: order)
     let elapsed = Double(nowNs() - start) / 1e9
     var out = "## paging-bench\n\nMachine:\n" + machineDescription().joined(separator: "\n") + "\n\n"
