@@ -162,11 +162,10 @@ final class ChildProcess: Sendable {
         let deadline = ContinuousClock.now + budget
         repeat {
             if let answer = calls.withLock({ $0.answered.removeValue(forKey: id) }) { return answer }
+            // A closed socket is the reader thread's to handle: it sees the end too.
             if reading.try() {
-                let incoming = readIfReady()
+                _ = readAndDispatch()
                 reading.unlock()
-                if case .frame(let body) = incoming, !dispatch(body) { shutdown(socket.fd, Int32(SHUT_RDWR)) }
-                // A closed socket is the reader thread's to handle: it sees the end too.
             }
         } while ContinuousClock.now < deadline
         return calls.withLock { $0.answered.removeValue(forKey: id) }
@@ -176,6 +175,17 @@ final class ChildProcess: Sendable {
         case frame([UInt8])
         case nothing
         case closed
+    }
+
+    /// Reads the next frame if one has begun to arrive and hands it on (in the order frames
+    /// came); a malformed one shuts the socket down. Under ``reading``.
+    private func readAndDispatch() -> Incoming {
+        let incoming = readIfReady()
+        if case .frame(let body) = incoming, !dispatch(body) {
+            shutdown(socket.fd, Int32(SHUT_RDWR))
+            return .closed
+        }
+        return incoming
     }
 
     /// The next frame if one has begun to arrive; under ``reading``.
@@ -239,13 +249,9 @@ final class ChildProcess: Sendable {
                     break
                 }
                 reading.lock()
-                let incoming = readIfReady()
+                let incoming = readAndDispatch()
                 reading.unlock()
-                switch incoming {
-                case .frame(let body): if !dispatch(body) { break frames }
-                case .nothing: continue
-                case .closed: break frames
-                }
+                if case .closed = incoming { break frames }
             }
             let how = reap()
             let error = died(self, how)
