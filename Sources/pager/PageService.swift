@@ -173,11 +173,14 @@ func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async
             }
             if first { continuation.resume(with: result) }
         }
-        Task { finish(await work.result) }
-        Task {
-            try? await Task.sleep(for: limit)
+        let timer = Task {
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
             finish(.failure(ServeTimeout()))
             work.cancel()
+        }
+        Task {
+            finish(await work.result)
+            timer.cancel()
         }
     }
 }
