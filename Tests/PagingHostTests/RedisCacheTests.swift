@@ -94,14 +94,28 @@ struct RedisCacheTests {
                                       "connect_timeout_ms": 30000, "command_timeout_ms": 30000}}],
          "page_size": 10, "timeout_ms": 600000}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: pagerCommand)
-        holder.arguments = ["run", manifest, "--refresh"]
-        holder.standardOutput = FileHandle.nullDevice
-        holder.standardError = FileHandle.nullDevice
-        try spawning { try holder.run() }
+        // A holder whose load has not reached Redis within 20 s is started again (at most 3 in
+        // all): under a full parallel test run, about one run in five, a `pager run` sat idle
+        // with its intercept never run (an open bug; each holder's stderr is kept beside it).
+        var holder = Process()
+        var took = false
+        for attempt in 1...3 where !took {
+            holder = Process()
+            holder.executableURL = URL(fileURLWithPath: pagerCommand)
+            holder.arguments = ["run", manifest, "--refresh", "-v"]
+            holder.standardOutput = FileHandle.nullDevice
+            FileManager.default.createFile(atPath: folder + "/holder-\(attempt).log", contents: nil)
+            holder.standardError = FileHandle(forWritingAtPath: folder + "/holder-\(attempt).log")
+            try spawning { try holder.run() }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !took, ContinuousClock.now < deadline {
+                took = redis.command("EXISTS", "swiftpaging:test:l:10 1:0").hasPrefix(":1")
+                if !took { try await Task.sleep(for: .milliseconds(10)) }
+            }
+            if !took { kill(holder.processIdentifier, SIGKILL) }
+        }
         defer { if holder.isRunning { kill(holder.processIdentifier, SIGKILL) } }
-        #expect(await eventually { redis.command("EXISTS", "swiftpaging:test:l:10 1:0").hasPrefix(":1") }, "the child took the lease")
+        #expect(took, "the child took the lease")
         kill(holder.processIdentifier, SIGKILL)
         holder.waitUntilExit()
 
