@@ -2,6 +2,7 @@
 // GitHub-like fixture (20 ms a page), 32 clients paging through the same 50 pages at once; then
 // with one process killed (SIGKILL) and Redis restarted mid-load.
 import Foundation
+import PagingHost
 import PagingTestSupport
 
 func benchFleet(_ report: Report) async throws {
@@ -34,7 +35,7 @@ func benchFleet(_ report: Report) async throws {
 
     func rate(_ figures: FleetScenario.Figures) -> Double { Double(figures.answers) / figures.seconds }
     func latency(_ figures: FleetScenario.Figures) -> String {
-        "p50 \(fmt(figures.p50.milliseconds, 1)) ms, p99 \(fmt(figures.p99.milliseconds, 1)) ms"
+        "p50 \(fmt(figures.p50.seconds * 1_000, 1)) ms, p99 \(fmt(figures.p99.seconds * 1_000, 1)) ms"
     }
     func fetches(_ figures: FleetScenario.Figures) -> Int { figures.upstreamFetches.values.reduce(0, +) }
     let onceEach = fetches(four) == scenario.pages && four.upstreamFetches.values.allSatisfy { $0 == 1 }
@@ -51,7 +52,7 @@ func benchFleet(_ report: Report) async throws {
     let leaseBound = rough.slowest <= .milliseconds(scenario.leaseMs) + .seconds(2)
     report.add("14c", "… one process killed (SIGKILL) after a third of the requests, Redis restarted after two thirds",
                "\(rough.failures.count) failed requests; \(rough.completeClients) of \(scenario.clients) clients got every item once; "
-                   + "\(rough.failovers) requests sent again to the next process; slowest request \(fmt(rough.slowest.milliseconds, 0)) ms "
+                   + "\(rough.failovers) requests sent again to the next process; slowest request \(fmt(rough.slowest.seconds * 1_000, 0)) ms "
                    + "(lease \(scenario.leaseMs) ms); \(fetches(rough)) upstream fetches",
                target: "no request to a live process fails; none waits past the lease", verdict(survived && leaseBound),
                "a request cut off by the kill is sent again to the next process (as a load balancer would); a page the killed "
@@ -59,8 +60,4 @@ func benchFleet(_ report: Report) async throws {
                    + "PostgreSQL and the upstream")
     if !(onceEach && clean) { report.miss("14b (fleet): \(fetches(four)) upstream fetches, \(four.failures.count) failures") }
     if !(survived && leaseBound) { report.miss("14c (fleet under failure): \(rough.failures.prefix(3))") }
-}
-
-extension Duration {
-    var milliseconds: Double { Double(components.seconds) * 1_000 + Double(components.attoseconds) / 1e15 }
 }

@@ -134,6 +134,45 @@ public final class Pipeline: Sendable {
         for interceptor in isolatedInterceptors { interceptor.destroy() }
     }
 
+    /// One plugin of the pipeline, in process or isolated, as commands describe and ask it.
+    public struct Member: Sendable {
+        public let kind: PluginKind
+        public let id: String
+        public let version: String
+        /// The library's path.
+        public let library: String
+        public let abiVersion: String
+        public let isIsolated: Bool
+        /// The plugin's health check (`paging.health/1`), in its child when isolated.
+        public let health: @Sendable () -> PluginHealth
+        /// What the host measured of its calls and what it published.
+        public let stats: @Sendable () -> PluginStats.Snapshot
+
+        /// "id version (library, ABI x.y)", with ", isolated in a child process" when it is.
+        public var summary: String {
+            "\(id) \(version) (\(library), ABI \(abiVersion)\(isIsolated ? ", isolated in a child process" : ""))"
+        }
+    }
+
+    /// Every plugin: the source first, then the interceptors (in-process ones, then isolated
+    /// ones, each in manifest order).
+    public var members: [Member] {
+        func loaded(_ kind: PluginKind, _ descriptor: PluginDescriptor, _ library: PluginLibrary,
+                    health: @escaping @Sendable () -> PluginHealth, stats: @escaping @Sendable () -> PluginStats.Snapshot) -> Member {
+            Member(kind: kind, id: descriptor.id, version: descriptor.version, library: library.path,
+                   abiVersion: library.abiVersion.description, isIsolated: false, health: health, stats: stats)
+        }
+        func isolated(_ kind: PluginKind, _ identity: IsolatedPluginIdentity, _ library: String,
+                      health: @escaping @Sendable () -> PluginHealth, stats: @escaping @Sendable () -> PluginStats.Snapshot) -> Member {
+            Member(kind: kind, id: identity.id, version: identity.version, library: library,
+                   abiVersion: identity.abiVersion, isIsolated: true, health: health, stats: stats)
+        }
+        return (source.map { source in [loaded(.source, source.descriptor, source.library, health: source.health, stats: { source.stats })] } ?? [])
+            + (isolatedSource.map { source in [isolated(.source, source.identity, source.library, health: source.health, stats: { source.stats })] } ?? [])
+            + interceptors.map { plugin in loaded(.interceptor, plugin.descriptor, plugin.library, health: plugin.health, stats: { plugin.stats }) }
+            + isolatedInterceptors.map { plugin in isolated(.interceptor, plugin.identity, plugin.library, health: plugin.health, stats: { plugin.stats }) }
+    }
+
     /// One plugin's figures: the host's measures of its calls (when asked for) and what it
     /// published.
     public struct PluginFigures: Sendable {
@@ -143,14 +182,10 @@ public final class Pipeline: Sendable {
         public let stats: PluginStats.Snapshot
     }
 
-    /// Every plugin's figures, the source first, then the interceptors (in-process ones, then
-    /// isolated ones, each in manifest order). An isolated plugin's calls are timed in this
-    /// process, round trips included; its counters and gauges are its running child's.
+    /// Every plugin's figures, in the order of ``members``. An isolated plugin's calls are timed
+    /// in this process, round trips included; its counters and gauges are its running child's.
     public var stats: [PluginFigures] {
-        (source.map { [PluginFigures(id: $0.descriptor.id, kind: .source, library: $0.library.path, stats: $0.stats)] } ?? [])
-            + (isolatedSource.map { [PluginFigures(id: $0.identity.id, kind: .source, library: $0.library, stats: $0.stats)] } ?? [])
-            + interceptors.map { PluginFigures(id: $0.descriptor.id, kind: .interceptor, library: $0.library.path, stats: $0.stats) }
-            + isolatedInterceptors.map { PluginFigures(id: $0.identity.id, kind: .interceptor, library: $0.library, stats: $0.stats) }
+        members.map { PluginFigures(id: $0.id, kind: $0.kind, library: $0.library, stats: $0.stats()) }
     }
 
     /// The parameters of the manifest's requests.

@@ -340,10 +340,13 @@ struct IsolationStartError: Error, CustomStringConvertible {
 
 extension Duration {
     /// Whole milliseconds, at least 0.
-    var wholeMilliseconds: UInt64 {
+    package var wholeMilliseconds: UInt64 {
         let (seconds, attoseconds) = components
         return UInt64(max(0, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))
     }
+
+    /// The duration in seconds, with its fraction.
+    package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 extension PluginProcess {

@@ -90,7 +90,7 @@ final class PageService: Sendable {
             loaded = try await within(timeout) { try await pager.load(pagingRequest) }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): no answer within \(timeout)")
-            return .error(504, "the page was not loaded within \(timeout.wholeMillisecondsText) ms")
+            return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
         } catch {
             // The details (plugin, upstream) go to the log, not to the client.
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key) failed: \(error)")
@@ -137,14 +137,9 @@ final class PageService: Sendable {
     // MARK: Health
 
     private func health() -> HTTPAnswer {
-        var sick: [String] = []
-        func check(_ name: String, _ health: PluginHealth) {
-            if case .unhealthy(let status) = health { sick.append("\(name): \(status)") }
+        let sick = pipeline.members.compactMap { plugin -> String? in
+            if case .unhealthy(let status) = plugin.health() { "\(plugin.id): \(status)" } else { nil }
         }
-        if let source = pipeline.source { check(source.descriptor.id, source.health()) }
-        if let source = pipeline.isolatedSource { check(source.identity.id, source.health()) }
-        for interceptor in pipeline.interceptors { check(interceptor.descriptor.id, interceptor.health()) }
-        for interceptor in pipeline.isolatedInterceptors { check(interceptor.identity.id, interceptor.health()) }
         guard sick.isEmpty else {
             let list = sick.map { JSONValue.string($0).jsonText }.joined(separator: ", ")
             return HTTPAnswer(status: 503, body: Array("{\"status\": \"unhealthy\", \"plugins\": [\(list)]}\n".utf8))
@@ -182,13 +177,6 @@ func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async
             finish(await work.result)
             timer.cancel()
         }
-    }
-}
-
-extension Duration {
-    var wholeMillisecondsText: String {
-        let (seconds, attoseconds) = components
-        return String(seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
     }
 }
 
@@ -285,8 +273,4 @@ final class ServeMetrics: Sendable {
         }
         return out + "\""
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -32,31 +32,16 @@ struct ValidateCommand {
         guard let manifestPath else { throw UsageError("validate: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
-        // Plugins that offer paging.health/1 say whether they can serve now.
-        // Isolated plugins answer in their child processes.
-        func isolated(_ identity: IsolatedPluginIdentity, _ library: String) -> String {
-            "\(identity.id) \(identity.version) (\(library), ABI \(identity.abiVersion), isolated in a child process)"
-        }
-        let plugins = (pipeline.source.map { [("source", describe($0.descriptor, $0.library), $0.health())] } ?? [])
-            + (pipeline.isolatedSource.map { [("source", isolated($0.identity, $0.library), $0.health())] } ?? [])
-            + pipeline.interceptors.map { ("interceptor", describe($0.descriptor, $0.library), $0.health()) }
-            + pipeline.isolatedInterceptors.map { ("interceptor", isolated($0.identity, $0.library), $0.health()) }
-        let unhealthy = plugins.filter { if case .unhealthy = $0.2 { true } else { false } }
+        // Plugins that offer paging.health/1 say whether they can serve now (in their child
+        // processes when isolated).
+        let plugins = pipeline.members.map { ($0, $0.health()) }
+        let unhealthy = plugins.filter { if case .unhealthy = $0.1 { true } else { false } }
         Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
-        for (role, plugin, health) in plugins {
-            Output.line("  \(role): \(plugin)\(describe(health))")
-        }
-        if let incremental = manifest.incremental {
-            let kept = try incremental.keptValue()
-            Output.line("  incremental: {state.\(incremental.state)} = max of \(incremental.cursor), "
-                        + (kept.map { "kept: \"\($0)\"" } ?? "initial: \"\(incremental.initial)\"") + " (\(incremental.stateFile), namespace \(incremental.namespace))")
+        for (plugin, health) in plugins {
+            Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(describe(health))")
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
-    }
-
-    private func describe(_ descriptor: PluginDescriptor, _ library: PluginLibrary) -> String {
-        "\(descriptor.id) \(descriptor.version) (\(library.path), ABI \(library.abiVersion))"
     }
 
     private func describe(_ health: PluginHealth) -> String {

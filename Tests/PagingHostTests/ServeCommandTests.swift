@@ -24,9 +24,10 @@ struct ServeCommandTests {
         try #require(reply.json()["items"] as? [[String: Any]]).compactMap { $0["n"] as? Int }
     }
 
-    @Test(.timeLimit(.minutes(2)))
-    func pagesThroughEveryItem_onceAndInOrder_andBack() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    /// The same with every plugin in a child process of its own (`--isolate-all`).
+    @Test(.timeLimit(.minutes(2)), arguments: [[], ["--isolate-all"]])
+    func pagesThroughEveryItem_onceAndInOrder_andBack(options: [String]) throws {
+        let server = try ServeProcess([try manifest()] + options, environment: Self.secret)
         var reply = try server.get("/pages")
         #expect(reply.status == 200 && reply.headers["content-type"] == "application/json", "\(reply.text)")
         var items = try numbers(reply)

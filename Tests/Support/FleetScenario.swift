@@ -1,6 +1,7 @@
 import Foundation
 import GitHubFixtureServer
 import Paging
+import PagingHost
 import LoopbackHTTP
 
 /// A fleet of `pager serve` processes sharing one Redis (`redis-cache`) and one PostgreSQL
@@ -153,8 +154,4 @@ extension FleetScenario {
             }
         }
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -162,19 +162,11 @@ func redisServerPID(port: Int) -> Int32? {
 
 /// Sends `request` to the Redis server on `port` and returns what one read brings back.
 func redisExchange(port: Int, _ request: [UInt8]) -> String? {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return nil }
+    guard let fd = try? connectLoopback(port: UInt16(port)) else { return nil }
     defer { close(fd) }
     var timeout = timeval(tv_sec: 1, tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = UInt16(port).bigEndian
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-    }
-    guard connected, write(fd, request, request.count) == request.count else { return nil }
+    guard write(fd, request, request.count) == request.count else { return nil }
     var buffer = [UInt8](repeating: 0, count: 65536)
     let count = read(fd, &buffer, buffer.count)
     return count > 0 ? String(decoding: buffer.prefix(count), as: UTF8.self) : nil

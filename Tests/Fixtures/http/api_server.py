@@ -33,14 +33,11 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   GET  /stats                      {"token_requests": n, "requests": n}
 """
 import json
-import socket
-import socketserver
-import sys
 import threading
 
-from loopback import serve
+import loopback
 import time
-from urllib.parse import urlsplit, parse_qs
+from urllib.parse import parse_qs
 
 RECORDS = [{"id": i, "name": f"r{i}", "group": i % 3} for i in range(1, 26)]
 lock = threading.Lock()
@@ -52,38 +49,15 @@ events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1
 failing_pages = {}     # page -> how many more requests for it fail
 
 
-class Handler(socketserver.StreamRequestHandler):
-    def setup(self):
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+class Handler(loopback.Handler):
     def send(self, status, obj, headers=()):
-        body = json.dumps(obj).encode()
-        head = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers]
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        self.wfile.flush()
+        super().send(status, json.dumps(obj).encode(), headers)
 
-    def handle(self):
-        while True:
-            line = self.rfile.readline(65537)
-            if not line:
-                return
-            method, target = line.decode().split()[:2]
-            headers = {}
-            while True:
-                h = self.rfile.readline(65537)
-                if h in (b"\r\n", b"\n", b""):
-                    break
-                k, _, v = h.decode().partition(":")
-                headers[k.strip().lower()] = v.strip()
-            body = self.rfile.read(int(headers.get("content-length", "0") or 0))
-            url = urlsplit(target)
-            q = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            with lock:
-                if url.path != "/stats":
-                    stats["requests"] += 1
-            self.route(method, url.path, q, headers, body)
+    def answer(self, method, url, q, headers, body):
+        with lock:
+            if url.path != "/stats":
+                stats["requests"] += 1
+        self.route(method, url.path, q, headers, body)
 
     def route(self, method, path, q, headers, body):
         if path == "/stats":
@@ -192,4 +166,4 @@ class Handler(socketserver.StreamRequestHandler):
 
 
 if __name__ == "__main__":
-    serve(Handler)
+    loopback.serve(Handler)

@@ -26,14 +26,10 @@ Paths (query strings are ignored unless said):
 """
 import gzip
 import json
-import socket
-import socketserver
-import sys
 import threading
 
-from loopback import serve
+import loopback
 import time
-from urllib.parse import urlsplit, parse_qs
 
 seen = []
 seen_lock = threading.Lock()
@@ -53,44 +49,14 @@ def items_body(page):
     return json.dumps({"items": [{"id": page * 10 + i} for i in range(2)]}).encode()
 
 
-class Handler(socketserver.StreamRequestHandler):
-    def setup(self):
-        super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def send(self, status, body=b"", headers=(), content_type="application/json"):
-        head = [f"HTTP/1.1 {status} X", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
-        head += [f"{k}: {v}" for k, v in headers]
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
-        self.wfile.flush()
-
-    def handle(self):
-        while True:
-            line = self.rfile.readline(65537)
-            if not line:
-                return
-            parts = line.decode("latin-1").split()
-            if len(parts) < 2:
-                return
-            headers = {}
-            while True:
-                h = self.rfile.readline(65537)
-                if h in (b"\r\n", b"\n", b""):
-                    break
-                k, _, v = h.decode("latin-1").partition(":")
-                headers[k.strip().lower()] = v.strip()
-            length = int(headers.get("content-length", "0") or 0)
-            if length:
-                self.rfile.read(length)
-            url = urlsplit(parts[1])
-            query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
-            if url.path != "/seen":
-                with seen_lock:
-                    seen.append({"path": url.path, "query": url.query, "host": headers.get("host", ""),
-                                 "authorization": headers.get("authorization"),
-                                 "x-api-key": headers.get("x-api-key")})
-            if not self.route(url.path, query, headers):
-                return
+class Handler(loopback.Handler):
+    def answer(self, method, url, query, headers, body):
+        if url.path != "/seen":
+            with seen_lock:
+                seen.append({"path": url.path, "query": url.query, "host": headers.get("host", ""),
+                             "authorization": headers.get("authorization"),
+                             "x-api-key": headers.get("x-api-key")})
+        return self.route(url.path, query, headers)
 
     def route(self, path, query, headers):
         port = self.server.server_address[1]
@@ -167,4 +133,4 @@ class Handler(socketserver.StreamRequestHandler):
 
 
 if __name__ == "__main__":
-    serve(Handler)
+    loopback.serve(Handler)

@@ -1,8 +1,47 @@
 """What the fixture servers share: a threaded server on 127.0.0.1 (an ephemeral port) that
-prints "PORT <n>" once it listens and stops when its standard input closes."""
+prints "PORT <n>" once it listens and stops when its standard input closes, and a handler that
+reads the requests of a keep-alive connection one after another."""
+import socket
 import socketserver
 import sys
 import threading
+from urllib.parse import urlsplit, parse_qs
+
+
+class Handler(socketserver.StreamRequestHandler):
+    """Hands each request to `answer(method, url, query, headers, body)` (the url split, the
+    query's first values, header names in lower case); an answer of False ends the connection."""
+
+    def setup(self):
+        super().setup()
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, status, body=b"", headers=(), content_type="application/json"):
+        head = [f"HTTP/1.1 {status} X", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
+        head += [f"{k}: {v}" for k, v in headers]
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        self.wfile.flush()
+
+    def handle(self):
+        while True:
+            line = self.rfile.readline(65537)
+            if not line:
+                return
+            parts = line.decode("latin-1").split()
+            if len(parts) < 2:
+                return
+            headers = {}
+            while True:
+                h = self.rfile.readline(65537)
+                if h in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = h.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            body = self.rfile.read(int(headers.get("content-length", "0") or 0))
+            url = urlsplit(parts[1])
+            query = {k: v[0] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+            if self.answer(parts[0], url, query, headers, body) is False:
+                return
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
