@@ -32,7 +32,7 @@ let package = Package(
         .target(name: "PagingConformance", dependencies: ["PagingHost", "Paging", "CPaging"]),
         .target(name: "PagingPluginKit", dependencies: ["CPaging"]),
         .executableTarget(name: "pager", dependencies: ["PagingHost", "PagingConformance", "CTerminal", "CHTTPServer"]),
-        .target(name: "CHTTPServer", linkerSettings: [.linkedLibrary("microhttpd")]),
+        .target(name: "CHTTPServer"),
         .target(name: "CTerminal"),
         .target(name: "PagingJSONLines", dependencies: ["CPaging"], path: "Plugins/JSONLines"),
         .target(name: "PagingLoggingPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/Logging"),

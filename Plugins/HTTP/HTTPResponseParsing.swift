@@ -59,26 +59,33 @@ enum ResponseParsing {
         var rest = Substring(header)
         while let open = rest.firstIndex(of: "<") {
             guard let close = rest[open...].firstIndex(of: ">") else { break }
-            let target = String(rest[rest.index(after: open)..<close])
+            let target = rest[rest.index(after: open)..<close]
             rest = rest[rest.index(after: close)...]
             // Parameters run up to the next link (a "<" after a comma) or the end.
             let paramsEnd = rest.firstIndex(of: "<") ?? rest.endIndex
             let params = rest[..<paramsEnd]
             rest = rest[paramsEnd...]
+            var resolved: String?
             for param in params.split(separator: ";") {
-                let pair = param.split(separator: "=", maxSplits: 1)
-                guard pair.count == 2,
-                      pair[0].trimmingCharacters(in: .whitespaces).lowercased() == "rel" else { continue }
-                var value = pair[1].trimmingCharacters(in: .whitespaces)
-                if value.hasSuffix(",") { value.removeLast() }
-                value = value.trimmingCharacters(in: CharacterSet(charactersIn: "\" \t"))
-                let resolved = resolve(target, base: base)
-                for rel in value.lowercased().split(separator: " ") where result[String(rel)] == nil {
+                guard let equals = param.firstIndex(of: "="),
+                      trimmed(param[..<equals], of: " \t").lowercased() == "rel" else { continue }
+                var value = trimmed(param[param.index(after: equals)...], of: " \t")
+                if value.hasSuffix(",") { value = value.dropLast() }
+                for rel in trimmed(value, of: "\" \t").lowercased().split(separator: " ") where result[String(rel)] == nil {
+                    resolved = resolved ?? resolve(String(target), base: base)
                     result[String(rel)] = resolved
                 }
             }
         }
         return result
+    }
+
+    /// `text` without the characters of `set` at either end.
+    static func trimmed(_ text: Substring, of set: String) -> Substring {
+        var text = text
+        while let first = text.first, set.contains(first) { text.removeFirst() }
+        while let last = text.last, set.contains(last) { text.removeLast() }
+        return text
     }
 
     /// A URL reference resolved against `base`. Absolute http(s) URLs and absolute paths, the

@@ -219,9 +219,11 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
     for (;;) {
         uint64_t child = 0;
         if (mask) {
-            char digits[24];
-            int len = snprintf(digits, sizeof digits, "%zu", index);
-            child = child_mask(s, mask, depth, (const uint8_t *)digits, (size_t)len, 1);
+            // The index in decimal, written backwards from the end (snprintf cost an item ~0.2 µs).
+            uint8_t digits[24];
+            size_t at = sizeof digits, rest = index;
+            do { digits[--at] = (uint8_t)('0' + rest % 10); rest /= 10; } while (rest);
+            child = child_mask(s, mask, depth, digits + at, sizeof digits - at, 1);
         }
         size_t start = s->i, spaces = s->spaces;
         if (value(s, depth + 1, child) != 0) return -1;

@@ -193,8 +193,7 @@ static void *run(void *arg) {
                 break;
             }
         }
-        // A callback may have started or cancelled a transfer on this thread (without a
-        // wakeup): handle it before waiting.
+        // Transfers started or cancelled meanwhile: handled before waiting.
         pthread_mutex_lock(&c->lock);
         int more = c->pending != NULL || c->cancel_count > 0;
         pthread_mutex_unlock(&c->lock);
@@ -283,11 +282,25 @@ uint64_t ht_client_start(ht_client *c, const ht_request *req, ht_callback callba
     }
     uint64_t id = c->next_id++;
     t->id = id;
+    if (pthread_equal(pthread_self(), c->thread)) {
+        pthread_mutex_unlock(&c->lock);
+        // From a callback (the client's thread, never inside libcurl): handed to libcurl and
+        // sent at once, so that a page fetched ahead is on its way while the callback hands out
+        // the current one, rather than after.
+        if (curl_multi_add_handle(c->multi, t->easy) != CURLM_OK) {
+            transfer_free(t);
+            return 0;
+        }
+        t->next = c->active;
+        c->active = t;
+        int running = 0;
+        curl_multi_perform(c->multi, &running);
+        return id;
+    }
     t->next = c->pending;
     c->pending = t;
     pthread_mutex_unlock(&c->lock);
-    // From a callback (the client's thread) the loop sees it before it waits: no wakeup.
-    if (!pthread_equal(pthread_self(), c->thread)) curl_multi_wakeup(c->multi);
+    curl_multi_wakeup(c->multi);
     return id;
 }
 

@@ -2,6 +2,7 @@
 #include "paging_http_server.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -11,6 +12,50 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* libmicrohttpd is opened when a server starts, not when the program does: loading it (and
+ * GnuTLS behind it) cost every `pager` command ~2 ms, and only `pager serve` uses it. */
+static struct {
+    __typeof__(&MHD_start_daemon) start_daemon;
+    __typeof__(&MHD_stop_daemon) stop_daemon;
+    __typeof__(&MHD_quiesce_daemon) quiesce_daemon;
+    __typeof__(&MHD_get_daemon_info) get_daemon_info;
+    __typeof__(&MHD_get_connection_values) get_connection_values;
+    __typeof__(&MHD_suspend_connection) suspend_connection;
+    __typeof__(&MHD_resume_connection) resume_connection;
+    __typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
+    __typeof__(&MHD_add_response_header) add_response_header;
+    __typeof__(&MHD_queue_response) queue_response;
+    __typeof__(&MHD_destroy_response) destroy_response;
+} mhd;
+static pthread_once_t mhd_once = PTHREAD_ONCE_INIT;
+static char mhd_error[300];
+
+#define MHD_LIBRARY "libmicrohttpd.so.12"
+#define MHD_SYMBOL(field, name) \
+    if (mhd_error[0] == '\0' && (*(void **)&mhd.field = dlsym(library, name)) == NULL) \
+        snprintf(mhd_error, sizeof mhd_error, "%s has no %s", MHD_LIBRARY, name);
+
+static void mhd_load(void)
+{
+    void *library = dlopen(MHD_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (library == NULL) {
+        snprintf(mhd_error, sizeof mhd_error, "cannot load %s (GNU libmicrohttpd; on Debian: apt install libmicrohttpd12): %s",
+                 MHD_LIBRARY, dlerror());
+        return;
+    }
+    MHD_SYMBOL(start_daemon, "MHD_start_daemon")
+    MHD_SYMBOL(stop_daemon, "MHD_stop_daemon")
+    MHD_SYMBOL(quiesce_daemon, "MHD_quiesce_daemon")
+    MHD_SYMBOL(get_daemon_info, "MHD_get_daemon_info")
+    MHD_SYMBOL(get_connection_values, "MHD_get_connection_values")
+    MHD_SYMBOL(suspend_connection, "MHD_suspend_connection")
+    MHD_SYMBOL(resume_connection, "MHD_resume_connection")
+    MHD_SYMBOL(create_response_from_buffer, "MHD_create_response_from_buffer")
+    MHD_SYMBOL(add_response_header, "MHD_add_response_header")
+    MHD_SYMBOL(queue_response, "MHD_queue_response")
+    MHD_SYMBOL(destroy_response, "MHD_destroy_response")
+}
 
 struct paging_http_server {
     struct MHD_Daemon *daemon;
@@ -65,19 +110,19 @@ static void free_exchange(paging_http_exchange *exchange)
     free(exchange->query);
     free(exchange->method);
     free(exchange->path);
-    if (exchange->response != NULL) MHD_destroy_response(exchange->response);
+    if (exchange->response != NULL) mhd.destroy_response(exchange->response);
     pthread_mutex_destroy(&exchange->lock);
     free(exchange);
 }
 
 static enum MHD_Result answer_now(struct MHD_Connection *connection, unsigned status, const char *body)
 {
-    struct MHD_Response *response = MHD_create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *response = mhd.create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result result;
     if (response == NULL) return MHD_NO;
-    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    result = MHD_queue_response(connection, status, response);
-    MHD_destroy_response(response);
+    mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    result = mhd.queue_response(connection, status, response);
+    mhd.destroy_response(response);
     return result;
 }
 
@@ -107,9 +152,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!exchange->started) {
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
             return answer_now(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\": \"only GET is served\"}\n");
-        if (MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
+        if (mhd.get_connection_values(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
         exchange->started = 1;
-        MHD_suspend_connection(connection);
+        mhd.suspend_connection(connection);
         server->handler(server->context, exchange);
         return MHD_YES;
     }
@@ -121,7 +166,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     pthread_mutex_unlock(&exchange->lock);
     /* No response (out of memory): the connection is closed. */
     if (exchange->response == NULL) return MHD_NO;
-    return MHD_queue_response(connection, exchange->status, exchange->response);
+    return mhd.queue_response(connection, exchange->status, exchange->response);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code)
@@ -155,6 +200,11 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
         snprintf(error, error_size, "'%s' is not an IPv4 or IPv6 address", address);
         return NULL;
     }
+    pthread_once(&mhd_once, mhd_load);
+    if (mhd_error[0] != '\0') {
+        snprintf(error, error_size, "%s", mhd_error);
+        return NULL;
+    }
     server = calloc(1, sizeof *server);
     if (server == NULL) {
         snprintf(error, error_size, "out of memory");
@@ -163,7 +213,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->handler = handler;
     server->context = context;
     errno = 0;
-    server->daemon = MHD_start_daemon(flags, port, NULL, NULL, on_request, server,
+    server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
                                       MHD_OPTION_CONNECTION_LIMIT, limits.connections,
                                       MHD_OPTION_CONNECTION_TIMEOUT, limits.idle_timeout_seconds,
@@ -176,7 +226,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
         free(server);
         return NULL;
     }
-    info = MHD_get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    info = mhd.get_daemon_info(server->daemon, MHD_DAEMON_INFO_BIND_PORT);
     server->port = info != NULL ? info->port : port;
     return server;
 }
@@ -185,13 +235,13 @@ uint16_t paging_http_port(const paging_http_server *server) { return server->por
 
 void paging_http_stop_accepting(paging_http_server *server)
 {
-    MHD_socket listening = MHD_quiesce_daemon(server->daemon);
+    MHD_socket listening = mhd.quiesce_daemon(server->daemon);
     if (listening != MHD_INVALID_SOCKET) close(listening);
 }
 
 void paging_http_stop(paging_http_server *server)
 {
-    MHD_stop_daemon(server->daemon);
+    mhd.stop_daemon(server->daemon);
     free(server);
 }
 
@@ -210,15 +260,15 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
 void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
                          const uint8_t *body, size_t length)
 {
-    struct MHD_Response *response = MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    struct MHD_Response *response = mhd.create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (response != NULL) {
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        mhd.add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     }
     pthread_mutex_lock(&exchange->lock);
     exchange->response = response;
     exchange->status = status;
     exchange->answered = 1;
     pthread_mutex_unlock(&exchange->lock);
-    MHD_resume_connection(exchange->connection);
+    mhd.resume_connection(exchange->connection);
 }
