@@ -73,6 +73,25 @@ static int string(scanner *s, int *escaped) {
     size_t i = s->i + 1, n = s->len;
     *escaped = 0;
     for (;;) {
+        // 8 bytes at a time while none is a quote, a backslash, a control character or
+        // non-ASCII (each test flags the lowest matching byte exactly: borrows run upwards from
+        // a matching byte), then byte by byte from the first such byte.
+        while (n - i >= 8) {
+            const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+            uint64_t word;
+            memcpy(&word, p + i, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            word = __builtin_bswap64(word); // the first byte lowest, as on little-endian machines
+#endif
+            uint64_t quote = word ^ (ones * '"'), backslash = word ^ (ones * '\\');
+            uint64_t flags = (((word - ones * 0x20) & ~word) | ((quote - ones) & ~quote)
+                              | ((backslash - ones) & ~backslash) | word) & high;
+            if (flags != 0) {
+                i += (size_t)__builtin_ctzll(flags) >> 3;
+                break;
+            }
+            i += 8;
+        }
         while (i < n && p[i] >= 0x20 && p[i] < 0x80 && p[i] != '"' && p[i] != '\\') i++;
         if (i >= n) { s->i = n; return fail_at(s, "inside a string"); }
         uint8_t c = p[i];

@@ -172,7 +172,10 @@ package struct PageBuilder: Sendable {
 }
 
 /// A fetch between `fetch()` and its completion.
-package struct PendingFetch: Sendable {
+///
+/// A class, changed in place under the instance's `fetches` lock only: a struct in the
+/// dictionary was copied out to be read on every item the plugin added.
+package final class PendingFetch: @unchecked Sendable {
     var builder = PageBuilder()
     /// The retry hint of the failure to come (`paging.retry-hint/1`).
     var retryAfter: Duration?
@@ -210,25 +213,24 @@ extension PluginInstance {
     /// Applies `change` to a pending fetch; an unknown or finished id, or a change that reports
     /// a problem, is refused and logged. `ends` marks the calls that finish a fetch.
     func updateFetch(
-        _ id: UInt64, _ function: String, ends: Bool = false, _ change: (inout PendingFetch) -> String?
+        _ id: UInt64, _ function: String, ends: Bool = false, _ change: (PendingFetch) -> String?
     ) -> paging_status_t {
         let outcome = fetches.withLock { fetches -> (paging_status_t, String?, CheckedContinuation<FetchResult, Never>?, FetchResult?) in
-            guard let index = fetches.index(forKey: id), fetches.values[index].result == nil else {
+            guard let fetch = fetches[id], fetch.result == nil else {
                 return (PAGING_ERR_INVALID_ARGUMENT, "\(function) for unknown or finished fetch id \(id)", nil, nil)
             }
-            // Changed in place: a copy out and back would copy the page's items on every item added.
             var status = PAGING_OK
             var message: String?
-            if let problem = change(&fetches.values[index]) {
+            if let problem = change(fetch) {
                 // A bad argument fails the fetch: its page could not be what the plugin meant.
-                fetches.values[index].result = .failed(.invalidArgument, "\(function): \(problem)")
+                fetch.result = .failed(.invalidArgument, "\(function): \(problem)")
                 status = PAGING_ERR_INVALID_ARGUMENT
                 message = "\(function): \(problem)"
             }
-            guard let result = fetches.values[index].result else { return (status, message, nil, nil) }
+            guard let result = fetch.result else { return (status, message, nil, nil) }
             // Finished: the waiter, if there is one, is resumed and the fetch removed.
-            guard let waiter = fetches.values[index].waiter else { return (status, message, nil, result) }
-            fetches.remove(at: index)
+            guard let waiter = fetch.waiter else { return (status, message, nil, result) }
+            fetches[id] = nil
             return (status, message, waiter, result)
         }
         if outcome.0 == PAGING_ERR_INVALID_ARGUMENT && outcome.3 == nil,

@@ -283,7 +283,7 @@ extension PluginInstance {
     /// Finishes a fetch on the host's side (timeout, cancellation); a no-op once it finished.
     package func finishFetch(_ id: UInt64, _ result: FetchResult) {
         let (ended, waiter) = fetches.withLock { fetches -> (Bool, CheckedContinuation<FetchResult, Never>?) in
-            guard var fetch = fetches[id], fetch.result == nil else { return (false, nil) }
+            guard let fetch = fetches[id], fetch.result == nil else { return (false, nil) }
             // Before the fetch ends, so that a completion arriving meanwhile finds why.
             if case .failed(let status, _, _) = result { rememberEnded(id, status) }
             fetch.result = result
@@ -291,7 +291,6 @@ extension PluginInstance {
                 fetches[id] = nil
                 return (true, waiter)
             }
-            fetches[id] = fetch
             return (true, nil)
         }
         guard ended else { return }

