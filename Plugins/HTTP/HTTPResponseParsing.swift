@@ -55,24 +55,26 @@ enum ResponseParsing {
     /// The URLs of a Link header by rel (`rel="next"`, `rel=prev`, `rel="prev first"` ...),
     /// resolved against `base`. The first link of each rel wins.
     static func links(_ header: String, base: String) -> [String: String] {
+        // Bytes, not Characters: a header is ASCII in practice, and walking it by grapheme
+        // cost ~13 µs a page.
         var result: [String: String] = [:]
-        var rest = Substring(header)
-        while let open = rest.firstIndex(of: "<") {
-            guard let close = rest[open...].firstIndex(of: ">") else { break }
-            let target = rest[rest.index(after: open)..<close]
-            rest = rest[rest.index(after: close)...]
+        var rest = Array(header.utf8)[...]
+        while let open = rest.firstIndex(of: UInt8(ascii: "<")) {
+            guard let close = rest[open...].firstIndex(of: UInt8(ascii: ">")) else { break }
+            let target = rest[(open + 1)..<close]
+            rest = rest[(close + 1)...]
             // Parameters run up to the next link (a "<" after a comma) or the end.
-            let paramsEnd = rest.firstIndex(of: "<") ?? rest.endIndex
+            let paramsEnd = rest.firstIndex(of: UInt8(ascii: "<")) ?? rest.endIndex
             let params = rest[..<paramsEnd]
             rest = rest[paramsEnd...]
             var resolved: String?
-            for param in params.split(separator: ";") {
-                guard let equals = param.firstIndex(of: "="),
-                      trimmed(param[..<equals], of: " \t").lowercased() == "rel" else { continue }
-                var value = trimmed(param[param.index(after: equals)...], of: " \t")
-                if value.hasSuffix(",") { value = value.dropLast() }
-                for rel in trimmed(value, of: "\" \t").lowercased().split(separator: " ") where result[String(rel)] == nil {
-                    resolved = resolved ?? resolve(String(target), base: base)
+            for param in params.split(separator: UInt8(ascii: ";")) {
+                guard let equals = param.firstIndex(of: UInt8(ascii: "=")),
+                      asciiLowercased(trimmed(param[..<equals], of: " \t")) == "rel" else { continue }
+                var value = trimmed(param[(equals + 1)...], of: " \t")
+                if value.last == UInt8(ascii: ",") { value = value.dropLast() }
+                for rel in asciiLowercased(trimmed(value, of: "\" \t")).split(separator: " ") where result[String(rel)] == nil {
+                    resolved = resolved ?? resolve(String(decoding: target, as: UTF8.self), base: base)
                     result[String(rel)] = resolved
                 }
             }
@@ -80,25 +82,43 @@ enum ResponseParsing {
         return result
     }
 
-    /// `text` without the characters of `set` at either end.
-    static func trimmed(_ text: Substring, of set: String) -> Substring {
-        var text = text
-        while let first = text.first, set.contains(first) { text.removeFirst() }
-        while let last = text.last, set.contains(last) { text.removeLast() }
-        return text
+    /// `bytes` without the (ASCII) characters of `set` at either end.
+    private static func trimmed(_ bytes: ArraySlice<UInt8>, of set: StaticString) -> ArraySlice<UInt8> {
+        let set = UnsafeBufferPointer(start: set.utf8Start, count: set.utf8CodeUnitCount)
+        var bytes = bytes
+        while let first = bytes.first, set.contains(first) { bytes.removeFirst() }
+        while let last = bytes.last, set.contains(last) { bytes.removeLast() }
+        return bytes
+    }
+
+    /// `bytes` as text with ASCII letters in lower case.
+    private static func asciiLowercased(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes.map { (65...90).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// A URL reference resolved against `base`. Absolute http(s) URLs and absolute paths, the
-    /// usual ones, are done here; anything else is left to Foundation's URL (a whole parse).
+    /// usual ones, are done here on the bytes; anything else is left to Foundation's URL (a
+    /// whole parse).
     static func resolve(_ target: String, base: String) -> String {
-        let lowered = target.prefix(8).lowercased()
-        if lowered.hasPrefix("http://") || lowered.hasPrefix("https://") { return target }
-        if target.hasPrefix("/"), !target.hasPrefix("//"), !target.contains("/."), let scheme = base.range(of: "://"),
-           !target.contains(where: { $0 == " " || $0 == "\\" }) {
-            let authorityEnd = base[scheme.upperBound...].firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? base.endIndex
-            return base[..<authorityEnd] + target
+        let bytes = Array(target.utf8)
+        if startsIgnoringCase(bytes, with: "http://") || startsIgnoringCase(bytes, with: "https://") { return target }
+        let baseBytes = Array(base.utf8)
+        if bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/"),
+           !zip(bytes, bytes.dropFirst()).contains(where: { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: ".") }),
+           !bytes.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\\") }),
+           let colon = baseBytes.indices.first(where: { baseBytes[$0...].starts(with: "://".utf8) }) {
+            let authority = baseBytes[(colon + 3)...]
+            let authorityEnd = authority.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? baseBytes.endIndex
+            return String(decoding: baseBytes[..<authorityEnd], as: UTF8.self) + target
         }
         return URL(string: target, relativeTo: URL(string: base))?.absoluteString ?? target
+    }
+
+    /// Whether `bytes` starts with the ASCII `prefix`, in any case.
+    private static func startsIgnoringCase(_ bytes: [UInt8], with prefix: StaticString) -> Bool {
+        let prefix = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+        guard bytes.count >= prefix.count else { return false }
+        return zip(bytes, prefix).allSatisfy { ((65...90).contains($0) ? $0 | 0x20 : $0) == $1 }
     }
 
     /// Retry-After as whole seconds from now: delta-seconds or an HTTP-date; nil when absent

@@ -48,6 +48,16 @@ struct APIStyleTests {
         #expect(byTotal == Array(1...25))
     }
 
+    @Test func linkHeaders_inEveryStyleRFC8288Allows() async throws {
+        defer { server.stop() }
+        // Relative targets, REL in capitals, unquoted, "prev first", other links and
+        // parameters around the one wanted: each page's next is found.
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/link-styles?page=1", "pagination": {"type": "link"}}
+            """, pageSize: 10)
+        #expect(found == Array(1...25))
+    }
+
     @Test func slack_postBody_carriesTheCursor() async throws {
         defer { server.stop() }
         let found = try await pagedIDs("""

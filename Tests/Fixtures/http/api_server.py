@@ -19,6 +19,9 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
                                    rel="next" that repeats the query (the key too), as GitHub's do;
                                    with &elsewhere the Link names localhost instead of 127.0.0.1;
                                    a bad key is echoed in the 401
+  GET  /link-styles?page=P        10 records a page; Link headers as RFC 8288 allows them: several
+                                   links, relative targets, rel in any case, unquoted, with several
+                                   relation types and with other parameters around it
   GET  /github/limited?page=P      the first request of each page: 403 with X-RateLimit-Remaining: 0
                                    and X-RateLimit-Reset (now + 1 s); then the page
   GET  /keyed?page=P&api_key=K     needs api_key=k-123, else 401 echoing the query
@@ -127,6 +130,12 @@ class Handler(loopback.Handler):
                     q["api_key"] += "&elsewhere=1"
                 links = [("Link", f'<http://{host}/linked?api_key={q["api_key"]}&page={page + 1}>; rel="next"')]
             return self.send(200, RECORDS[(page - 1) * 10: page * 10], headers=links)
+        if path == "/link-styles":
+            page = int(q.get("page", "1"))
+            link = {1: '<http://example.invalid/link-styles?page=3>; rel="last", '
+                       '</link-styles?page=2> ;  title="two; of three" ; REL = "Next" , <https://example.invalid/x>; rel="alternate"',
+                    2: '</link-styles?page=1>; rel="prev first",\t</link-styles?page=3>;rel=next'}.get(page)
+            return self.send(200, RECORDS[(page - 1) * 10: page * 10], headers=[("Link", link)] if link else [])
         if path == "/github/limited":
             page = int(q.get("page", "1"))
             with lock:
