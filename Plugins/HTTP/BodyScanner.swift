@@ -63,9 +63,12 @@ struct ScanError: Error {
 }
 
 /// What one scan found; its ranges point into the scanned body (valid as long as the body).
-struct BodyScan: ~Copyable {
+///
+/// A class, immutable once made, so that a scan can be kept with the body it was made of (a
+/// page fetched ahead is scanned when it comes, before it is asked for).
+final class BodyScan: @unchecked Sendable {
     let body: UnsafeBufferPointer<UInt8>
-    private var result: hj_result
+    private let result: hj_result
 
     init(body: UnsafeBufferPointer<UInt8>, result: hj_result) {
         self.body = body

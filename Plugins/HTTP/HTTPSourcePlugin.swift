@@ -271,11 +271,21 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// The request ahead for `url` ended with a 2xx `response`, or nil (any other answer or a
     /// failure: the fetch that asks for it sends its own request, which reports what goes wrong).
     private func aheadEnded(_ url: String, _ response: TransportResponse?) {
-        guard let waiter = prefetcher.finish(url: url, keep: response.map { response in { StoredResponse(response) } }) else { return }
-        if let response {
-            received(response, waiter, url: url, hops: [])
-        } else {
-            send(waiter, url: url, hops: [])
+        switch prefetcher.arrived(url: url, usable: response != nil) {
+        case .waiter(let waiter):
+            if let response {
+                received(response, waiter, url: url, hops: [])
+            } else {
+                send(waiter, url: url, hops: [])
+            }
+        case .keep:
+            guard let response else { return }
+            let stored = StoredResponse(response, scannedWith: plan)
+            if let waiter = prefetcher.store(url: url, stored) {
+                stored.withResponse { received($0, waiter, url: url, hops: []) }
+            }
+        case .drop:
+            return
         }
     }
 
@@ -317,7 +327,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     private func deliver(_ response: TransportResponse, _ exchange: Exchange, url: String) {
         let scan: BodyScan
         do {
-            scan = try plan.scan(response.body)
+            scan = try (response.scanned ?? Result { () throws(ScanError) in try plan.scan(response.body) }).get()
         } catch {
             fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(ResponseParsing.snippet(response.body, limit: 80)))"))
             return
@@ -366,7 +376,7 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
     /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
-    private func pageKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+    private func pageKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         var page = try paginationKeys(scan, response, target, url: url)
         let count = scan.itemCount
         var last = count == 0
@@ -391,7 +401,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         return page
     }
 
-    private func paginationKeys(_ scan: borrowing BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+    private func paginationKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
         let short = count < target.pageSize || count == 0
         func text(_ slot: Int?) -> String? { slot.flatMap { scan.value($0).flatMap { JSONScalar($0).cursorText } } }
@@ -480,7 +490,7 @@ struct ItemBytes: ~Copyable {
     /// Per item: nil = the body's bytes; else its range in `compacted`.
     private var ranges: [Range<Int>?] = []
 
-    init(_ scan: consuming BodyScan, projection: ScanPlan?) {
+    init(_ scan: BodyScan, projection: ScanPlan?) {
         var compacted: [UInt8] = []
         var ranges: [Range<Int>?] = []
         for index in 0..<scan.itemCount {

@@ -39,6 +39,8 @@ struct TransportResponse {
     var headers: [(name: String, value: String)]
     /// For a 3xx with Location: the absolute URL it points at.
     var redirectURL: String?
+    /// The body's scan, when it was made ahead (StoredResponse).
+    var scanned: Result<BodyScan, ScanError>?
 
     /// A 2xx kept past its callback (StoredResponse): `body` is borrowed from it.
     init(status: Int, headers: [(name: String, value: String)], body: UnsafeBufferPointer<UInt8>) {

@@ -3,21 +3,35 @@
 // (and completes on its own thread, without waiting for the network) or waits for it.
 import Synchronization
 
-/// A response kept past its transfer's callback (a page fetched ahead): a 2xx, its headers and
-/// a copy of its body.
-final class StoredResponse: Sendable {
+/// A response kept past its transfer's callback (a page fetched ahead): a 2xx, its headers, a
+/// copy of its body, and the scan of that body.
+///
+/// The body is scanned when it comes, on the transfer's thread, while the fetch that will ask
+/// for it is still busy with the page before: the scan is then off that fetch's path.
+final class StoredResponse: @unchecked Sendable {
     let status: Int
     let headers: [(name: String, value: String)]
-    let body: [UInt8]
+    private let body: UnsafeMutableBufferPointer<UInt8>
+    private let scan: Result<BodyScan, ScanError>
 
-    init(_ response: TransportResponse) {
+    init(_ response: TransportResponse, scannedWith plan: ScanPlan) {
         status = response.status
         headers = response.headers
-        body = Array(response.body)
+        let body = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: response.body.count)
+        _ = body.initialize(from: response.body)
+        self.body = body
+        scan = Result { () throws(ScanError) in try plan.scan(UnsafeBufferPointer(body)) }
     }
 
+    deinit {
+        body.deallocate()
+    }
+
+    /// The response and its scan, valid during `use` only (they point into this copy).
     func withResponse<R>(_ use: (TransportResponse) -> R) -> R {
-        body.withUnsafeBufferPointer { use(TransportResponse(status: status, headers: headers, body: $0)) }
+        var response = TransportResponse(status: status, headers: headers, body: UnsafeBufferPointer(body))
+        response.scanned = scan
+        return withExtendedLifetime(self) { use(response) }
     }
 }
 
@@ -81,20 +95,44 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
         }
     }
 
-    /// The request ahead for `url` ended: returns the fetch waiting for it, if one claimed it
-    /// already; else `keep` (nil: nothing usable came) makes the copy kept for its claimer.
-    func finish(url: String, keep: (() -> StoredResponse)?) -> Waiter? {
+    /// What to do with the response ahead for `url`, which just came.
+    enum Arrival {
+        /// A fetch claimed it already: give it the response (or send its request again).
+        case waiter(Waiter)
+        /// Nobody asked yet: make the copy to keep, then `store` it.
+        case keep
+        /// Nothing to keep (not the request ahead, or no usable response).
+        case drop
+    }
+
+    /// The request ahead for `url` ended, with a usable response or not. Outside the lock, the
+    /// caller then copies and scans a response to `keep`: a fetch that claims it meanwhile
+    /// waits for `store`.
+    func arrived(url: String, usable: Bool) -> Arrival {
+        state.withLock { ahead in
+            guard let current = ahead, current.url == url else { return .drop }
+            if let waiter = current.waiter {
+                ahead = nil
+                return .waiter(waiter)
+            }
+            guard usable else {
+                ahead = nil
+                return .drop
+            }
+            return .keep
+        }
+    }
+
+    /// Keeps `response` for its claimer; returns the fetch that claimed it while it was being
+    /// made, if one did (it gets `response` now).
+    func store(url: String, _ response: StoredResponse) -> Waiter? {
         state.withLock { ahead in
             guard let current = ahead, current.url == url else { return nil }
             if let waiter = current.waiter {
                 ahead = nil
                 return waiter
             }
-            if let keep {
-                ahead?.response = keep()
-            } else {
-                ahead = nil
-            }
+            ahead?.response = response
             return nil
         }
     }

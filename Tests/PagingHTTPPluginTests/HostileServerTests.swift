@@ -139,6 +139,26 @@ struct HostileServerTests {
         #expect(error.message.contains(expected), "\(error.message)")
     }
 
+    /// A page fetched ahead is scanned when it comes, before it is asked for: a body that is
+    /// not JSON fails its load as it would have without the request ahead.
+    @Test func aBadPageFetchedAhead_failsItsLoad_sayingWhere() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/bad-third?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 2))
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.appendState.error == nil)
+        // Page 3 went out ahead with the append of page 2: wait until the server has seen it.
+        #expect(try await eventually {
+            try await server.seen().contains { $0["path"] as? String == "/bad-third" && $0["query"] as? String == "page=3" }
+        })
+        await manager.append().value
+        let error = try #require(manager.output.appendState.error as? PluginError)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("malformed body from \(server.baseURL)/bad-third?page=3: not JSON: the body ends early at byte 25"), "\(error.message)")
+        #expect(manager.output.values.count == 4)
+    }
+
     // MARK: Loops and schemes
 
     @Test func aRedirectLoop_failsNamingTheHops() async throws {

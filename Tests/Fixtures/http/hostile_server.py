@@ -22,6 +22,8 @@ Paths (query strings are ignored unless said):
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
+  /bad-third?page=N    items with a Link rel="next" on pages 1 and 2; page 3 is truncated JSON
+                       (the page fetched ahead after the first append)
   /cursor-cycle?c=X    items; {"next": ...}: "" -> "a" -> "b" -> "a"
 """
 import gzip
@@ -122,6 +124,11 @@ class Handler(loopback.Handler):
         elif path == "/link-cycle":
             nxt = {1: 2, 2: 3, 3: 2}[page]
             self.send(200, items_body(page), headers=[("Link", f'</link-cycle?page={nxt}>; rel="next"')])
+        elif path == "/bad-third":
+            if page == 3:
+                self.send(200, b'{"items":[{"id":1},{"id":')
+            else:
+                self.send(200, items_body(page), headers=[("Link", f'</bad-third?page={page + 1}>; rel="next"')])
         elif path == "/cursor-cycle":
             c = query.get("c", "")
             nxt = {"": "a", "a": "b", "b": "a"}[c]
