@@ -19,6 +19,10 @@ Paths (query strings are ignored unless said):
   /redirect-loop-a     302 to /redirect-loop-b, which 302s back to /redirect-loop-a
   /redirect-file       302 to file:///etc/passwd
   /link-other?page=N   items; Link rel="next" to http://localhost:PORT/link-other?page=N+1 (page 1 only)
+  /link-combining?page=N  items; page 1's Link rel="next" is http://localhost:PORT/ then U+0301 (a
+                       combining accent, which makes "/" and it one Character) and
+                       @127.0.0.1:PORT/...: its host is localhost, whatever a Character-wise
+                       reading finds after the "@"
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
@@ -116,6 +120,9 @@ class Handler(loopback.Handler):
             self.send(302, headers=[("Location", "file:///etc/passwd")])
         elif path == "/link-other":
             links = [("Link", f'<http://localhost:{port}/link-other?page={page + 1}>; rel="next"')] if page == 1 else []
+            self.send(200, items_body(page), headers=links)
+        elif path.endswith("/link-combining"):
+            links = [("Link", f'<http://localhost:{port}/\u0301@127.0.0.1:{port}/link-combining?page=2>; rel="next"')] if page == 1 else []
             self.send(200, items_body(page), headers=links)
         elif path == "/link-file":
             self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
