@@ -53,11 +53,14 @@ struct HostileServerTests {
         #expect(second["authorization"] as? String == "Bearer tok-allowed-456")
     }
 
-    @Test func aLinkToAnotherHost_isFetchedWithoutConfiguredHeaders() async throws {
+    /// Page 1 links to another host name of the same server: plainly, and hidden behind a
+    /// combining mark after a "/" (read by Character, the host after the "@" seemed trusted).
+    @Test(arguments: ["/link-other?page=1", "/link-combining?page=1"])
+    func aLinkToAnotherHost_isFetchedWithoutConfiguredHeaders(_ path: String) async throws {
         defer { server.stop() }
         setenv("HOSTILE_TEST_TOKEN", "tok-link-789", 1)
         let source = try makeSource("""
-            {"url": "\(server.baseURL)/link-other?page=1", "items": "/items", "pagination": {"type": "link"},
+            {"url": "\(server.baseURL)\(path)", "items": "/items", "pagination": {"type": "link"},
              "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
             """)
         let manager = try await pageToEnd(source, pageSize: 2)
@@ -65,24 +68,8 @@ struct HostileServerTests {
         let seen = try await server.seen()
         #expect(seen.count == 2)
         #expect(seen[0]["authorization"] as? String == "Bearer tok-link-789")
-        #expect((seen[1]["host"] as? String)?.hasPrefix("localhost:") == true)
-        #expect(seen[1]["authorization"] is NSNull)
-    }
-
-    @Test func aLinkWhoseHostHidesBehindACombiningMark_getsNoConfiguredHeaders() async throws {
-        defer { server.stop() }
-        setenv("HOSTILE_TEST_TOKEN", "tok-combining-321", 1)
-        let source = try makeSource("""
-            {"url": "\(server.baseURL)/link-combining?page=1", "items": "/items", "pagination": {"type": "link"},
-             "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
-            """)
-        _ = try await pageToEnd(source, pageSize: 2)
-        let seen = try await server.seen()
-        #expect(seen.count == 2)
-        #expect(seen[0]["authorization"] as? String == "Bearer tok-combining-321")
-        // The host is where libcurl sends it (localhost), not what follows the "@" in the path.
-        #expect((seen.last?["host"] as? String)?.hasPrefix("localhost:") == true, "\(seen)")
-        #expect(seen.last?["authorization"] is NSNull, "\(seen)")
+        #expect((seen[1]["host"] as? String)?.hasPrefix("localhost:") == true, "\(seen)")
+        #expect(seen[1]["authorization"] is NSNull, "\(seen)")
     }
 
     // MARK: Every byte read is bounded
