@@ -91,9 +91,15 @@ enum ResponseParsing {
         return bytes
     }
 
-    /// `bytes` as text with ASCII letters in lower case.
-    private static func asciiLowercased(_ bytes: ArraySlice<UInt8>) -> String {
-        String(decoding: bytes.map { (65...90).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+    /// `bytes` as text with ASCII letters in lower case (headers, schemes and host names are
+    /// compared as libcurl reads them: byte by byte).
+    static func asciiLowercased(_ bytes: ArraySlice<UInt8>) -> String {
+        String(decoding: bytes.map(asciiLowercased), as: UTF8.self)
+    }
+
+    /// `byte`, an ASCII capital made small.
+    static func asciiLowercased(_ byte: UInt8) -> UInt8 {
+        (65...90).contains(byte) ? byte | 0x20 : byte
     }
 
     /// A URL reference resolved against `base`. Absolute http(s) URLs and absolute paths, the
@@ -106,7 +112,7 @@ enum ResponseParsing {
         if bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/"),
            !zip(bytes, bytes.dropFirst()).contains(where: { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: ".") }),
            !bytes.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\\") }),
-           let colon = baseBytes.indices.first(where: { baseBytes[$0...].starts(with: "://".utf8) }) {
+           let colon = schemeEnd(baseBytes) {
             let authority = baseBytes[(colon + 3)...]
             let authorityEnd = authority.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? baseBytes.endIndex
             return String(decoding: baseBytes[..<authorityEnd], as: UTF8.self) + target
@@ -114,11 +120,16 @@ enum ResponseParsing {
         return URL(string: target, relativeTo: URL(string: base))?.absoluteString ?? target
     }
 
+    /// Where the first "://" of a URL's bytes starts (the end of its scheme), if it has one.
+    static func schemeEnd(_ bytes: [UInt8]) -> Int? {
+        bytes.indices.first { bytes[$0...].starts(with: "://".utf8) }
+    }
+
     /// Whether `bytes` starts with the ASCII `prefix`, in any case.
     private static func startsIgnoringCase(_ bytes: [UInt8], with prefix: StaticString) -> Bool {
         let prefix = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
         guard bytes.count >= prefix.count else { return false }
-        return zip(bytes, prefix).allSatisfy { ((65...90).contains($0) ? $0 | 0x20 : $0) == $1 }
+        return zip(bytes, prefix).allSatisfy { asciiLowercased($0) == $1 }
     }
 
     /// Retry-After as whole seconds from now: delta-seconds or an HTTP-date; nil when absent

@@ -548,29 +548,24 @@ struct URLParts: Equatable {
     /// after an "@" in the path was taken for the URL's).
     init?(_ url: String) {
         let bytes = Array(url.utf8)
-        guard let colon = bytes.indices.first(where: { bytes[$0...].starts(with: "://".utf8) }) else { return nil }
-        scheme = Self.lowercased(bytes[..<colon])
+        guard let colon = ResponseParsing.schemeEnd(bytes) else { return nil }
+        scheme = ResponseParsing.asciiLowercased(bytes[..<colon])
         let rest = bytes[(colon + 3)...]
         let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
         if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
         if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
-            host = Self.lowercased(authority[...close])
+            host = ResponseParsing.asciiLowercased(authority[...close])
             let after = authority[(close + 1)...]
             port = after.first == UInt8(ascii: ":") ? String(decoding: after.dropFirst(), as: UTF8.self) : nil
         } else if let portColon = authority.lastIndex(of: UInt8(ascii: ":")) {
-            host = Self.lowercased(authority[..<portColon])
+            host = ResponseParsing.asciiLowercased(authority[..<portColon])
             port = String(decoding: authority[(portColon + 1)...], as: UTF8.self)
         } else {
-            host = Self.lowercased(authority)
+            host = ResponseParsing.asciiLowercased(authority)
             port = nil
         }
         guard !host.isEmpty else { return nil }
-    }
-
-    /// `bytes` as text, ASCII letters in lower case (host names are compared as libcurl sends them).
-    private static func lowercased(_ bytes: ArraySlice<UInt8>) -> String {
-        String(decoding: bytes.map { (65...90).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     var isHTTP: Bool { scheme == "http" || scheme == "https" }
