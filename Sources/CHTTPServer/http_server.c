@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,6 +63,11 @@ struct paging_http_server {
     paging_http_handler handler;
     void *context;
     uint16_t port;
+    /* Requests begun and not yet complete (their response sent, or their connection ended):
+     * a handler's answer is only queued, and the server's thread sends it later. */
+    pthread_mutex_t lock;
+    pthread_cond_t completed;
+    size_t open;
 };
 
 typedef struct query_argument { char *key; char *value; } query_argument;
@@ -138,6 +144,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         pthread_mutex_init(&exchange->lock, NULL);
         exchange->connection = connection;
         exchange->server = server;
+        pthread_mutex_lock(&server->lock);
+        server->open++;
+        pthread_mutex_unlock(&server->lock);
         exchange->method = copy(method);
         exchange->path = copy(url);
         *state = exchange;
@@ -172,11 +181,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code)
 {
     paging_http_exchange *exchange = *state;
+    paging_http_server *server;
     (void)cls; (void)connection; (void)code;
     if (exchange == NULL) return;
+    server = exchange->server;
     /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
     free_exchange(exchange);
     *state = NULL;
+    pthread_mutex_lock(&server->lock);
+    server->open--;
+    pthread_cond_broadcast(&server->completed);
+    pthread_mutex_unlock(&server->lock);
 }
 
 paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
@@ -212,6 +227,8 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     }
     server->handler = handler;
     server->context = context;
+    pthread_mutex_init(&server->lock, NULL);
+    pthread_cond_init(&server->completed, NULL);
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
@@ -223,6 +240,8 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     if (server->daemon == NULL) {
         snprintf(error, error_size, "cannot listen on %s port %u: %s", address, (unsigned)port,
                  errno != 0 ? strerror(errno) : "the server could not start");
+        pthread_cond_destroy(&server->completed);
+        pthread_mutex_destroy(&server->lock);
         free(server);
         return NULL;
     }
@@ -239,9 +258,22 @@ void paging_http_stop_accepting(paging_http_server *server)
     if (listening != MHD_INVALID_SOCKET) close(listening);
 }
 
-void paging_http_stop(paging_http_server *server)
+void paging_http_stop(paging_http_server *server, unsigned wait_ms)
 {
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    deadline.tv_sec += wait_ms / 1000;
+    deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&server->lock);
+    while (server->open > 0 && pthread_cond_timedwait(&server->completed, &server->lock, &deadline) == 0) {}
+    pthread_mutex_unlock(&server->lock);
     mhd.stop_daemon(server->daemon);
+    pthread_cond_destroy(&server->completed);
+    pthread_mutex_destroy(&server->lock);
     free(server);
 }
 

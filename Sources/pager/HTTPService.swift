@@ -62,9 +62,11 @@ final class HTTPService: @unchecked Sendable {
         if let server { paging_http_stop_accepting(server) }
     }
 
-    /// Ends the server: every request must have been answered.
-    func stop() {
-        if let server { paging_http_stop(server) }
+    /// Ends the server once the answers given are sent, or after `wait`: every request must
+    /// have been answered. (An answer is sent by the server's thread after the handler returns:
+    /// stopping at once could close a connection before its answer went out.)
+    func stop(sendingAnswersWithin wait: Duration = .seconds(5)) {
+        if let server { paging_http_stop(server, UInt32(wait.components.seconds * 1000)) }
         server = nil
     }
 

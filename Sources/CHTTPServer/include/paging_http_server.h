@@ -33,8 +33,10 @@ uint16_t paging_http_port(const paging_http_server *server);
 /* Stops accepting connections; requests already accepted go on. */
 void paging_http_stop_accepting(paging_http_server *server);
 
-/* Closes every connection and frees the server; every exchange must have been answered. */
-void paging_http_stop(paging_http_server *server);
+/* Waits up to `wait_ms` until the answers given are sent (a request is complete once its
+ * response is written, or its connection ended), then closes every connection and frees the
+ * server; every exchange must have been answered. */
+void paging_http_stop(paging_http_server *server, unsigned wait_ms);
 
 /* The request: its method, its path (without the query), its query arguments in order (a
  * value is NULL for an argument without `=`), percent-decoded. */
