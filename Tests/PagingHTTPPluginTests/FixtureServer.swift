@@ -20,16 +20,7 @@ final class FixtureServer: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-u", repositoryRoot + "/Tests/Fixtures/http/" + script] + arguments
-        let (out, input) = try spawning {
-            let out = ExecSafePipe(), input = ExecSafePipe()
-            process.standardOutput = out.write
-            process.standardInput = input.read
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return (out, input)
-        }
-        try? out.write.close()
-        try? input.read.close()
+        let (input, out) = try runWithPipes(process, standardError: FileHandle.nullDevice)
         var line = Data()
         while true {
             let byte = out.read.readData(ofLength: 1)

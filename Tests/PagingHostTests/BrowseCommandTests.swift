@@ -177,14 +177,7 @@ private final class Terminal: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/script")
         process.arguments = ["-qfec", "stty rows 12 cols \(columns); echo $$ > \(pidFile); exec \(command)", "/dev/null"]
-        let (input, out) = try spawning { () throws -> (ExecSafePipe, ExecSafePipe) in
-            let input = ExecSafePipe(), out = ExecSafePipe()
-            process.standardInput = input.read
-            process.standardOutput = out.write
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            return (input, out)
-        }
+        let (input, out) = try runWithPipes(process, standardError: FileHandle.nullDevice)
         self.process = process
         self.input = input
         outputPipe = out
@@ -193,8 +186,6 @@ private final class Terminal: @unchecked Sendable {
             if data.isEmpty { handle.readabilityHandler = nil }
             self?.output.withLock { $0.append(data) }
         }
-        try? input.read.close()
-        try? out.write.close()
     }
 
     deinit {

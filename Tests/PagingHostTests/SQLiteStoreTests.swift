@@ -258,15 +258,7 @@ final class FileLock: @unchecked Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script, path]
-        let (input, output) = try spawning {
-            let input = ExecSafePipe(), output = ExecSafePipe()
-            process.standardInput = input.read
-            process.standardOutput = output.write
-            try process.run()
-            return (input, output)
-        }
-        try? input.read.close()
-        try? output.write.close()
+        let (input, output) = try runWithPipes(process)
         self.process = process
         self.input = input
         let said = String(decoding: output.read.readData(ofLength: 7), as: UTF8.self)

@@ -81,6 +81,23 @@ public func spawning<R>(_ body: () throws -> R) rethrows -> R {
     try spawnLock.withLock { _ in try body() }
 }
 
+/// Starts `process` with a pipe to its standard input and one from its standard output (its
+/// standard error goes to `standardError`; nil leaves the tests' own). The child's ends are
+/// closed here: the parent reads the end of the output once the child exits.
+public func runWithPipes(_ process: Process, standardError: FileHandle? = nil) throws -> (input: ExecSafePipe, output: ExecSafePipe) {
+    let (input, output) = try spawning {
+        let input = ExecSafePipe(), output = ExecSafePipe()
+        process.standardInput = input.read
+        process.standardOutput = output.write
+        if let standardError { process.standardError = standardError }
+        try process.run()
+        return (input, output)
+    }
+    try? input.read.close()
+    try? output.write.close()
+    return (input, output)
+}
+
 /// Runs a program, blocking the calling thread. Past `deadline` the process is killed
 /// (SIGKILL) and the result says so; `killAfter` kills it on purpose after that delay.
 public func runBlocking(
