@@ -1,7 +1,8 @@
 // The Swift face of the JSON scanner (HTTPCore/json_scan.c): the pointers of a config, turned
 // into C token arrays once, and what one scan of a body found.
 import CHTTPCore
-import Foundation
+import FoundationEssentials
+import Glibc
 import PagingPluginKit
 
 /// The pointers a body is scanned for: the items pointer first, then any others (cursor, next
@@ -116,7 +117,7 @@ enum JSONScalar: Equatable {
             let inner = UnsafeBufferPointer(rebasing: bytes[1..<(bytes.count - 1)])
             if !inner.contains(UInt8(ascii: "\\")) {
                 self = .string(String(decoding: inner, as: UTF8.self))
-            } else if let text = (try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed])) as? String {
+            } else if let text = try? JSONDecoder().decode(String.self, from: Data(bytes)) {
                 self = .string(text)
             } else {
                 self = .other

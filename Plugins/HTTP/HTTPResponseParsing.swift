@@ -1,7 +1,7 @@
 // Reading responses: RFC 6901 JSON pointers (parsed from the config; the scanner resolves
 // them), the Link header (RFC 8288), Retry-After and rate-limit headers, and body snippets for
 // error messages.
-import Foundation
+import FoundationEssentials
 import CPaging
 import PagingPluginKit
 
@@ -15,7 +15,7 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
 
     /// The pointer to the top-level member `name`.
     init(member name: String) {
-        self.init(text: "/" + name.replacingOccurrences(of: "~", with: "~0").replacingOccurrences(of: "/", with: "~1"), tokens: [name])
+        self.init(text: "/" + name.replacing("~", with: "~0").replacing("/", with: "~1"), tokens: [name])
     }
 
     private init(text: String, tokens: [String]) {
@@ -135,14 +135,32 @@ enum ResponseParsing {
     /// Retry-After as whole seconds from now: delta-seconds or an HTTP-date; nil when absent
     /// or unreadable.
     static func retryAfterSeconds(_ value: String?, now: Date = Date()) -> Int? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        guard let value = value?.trimmingSpaces, !value.isEmpty else { return nil }
         if let seconds = Int(value) { return max(0, seconds) }
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: value) else { return nil }
+        guard let date = httpDate(value) else { return nil }
         return max(0, Int((date.timeIntervalSince(now)).rounded(.up)))
+    }
+
+    /// An HTTP-date in its preferred form (RFC 9110, IMF-fixdate): "Sun, 06 Nov 1994 08:49:37 GMT".
+    static func httpDate(_ text: String) -> Date? {
+        let fields = text.split(separator: " ")
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        guard fields.count == 6, fields[0].count == 4, fields[0].hasSuffix(","), fields[5] == "GMT",
+              fields[1].count == 2, let day = Int(fields[1]), (1...31).contains(day),
+              let month = months.firstIndex(of: String(fields[2])),
+              fields[3].count == 4, let year = Int(fields[3]) else { return nil }
+        let clock = fields[4].split(separator: ":", omittingEmptySubsequences: false)
+        guard clock.count == 3, clock.allSatisfy({ $0.count == 2 }),
+              let hour = Int(clock[0]), let minute = Int(clock[1]), let second = Int(clock[2]),
+              hour < 24, minute < 60, second < 61 else { return nil }
+        // Days since 1970-01-01 in the proleptic Gregorian calendar (March-based years).
+        let y = month < 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (month < 2 ? month + 10 : month - 2) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Date(timeIntervalSince1970: Double(days * 86_400 + hour * 3_600 + minute * 60 + second))
     }
 
     /// How long a rate-limited response asks to wait, in seconds: `Retry-After` (seconds or
@@ -150,7 +168,7 @@ enum ResponseParsing {
     /// from now when it is small); nil when neither says.
     static func rateLimitWait(_ response: TransportResponse, now: Date = Date()) -> Int? {
         if let seconds = retryAfterSeconds(response.header("retry-after"), now: now) { return seconds }
-        guard let text = response.header("x-ratelimit-reset"), let reset = Int(text.trimmingCharacters(in: .whitespaces)), reset >= 0 else { return nil }
+        guard let text = response.header("x-ratelimit-reset"), let reset = Int(text.trimmingSpaces), reset >= 0 else { return nil }
         if reset < 1_000_000_000 { return reset } // a delta, as some APIs send it
         return max(0, reset - Int(now.timeIntervalSince1970.rounded(.down)))
     }
@@ -172,7 +190,7 @@ enum ResponseParsing {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case _ where scalar.value < 0x20 || scalar.value == 0x7F:
-                out += String(format: "\\u%04X", scalar.value)
+                out += (scalar.value < 0x10 ? "\\u000" : "\\u00") + String(scalar.value, radix: 16, uppercase: true)
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -181,7 +199,7 @@ enum ResponseParsing {
 
     /// `text` as a JSON string literal.
     static func jsonString(_ text: String) -> [UInt8] {
-        Array((try? JSONSerialization.data(withJSONObject: text, options: [.fragmentsAllowed, .withoutEscapingSlashes])) ?? Data("\"\"".utf8))
+        ConfigValue.string(text).jsonBytes
     }
 
     /// What a JSON value is, for a message ("an object", "the string \"x\"", "null").
@@ -193,5 +211,14 @@ enum ResponseParsing {
         case UInt8(ascii: "n"): return "null"
         default: return "the number " + String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(40)), as: UTF8.self)
         }
+    }
+}
+
+extension StringProtocol {
+    /// Without the spaces and tabs around it (HTTP's optional whitespace).
+    var trimmingSpaces: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
     }
 }

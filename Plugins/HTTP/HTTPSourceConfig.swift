@@ -3,7 +3,7 @@
 //
 // The reference of every key is in the README ("Shipped plugins"); HTTPSourceOptions.swift
 // holds the options beyond URL, items and pagination.
-import Foundation
+import FoundationEssentials
 import CPaging
 import PagingPluginKit
 
@@ -224,9 +224,9 @@ struct HTTPSourceConfig: Sendable {
     func hidingSecrets(_ url: String?) -> String? {
         guard var out = url else { return nil }
         for (value, reference) in self.url.secretReferences {
-            out = out.replacingOccurrences(of: value, with: reference)
+            out = out.replacing(value, with: reference)
             let encoded = percentEncode(value)
-            if encoded != value { out = out.replacingOccurrences(of: encoded, with: reference) }
+            if encoded != value { out = out.replacing(encoded, with: reference) }
         }
         return out
     }
@@ -236,17 +236,17 @@ struct HTTPSourceConfig: Sendable {
     func revealingSecrets(_ url: String) -> String {
         guard !self.url.secretReferences.isEmpty, isTrusted(url) else { return url }
         var out = url
-        for (value, reference) in self.url.secretReferences { out = out.replacingOccurrences(of: reference, with: value) }
+        for (value, reference) in self.url.secretReferences { out = out.replacing(reference, with: value) }
         return out
     }
 
     /// `text` with every secret replaced by "***" (and its percent-encoded form).
     func redact(_ text: String) -> String {
         var out = text
-        for secret in secrets where out.contains(secret) { out = out.replacingOccurrences(of: secret, with: "***") }
+        for secret in secrets where out.contains(secret) { out = out.replacing(secret, with: "***") }
         for secret in secrets {
             let encoded = percentEncode(secret)
-            if encoded != secret, out.contains(encoded) { out = out.replacingOccurrences(of: encoded, with: "***") }
+            if encoded != secret, out.contains(encoded) { out = out.replacing(encoded, with: "***") }
         }
         return out
     }
@@ -254,9 +254,9 @@ struct HTTPSourceConfig: Sendable {
     /// Parses the plugin's `config` object (JSON text). Every error names the key and what was
     /// expected. `environment` resolves ${VARIABLE} in header values.
     init(json: String, environment: [String: String]) throws(PluginFailure) {
-        let root: [String: Any]
+        let root: [String: ConfigValue]
         do {
-            guard let object = try JSONSerialization.jsonObject(with: Data(json.utf8), options: [.fragmentsAllowed]) as? [String: Any] else {
+            guard let object = try ConfigValue(json: json).object else {
                 throw PluginFailure.invalidConfig("config: expected an object")
             }
             root = object
@@ -273,7 +273,7 @@ struct HTTPSourceConfig: Sendable {
         guard let urlValue = root["url"] else {
             throw .invalidConfig("url: required; expected a URL template such as \"https://api.example.com/items?page={key}&per_page={pageSize}\"")
         }
-        guard let urlText = urlValue as? String, !urlText.isEmpty else {
+        guard let urlText = urlValue.string, !urlText.isEmpty else {
             throw .invalidConfig("url: expected a non-empty string (a URL template), got \(describe(urlValue))")
         }
         var secrets: [String] = []
@@ -286,10 +286,10 @@ struct HTTPSourceConfig: Sendable {
         trustedScheme = parts.scheme
         trustedHosts = [parts.host]
         if let value = root["allowed_hosts"] {
-            guard let list = value as? [Any], list.allSatisfy({ $0 is String }) else {
+            guard let list = value.array?.compactMap(\.string), list.count == value.array?.count else {
                 throw .invalidConfig("allowed_hosts: expected an array of host names (\"api.example.com\"), got \(describe(value))")
             }
-            for case let host as String in list {
+            for host in list {
                 guard !host.isEmpty, !host.contains("/"), !host.contains(":") || host.hasPrefix("[") else {
                     throw .invalidConfig("allowed_hosts: \"\(host)\" is not a host name (no scheme, port or path)")
                 }
@@ -299,7 +299,7 @@ struct HTTPSourceConfig: Sendable {
 
         // items
         if let itemsValue = root["items"] {
-            guard let text = itemsValue as? String else {
+            guard let text = itemsValue.string else {
                 throw .invalidConfig("items: expected a JSON pointer string such as \"/items\" (\"\" = the body), got \(describe(itemsValue))")
             }
             items = try JSONPointer(text, key: "items")
@@ -319,7 +319,7 @@ struct HTTPSourceConfig: Sendable {
 
         // timeout_ms
         if let value = root["timeout_ms"] {
-            guard let number = integer(value), number > 0 else {
+            guard let number = value.integer, number > 0 else {
                 throw .invalidConfig("timeout_ms: expected a positive integer number of milliseconds, got \(describe(value))")
             }
             timeoutMilliseconds = number
@@ -333,14 +333,14 @@ struct HTTPSourceConfig: Sendable {
         var headers: [(name: String, value: String)] = []
         var warnings: [String] = []
         if let value = root["headers"] {
-            guard let object = value as? [String: Any] else {
+            guard let object = value.object else {
                 throw .invalidConfig("headers: expected an object of header name to string value, got \(describe(value))")
             }
             for name in object.keys.sorted() {
                 guard isToken(name) else {
                     throw .invalidConfig("headers: \"\(name)\" is not a valid header name")
                 }
-                guard let raw = object[name] as? String else {
+                guard let raw = object[name]?.string else {
                     throw .invalidConfig("headers.\(name): expected a string, got \(describe(object[name]!))")
                 }
                 switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment, secrets: &secrets) {
@@ -371,20 +371,20 @@ struct HTTPSourceConfig: Sendable {
             .map { "\($0.name): \($0.value)" }
     }
 
-    private static func byteLimit(_ value: Any?, key: String, default fallback: Int) throws(PluginFailure) -> Int {
+    private static func byteLimit(_ value: ConfigValue?, key: String, default fallback: Int) throws(PluginFailure) -> Int {
         guard let value else { return fallback }
-        guard let number = integer(value), number >= 1024 else {
+        guard let number = value.integer, number >= 1024 else {
             throw .invalidConfig("\(key): expected an integer number of bytes, at least 1024, got \(describe(value))")
         }
         return number
     }
 
-    private static func pagination(_ value: Any?) throws(PluginFailure) -> Pagination {
+    private static func pagination(_ value: ConfigValue?) throws(PluginFailure) -> Pagination {
         guard let value else { return .page(first: 1) }
-        guard let object = value as? [String: Any] else {
+        guard let object = value.object else {
             throw .invalidConfig("pagination: expected an object with \"type\": \"page\", \"offset\", \"cursor\" or \"link\", got \(describe(value))")
         }
-        guard let type = object["type"] as? String else {
+        guard let type = object["type"]?.string else {
             throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")
         }
         var allowed: [String]
@@ -406,7 +406,7 @@ struct HTTPSourceConfig: Sendable {
             let fallback = type == "page" ? 1 : 0
             var first = fallback
             if let value = object["first"] {
-                guard let number = integer(value), number >= 0 else {
+                guard let number = value.integer, number >= 0 else {
                     throw .invalidConfig("pagination.first: expected a non-negative integer (the first \(type == "page" ? "page number" : "offset")), got \(describe(value))")
                 }
                 first = number
@@ -416,37 +416,37 @@ struct HTTPSourceConfig: Sendable {
             guard let nextValue = object["next"] else {
                 throw .invalidConfig("pagination.next: required for type \"cursor\"; expected a JSON pointer to the next cursor, such as \"/next_cursor\"")
             }
-            guard let nextText = nextValue as? String else {
+            guard let nextText = nextValue.string else {
                 throw .invalidConfig("pagination.next: expected a JSON pointer string, got \(describe(nextValue))")
             }
             let next = try JSONPointer(nextText, key: "pagination.next")
             var prev: JSONPointer?
             if let prevValue = object["prev"] {
-                guard let prevText = prevValue as? String else {
+                guard let prevText = prevValue.string else {
                     throw .invalidConfig("pagination.prev: expected a JSON pointer string, got \(describe(prevValue))")
                 }
                 prev = try JSONPointer(prevText, key: "pagination.prev")
             }
             var first = ""
             if let value = object["first"] {
-                guard let text = value as? String else {
+                guard let text = value.string else {
                     throw .invalidConfig("pagination.first: expected a string (the first cursor; \"\" = none), got \(describe(value))")
                 }
                 first = text
             }
             return .cursor(next: next, prev: prev, first: first)
         case "next_url":
-            guard let text = object["next"] as? String else {
+            guard let text = object["next"]?.string else {
                 throw .invalidConfig("pagination.next: required for type \"next_url\"; expected a JSON pointer to the next page's URL, such as \"/links/next\"")
             }
             return .nextURL(next: try JSONPointer(text, key: "pagination.next"))
         case "header":
-            guard let name = object["next"] as? String, !name.isEmpty else {
+            guard let name = object["next"]?.string, !name.isEmpty else {
                 throw .invalidConfig("pagination.next: required for type \"header\"; expected the name of the response header holding the next key, such as \"X-Next-Page\"")
             }
             var first = ""
             if let value = object["first"] {
-                guard let text = value as? String else {
+                guard let text = value.string else {
                     throw .invalidConfig("pagination.first: expected a string (the first key; \"\" = none), got \(describe(value))")
                 }
                 first = text
@@ -468,7 +468,7 @@ enum Expansion {
 func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [String]) throws(PluginFailure) -> Expansion {
     var out = ""
     var rest = Substring(text)
-    while let start = rest.range(of: "${") {
+    while let start = rest.firstRange(of: "${") {
         out += rest[..<start.lowerBound]
         guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
             throw .invalidConfig("\(key): unterminated ${ in \"\(text)\"; expected ${VARIABLE}")
@@ -509,32 +509,8 @@ private func isToken(_ name: String) -> Bool {
     }
 }
 
-/// Whether a value JSONSerialization produced is a JSON boolean (on Linux a boolean is an
-/// NSNumber subclass, and `1 is Bool` holds, so the dynamic type decides).
-func isJSONBool(_ value: Any) -> Bool {
-    String(describing: type(of: value)).contains("Boolean") || type(of: value) == Bool.self
-}
-
-/// An integer JSON number (not a boolean, not a fraction).
-func integer(_ value: Any) -> Int? {
-    guard !isJSONBool(value), let number = value as? NSNumber else { return nil }
-    let double = number.doubleValue
-    guard double == double.rounded(), abs(double) < 1e15 else { return nil }
-    return number.intValue
-}
-
-/// A short description of a JSON value for error messages.
-func describe(_ value: Any) -> String {
-    if isJSONBool(value) { return (value as? Bool) == true ? "true" : "false" }
-    switch value {
-    case is NSNull: return "null"
-    case let text as String: return "the string \"\(text.count > 40 ? String(text.prefix(40)) + "…" : text)\""
-    case is [Any]: return "an array"
-    case is [String: Any]: return "an object"
-    case let number as NSNumber: return "the number \(number)"
-    default: return "\(value)"
-    }
-}
+/// A config value as an error message names it.
+func describe(_ value: ConfigValue) -> String { value.description }
 
 /// The scheme, host and port of an absolute URL, read the way libcurl reads it: the host is
 /// what follows the last "@" of the authority (so "http://good@evil/" is evil).

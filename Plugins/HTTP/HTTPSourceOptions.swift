@@ -1,7 +1,7 @@
 // The http source's options beyond URL and pagination: stop rules, a POST body template,
 // auth, a request budget and a projection of fields. Parsed once at create time; every error
 // names the key and what was expected.
-import Foundation
+import FoundationEssentials
 import PagingPluginKit
 
 /// When a page is the last, besides its keys: a `has_more` flag that is not true, or a total
@@ -15,18 +15,18 @@ struct StopRules: Sendable {
 
     init() {}
 
-    init(_ pagination: Any?) throws(PluginFailure) {
-        guard let object = pagination as? [String: Any] else { return }
+    init(_ pagination: ConfigValue?) throws(PluginFailure) {
+        guard let object = pagination?.object else { return }
         if let value = object["has_more"] {
-            guard let text = value as? String else { throw .invalidConfig("pagination.has_more: expected a JSON pointer string such as \"/has_more\", got \(describe(value))") }
+            guard let text = value.string else { throw .invalidConfig("pagination.has_more: expected a JSON pointer string such as \"/has_more\", got \(describe(value))") }
             hasMore = try JSONPointer(text, key: "pagination.has_more")
         }
         if let value = object["total"] {
-            guard let text = value as? String else { throw .invalidConfig("pagination.total: expected a JSON pointer string such as \"/total_count\", got \(describe(value))") }
+            guard let text = value.string else { throw .invalidConfig("pagination.total: expected a JSON pointer string such as \"/total_count\", got \(describe(value))") }
             total = try JSONPointer(text, key: "pagination.total")
         }
         if let value = object["total_header"] {
-            guard let text = value as? String, !text.isEmpty else { throw .invalidConfig("pagination.total_header: expected a header name such as \"X-Total\", got \(describe(value))") }
+            guard let text = value.string, !text.isEmpty else { throw .invalidConfig("pagination.total_header: expected a header name such as \"X-Total\", got \(describe(value))") }
             totalHeader = text.lowercased()
         }
     }
@@ -43,28 +43,28 @@ struct ScanSlots: Sendable {
 /// A JSON body for POST requests: string values "{key}", "{pageSize}" (sent as a number),
 /// "{offset}" (a number), "{param.NAME}" and "{state.NAME}" (incremental loading's value) are
 /// replaced per request.
-struct BodyTemplate: @unchecked Sendable {
-    let object: Any
+struct BodyTemplate: Sendable {
+    let object: ConfigValue
 
     func render(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> [UInt8] {
-        func fill(_ value: Any) -> Any {
+        func fill(_ value: ConfigValue) -> ConfigValue {
             switch value {
-            case let text as String:
+            case .string(let text):
                 switch text {
-                case "{key}": return key
-                case "{pageSize}": return pageSize
-                case "{offset}": return offset ?? 0
+                case "{key}": return .string(key)
+                case "{pageSize}": return .number(Double(pageSize))
+                case "{offset}": return .number(Double(offset ?? 0))
                 default:
-                    if text.hasPrefix("{param."), text.hasSuffix("}") { return params[String(text.dropFirst(7).dropLast())] ?? "" }
-                    if text.hasPrefix("{state."), text.hasSuffix("}") { return params[String(text.dropFirst().dropLast())] ?? "" }
-                    return text
+                    if text.hasPrefix("{param."), text.hasSuffix("}") { return .string(params[String(text.dropFirst(7).dropLast())] ?? "") }
+                    if text.hasPrefix("{state."), text.hasSuffix("}") { return .string(params[String(text.dropFirst().dropLast())] ?? "") }
+                    return value
                 }
-            case let object as [String: Any]: return object.mapValues(fill)
-            case let array as [Any]: return array.map(fill)
+            case .object(let members): return .object(members.mapValues(fill))
+            case .array(let list): return .array(list.map(fill))
             default: return value
             }
         }
-        return Array((try? JSONSerialization.data(withJSONObject: fill(object), options: [.sortedKeys])) ?? Data("{}".utf8))
+        return fill(object).jsonBytes
     }
 }
 
@@ -83,35 +83,35 @@ extension HTTPSourceConfig {
     static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch"]
 
     /// Parses method, body, auth, max_requests_per_second, fields and prefetch.
-    mutating func parseOptions(_ root: [String: Any], environment: [String: String]) throws(PluginFailure) {
+    mutating func parseOptions(_ root: [String: ConfigValue], environment: [String: String]) throws(PluginFailure) {
         if let value = root["method"] {
-            guard let text = value as? String, ["GET", "POST"].contains(text.uppercased()) else {
+            guard let text = value.string, ["GET", "POST"].contains(text.uppercased()) else {
                 throw .invalidConfig("method: expected \"GET\" or \"POST\", got \(describe(value))")
             }
             method = text.uppercased()
         }
         if let value = root["body"] {
             guard method == "POST" else { throw .invalidConfig("body: only with \"method\": \"POST\"") }
-            guard value is [String: Any] else { throw .invalidConfig("body: expected a JSON object (the request body template), got \(describe(value))") }
+            guard value.object != nil else { throw .invalidConfig("body: expected a JSON object (the request body template), got \(describe(value))") }
             bodyTemplate = BodyTemplate(object: try expandStrings(value, key: "body", environment: environment))
         }
         if let value = root["max_requests_per_second"] {
-            guard !isJSONBool(value), let number = value as? NSNumber, number.doubleValue > 0, number.doubleValue <= 10_000 else {
+            guard let number = value.number, number > 0, number <= 10_000 else {
                 throw .invalidConfig("max_requests_per_second: expected a number above 0 (at most 10000), got \(describe(value))")
             }
-            maxRequestsPerSecond = number.doubleValue
+            maxRequestsPerSecond = number
         }
         if let value = root["fields"] {
-            guard let list = value as? [Any], !list.isEmpty, list.allSatisfy({ ($0 as? String)?.isEmpty == false }) else {
+            guard let list = value.array?.compactMap(\.string), !list.isEmpty, list.count == value.array?.count, !list.contains("") else {
                 throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(describe(value))")
             }
-            fields = list.compactMap { $0 as? String }
+            fields = list
         }
         if let value = root["auth"] {
             auth = try parseAuth(value, environment: environment)
         }
         if let value = root["prefetch"] {
-            guard isJSONBool(value), let flag = value as? Bool else { throw .invalidConfig("prefetch: expected true or false, got \(describe(value))") }
+            guard let flag = value.bool else { throw .invalidConfig("prefetch: expected true or false, got \(describe(value))") }
             guard !flag || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
             prefetch = flag
         } else {
@@ -121,12 +121,12 @@ extension HTTPSourceConfig {
 
     /// A string of the config with ${NAME} (environment) and ${file:PATH} expanded; its secrets
     /// are remembered for redaction. A missing variable is a warning and yields nil.
-    mutating func secret(_ value: Any?, key: String, environment: [String: String], required: Bool = true) throws(PluginFailure) -> String? {
+    mutating func secret(_ value: ConfigValue?, key: String, environment: [String: String], required: Bool = true) throws(PluginFailure) -> String? {
         guard let value else {
             if required { throw .invalidConfig("\(key): required") }
             return nil
         }
-        guard let text = value as? String else { throw .invalidConfig("\(key): expected a string, got \(describe(value))") }
+        guard let text = value.string else { throw .invalidConfig("\(key): expected a string, got \(describe(value))") }
         switch try expandEnvironment(text, key: key, environment: environment, secrets: &secrets) {
         case .value(let expanded):
             guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { throw .invalidConfig("\(key): the value may not contain a line break") }
@@ -137,25 +137,25 @@ extension HTTPSourceConfig {
         }
     }
 
-    private mutating func expandStrings(_ value: Any, key: String, environment: [String: String]) throws(PluginFailure) -> Any {
+    private mutating func expandStrings(_ value: ConfigValue, key: String, environment: [String: String]) throws(PluginFailure) -> ConfigValue {
         switch value {
-        case let text as String:
-            return try secret(text, key: key, environment: environment) ?? ""
-        case let object as [String: Any]:
-            var out: [String: Any] = [:]
-            for (name, member) in object { out[name] = try expandStrings(member, key: "\(key).\(name)", environment: environment) }
-            return out
-        case let array as [Any]:
-            var out: [Any] = []
-            for (index, element) in array.enumerated() { out.append(try expandStrings(element, key: "\(key)[\(index)]", environment: environment)) }
-            return out
+        case .string:
+            return .string(try secret(value, key: key, environment: environment) ?? "")
+        case .object(let members):
+            var out: [String: ConfigValue] = [:]
+            for (name, member) in members { out[name] = try expandStrings(member, key: "\(key).\(name)", environment: environment) }
+            return .object(out)
+        case .array(let list):
+            var out: [ConfigValue] = []
+            for (index, element) in list.enumerated() { out.append(try expandStrings(element, key: "\(key)[\(index)]", environment: environment)) }
+            return .array(out)
         default:
             return value
         }
     }
 
-    private mutating func parseAuth(_ value: Any, environment: [String: String]) throws(PluginFailure) -> Auth? {
-        guard let object = value as? [String: Any], let type = object["type"] as? String else {
+    private mutating func parseAuth(_ value: ConfigValue, environment: [String: String]) throws(PluginFailure) -> Auth? {
+        guard let object = value.object, let type = object["type"]?.string else {
             throw .invalidConfig("auth: expected an object with \"type\": \"bearer\", \"api_key\", \"basic\" or \"oauth2_client_credentials\", got \(describe(value))")
         }
         let allowed: [String]
@@ -174,9 +174,9 @@ extension HTTPSourceConfig {
             guard let token = try secret(object["token"], key: "auth.token", environment: environment) else { return nil }
             return .headers(["Authorization: Bearer \(token)"])
         case "api_key":
-            let place = object["in"] as? String ?? "header"
+            let place = object["in"].map { $0.string ?? "" } ?? "header"
             guard place == "header" || place == "query" else { throw .invalidConfig("auth.in: expected \"header\" or \"query\", got \(describe(object["in"]!))") }
-            guard let name = object["name"] as? String, !name.isEmpty else { throw .invalidConfig("auth.name: required; the header or query parameter name, such as \"X-Api-Key\"") }
+            guard let name = object["name"]?.string, !name.isEmpty else { throw .invalidConfig("auth.name: required; the header or query parameter name, such as \"X-Api-Key\"") }
             guard let key = try secret(object["value"], key: "auth.value", environment: environment) else { return nil }
             return place == "header" ? .headers(["\(name): \(key)"]) : .query(name: name, value: key)
         case "basic":
@@ -186,7 +186,7 @@ extension HTTPSourceConfig {
             secrets.append(encoded)
             return .headers(["Authorization: Basic \(encoded)"])
         default:
-            guard let tokenURL = object["token_url"] as? String, let parts = URLParts(tokenURL), parts.isHTTP else {
+            guard let tokenURL = object["token_url"]?.string, let parts = URLParts(tokenURL), parts.isHTTP else {
                 throw .invalidConfig("auth.token_url: required; expected the http(s) URL of the token endpoint")
             }
             guard let id = try secret(object["client_id"], key: "auth.client_id", environment: environment),

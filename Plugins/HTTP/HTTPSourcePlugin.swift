@@ -13,7 +13,8 @@
 // the instance is destroyed (deinit closes the table, then frees the client, which ends every
 // transfer still running).
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 import PagingPluginKit
 import Synchronization
 
@@ -184,7 +185,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         var message = config.redact(failure.message)
-        for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacingOccurrences(of: token, with: "***") }
+        for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacing(token, with: "***") }
         let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
         fetches.finish(exchange.completion.id) { exchange.completion.fail(redacted) }
     }
@@ -382,7 +383,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         var last = count == 0
         if let slot = slots.hasMore, !(scan.value(slot).map { JSONScalar($0).isTrue } ?? false) { last = true }
         let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
-            ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+            ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingSpaces) } }
         if let total {
             switch config.pagination {
             case .page(let first):

@@ -2,7 +2,8 @@
 // a pause until a rate limit resets (X-RateLimit-Remaining: 0); and OAuth2 client-credentials
 // tokens, fetched once, shared by concurrent fetches, and fetched again before they expire.
 import CPaging
-import Foundation
+import FoundationEssentials
+import Dispatch
 import PagingPluginKit
 import Synchronization
 

@@ -1,6 +1,7 @@
 import CPaging
 import Dispatch
-import Foundation
+import FoundationEssentials
+import Dispatch
 import Paging
 import PagingHost
 import Synchronization
@@ -37,7 +38,7 @@ extension Conformance {
     /// from "item N is not valid JSON: ..." on; `nil` for any other error.
     static func invalidItem(_ error: any Error) -> String? {
         let text = (error as? PluginError)?.message ?? "\(error)"
-        guard let range = text.range(of: "item [0-9]+ is not valid JSON: ", options: .regularExpression) else { return nil }
+        guard let range = text.firstRange(of: #/item [0-9]+ is not valid JSON: /#) else { return nil }
         return String(text[range.lowerBound...])
     }
 
@@ -63,7 +64,7 @@ extension Conformance {
     static func bounded<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () -> T) async -> T? {
         await withCheckedContinuation { continuation in
             let once = ResumeFirst(continuation)
-            Thread.detachNewThread { once.resume(body()) }
+            detachThread { once.resume(body()) }
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) { once.resume(nil) }
         }
     }

@@ -1,5 +1,6 @@
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 import PagingHost
 
 extension Conformance {
@@ -84,7 +85,7 @@ extension Conformance {
                 shownID = "#\(index)"
                 problems.append(id == nil ? "id is NULL" : "id is empty")
             }
-            if (d.name.map { String(cString: $0) } ?? "").trimmingCharacters(in: .whitespaces).isEmpty {
+            if (d.name.map { String(cString: $0) } ?? "").trimmingWhitespace.isEmpty {
                 problems.append(d.name == nil ? "name is NULL" : "name is empty")
             }
             let version = d.version.map { String(cString: $0) }

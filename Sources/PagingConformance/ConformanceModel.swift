@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PagingHost
 
 /// One check of the plugin conformance suite (`pager check`).

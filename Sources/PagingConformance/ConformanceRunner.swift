@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 import PagingHost
 
@@ -180,7 +181,7 @@ public struct ConformanceRunner: Sendable {
 
         /// "; stderr: <last line>" when the child wrote something, for the reason of a failure.
         var lastErrorLine: String {
-            let lines = stderr.split(separator: "\n").filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+            let lines = stderr.split(separator: "\n").filter { !$0.trimmingWhitespace.isEmpty }
             guard let last = lines.first(where: { $0.contains("Fatal error") }) ?? lines.last else { return "" }
             return "; stderr: " + String(last.prefix(300))
         }
@@ -323,6 +324,6 @@ public struct ConformanceRunner: Sendable {
 
     private func formatSeconds(_ duration: Duration) -> String {
         let ms = duration.milliseconds
-        return ms % 1_000 == 0 ? "\(ms / 1_000) s" : String(format: "%.1f s", Double(ms) / 1_000)
+        return ms % 1_000 == 0 ? "\(ms / 1_000) s" : fixedPoint(Double(ms) / 1_000, digits: 1) + " s"
     }
 }

@@ -1,5 +1,6 @@
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 import PagingHost
 import Synchronization
@@ -154,7 +155,7 @@ struct Context: Sendable {
         guard case .createFailed(_, _, let status, let message) = error else { return "\(error)" }
         if status == .ok { return "create returned NULL after config_fail with PAGING_OK" }
         if message == "create returned NULL without saying why" { return "create returned NULL without calling config_fail" }
-        if message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty { return "create failed with an empty message" }
+        if message.trimmingWhitespace.isEmpty { return "create failed with an empty message" }
         return nil
     }
 

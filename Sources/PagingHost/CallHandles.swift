@@ -1,6 +1,6 @@
 import CCallFrame
 import CPaging
-import Foundation
+import FoundationEssentials
 import Paging
 import Synchronization
 

@@ -1,5 +1,6 @@
 import CIsolation
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// What an isolated call came back with.
@@ -24,7 +25,7 @@ final class ChildProcess: Sendable {
 
     /// Held while a frame is read from the socket: by the reader thread, or by a caller that
     /// reads its own answer (``answer(to:within:)``).
-    private let reading = NSLock()
+    private let reading = Condition()
     /// What frames other than answers go to, once ``serve(sink:invalidated:died:)`` is called.
     private let handlers = Locked<Handlers?>(nil)
 
@@ -163,7 +164,7 @@ final class ChildProcess: Sendable {
         repeat {
             if let answer = calls.withLock({ $0.answered.removeValue(forKey: id) }) { return answer }
             // A closed socket is the reader thread's to handle: it sees the end too.
-            if reading.try() {
+            if reading.tryLock() {
                 _ = readAndDispatch()
                 reading.unlock()
             }
@@ -239,7 +240,7 @@ final class ChildProcess: Sendable {
     func serve(sink: @escaping PluginLogSink, invalidated: @escaping @Sendable () -> Void,
                died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
         handlers.withLock { $0 = Handlers(sink: sink, invalidated: invalidated) }
-        let thread = Thread { [self] in
+        detachThread { [self] in
             var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
             frames: while true {
                 // Wait for a frame without reading it: a caller may read it first.
@@ -269,8 +270,6 @@ final class ChildProcess: Sendable {
             ended.open()
         }
         servedFlag.withLock { $0 = true }
-        thread.name = "paging-isolation-\(pid)"
-        thread.start()
     }
 
     /// Hands one frame from the child on: an answer to its call, a log line to the sink, an
@@ -373,7 +372,7 @@ package func signalName(_ signal: Int32) -> String {
 
 /// A gate that opens once; waiters block until it does.
 final class Latch: @unchecked Sendable {
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var isOpen = false
 
     func open() {
@@ -395,11 +394,11 @@ final class Latch: @unchecked Sendable {
 /// long as the process.
 final class SpawnThread: @unchecked Sendable {
     static let shared = SpawnThread()
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var jobs: [() -> Void] = []
 
     private init() {
-        let thread = Thread { [self] in
+        detachThread { [self] in
             while true {
                 condition.lock()
                 while jobs.isEmpty { condition.wait() }
@@ -408,8 +407,6 @@ final class SpawnThread: @unchecked Sendable {
                 job()
             }
         }
-        thread.name = "paging-isolation-spawner"
-        thread.start()
     }
 
     func run<T>(_ body: @escaping () -> T) -> T {

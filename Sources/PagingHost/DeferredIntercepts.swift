@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// An intercept whose answer the plugin deferred (`paging.async-intercept/1`), between `defer`

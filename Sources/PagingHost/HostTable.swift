@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Paging
 import Synchronization
 

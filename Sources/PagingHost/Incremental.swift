@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 import Synchronization
 
@@ -95,7 +96,7 @@ extension JSONValue {
         guard !pointer.isEmpty else { return self }
         var value = self
         for raw in pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let token = raw.replacing("~1", with: "/").replacing("~0", with: "~")
             switch value {
             case .object(let members):
                 guard let member = members.last(where: { $0.key == token }) else { return nil }
@@ -298,7 +299,7 @@ extension Manifest {
         guard let incremental else { return self }
         var copy = self
         let text = value.description
-        copy.userInfo = userInfo.mapValues { $0.replacingOccurrences(of: "{state.\(incremental.state)}", with: text) }
+        copy.userInfo = userInfo.mapValues { $0.replacing("{state.\(incremental.state)}", with: text) }
         copy.userInfo[incremental.userInfoKey] = text
         return copy
     }

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Paging
 
 /// An interceptor plugin run in a child process of its own (`"isolation": "process"` in a

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Paging
 
 /// A source plugin run in a child process of its own (`"isolation": "process"` in a

@@ -1,5 +1,6 @@
 import CIsolation
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// The child side of an isolated plugin (`pager __isolate`): loads one plugin with the
@@ -11,7 +12,7 @@ package enum IsolationServer {
     /// `arguments` are those after `__isolate`: the parent's pid.
     package static func run(_ arguments: [String]) async -> Never {
         guard let parent = arguments.first.flatMap({ Int32($0) }), paging_isolation_die_with_parent(parent) == 0 else {
-            FileHandle.standardError.write(Data("pager __isolate: the parent process is gone or was not named\n".utf8))
+            writeToStandardError("pager __isolate: the parent process is gone or was not named\n")
             exit(70)
         }
         let socket = WireSocket(fd: 3)
@@ -223,16 +224,14 @@ private final class CallFlag: @unchecked Sendable {
 private final class ServerThreads: @unchecked Sendable {
     var body: @Sendable ([UInt8]) -> Void = { _ in }
     var socket = WireSocket(fd: -1)
-    private let condition = NSCondition()
+    private let condition = Condition()
     private var reading = false
     private var idle = 0
 
     func start() { spawn() }
 
     private func spawn() {
-        let thread = Thread { [self] in loop() }
-        thread.name = "paging-isolation-server"
-        thread.start()
+        detachThread { [self] in loop() }
     }
 
     private func loop() {

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// The messages between a host and an isolated plugin's child process (`pager __isolate`),

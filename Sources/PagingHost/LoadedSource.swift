@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Paging
 import Synchronization
 
@@ -175,7 +175,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // takes too, and a plugin may complete a fetch (resuming it) while holding the very
             // lock its cancel() waits for: both would hang. On a thread of its own (cancels are
             // rare), so that a cancel() that blocks holds up no shared pool.
-            Thread.detachNewThread { self.cancel(id) }
+            detachThread { self.cancel(id) }
         }
     }
 

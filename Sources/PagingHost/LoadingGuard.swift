@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// Tells the user which plugin ended the process while it was being loaded or created.

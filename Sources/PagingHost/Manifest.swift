@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// A pipeline described in JSON: one source, an ordered list of interceptors, and the settings
@@ -320,7 +321,7 @@ private struct Reader {
         switch value {
         case .string(let text):
             var rest = Substring(text)
-            while let open = rest.range(of: "{state.") {
+            while let open = rest.firstRange(of: "{state.") {
                 let tail = rest[open.upperBound...]
                 let name = tail.prefix { $0 != "}" }
                 if declared.map({ name != $0 }) ?? true {

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Paging
 
 /// A manifest's plugins, loaded and composed into a ``Pager``: the source, and the

@@ -1,5 +1,6 @@
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// The `config` object of one plugin as the plugin's `create_*` call sees it through
 /// `paging_config_t`: its JSON text and typed reads of its top-level values.

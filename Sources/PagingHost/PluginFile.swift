@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Glibc
 
 /// A plugin library file, opened once: whatever the loader checks, hashes or copies of it is

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Dispatch
 import CPaging
 import Paging
 
@@ -83,12 +84,11 @@ private enum CreateCall {
         let done = DispatchSemaphore(value: 0)
         let result = Locked<Result?>(nil)
         let work = UnsafeSendable(body)
-        let thread = Thread {
+        detachThread {
             let value = work.value()
             result.withLock { $0 = value }
             done.signal()
         }
-        thread.start()
         let (seconds, attoseconds) = timeout.components
         let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
         guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }

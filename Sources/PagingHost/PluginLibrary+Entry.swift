@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Paging
 
 /// How many bytes of a plugin-owned struct its library says it wrote (version.h, rule 2): its
@@ -93,7 +93,7 @@ extension PluginLibrary {
     }
 
     private static let sinkStorage = Locked<PluginLogSink>({ level, library, message in
-        FileHandle.standardError.write(Data("[\(level)] \(library): \(message)\n".utf8))
+        writeToStandardError("[\(level)] \(library): \(message)\n")
     })
 
     /// Checks the entry's version and size, runs the library's `init()`, and reads its

@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Glibc
 import Paging
 import Synchronization

@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// Where isolated plugins run: the `pager` executable, started as `pager __isolate PID`.
@@ -57,7 +58,7 @@ final class PluginProcess: Sendable {
     let stats = PluginStats()
     private let sink: PluginLogSink
     private let state: Locked<State>
-    private let startLock = NSLock()
+    private let startLock = Condition()
     private let nextCall = Locked<UInt64>(1)
     private let watchdog: CallWatchdog
 

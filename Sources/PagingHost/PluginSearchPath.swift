@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 
 /// Where plugin names are looked up: a name `foo` is the first `libfoo.so` in these folders.
 public struct PluginSearchPath: Sendable {

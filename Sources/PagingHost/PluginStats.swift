@@ -1,5 +1,6 @@
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// What the host measured of one plugin instance's calls (when ``PluginLimits/recordsStats`` is

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// A page key as it crosses the plugin ABI: bytes, by convention UTF-8 text.
 public struct PluginKey: Hashable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
@@ -19,7 +19,7 @@ public struct PluginKey: Hashable, Sendable, CustomStringConvertible, Expressibl
     /// The key as text, or `nil` when it is not valid UTF-8.
     public var text: String? { String(validating: bytes, as: UTF8.self) }
 
-    public var description: String { text ?? "0x" + bytes.map { String(format: "%02x", $0) }.joined() }
+    public var description: String { text ?? "0x" + hexString(bytes) }
 }
 
 /// A value as it crosses the plugin ABI: bytes, by convention one JSON value.

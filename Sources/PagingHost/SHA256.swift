@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 
 /// SHA-256 (FIPS 180-4), for pinning plugin libraries; the toolchain on Linux has no
 /// hashing library.
@@ -11,7 +11,7 @@ enum SHA256 {
 
     /// A digest as lowercase hex.
     static func hex(_ digest: [UInt8]) -> String {
-        digest.map { String(format: "%02x", $0) }.joined()
+        hexString(digest)
     }
 
     struct Hasher256 {

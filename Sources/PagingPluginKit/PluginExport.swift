@@ -1,5 +1,6 @@
 import CPaging
-import Foundation
+import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// Builds a library's `paging_plugin_entry` from Swift plugin types. A Swift plugin library is

@@ -1,5 +1,5 @@
 import CPaging
-import Foundation
+import FoundationEssentials
 import Synchronization
 
 /// What a plugin says about itself (its descriptor).

@@ -1,5 +1,7 @@
 import CTerminal
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
 import Paging
 import PagingHost
 import Synchronization
@@ -160,7 +162,7 @@ private final class KeyReader: Sendable {
     }
 
     func start() {
-        Thread.detachNewThread { [self] in
+        detachThread { [self] in
             var buffer = [UInt8](repeating: 0, count: 64)
             while !stopped.load(ordering: .relaxed) {
                 let count = paging_terminal_read(&buffer, Int32(buffer.count), 100)
@@ -231,7 +233,7 @@ private struct Screen {
             frame += "\u{1B}[K\r\n"
         }
         frame += "\u{1B}[7m" + fit(status(output, problem: problem)) + "\u{1B}[0m\u{1B}[K"
-        FileHandle.standardOutput.write(Data(frame.utf8))
+        _ = Array(frame.utf8).withUnsafeBytes { Output.writeAll(STDOUT_FILENO, $0) }
     }
 
     private func status(_ output: PaginationManagerOutput<PluginKey, PluginItem>, problem: String?) -> String {

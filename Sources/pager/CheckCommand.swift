@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import PagingConformance
 import PagingHost
 
@@ -105,7 +106,7 @@ struct CheckCommand {
         guard let executable = PluginSearchPath.executableFolder().map({ $0 + "/" + Self.executableName() }) else {
             throw UsageError("check: cannot find the pager executable (/proc/self/exe)")
         }
-        let scratch = NSTemporaryDirectory() + "pager-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let scratch = FileManager.default.temporaryDirectory.path + "/pager-check-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         // Handled before the folder exists, so that no signal can leave it behind.
         let interrupt = InterruptCleanup(removing: scratch, command: "check") { ConformanceRunner.stopChildren() }
         defer {
@@ -163,7 +164,7 @@ struct CheckCommand {
         case "__one":
             guard let path = rest.next(), let id = rest.next(), let name = rest.next(),
                   let check = ConformanceCheck(rawValue: name) else { childExit("__one needs LIB ID CHECK") }
-            var options = ConformanceOptions(scratchFolder: NSTemporaryDirectory())
+            var options = ConformanceOptions(scratchFolder: FileManager.default.temporaryDirectory.path)
             while let flag = rest.next() {
                 guard let value = rest.next() else { childExit("\(flag) needs a value") }
                 switch flag {
@@ -195,7 +196,7 @@ private struct TablePrinter: Sendable {
     }
 
     func row(_ result: ConformanceResult) {
-        let time = result.durationMs < 10_000 ? String(format: "%.0f ms", result.durationMs) : String(format: "%.1f s", result.durationMs / 1_000)
+        let time = result.durationMs < 10_000 ? fixedPoint(result.durationMs, digits: 0) + " ms" : fixedPoint(result.durationMs / 1_000, digits: 1) + " s"
         var line = pad(result.plugin, 16) + pad(result.check, 23) + pad(result.status.rawValue, 7) + pad(time, 9) + result.reason
         for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + note }
         Output.line(line)

@@ -1,5 +1,5 @@
 import CHTTPServer
-import Foundation
+import FoundationEssentials
 import PagingHost
 
 /// A GET request to `pager serve`, as GNU libmicrohttpd parsed it.

@@ -1,5 +1,6 @@
 import CTerminal
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 
 /// Removes a scratch folder when the process is interrupted (SIGINT) or asked to end (SIGTERM),
@@ -25,7 +26,7 @@ final class InterruptCleanup: Sendable {
                          + "an interrupted run leaves \(folder)")
             return
         }
-        Thread.detachNewThread { [cleaning] in
+        detachThread { [cleaning] in
             var number: UInt8 = 0
             while read(signals, &number, 1) != 1 {
                 guard errno == EINTR else { return }

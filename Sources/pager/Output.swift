@@ -94,7 +94,7 @@ enum Output {
     }
 
     /// Writes all of `bytes` to `descriptor`; the errno of a failure, or `nil`.
-    private static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
         var offset = 0
         while offset < bytes.count {
             let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PagingHost
 
 /// The `pager` command line: subcommands, help, and exit codes (0 success, 1 a failure at

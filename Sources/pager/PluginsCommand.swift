@@ -1,4 +1,5 @@
-import Foundation
+import FoundationEssentials
+import Glibc
 import PagingConformance
 import PagingHost
 
@@ -33,8 +34,8 @@ struct PluginsCommand {
         let folders = self.folders.isEmpty ? PluginSearchPath.standard(manifestFolder: nil).folders : self.folders
         var libraries: [String] = []
         for folder in folders {
-            var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+            var isFolder = false
+            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder else {
                 if self.folders.isEmpty { continue }
                 throw UsageError("plugins: \(folder): no such folder")
             }
@@ -48,7 +49,7 @@ struct PluginsCommand {
         }
         // Each library is opened in a child process (`pager check __list`): one that crashes,
         // exits or hangs while loading is a line of its own, and the others are listed.
-        let scratch = NSTemporaryDirectory() + "pager-plugins-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let scratch = FileManager.default.temporaryDirectory.path + "/pager-plugins-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let runner = ConformanceRunner(executable: executable, options: ConformanceOptions(scratchFolder: scratch))

@@ -1,5 +1,6 @@
 import CTerminal
-import Foundation
+import FoundationEssentials
+import Glibc
 import Paging
 import PagingHost
 
@@ -103,7 +104,7 @@ struct ServeCommand {
         let origin: String
         if let file {
             guard let data = FileManager.default.contents(atPath: file) else { throw UsageError("serve: --secret-file \(file): cannot be read") }
-            text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            text = String(decoding: data, as: UTF8.self).trimmingWhitespace
             origin = "--secret-file \(file)"
         } else if let value = ProcessInfo.processInfo.environment["PAGER_SERVE_SECRET"] {
             text = value
@@ -119,7 +120,7 @@ struct ServeCommand {
     /// Waits, on a thread of its own, for SIGINT or SIGTERM on the pipe `fd`.
     private static func nextSignal(on fd: Int32) async -> Int32 {
         await withCheckedContinuation { continuation in
-            Thread.detachNewThread {
+            detachThread {
                 var number: UInt8 = 0
                 while read(fd, &number, 1) != 1 {
                     if errno != EINTR { break }

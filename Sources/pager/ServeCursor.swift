@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import Paging
 import PagingHost
 
@@ -34,7 +34,7 @@ struct ServeCursor: Equatable {
         }
         payload += HMACSHA256.mac(key: secret, message: payload)
         return Data(payload).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            .replacing("+", with: "-").replacing("/", with: "_").replacing("=", with: "")
     }
 
     init(kind: PagingRequestKind, key: PluginKey, userInfo: [String: String]) {
@@ -46,7 +46,7 @@ struct ServeCursor: Equatable {
     /// Reads a cursor a client sent; a refusal for one that is malformed or not signed with `secret`.
     init(_ text: String, secret: [UInt8]) throws(Refused) {
         guard text.utf8.count <= Self.maxLength else { throw Refused(message: "the cursor is longer than \(Self.maxLength) characters") }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        var base64 = text.replacing("-", with: "+").replacing("_", with: "/")
         base64 += String(repeating: "=", count: (4 - base64.utf8.count % 4) % 4)
         guard let data = Data(base64Encoded: base64), data.count > Self.macLength + 2 else {
             throw Refused(message: "the cursor is not one this server gave out")

@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PagingHost
 
 /// `--stats` of `pager run`: per plugin, calls, completions, failures by class, latency p50/p99,

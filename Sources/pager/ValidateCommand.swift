@@ -1,4 +1,4 @@
-import Foundation
+import FoundationEssentials
 import PagingHost
 
 /// `pager validate MANIFEST`: loads and checks every plugin, fetches nothing.

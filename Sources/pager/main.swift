@@ -1,16 +1,25 @@
 // pager: runs pipelines of paging plugins described in manifests.
-import Foundation
+import FoundationEssentials
+import Glibc
+import Dispatch
 import PagingHost
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-// The child process of an isolated plugin: serves it to the parent over fd 3.
-if arguments.first == "__isolate" { await IsolationServer.run(Array(arguments.dropFirst())) }
-PluginIsolation.executable = (PluginSearchPath.executableFolder() ?? ".") + "/" + CheckCommand.executableName()
-PluginLibrary.librarySink = Output.pluginLog(minimum: .info)
-// A plugin that calls exit() while it is loaded or created is bad input, said so: not a quiet 0.
-PluginLibrary.reportExitsWhileLoading(status: ExitCode.badInput)
-let code = await PagerCommand.main(arguments)
-// Every command has dropped its plugin instances by now: the libraries may release what their
-// init() prepared.
-PluginLibrary.shutDown()
-exit(code)
+// The command runs off the main actor; the main thread only serves the main queue. pager links
+// FoundationEssentials only, and once a plugin brings Foundation in, the main queue may stop
+// being served (seen with a Swift plugin answering intercepts from a Dispatch timer: the
+// command never resumed on the main actor), so nothing of pager's waits to resume there.
+Task.detached {
+    // The child process of an isolated plugin: serves it to the parent over fd 3.
+    if arguments.first == "__isolate" { await IsolationServer.run(Array(arguments.dropFirst())) }
+    PluginIsolation.executable = (PluginSearchPath.executableFolder() ?? ".") + "/" + CheckCommand.executableName()
+    PluginLibrary.librarySink = Output.pluginLog(minimum: .info)
+    // A plugin that calls exit() while it is loaded or created is bad input, said so: not a quiet 0.
+    PluginLibrary.reportExitsWhileLoading(status: ExitCode.badInput)
+    let code = await PagerCommand.main(arguments)
+    // Every command has dropped its plugin instances by now: the libraries may release what
+    // their init() prepared.
+    PluginLibrary.shutDown()
+    exit(code)
+}
+dispatchMain()

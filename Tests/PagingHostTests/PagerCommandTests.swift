@@ -23,6 +23,21 @@ struct PagerCommandTests {
         #expect(result.stderr.contains("25 items in 3 pages"))
     }
 
+    /// pager links FoundationEssentials only; a Swift plugin that links Foundation (the example
+    /// delay, answering from a Dispatch timer) once left the run waiting for ever after its
+    /// summary, to resume on a main queue no one served any more.
+    @Test func aPluginThatBringsFoundationIn_doesNotStallTheRun() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 5, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "example-plugins", "id": "delay", "config": {"delay_ms": 5}}], "page_size": 5}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json"], deadline: .seconds(60))
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 5)
+    }
+
     @Test func validate_loadsEverything_andFetchesNothing() async throws {
         let result = try await run(pager, ["validate", try manifest(items: 5)])
         #expect(result.code == 0, "\(result.stderr)")

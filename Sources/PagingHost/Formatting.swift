@@ -1,0 +1,40 @@
+import Glibc
+
+/// `bytes` as lowercase hex, two digits a byte.
+package func hexString(_ bytes: some Sequence<UInt8>) -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.underestimatedCount * 2)
+    for byte in bytes {
+        out.append(digits[Int(byte >> 4)])
+        out.append(digits[Int(byte & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// Writes `text` whole to standard error (one write call unless the pipe is full), unbuffered.
+package func writeToStandardError(_ text: String) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+        if written < 0 && errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
+}
+
+/// `value` with `digits` digits after the point, as `String(format: "%.Nf")` writes it.
+package func fixedPoint(_ value: Double, digits: Int) -> String {
+    var buffer = [CChar](repeating: 0, count: 64)
+    _ = withVaList([value]) { vsnprintf(&buffer, buffer.count, "%.\(digits)f", $0) }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+package extension StringProtocol {
+    /// The text without the spaces, tabs and line breaks it starts or ends with.
+    var trimmingWhitespace: String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline }
+        guard let first = firstIndex(where: { !isSpace($0) }), let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}
