@@ -263,7 +263,7 @@ struct HTTPSourceConfig: Sendable {
         } catch let failure as PluginFailure {
             throw failure
         } catch {
-            throw .invalidConfig("config: not valid JSON (\(error))")
+            throw .invalidConfig("config: not valid JSON")
         }
         for key in root.keys.sorted() where !Self.keys.contains(key) {
             throw .invalidConfig("\(key): unknown key; expected one of \(Self.keys.joined(separator: ", "))")
