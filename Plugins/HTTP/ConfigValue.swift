@@ -51,6 +51,12 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
     var array: [ConfigValue]? { if case .array(let list) = self { list } else { nil } }
     var bool: Bool? { if case .bool(let flag) = self { flag } else { nil } }
     var number: Double? { if case .number(let number) = self { number } else { nil } }
+    /// An array of strings only.
+    var strings: [String]? {
+        guard case .array(let list) = self else { return nil }
+        let texts = list.compactMap(\.string)
+        return texts.count == list.count ? texts : nil
+    }
 
     /// A whole number (not a fraction, not a boolean) of at most 15 digits.
     var integer: Int? {

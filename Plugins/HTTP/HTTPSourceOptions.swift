@@ -18,15 +18,15 @@ struct StopRules: Sendable {
     init(_ pagination: ConfigValue?) throws(PluginFailure) {
         guard let object = pagination?.object else { return }
         if let value = object["has_more"] {
-            guard let text = value.string else { throw .invalidConfig("pagination.has_more: expected a JSON pointer string such as \"/has_more\", got \(describe(value))") }
+            guard let text = value.string else { throw .invalidConfig("pagination.has_more: expected a JSON pointer string such as \"/has_more\", got \(value)") }
             hasMore = try JSONPointer(text, key: "pagination.has_more")
         }
         if let value = object["total"] {
-            guard let text = value.string else { throw .invalidConfig("pagination.total: expected a JSON pointer string such as \"/total_count\", got \(describe(value))") }
+            guard let text = value.string else { throw .invalidConfig("pagination.total: expected a JSON pointer string such as \"/total_count\", got \(value)") }
             total = try JSONPointer(text, key: "pagination.total")
         }
         if let value = object["total_header"] {
-            guard let text = value.string, !text.isEmpty else { throw .invalidConfig("pagination.total_header: expected a header name such as \"X-Total\", got \(describe(value))") }
+            guard let text = value.string, !text.isEmpty else { throw .invalidConfig("pagination.total_header: expected a header name such as \"X-Total\", got \(value)") }
             totalHeader = text.lowercased()
         }
     }
@@ -86,24 +86,24 @@ extension HTTPSourceConfig {
     mutating func parseOptions(_ root: [String: ConfigValue], environment: [String: String]) throws(PluginFailure) {
         if let value = root["method"] {
             guard let text = value.string, ["GET", "POST"].contains(text.uppercased()) else {
-                throw .invalidConfig("method: expected \"GET\" or \"POST\", got \(describe(value))")
+                throw .invalidConfig("method: expected \"GET\" or \"POST\", got \(value)")
             }
             method = text.uppercased()
         }
         if let value = root["body"] {
             guard method == "POST" else { throw .invalidConfig("body: only with \"method\": \"POST\"") }
-            guard value.object != nil else { throw .invalidConfig("body: expected a JSON object (the request body template), got \(describe(value))") }
+            guard value.object != nil else { throw .invalidConfig("body: expected a JSON object (the request body template), got \(value)") }
             bodyTemplate = BodyTemplate(object: try expandStrings(value, key: "body", environment: environment))
         }
         if let value = root["max_requests_per_second"] {
             guard let number = value.number, number > 0, number <= 10_000 else {
-                throw .invalidConfig("max_requests_per_second: expected a number above 0 (at most 10000), got \(describe(value))")
+                throw .invalidConfig("max_requests_per_second: expected a number above 0 (at most 10000), got \(value)")
             }
             maxRequestsPerSecond = number
         }
         if let value = root["fields"] {
-            guard let list = value.array?.compactMap(\.string), !list.isEmpty, list.count == value.array?.count, !list.contains("") else {
-                throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(describe(value))")
+            guard let list = value.strings, !list.isEmpty, !list.contains("") else {
+                throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(value)")
             }
             fields = list
         }
@@ -111,7 +111,7 @@ extension HTTPSourceConfig {
             auth = try parseAuth(value, environment: environment)
         }
         if let value = root["prefetch"] {
-            guard let flag = value.bool else { throw .invalidConfig("prefetch: expected true or false, got \(describe(value))") }
+            guard let flag = value.bool else { throw .invalidConfig("prefetch: expected true or false, got \(value)") }
             guard !flag || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
             prefetch = flag
         } else {
@@ -126,7 +126,7 @@ extension HTTPSourceConfig {
             if required { throw .invalidConfig("\(key): required") }
             return nil
         }
-        guard let text = value.string else { throw .invalidConfig("\(key): expected a string, got \(describe(value))") }
+        guard let text = value.string else { throw .invalidConfig("\(key): expected a string, got \(value)") }
         switch try expandEnvironment(text, key: key, environment: environment, secrets: &secrets) {
         case .value(let expanded):
             guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { throw .invalidConfig("\(key): the value may not contain a line break") }
@@ -156,7 +156,7 @@ extension HTTPSourceConfig {
 
     private mutating func parseAuth(_ value: ConfigValue, environment: [String: String]) throws(PluginFailure) -> Auth? {
         guard let object = value.object, let type = object["type"]?.string else {
-            throw .invalidConfig("auth: expected an object with \"type\": \"bearer\", \"api_key\", \"basic\" or \"oauth2_client_credentials\", got \(describe(value))")
+            throw .invalidConfig("auth: expected an object with \"type\": \"bearer\", \"api_key\", \"basic\" or \"oauth2_client_credentials\", got \(value)")
         }
         let allowed: [String]
         switch type {
@@ -175,7 +175,7 @@ extension HTTPSourceConfig {
             return .headers(["Authorization: Bearer \(token)"])
         case "api_key":
             let place = object["in"].map { $0.string ?? "" } ?? "header"
-            guard place == "header" || place == "query" else { throw .invalidConfig("auth.in: expected \"header\" or \"query\", got \(describe(object["in"]!))") }
+            guard place == "header" || place == "query" else { throw .invalidConfig("auth.in: expected \"header\" or \"query\", got \(object["in"]!)") }
             guard let name = object["name"]?.string, !name.isEmpty else { throw .invalidConfig("auth.name: required; the header or query parameter name, such as \"X-Api-Key\"") }
             guard let key = try secret(object["value"], key: "auth.value", environment: environment) else { return nil }
             return place == "header" ? .headers(["\(name): \(key)"]) : .query(name: name, value: key)

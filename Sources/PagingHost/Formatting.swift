@@ -12,15 +12,23 @@ package func hexString(_ bytes: some Sequence<UInt8>) -> String {
     return String(decoding: out, as: UTF8.self)
 }
 
-/// Writes `text` whole to standard error (one write call unless the pipe is full), unbuffered.
-package func writeToStandardError(_ text: String) {
-    var bytes = Array(text.utf8)[...]
-    while !bytes.isEmpty {
-        let written = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+/// Writes all of `bytes` to `descriptor`, again after a signal; the errno of a failure (EIO
+/// for a write that wrote nothing), or `nil`.
+package func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
+    var offset = 0
+    while offset < bytes.count {
+        let written = write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
         if written < 0 && errno == EINTR { continue }
-        guard written > 0 else { return }
-        bytes = bytes.dropFirst(written)
+        if written < 0 { return errno }
+        if written == 0 { return EIO }
+        offset += written
     }
+    return nil
+}
+
+/// Writes `text` whole to standard error, unbuffered (a failure is not reported).
+package func writeToStandardError(_ text: String) {
+    _ = Array(text.utf8).withUnsafeBytes { writeAll(STDERR_FILENO, $0) }
 }
 
 /// `value` with `digits` digits after the point, as `String(format: "%.Nf")` writes it.

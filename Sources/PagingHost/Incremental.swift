@@ -269,19 +269,7 @@ public struct IncrementalStateFile: Sendable {
         let temporary = "\(path).tmp.\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        var written = 0
-        var error: Int32 = 0
-        bytes.withUnsafeBytes { buffer in
-            while written < buffer.count {
-                let count = Glibc.write(fd, buffer.baseAddress! + written, buffer.count - written)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    error = errno
-                    return
-                }
-                written += count
-            }
-        }
+        var error = bytes.withUnsafeBytes { writeAll(fd, $0) } ?? 0
         if error == 0, fsync(fd) != 0 { error = errno }
         close(fd)
         if error == 0, rename(temporary, path) != 0 { error = errno }

@@ -42,7 +42,7 @@ final class PluginFile {
     func sha256() throws(PluginLoadError) -> String {
         var hasher = SHA256.Hasher256()
         try readAll { hasher.update($0) }
-        return SHA256.hex(hasher.finalize())
+        return hexString(hasher.finalize())
     }
 
     /// A sealed memfd (no write, no resize, no further seals) holding a copy of the file, and
@@ -53,19 +53,15 @@ final class PluginFile {
             var hasher = SHA256.Hasher256()
             try readAll { (chunk: UnsafeBufferPointer<UInt8>) throws(PluginLoadError) in
                 hasher.update(chunk)
-                var written = 0
-                while written < chunk.count {
-                    let count = write(memfd, chunk.baseAddress! + written, chunk.count - written)
-                    if count < 0, errno == EINTR { continue }
-                    guard count > 0 else { throw Memfd.failure(path, "writing the in-memory copy", errno) }
-                    written += count
+                if let failed = writeAll(memfd, UnsafeRawBufferPointer(chunk)) {
+                    throw Memfd.failure(path, "writing the in-memory copy", failed)
                 }
             }
             guard fcntl(memfd, Memfd.addSeals, Memfd.allSeals) == 0 else {
                 throw Memfd.failure(path, "sealing the in-memory copy", errno)
             }
             try Self.checkELFHeader(memfd, path: path)
-            return (memfd, SHA256.hex(hasher.finalize()))
+            return (memfd, hexString(hasher.finalize()))
         } catch {
             close(memfd)
             throw error

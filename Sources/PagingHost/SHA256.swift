@@ -6,12 +6,7 @@ enum SHA256 {
     static func hex(of bytes: some Collection<UInt8>) -> String {
         var hasher = Hasher256()
         hasher.update(bytes)
-        return hex(hasher.finalize())
-    }
-
-    /// A digest as lowercase hex.
-    static func hex(_ digest: [UInt8]) -> String {
-        hexString(digest)
+        return hexString(hasher.finalize())
     }
 
     struct Hasher256 {

@@ -233,7 +233,7 @@ private struct Screen {
             frame += "\u{1B}[K\r\n"
         }
         frame += "\u{1B}[7m" + fit(status(output, problem: problem)) + "\u{1B}[0m\u{1B}[K"
-        _ = Array(frame.utf8).withUnsafeBytes { Output.writeAll(STDOUT_FILENO, $0) }
+        _ = Array(frame.utf8).withUnsafeBytes { writeAll(STDOUT_FILENO, $0) }
     }
 
     private func status(_ output: PaginationManagerOutput<PluginKey, PluginItem>, problem: String?) -> String {

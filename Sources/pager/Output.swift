@@ -92,19 +92,6 @@ enum Output {
         guard plugin.hasSuffix(")"), let open = plugin.ranges(of: " (").last else { return plugin[...] }
         return plugin[..<open.lowerBound]
     }
-
-    /// Writes all of `bytes` to `descriptor`; the errno of a failure, or `nil`.
-    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer) -> Int32? {
-        var offset = 0
-        while offset < bytes.count {
-            let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-            if written < 0 && errno == EINTR { continue }
-            if written < 0 { return errno }
-            if written == 0 { return EIO }
-            offset += written
-        }
-        return nil
-    }
 }
 
 extension Output {

@@ -1,5 +1,4 @@
 // pager: runs pipelines of paging plugins described in manifests.
-import FoundationEssentials
 import Glibc
 import Dispatch
 import PagingHost

@@ -5,12 +5,13 @@ import Testing
 struct PagerCommandTests {
     let pager = pagerCommand
 
-    func manifest(items: Int, pageSize: Int = 10) throws -> String {
+    func manifest(items: Int, pageSize: Int = 10,
+                  interceptors: String = #"[{"plugin": "logging"}, {"plugin": "cache"}]"#) throws -> String {
         let folder = scratchFolder()
         writeJSONLines(count: items, to: folder + "/data.jsonl")
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "logging"}, {"plugin": "cache"}], "page_size": \(pageSize)}
+         "interceptors": \(interceptors), "page_size": \(pageSize)}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return folder + "/m.json"
     }
@@ -27,13 +28,8 @@ struct PagerCommandTests {
     /// delay, answering from a Dispatch timer) once left the run waiting for ever after its
     /// summary, to resume on a main queue no one served any more.
     @Test func aPluginThatBringsFoundationIn_doesNotStallTheRun() async throws {
-        let folder = scratchFolder()
-        writeJSONLines(count: 5, to: folder + "/data.jsonl")
-        try """
-        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "example-plugins", "id": "delay", "config": {"delay_ms": 5}}], "page_size": 5}
-        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let result = try await run(pager, ["run", folder + "/m.json"], deadline: .seconds(60))
+        let delay = #"[{"plugin": "example-plugins", "id": "delay", "config": {"delay_ms": 5}}]"#
+        let result = try await run(pager, ["run", try manifest(items: 5, pageSize: 5, interceptors: delay)], deadline: .seconds(60))
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n").count == 5)
     }
