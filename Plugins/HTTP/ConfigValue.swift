@@ -1,11 +1,15 @@
 // A JSON value of the source's config, read with FoundationEssentials' JSONDecoder and typed
 // strictly (true is not 1, 1.5 is not an integer), so that every key's error can say what it
-// expected and what it got.
+// expected and what it got. Whole numbers that fit 64 bits stay exact (a POST body template
+// sends 9007199254740993 as written, not as the nearest Double).
 import FoundationEssentials
 
 enum ConfigValue: Codable, Sendable, CustomStringConvertible {
     case null
     case bool(Bool)
+    /// A whole number within Int64.
+    case integer(Int64)
+    /// Any other number.
     case number(Double)
     case string(String)
     case array([ConfigValue])
@@ -20,6 +24,7 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() { self = .null }
         else if let flag = try? container.decode(Bool.self) { self = .bool(flag) }
+        else if let whole = try? container.decode(Int64.self) { self = .integer(whole) }
         else if let number = try? container.decode(Double.self) { self = .number(number) }
         else if let text = try? container.decode(String.self) { self = .string(text) }
         else if let list = try? container.decode([ConfigValue].self) { self = .array(list) }
@@ -31,6 +36,7 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
         switch self {
         case .null: try container.encodeNil()
         case .bool(let flag): try container.encode(flag)
+        case .integer(let whole): try container.encode(whole)
         case .number(let number):
             if let whole = Int64(exactly: number) { try container.encode(whole) } else { try container.encode(number) }
         case .string(let text): try container.encode(text)
@@ -50,7 +56,13 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
     var object: [String: ConfigValue]? { if case .object(let members) = self { members } else { nil } }
     var array: [ConfigValue]? { if case .array(let list) = self { list } else { nil } }
     var bool: Bool? { if case .bool(let flag) = self { flag } else { nil } }
-    var number: Double? { if case .number(let number) = self { number } else { nil } }
+    var number: Double? {
+        switch self {
+        case .integer(let whole): Double(whole)
+        case .number(let number): number
+        default: nil
+        }
+    }
     /// An array of strings only.
     var strings: [String]? {
         guard case .array(let list) = self else { return nil }
@@ -60,8 +72,11 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
 
     /// A whole number (not a fraction, not a boolean) of at most 15 digits.
     var integer: Int? {
-        guard case .number(let number) = self, number == number.rounded(), abs(number) < 1e15 else { return nil }
-        return Int(number)
+        switch self {
+        case .integer(let whole) where whole.magnitude < 1_000_000_000_000_000: Int(whole)
+        case .number(let number) where number == number.rounded() && abs(number) < 1e15: Int(number)
+        default: nil
+        }
     }
 
     /// A short description for error messages: "the string \"x\"", "an array", "null".
@@ -69,6 +84,7 @@ enum ConfigValue: Codable, Sendable, CustomStringConvertible {
         switch self {
         case .null: "null"
         case .bool(let flag): flag ? "true" : "false"
+        case .integer(let whole): "the number \(whole)"
         case .number(let number): "the number " + (integer.map(String.init) ?? String(number))
         case .string(let text): "the string \"\(text.count > 40 ? String(text.prefix(40)) + "…" : text)\""
         case .array: "an array"

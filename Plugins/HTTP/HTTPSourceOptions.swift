@@ -52,8 +52,8 @@ struct BodyTemplate: Sendable {
             case .string(let text):
                 switch text {
                 case "{key}": return .string(key)
-                case "{pageSize}": return .number(Double(pageSize))
-                case "{offset}": return .number(Double(offset ?? 0))
+                case "{pageSize}": return .integer(Int64(pageSize))
+                case "{offset}": return .integer(Int64(offset ?? 0))
                 default:
                     if text.hasPrefix("{param."), text.hasSuffix("}") { return .string(params[String(text.dropFirst(7).dropLast())] ?? "") }
                     if text.hasPrefix("{state."), text.hasSuffix("}") { return .string(params[String(text.dropFirst().dropLast())] ?? "") }

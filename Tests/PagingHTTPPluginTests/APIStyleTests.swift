@@ -68,6 +68,21 @@ struct APIStyleTests {
         #expect(found == Array(1...25))
     }
 
+    /// A template's numbers go out as written: a whole number past 2^53 is not rounded to the
+    /// nearest Double, a fraction stays a fraction.
+    @Test func postBodyTemplate_sendsItsNumbersExactly() async throws {
+        defer { server.stop() }
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/slack/conversations.list", "method": "POST",
+             "body": {"cursor": "{key}", "limit": "{pageSize}", "team": 9007199254740993, "ratio": 0.25, "floor": -12},
+             "items": "/channels", "pagination": {"type": "cursor", "next": "/response_metadata/next_cursor"}}
+            """, pageSize: 10)
+        #expect(found == Array(1...25))
+        let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/slack/last-body")!)
+        let body = try #require((try JSONSerialization.jsonObject(with: data) as? [String: String])?["body"])
+        #expect(body == #"{"cursor":"c-20","floor":-12,"limit":10,"ratio":0.25,"team":9007199254740993}"#, "\(body)")
+    }
+
     @Test func nestedItems_withAWildcard_andAProjection() async throws {
         defer { server.stop() }
         let source = try makeSource("""

@@ -8,6 +8,7 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
                                                         X-Total, X-Total-Pages headers
   POST /slack/conversations.list  {"cursor": C, "limit": N}
                                    {"ok":true,"channels":[...],"response_metadata":{"next_cursor":C}}
+  GET  /slack/last-body            the body of the last POST to /slack/conversations.list, as sent
   GET  /nested?page=P              {"groups":[{"repos":[...]},{"repos":[...]}]} (5 a group, 2 groups
                                    a page, 3 pages)
   POST /oauth/token                client credentials (client_id "cid", client_secret "csecret"):
@@ -50,6 +51,7 @@ since_asked = []
 limited_seen = set()
 events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1, 13)]
 failing_pages = {}     # page -> how many more requests for it fail
+slack_body = [""]      # the body of the last POST to /slack/conversations.list
 
 
 class Handler(loopback.Handler):
@@ -80,7 +82,12 @@ class Handler(loopback.Handler):
             pages = (len(RECORDS) + per - 1) // per
             nxt = str(page + 1) if page < pages else ""
             return self.send(200, chunk, headers=[("X-Next-Page", nxt), ("X-Total", len(RECORDS)), ("X-Total-Pages", pages)])
+        if path == "/slack/last-body":
+            with lock:
+                return self.send(200, {"body": slack_body[0]})
         if path == "/slack/conversations.list" and method == "POST":
+            with lock:
+                slack_body[0] = (body or b"").decode()
             req = json.loads(body or b"{}")
             cursor, limit = req.get("cursor", ""), int(req.get("limit", 10))
             start = int(cursor.split("-")[1]) if cursor else 0
