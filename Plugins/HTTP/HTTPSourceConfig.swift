@@ -163,10 +163,11 @@ struct HTTPSourceConfig: Sendable {
     var maxPageBytes: Int
     /// The most header bytes read from one response.
     var maxHeaderBytes: Int
-    /// The host of `url`, and `allowed_hosts`: the only hosts configured headers go to.
-    var trustedHosts: Set<String>
-    /// The scheme of `url`: configured headers never go to http when it is https.
-    var trustedScheme: String
+    /// The scheme, host and port of `url`: configured headers go there (and to an https
+    /// upgrade of an http `url` on the default ports), not to another port of the same host.
+    var origin: URLParts
+    /// `allowed_hosts`: hosts (any port) and "host:port" pairs configured headers go to too.
+    var allowedHosts: Set<String>
     /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
     var warnings: [String] = []
     /// Values that came from the environment or a file: redacted from every message.
@@ -212,11 +213,17 @@ struct HTTPSourceConfig: Sendable {
         return (pointers, slots)
     }
 
-    /// Whether `url` may get the configured headers and credentials: a trusted host over the
-    /// configured scheme (or an upgrade to https).
+    /// Whether `url` may get the configured headers and credentials: the `url`'s origin (or
+    /// its upgrade to https), or an allowed host, over the configured scheme or https.
     func isTrusted(_ url: String) -> Bool {
-        guard let parts = URLParts(url), trustedHosts.contains(parts.host) else { return false }
-        return parts.scheme == trustedScheme || parts.scheme == "https"
+        guard let parts = URLParts(url), parts.scheme == origin.scheme || parts.scheme == "https",
+              let port = parts.effectivePort else { return false }
+        if parts.host == origin.host, let own = origin.effectivePort {
+            if port == own { return true }
+            // http://host/ upgraded to https://host/: the default port of each.
+            if origin.scheme == "http", own == 80, parts.scheme == "https", port == 443 { return true }
+        }
+        return allowedHosts.contains(parts.host) || allowedHosts.contains("\(parts.host):\(port)")
     }
 
     /// A URL from a response (a Link, a next URL) as a page key: the `url`'s secrets in it are
@@ -283,17 +290,22 @@ struct HTTPSourceConfig: Sendable {
               scheme == "http" || scheme == "https", parsed.host != nil, let parts = URLParts(sample) else {
             throw .invalidConfig("url: expected an absolute http(s) URL template, got \"\(urlText)\"")
         }
-        trustedScheme = parts.scheme
-        trustedHosts = [parts.host]
+        guard parts.effectivePort != nil else {
+            throw .invalidConfig("url: the port of \"\(urlText)\" is not a number from 1 to 65535")
+        }
+        origin = parts
+        allowedHosts = []
         if let value = root["allowed_hosts"] {
             guard let list = value.strings else {
-                throw .invalidConfig("allowed_hosts: expected an array of host names (\"api.example.com\"), got \(value)")
+                throw .invalidConfig("allowed_hosts: expected an array of host names (\"api.example.com\", or \"api.example.com:8443\" for one port), got \(value)")
             }
-            for host in list {
-                guard !host.isEmpty, !host.contains("/"), !host.contains(":") || host.hasPrefix("[") else {
-                    throw .invalidConfig("allowed_hosts: \"\(host)\" is not a host name (no scheme, port or path)")
+            for entry in list {
+                // Read as the authority of a URL: "host", "host:port", "[::1]", "[::1]:8443".
+                guard !entry.isEmpty, !entry.contains("/"), !entry.contains("@"), let host = URLParts("http://" + entry),
+                      host.port == nil || (host.effectivePort != nil && !host.port!.isEmpty) else {
+                    throw .invalidConfig("allowed_hosts: \"\(entry)\" is not a host name or host:port (no scheme or path)")
                 }
-                trustedHosts.insert(host.lowercased())
+                allowedHosts.insert(host.port == nil ? host.host : "\(host.host):\(host.effectivePort!)")
             }
         }
 
@@ -542,4 +554,13 @@ struct URLParts: Equatable {
     }
 
     var isHTTP: Bool { scheme == "http" || scheme == "https" }
+
+    /// The port a request goes to: the one written, else the scheme's default (80 for http,
+    /// 443 for https); nil when the written one is not a port number.
+    var effectivePort: Int? {
+        guard let port, !port.isEmpty else { return scheme == "https" ? 443 : scheme == "http" ? 80 : nil }
+        guard port.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }), port.utf8.count <= 5,
+              let number = Int(port), (1...65535).contains(number) else { return nil }
+        return number
+    }
 }

@@ -72,6 +72,38 @@ struct HostileServerTests {
         #expect(seen[1]["authorization"] is NSNull, "\(seen)")
     }
 
+    /// The same host on another port is another server: a Link there goes without the
+    /// configured headers, unless `allowed_hosts` names that host:port.
+    @Test func aLinkToAnotherPortOfTheHost_isFetchedWithoutConfiguredHeaders() async throws {
+        defer { server.stop() }
+        let other = try FixtureServer("hostile_server.py")
+        defer { other.stop() }
+        setenv("HOSTILE_TEST_TOKEN", "tok-port-321", 1)
+        let config = { (allowed: String) in
+            """
+            {"url": "\(server.baseURL)/link-port?page=1&to=\(other.port)", "items": "/items", "pagination": {"type": "link"},
+             "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}, "allowed_hosts": [\(allowed)]}
+            """
+        }
+        #expect(try await pageToEnd(try makeSource(config("")), pageSize: 2).output.values.count == 4)
+        #expect(try await server.seen().first?["authorization"] as? String == "Bearer tok-port-321")
+        let away = try #require(try await other.seen().last)
+        #expect(away["path"] as? String == "/items" && away["authorization"] is NSNull, "\(away)")
+        // Allowed by host:port, the headers follow.
+        #expect(try await pageToEnd(try makeSource(config(#""127.0.0.1:\#(other.port)""#)), pageSize: 2).output.values.count == 4)
+        #expect(try await other.seen().last?["authorization"] as? String == "Bearer tok-port-321")
+    }
+
+    @Test func allowedHosts_refusesWhatIsNotAHostOrHostAndPort() throws {
+        for entry in ["http://a.example", "a.example/x", "a.example:", "a.example:http", "a.example:70000", "user@a.example"] {
+            let error = #expect(throws: (any Error).self, "\(entry)") {
+                try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["\#(entry)"]}"#)
+            }
+            #expect("\(error.map { "\($0)" } ?? "")".contains(#"allowed_hosts: "\#(entry)" is not a host name or host:port"#), "\(String(describing: error))")
+        }
+        _ = try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["a.example", "a.example:8443", "[::1]:8080"]}"#)
+    }
+
     // MARK: Every byte read is bounded
 
     @Test func anEndlessBody_stopsAtMaxPageBytes() async throws {

@@ -23,6 +23,8 @@ Paths (query strings are ignored unless said):
                        combining accent, which makes "/" and it one Character) and
                        @127.0.0.1:PORT/...: its host is localhost, whatever a Character-wise
                        reading finds after the "@"
+  /link-port?to=P      items; Link rel="next" to http://127.0.0.1:P/items?page=2 (the same host,
+                       another port: another server)
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
@@ -124,6 +126,9 @@ class Handler(loopback.Handler):
         elif path.endswith("/link-combining"):
             links = [("Link", f'<http://localhost:{port}/\u0301@127.0.0.1:{port}/link-combining?page=2>; rel="next"')] if page == 1 else []
             self.send(200, items_body(page), headers=links)
+        elif path == "/link-port":
+            to = int(query.get("to", "0") or 0)
+            self.send(200, items_body(1), headers=[("Link", f'<http://127.0.0.1:{to}/items?page=2>; rel="next"')])
         elif path == "/link-file":
             self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
         elif path == "/link-gopher":
