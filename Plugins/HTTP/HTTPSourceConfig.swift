@@ -301,11 +301,11 @@ struct HTTPSourceConfig: Sendable {
             }
             for entry in list {
                 // Read as the authority of a URL: "host", "host:port", "[::1]", "[::1]:8443".
-                guard !entry.isEmpty, !entry.contains("/"), !entry.contains("@"), let host = URLParts("http://" + entry),
-                      host.port == nil || (host.effectivePort != nil && !host.port!.isEmpty) else {
+                guard !entry.isEmpty, !entry.contains(where: { "/?#@ ".contains($0) }), let parts = URLParts("http://" + entry),
+                      parts.port?.isEmpty != true, let port = parts.effectivePort else {
                     throw .invalidConfig("allowed_hosts: \"\(entry)\" is not a host name or host:port (no scheme or path)")
                 }
-                allowedHosts.insert(host.port == nil ? host.host : "\(host.host):\(host.effectivePort!)")
+                allowedHosts.insert(parts.port == nil ? parts.host : "\(parts.host):\(port)")
             }
         }
 

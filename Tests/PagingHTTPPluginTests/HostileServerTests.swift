@@ -95,7 +95,7 @@ struct HostileServerTests {
     }
 
     @Test func allowedHosts_refusesWhatIsNotAHostOrHostAndPort() throws {
-        for entry in ["http://a.example", "a.example/x", "a.example:", "a.example:http", "a.example:70000", "user@a.example"] {
+        for entry in ["http://a.example", "a.example/x", "a.example?x", "a.example:", "a.example:http", "a.example:70000", "user@a.example"] {
             let error = #expect(throws: (any Error).self, "\(entry)") {
                 try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["\#(entry)"]}"#)
             }
