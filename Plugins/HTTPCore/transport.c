@@ -5,6 +5,7 @@
 // Redirects are not followed here: the caller decides, host by host, which headers go along.
 // Every body and header byte is counted as it arrives (after decompression), so neither an
 // endless body, an inflating gzip bomb nor a huge header is buffered past its limit.
+#define _GNU_SOURCE /* pthread_setname_np */
 #include "http_core.h"
 
 #include <curl/curl.h>
@@ -230,6 +231,9 @@ ht_client *ht_client_new(void) {
         free(c);
         return NULL;
     }
+    // Named for top, perf and gdb (at most 15 characters); otherwise it shows the name of the
+    // thread that created it.
+    pthread_setname_np(c->thread, "paging-http");
     return c;
 }
 

@@ -93,6 +93,18 @@ struct HTTPSourcePluginTests {
         #expect(descriptor.isThreadSafe)
     }
 
+    /// The transfer thread is named, so that top, perf and gdb tell it from the host's threads.
+    @Test func aSource_runsItsTransfersOnAThreadNamedPagingHttp() throws {
+        func threadNames() -> [String] {
+            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+            return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+                .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+        }
+        let source = try makeSource(#"{"url": "http://127.0.0.1:1/items", "items": "/items"}"#)
+        #expect(threadNames().contains("paging-http"), "\(threadNames())")
+        withExtendedLifetime(source) {}
+    }
+
     @Test func pagePagination_pagesToTheEnd_inOrder_exactlyOnce() async throws {
         let total = 100 // a multiple of the page size: the last page is empty
         let server = try startServer { request in
