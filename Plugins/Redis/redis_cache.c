@@ -52,6 +52,9 @@
  *   Network-first takes no lease (every load goes to the source).
  *   A hard refresh deletes the namespace's pages (SCAN + UNLINK: pages written meanwhile may
  *   stay) and proceeds.
+ *   A reply larger than max_page_bytes + 1 MiB, or of more than 1,048,576 values, is not read on:
+ *   the connection is dropped and Redis counts as unavailable (a broken or hostile server cannot
+ *   make the process allocate without end; hiredis alone would buffer any reply whole).
  *   Redis unavailable (refused, timed out, restarting, a protocol error): the load proceeds as if
  *   nothing were held, handle() stores nothing, and a warning goes out at most once a minute; a
  *   broken connection is tried again at once, then every retry_interval_ms, and an INFO line says
@@ -98,6 +101,7 @@ typedef struct rc_state {
     int64_t next_attempt_ms;    /* while not connected: no attempt before this */
     int64_t down_until_ms;      /* read without the lock (__atomic): intercept passes straight on */
     int was_down;               /* a warning went out since the last connection */
+    size_t reply_objects;       /* objects made for the reply being read (rc_get_reply) */
     /* where */
     char *host_name;            /* NULL with a socket */
     int port;
@@ -147,10 +151,111 @@ static void rc_down(rc_state *st, const char *why)
     pstore_warn(st->host, &st->warn_down, msg);
 }
 
-/* Sends one command on a new connection and checks its answer is not an error. */
-static int rc_setup_command(redisContext *ctx, int argc, const char **argv, char *why, size_t why_len)
+/* ---- replies within bounds --------------------------------------------------------------- */
+
+/* hiredis buffers a reply whole and makes an object per element, however large the server says
+ * it is: a broken or hostile server could make this process allocate without end. A reply is
+ * read within bounds instead: at most max_page_bytes + 1 MiB of it (a page, GETRANGE'd to
+ * max_page_bytes, is the largest reply a Redis sends here) and at most RC_MAX_OBJECTS objects
+ * (arrays come from SCAN ... COUNT 1000 only). */
+enum { RC_MAX_OBJECTS = 1 << 20 };
+
+static redisReplyObjectFunctions rc_bounded;          /* hiredis's own, each counted first */
+static const redisReplyObjectFunctions *rc_default;
+static pthread_once_t rc_bounded_once = PTHREAD_ONCE_INIT;
+
+/* Counts one more object (and `elements` more slots) of the reply being read; 0 past the bound. */
+static int rc_count_object(const redisReadTask *task, size_t elements)
 {
-    redisReply *r = (redisReply *)redisCommandArgv(ctx, argc, argv, NULL);
+    rc_state *st = (rc_state *)task->privdata;
+    if (st == NULL) return 1;
+    st->reply_objects += 1 + elements;
+    return st->reply_objects <= RC_MAX_OBJECTS;
+}
+
+static void *rc_create_string(const redisReadTask *task, char *str, size_t len)
+{
+    return rc_count_object(task, 0) ? rc_default->createString(task, str, len) : NULL;
+}
+
+static void *rc_create_array(const redisReadTask *task, int elements)
+{
+    return rc_count_object(task, elements > 0 ? (size_t)elements : 0) ? rc_default->createArray(task, elements) : NULL;
+}
+
+static void *rc_create_integer(const redisReadTask *task, long long value)
+{
+    return rc_count_object(task, 0) ? rc_default->createInteger(task, value) : NULL;
+}
+
+static void *rc_create_nil(const redisReadTask *task)
+{
+    return rc_count_object(task, 0) ? rc_default->createNil(task) : NULL;
+}
+
+static void rc_bounded_init(void)
+{
+    redisReader *reader = redisReaderCreate(); /* to learn hiredis's own functions (a static table) */
+    if (reader == NULL) return;
+    rc_default = reader->fn;
+    redisReaderFree(reader);
+    rc_bounded = *rc_default;
+    rc_bounded.createString = rc_create_string;
+    rc_bounded.createArray = rc_create_array;
+    rc_bounded.createInteger = rc_create_integer;
+    rc_bounded.createNil = rc_create_nil;
+}
+
+/* Makes `ctx`'s replies counted against `st`'s bounds; 0 when out of memory. */
+static int rc_bound_replies(rc_state *st, redisContext *ctx)
+{
+    pthread_once(&rc_bounded_once, rc_bounded_init);
+    if (rc_default == NULL) return 0;
+    ctx->reader->fn = &rc_bounded;
+    ctx->reader->privdata = st;
+    return 1;
+}
+
+/* As redisGetReply, within the bounds above; past them, the context's error says which. */
+static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
+{
+    size_t limit = (size_t)st->max_page_bytes + (1u << 20), received = 0;
+    void *object = NULL;
+    int written = 0;
+    *reply = NULL;
+    st->reply_objects = 0;
+    while (!written) {
+        if (redisBufferWrite(ctx, &written) != REDIS_OK) return REDIS_ERR;
+    }
+    for (;;) {
+        if (redisReaderGetReply(ctx->reader, &object) != REDIS_OK) {
+            ctx->err = REDIS_ERR_PROTOCOL;
+            if (st->reply_objects > RC_MAX_OBJECTS)
+                snprintf(ctx->errstr, sizeof ctx->errstr, "a reply of more than %d values; connection dropped", RC_MAX_OBJECTS);
+            else
+                snprintf(ctx->errstr, sizeof ctx->errstr, "%s", ctx->reader->errstr);
+            return REDIS_ERR;
+        }
+        if (object != NULL) {
+            *reply = (redisReply *)object;
+            return REDIS_OK;
+        }
+        if (received > limit) {
+            ctx->err = REDIS_ERR_PROTOCOL;
+            snprintf(ctx->errstr, sizeof ctx->errstr, "a reply larger than %zu bytes (max_page_bytes + 1 MiB); connection dropped", limit);
+            return REDIS_ERR;
+        }
+        size_t before = ctx->reader->len;
+        if (redisBufferRead(ctx) != REDIS_OK) return REDIS_ERR;
+        received += ctx->reader->len - before;
+    }
+}
+
+/* Sends one command on a new connection and checks its answer is not an error. */
+static int rc_setup_command(rc_state *st, redisContext *ctx, int argc, const char **argv, char *why, size_t why_len)
+{
+    redisReply *r = NULL;
+    if (redisAppendCommandArgv(ctx, argc, argv, NULL) == REDIS_OK) rc_get_reply(st, ctx, &r);
     int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
     if (r == NULL) snprintf(why, why_len, "%s", ctx->errstr);
     else if (!ok) snprintf(why, why_len, "%s refused: %.200s", argv[0], r->str != NULL ? r->str : "");
@@ -174,6 +279,11 @@ static int rc_connect(rc_state *st, int force)
         rc_down(st, why);
         return 0;
     }
+    if (!rc_bound_replies(st, ctx)) {
+        redisFree(ctx);
+        rc_down(st, "out of memory");
+        return 0;
+    }
     redisSetTimeout(ctx, st->command_timeout);
     if (st->socket_path == NULL) redisEnableKeepAlive(ctx);
     why[0] = '\0';
@@ -181,7 +291,7 @@ static int rc_connect(rc_state *st, int force)
         const char *argv[2];
         argv[0] = "AUTH";
         argv[1] = st->password;
-        if (!rc_setup_command(ctx, 2, argv, why, sizeof why)) {
+        if (!rc_setup_command(st, ctx, 2, argv, why, sizeof why)) {
             redisFree(ctx);
             rc_down(st, why);
             return 0;
@@ -192,7 +302,7 @@ static int rc_connect(rc_state *st, int force)
         snprintf(db, sizeof db, "%lld", (long long)st->database);
         argv[0] = "SELECT";
         argv[1] = db;
-        if (!rc_setup_command(ctx, 2, argv, why, sizeof why)) {
+        if (!rc_setup_command(st, ctx, 2, argv, why, sizeof why)) {
             redisFree(ctx);
             rc_down(st, why);
             return 0;
@@ -222,7 +332,7 @@ static int rc_pipeline(rc_state *st, int n, const int *argc, const char ***argv,
         int ok = 1;
         if (!rc_connect(st, attempt > 0)) return 0;
         for (i = 0; i < n && ok; i++) ok = redisAppendCommandArgv(st->ctx, argc[i], argv[i], lens[i]) == REDIS_OK;
-        for (i = 0; i < n && ok; i++) ok = redisGetReply(st->ctx, (void **)&replies[i]) == REDIS_OK && replies[i] != NULL;
+        for (i = 0; i < n && ok; i++) ok = rc_get_reply(st, st->ctx, &replies[i]) == REDIS_OK && replies[i] != NULL;
         if (ok) return 1;
         snprintf(why, sizeof why, "%s", st->ctx->errstr[0] ? st->ctx->errstr : "no reply");
         for (i = 0; i < n; i++) {

@@ -16,7 +16,7 @@ struct APIStyleTests {
     let server: FixtureServer
 
     init() throws {
-        server = try FixtureServer("api_server.py")
+        server = try FixtureServer("http/api_server.py")
     }
 
     private func pagedIDs(_ config: String, pageSize: Int) async throws -> [Int] {

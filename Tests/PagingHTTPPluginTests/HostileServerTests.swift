@@ -19,7 +19,7 @@ struct HostileServerTests {
     let server: FixtureServer
 
     init() throws {
-        server = try FixtureServer("hostile_server.py")
+        server = try FixtureServer("http/hostile_server.py")
     }
 
     // MARK: Credentials stay with the configured host
@@ -76,7 +76,7 @@ struct HostileServerTests {
     /// configured headers, unless `allowed_hosts` names that host:port.
     @Test func aLinkToAnotherPortOfTheHost_isFetchedWithoutConfiguredHeaders() async throws {
         defer { server.stop() }
-        let other = try FixtureServer("hostile_server.py")
+        let other = try FixtureServer("http/hostile_server.py")
         defer { other.stop() }
         setenv("HOSTILE_TEST_TOKEN", "tok-port-321", 1)
         let config = { (allowed: String) in

@@ -16,7 +16,7 @@ struct IncrementalLoadingTests {
     var stateFile: String { manifest + ".state" }
 
     init() throws {
-        server = try FixtureServer("api_server.py")
+        server = try FixtureServer("http/api_server.py")
         try """
             {"source": {"plugin": "\(try httpPluginPath())",
                         "config": {"url": "\(server.baseURL)/events?since={state.since}&page={key}&per_page={pageSize}"}},

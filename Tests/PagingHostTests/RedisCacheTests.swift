@@ -296,4 +296,30 @@ struct RedisCacheTests {
         _ = try await load(pager, "10")
         #expect(redis.command("EXISTS", "swiftpaging:default:p:10 2:10").hasPrefix(":1"))
     }
+
+    /// A server that answers with more than a process can hold (a 1 GiB string, an array of 100
+    /// million values; Tests/Fixtures/redis/hostile_redis.py) is cut off once the reply passes
+    /// its bound: the load goes on from the source, the warning says why, and little was read.
+    @Test(arguments: [("bulk", "a reply larger than 1114112 bytes (max_page_bytes + 1 MiB)"), ("array", "a reply of more than 1048576 values")])
+    func aReplyTooLargeToHold_isCutOff_andTheLoadGoesOn(_ mode: String, _ reason: String) async throws {
+        let record = scratchFolder() + "/sent"
+        let server = try FixtureServer("redis/hostile_redis.py", arguments: [mode, record])
+        defer { server.stop() }
+        let upstream = CountingPluginSource()
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("127.0.0.1:\(server.port)")), ("max_page_bytes", .int(65536)),
+                             ("command_timeout_ms", .int(5000))]), sink: log.sink)
+        let pager = PluginPager(source: upstream, interceptors: [cache])
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(log.contains("is unavailable (\(reason); connection dropped)"), "\(log.messages)")
+        // The server writes down what it sent once it sees the connection closed.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var sent: Int?
+        while sent == nil, ContinuousClock.now < deadline {
+            sent = (try? String(contentsOfFile: record, encoding: .utf8))?.split(separator: " ").last.flatMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            if sent == nil { try await Task.sleep(for: .milliseconds(10)) }
+        }
+        let bytes = try #require(sent, "the connection was never closed")
+        #expect(bytes < 16 << 20, "the client read on: \(bytes) bytes were sent before it hung up")
+    }
 }
