@@ -229,7 +229,7 @@ static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
     }
     for (;;) {
         if (redisReaderGetReply(ctx->reader, &object) != REDIS_OK) {
-            ctx->err = REDIS_ERR_PROTOCOL;
+            ctx->err = ctx->reader->err;
             if (st->reply_objects > RC_MAX_OBJECTS)
                 snprintf(ctx->errstr, sizeof ctx->errstr, "a reply of more than %d values; connection dropped", RC_MAX_OBJECTS);
             else
