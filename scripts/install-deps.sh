@@ -2,8 +2,9 @@
 # Installs what a fresh machine lacks to build and test SwiftPaging: the SQLite, hiredis and libpq
 # headers (sqlite-store, redis-cache and postgres-store link the system libraries), the libcurl
 # headers (the http source), GNU libmicrohttpd's (`pager serve`), a C compiler (C plugins are built
-# with cc), the Redis and PostgreSQL servers the tests start on loopback, and Python 3 (the http
-# tests' fixture servers and the benchmark's urllib loop).
+# with cc), the Redis and PostgreSQL servers the tests start on loopback, Python 3 (the http
+# tests' fixture servers and the benchmark's urllib loop) and the openssl command (the https
+# tests make their certificate).
 set -euo pipefail
 missing=()
 [ -f /usr/include/sqlite3.h ] || missing+=(libsqlite3-dev)
@@ -15,6 +16,7 @@ command -v pkg-config >/dev/null || missing+=(pkg-config)
 command -v redis-server >/dev/null || missing+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v python3 >/dev/null || missing+=(python3)
+command -v openssl >/dev/null || missing+=(openssl)
 command -v cc >/dev/null || missing+=(gcc)
 command -v script >/dev/null || missing+=(bsdutils)
 if [ ${#missing[@]} -gt 0 ]; then

@@ -188,6 +188,8 @@ struct HTTPSourceConfig: Sendable {
     var fields: [String]?
     /// Fetch the next page while a page is handed out, when its key is known (GET only).
     var prefetch = false
+    /// The certificates https servers are verified with, instead of the system's (`ca_file`).
+    var caFile: String?
 
     /// The pointers every body is scanned for: the items first, then the cursors and stop
     /// rules; `slots` says where each is.

@@ -2,6 +2,7 @@
 // auth, a request budget and a projection of fields. Parsed once at create time; every error
 // names the key and what was expected.
 import FoundationEssentials
+import Glibc
 import PagingPluginKit
 
 /// When a page is the last, besides its keys: a `has_more` flag that is not true, or a total
@@ -80,9 +81,9 @@ enum Auth: Sendable {
 }
 
 extension HTTPSourceConfig {
-    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch"]
+    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "ca_file"]
 
-    /// Parses method, body, auth, max_requests_per_second, fields and prefetch.
+    /// Parses method, body, auth, max_requests_per_second, fields, prefetch and ca_file.
     mutating func parseOptions(_ root: [String: ConfigValue], environment: [String: String]) throws(PluginFailure) {
         if let value = root["method"] {
             guard let text = value.string, ["GET", "POST"].contains(text.uppercased()) else {
@@ -110,6 +111,9 @@ extension HTTPSourceConfig {
         if let value = root["auth"] {
             auth = try parseAuth(value, environment: environment)
         }
+        if let value = root["ca_file"] {
+            caFile = try Self.certificateFile(value)
+        }
         if let value = root["prefetch"] {
             guard let flag = value.bool else { throw .invalidConfig("prefetch: expected true or false, got \(value)") }
             guard !flag || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
@@ -117,6 +121,24 @@ extension HTTPSourceConfig {
         } else {
             prefetch = method == "GET"
         }
+    }
+
+    /// `ca_file`: a readable PEM file of certificates (a regular file of at most 16 MiB), as an
+    /// absolute path (a relative one is read from the working directory, as `${file:PATH}` is).
+    private static func certificateFile(_ value: ConfigValue) throws(PluginFailure) -> String {
+        guard let path = value.string, !path.isEmpty else {
+            throw .invalidConfig("ca_file: expected the path of a PEM file of CA certificates, got \(value)")
+        }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var info = stat()
+        guard stat(absolute, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 16 << 20,
+              let data = FileManager.default.contents(atPath: absolute) else {
+            throw .invalidConfig("ca_file: cannot read \"\(path)\" (expected a regular PEM file of CA certificates, at most 16 MiB)")
+        }
+        guard String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----") else {
+            throw .invalidConfig("ca_file: \"\(path)\" holds no PEM certificate (no \"-----BEGIN CERTIFICATE-----\" line)")
+        }
+        return absolute
     }
 
     /// A string of the config with ${NAME} (environment) and ${file:PATH} expanded; its secrets

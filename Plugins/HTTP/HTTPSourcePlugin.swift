@@ -161,7 +161,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         let request = TransportRequest(url: target, method: config.method, headers: headers, body: body,
                                        timeoutMilliseconds: config.timeoutMilliseconds,
-                                       maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes)
+                                       maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes, caFile: config.caFile)
         pacer.whenAllowed { [weak self] in
             guard let self else { return }
             let transfer = client.start(request) { [weak self] response in
@@ -318,6 +318,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
         case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
+        case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) (a private certificate authority needs ca_file)")
+        case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")
         default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
         }
     }

@@ -15,6 +15,8 @@ struct TransportRequest: Sendable {
     var timeoutMilliseconds: Int
     var maxBodyBytes: Int
     var maxHeaderBytes: Int
+    /// A PEM file of the certificates to verify an https server with (nil: the system's).
+    var caFile: String?
 }
 
 /// A finished transfer, valid during the callback only (its buffers belong to the transport).
@@ -124,15 +126,17 @@ final class TransportClient: @unchecked Sendable {
                 cStrings.withUnsafeMutableBufferPointer { lines in
                     lines.withMemoryRebound(to: UnsafePointer<CChar>?.self) { headers in
                         (request.body ?? []).withUnsafeBufferPointer { body in
-                            var view = ht_request(url: url, method: method, headers: headers.baseAddress, header_count: headers.count,
-                                                  body: body.baseAddress, body_len: body.count,
-                                                  timeout_ms: request.timeoutMilliseconds, max_body_bytes: request.maxBodyBytes,
-                                                  max_header_bytes: request.maxHeaderBytes)
-                            return ht_client_start(client, &view, { context, response in
-                                guard let context, let response else { return }
-                                let callback = Unmanaged<Callback>.fromOpaque(context).takeRetainedValue()
-                                callback.body(TransportResponse(response))
-                            }, context)
+                            withOptionalCString(request.caFile) { caFile in
+                                var view = ht_request(url: url, method: method, headers: headers.baseAddress, header_count: headers.count,
+                                                      body: body.baseAddress, body_len: body.count,
+                                                      timeout_ms: request.timeoutMilliseconds, max_body_bytes: request.maxBodyBytes,
+                                                      max_header_bytes: request.maxHeaderBytes, ca_file: caFile)
+                                return ht_client_start(client, &view, { context, response in
+                                    guard let context, let response else { return }
+                                    let callback = Unmanaged<Callback>.fromOpaque(context).takeRetainedValue()
+                                    callback.body(TransportResponse(response))
+                                }, context)
+                            }
                         }
                     }
                 }
@@ -148,3 +152,8 @@ final class TransportClient: @unchecked Sendable {
     func cancel(_ id: UInt64) { ht_client_cancel(client, id) }
 }
 
+/// `body` with a C string of `text`, or NULL when it is nil.
+private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let text else { return body(nil) }
+    return text.withCString(body)
+}

@@ -88,7 +88,7 @@ final class TokenCache: Sendable {
         let request = TransportRequest(url: tokenURL, method: "POST",
                                        headers: ["Content-Type: application/x-www-form-urlencoded", "Accept: application/json"] + config.publicHeaderLines,
                                        body: form, timeoutMilliseconds: config.timeoutMilliseconds,
-                                       maxBodyBytes: 1 << 20, maxHeaderBytes: config.maxHeaderBytes)
+                                       maxBodyBytes: 1 << 20, maxHeaderBytes: config.maxHeaderBytes, caFile: config.caFile)
         let started = client.start(request) { [self] response in
             finish(tokenResult(response))
         }

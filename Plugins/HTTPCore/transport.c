@@ -272,6 +272,7 @@ uint64_t ht_client_start(ht_client *c, const ht_request *req, ht_callback callba
     ok &= curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header) == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_HEADERDATA, t) == CURLE_OK;
     ok &= curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error) == CURLE_OK;
+    if (req->ca_file) ok &= curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file) == CURLE_OK;
     if (req->method && strcmp(req->method, "POST") == 0) {
         ok &= curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len) == CURLE_OK;
         ok &= curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, req->body ? (const char *)req->body : "") == CURLE_OK;

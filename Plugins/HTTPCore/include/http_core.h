@@ -33,6 +33,7 @@ typedef struct ht_request {
     long timeout_ms;                 ///< the whole transfer, connect to last byte
     size_t max_body_bytes;           ///< decompressed body bytes kept at most
     size_t max_header_bytes;         ///< header bytes of one response at most
+    const char *ca_file;             ///< PEM certificates to verify https servers with (NULL: the system's)
 } ht_request;
 
 /// A finished transfer. Every pointer is valid during the callback only.

@@ -3,6 +3,8 @@
 
 Prints "PORT <n>" on its first line once it listens on 127.0.0.1. Every request is recorded;
 GET /seen answers them as JSON lines: {"path": ..., "host": ..., "authorization": ..., ...}.
+With `--seen-file PATH` each record is appended to that file too (for an https server, whose
+/seen a plain client cannot read); `--tls CERT KEY` serves https (loopback.py).
 
 Paths (query strings are ignored unless said):
   /items?page=N        a well-formed page {"items": [...]} of 2 items
@@ -24,7 +26,8 @@ Paths (query strings are ignored unless said):
                        @127.0.0.1:PORT/...: its host is localhost, whatever a Character-wise
                        reading finds after the "@"
   /link-port?to=P      items; Link rel="next" to http://127.0.0.1:P/items?page=2 (the same host,
-                       another port: another server)
+                       another port: another server; &scheme=https for an https link)
+  /redirect-port?to=P  302 to http://127.0.0.1:P/items?page=1 (&scheme=https for https)
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
@@ -34,6 +37,7 @@ Paths (query strings are ignored unless said):
 """
 import gzip
 import json
+import sys
 import threading
 
 import loopback
@@ -41,6 +45,7 @@ import time
 
 seen = []
 seen_lock = threading.Lock()
+seen_file = sys.argv[sys.argv.index("--seen-file") + 1] if "--seen-file" in sys.argv else None
 bomb = None
 bomb_lock = threading.Lock()
 
@@ -60,10 +65,13 @@ def items_body(page):
 class Handler(loopback.Handler):
     def answer(self, method, url, query, headers, body):
         if url.path != "/seen":
+            record = {"path": url.path, "query": url.query, "host": headers.get("host", ""),
+                      "authorization": headers.get("authorization"), "x-api-key": headers.get("x-api-key")}
             with seen_lock:
-                seen.append({"path": url.path, "query": url.query, "host": headers.get("host", ""),
-                             "authorization": headers.get("authorization"),
-                             "x-api-key": headers.get("x-api-key")})
+                seen.append(record)
+                if seen_file:
+                    with open(seen_file, "a") as out:
+                        out.write(json.dumps(record) + "\n")
         return self.route(url.path, query, headers)
 
     def route(self, path, query, headers):
@@ -127,8 +135,11 @@ class Handler(loopback.Handler):
             links = [("Link", f'<http://localhost:{port}/\u0301@127.0.0.1:{port}/link-combining?page=2>; rel="next"')] if page == 1 else []
             self.send(200, items_body(page), headers=links)
         elif path == "/link-port":
-            to = int(query.get("to", "0") or 0)
-            self.send(200, items_body(1), headers=[("Link", f'<http://127.0.0.1:{to}/items?page=2>; rel="next"')])
+            to, scheme = int(query.get("to", "0") or 0), query.get("scheme", "http")
+            self.send(200, items_body(1), headers=[("Link", f'<{scheme}://127.0.0.1:{to}/items?page=2>; rel="next"')])
+        elif path == "/redirect-port":
+            to, scheme = int(query.get("to", "0") or 0), query.get("scheme", "http")
+            self.send(302, headers=[("Location", f"{scheme}://127.0.0.1:{to}/items?page=1")])
         elif path == "/link-file":
             self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
         elif path == "/link-gopher":

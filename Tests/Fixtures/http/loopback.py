@@ -1,8 +1,10 @@
 """What the fixture servers share: a threaded server on 127.0.0.1 (an ephemeral port) that
 prints "PORT <n>" once it listens and stops when its standard input closes, and a handler that
-reads the requests of a keep-alive connection one after another."""
+reads the requests of a keep-alive connection one after another. With the arguments
+`--tls CERT KEY` (PEM files) the server speaks https."""
 import socket
 import socketserver
+import ssl
 import sys
 import threading
 from urllib.parse import urlsplit, parse_qs
@@ -13,8 +15,16 @@ class Handler(socketserver.StreamRequestHandler):
     query's first values, header names in lower case); an answer of False ends the connection."""
 
     def setup(self):
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.handshake_failed = False
+        if isinstance(self.request, ssl.SSLSocket):
+            # On this connection's thread, not in accept(): a client that never finishes its
+            # handshake holds up no other.
+            try:
+                self.request.do_handshake()
+            except (ssl.SSLError, OSError):
+                self.handshake_failed = True
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def send(self, status, body=b"", headers=(), content_type="application/json"):
         head = [f"HTTP/1.1 {status} X", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
@@ -23,6 +33,8 @@ class Handler(socketserver.StreamRequestHandler):
         self.wfile.flush()
 
     def handle(self):
+        if self.handshake_failed:
+            return
         while True:
             line = self.rfile.readline(65537)
             if not line:
@@ -51,6 +63,11 @@ class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
 
 def serve(handler):
     server = Server(("127.0.0.1", 0), handler)
+    if "--tls" in sys.argv:
+        at = sys.argv.index("--tls")
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(sys.argv[at + 1], sys.argv[at + 2])
+        server.socket = context.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     print(f"PORT {server.server_address[1]}", flush=True)
     threading.Thread(target=lambda: (sys.stdin.read(), server.shutdown()), daemon=True).start()
     server.serve_forever()
