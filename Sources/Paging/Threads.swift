@@ -42,22 +42,43 @@ package final class Condition: @unchecked Sendable {
     package func broadcast() { pthread_cond_broadcast(condition) }
 }
 
-/// Runs `body` on a new detached thread: for work that may block for long (a plugin's cancel,
-/// a child's reader), kept off Swift's shared pools.
-package func detachThread(_ body: @escaping @Sendable () -> Void) {
+/// Runs `body` on a new detached thread named `name` (at most 15 bytes: what top, perf and gdb
+/// show): for work that may block for long (a plugin's cancel, a child's reader), kept off
+/// Swift's shared pools.
+package func detachThread(named name: String, _ body: @escaping @Sendable () -> Void) {
     final class Start {
+        let name: String
         let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        init(_ name: String, _ body: @escaping @Sendable () -> Void) {
+            self.name = name
+            self.body = body
+        }
     }
-    let start = Unmanaged.passRetained(Start(body)).toOpaque()
+    let start = Unmanaged.passRetained(Start(name, body)).toOpaque()
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)
     defer { pthread_attr_destroy(&attributes) }
     pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
     var thread = pthread_t()
     let rc = pthread_create(&thread, &attributes, { raw in
-        Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue().body()
+        let start = Unmanaged<Start>.fromOpaque(raw!).takeRetainedValue()
+        nameCurrentThread(start.name)
+        start.body()
         return nil
     }, start)
     precondition(rc == 0, "cannot start a thread: error \(rc)")
+}
+
+/// Names the calling thread (its first 15 bytes, the most Linux keeps).
+private func nameCurrentThread(_ name: String) {
+    let short = Array(name.utf8.prefix(15))
+#if canImport(Darwin)
+    _ = pthread_setname_np(String(decoding: short, as: UTF8.self))
+#else
+    // Swift's Glibc module lacks pthread_setname_np; Linux keeps a thread's name here.
+    let fd = open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)
+    guard fd >= 0 else { return }
+    _ = short.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    close(fd)
+#endif
 }

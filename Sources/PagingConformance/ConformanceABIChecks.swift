@@ -64,7 +64,7 @@ extension Conformance {
     static func bounded<T: Sendable>(_ timeout: Duration, _ body: @escaping @Sendable () -> T) async -> T? {
         await withCheckedContinuation { continuation in
             let once = ResumeFirst(continuation)
-            detachThread { once.resume(body()) }
+            detachThread(named: "paging-check") { once.resume(body()) }
             DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(Int(timeout.milliseconds))) { once.resume(nil) }
         }
     }

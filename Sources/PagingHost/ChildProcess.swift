@@ -240,7 +240,7 @@ final class ChildProcess: Sendable {
     func serve(sink: @escaping PluginLogSink, invalidated: @escaping @Sendable () -> Void,
                died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
         handlers.withLock { $0 = Handlers(sink: sink, invalidated: invalidated) }
-        detachThread { [self] in
+        detachThread(named: "paging-child") { [self] in
             var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
             frames: while true {
                 // Wait for a frame without reading it: a caller may read it first.
@@ -398,7 +398,7 @@ final class SpawnThread: @unchecked Sendable {
     private var jobs: [() -> Void] = []
 
     private init() {
-        detachThread { [self] in
+        detachThread(named: "paging-spawn") { [self] in
             while true {
                 condition.lock()
                 while jobs.isEmpty { condition.wait() }

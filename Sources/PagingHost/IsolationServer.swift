@@ -231,7 +231,7 @@ private final class ServerThreads: @unchecked Sendable {
     func start() { spawn() }
 
     private func spawn() {
-        detachThread { [self] in loop() }
+        detachThread(named: "paging-isolate") { [self] in loop() }
     }
 
     private func loop() {

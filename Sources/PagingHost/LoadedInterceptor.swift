@@ -57,7 +57,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [endDeferred] id, timeout in
             // Not on the watchdog's task: the plugin's cancel() may block.
-            detachThread { endDeferred(id, .timeout, "the deferred intercept was not answered within \(timeout)") }
+            detachThread(named: "paging-cancel") { endDeferred(id, .timeout, "the deferred intercept was not answered within \(timeout)") }
         }
     }
 
@@ -170,7 +170,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         } onCancel: { [endDeferred] in
             // On a thread of its own, as a source's cancel (LoadedSource): the plugin's cancel()
             // may block, and the handler runs under the task's status lock.
-            detachThread { endDeferred(id, .cancelled, "the load was cancelled") }
+            detachThread(named: "paging-cancel") { endDeferred(id, .cancelled, "the load was cancelled") }
         }
         switch answer {
         case .answered(let code, let out):

@@ -175,7 +175,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // takes too, and a plugin may complete a fetch (resuming it) while holding the very
             // lock its cancel() waits for: both would hang. On a thread of its own (cancels are
             // rare), so that a cancel() that blocks holds up no shared pool.
-            detachThread { self.cancel(id) }
+            detachThread(named: "paging-cancel") { self.cancel(id) }
         }
     }
 

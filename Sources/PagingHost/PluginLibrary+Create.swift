@@ -84,7 +84,7 @@ private enum CreateCall {
         let done = DispatchSemaphore(value: 0)
         let result = Locked<Result?>(nil)
         let work = UnsafeSendable(body)
-        detachThread {
+        detachThread(named: "paging-create") {
             let value = work.value()
             result.withLock { $0 = value }
             done.signal()

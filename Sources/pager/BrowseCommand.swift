@@ -162,7 +162,7 @@ private final class KeyReader: Sendable {
     }
 
     func start() {
-        detachThread { [self] in
+        detachThread(named: "pager-keys") { [self] in
             var buffer = [UInt8](repeating: 0, count: 64)
             while !stopped.load(ordering: .relaxed) {
                 let count = paging_terminal_read(&buffer, Int32(buffer.count), 100)

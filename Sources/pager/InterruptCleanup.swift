@@ -26,7 +26,7 @@ final class InterruptCleanup: Sendable {
                          + "an interrupted run leaves \(folder)")
             return
         }
-        detachThread { [cleaning] in
+        detachThread(named: "pager-signals") { [cleaning] in
             var number: UInt8 = 0
             while read(signals, &number, 1) != 1 {
                 guard errno == EINTR else { return }

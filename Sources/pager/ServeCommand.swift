@@ -120,7 +120,7 @@ struct ServeCommand {
     /// Waits, on a thread of its own, for SIGINT or SIGTERM on the pipe `fd`.
     private static func nextSignal(on fd: Int32) async -> Int32 {
         await withCheckedContinuation { continuation in
-            detachThread {
+            detachThread(named: "pager-signals") {
                 var number: UInt8 = 0
                 while read(fd, &number, 1) != 1 {
                     if errno != EINTR { break }

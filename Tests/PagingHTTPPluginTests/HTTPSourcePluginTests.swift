@@ -95,11 +95,6 @@ struct HTTPSourcePluginTests {
 
     /// The transfer thread is named, so that top, perf and gdb tell it from the host's threads.
     @Test func aSource_runsItsTransfersOnAThreadNamedPagingHttp() throws {
-        func threadNames() -> [String] {
-            let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-            return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-                .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
-        }
         let source = try makeSource(#"{"url": "http://127.0.0.1:1/items", "items": "/items"}"#)
         #expect(threadNames().contains("paging-http"), "\(threadNames())")
         withExtendedLifetime(source) {}

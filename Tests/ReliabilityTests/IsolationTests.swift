@@ -48,6 +48,15 @@ struct IsolationTests {
         #expect(crashes.count >= 333, "\(crashes.count) crashes reported")
     }
 
+    /// The host's threads for a child are named, so that top, perf and gdb tell them apart.
+    @Test(.timeLimit(.minutes(1)))
+    func anIsolatedPlugin_isServedByThreadsNamedForWhatTheyDo() async throws {
+        let pipeline = try pipeline(#"{"count": 10}"#)
+        _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+        let names = threadNames()
+        #expect(names.contains("paging-child") && names.contains("paging-spawn"), "\(names)")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func segfault_failsTheLoad_withAnErrorNamingPluginLibraryAndSignal() async throws {
         let pipeline = try pipeline(#"{"crash_every": 2}"#)

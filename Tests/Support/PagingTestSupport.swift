@@ -266,6 +266,13 @@ public struct SeededGenerator: RandomNumberGenerator {
 }
 
 /// The process's peak resident set (VmHWM), in bytes.
+/// The names of this process's threads (/proc/self/task/*/comm).
+public func threadNames() -> [String] {
+    let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+    return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+        .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+}
+
 public func peakResidentBytes() -> Int { statusKilobytes("VmHWM:") * 1024 }
 
 /// The process's resident set now (VmRSS), in bytes.
