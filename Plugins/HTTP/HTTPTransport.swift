@@ -120,23 +120,25 @@ final class TransportClient: @unchecked Sendable {
     func start(_ request: TransportRequest, completion: @escaping @Sendable (TransportResponse) -> Void) -> UInt64? {
         let context = Unmanaged.passRetained(Callback(completion)).toOpaque()
         var cStrings = request.headers.map { strdup($0) }
-        defer { cStrings.forEach { free($0) } }
+        let caFile = request.caFile.flatMap { strdup($0) }
+        defer {
+            cStrings.forEach { free($0) }
+            free(caFile)
+        }
         let id: UInt64 = request.url.withCString { url in
             request.method.withCString { method in
                 cStrings.withUnsafeMutableBufferPointer { lines in
                     lines.withMemoryRebound(to: UnsafePointer<CChar>?.self) { headers in
                         (request.body ?? []).withUnsafeBufferPointer { body in
-                            withOptionalCString(request.caFile) { caFile in
-                                var view = ht_request(url: url, method: method, headers: headers.baseAddress, header_count: headers.count,
-                                                      body: body.baseAddress, body_len: body.count,
-                                                      timeout_ms: request.timeoutMilliseconds, max_body_bytes: request.maxBodyBytes,
-                                                      max_header_bytes: request.maxHeaderBytes, ca_file: caFile)
-                                return ht_client_start(client, &view, { context, response in
-                                    guard let context, let response else { return }
-                                    let callback = Unmanaged<Callback>.fromOpaque(context).takeRetainedValue()
-                                    callback.body(TransportResponse(response))
-                                }, context)
-                            }
+                            var view = ht_request(url: url, method: method, headers: headers.baseAddress, header_count: headers.count,
+                                                  body: body.baseAddress, body_len: body.count,
+                                                  timeout_ms: request.timeoutMilliseconds, max_body_bytes: request.maxBodyBytes,
+                                                  max_header_bytes: request.maxHeaderBytes, ca_file: caFile)
+                            return ht_client_start(client, &view, { context, response in
+                                guard let context, let response else { return }
+                                let callback = Unmanaged<Callback>.fromOpaque(context).takeRetainedValue()
+                                callback.body(TransportResponse(response))
+                            }, context)
                         }
                     }
                 }
@@ -150,10 +152,4 @@ final class TransportClient: @unchecked Sendable {
     }
 
     func cancel(_ id: UInt64) { ht_client_cancel(client, id) }
-}
-
-/// `body` with a C string of `text`, or NULL when it is nil.
-private func withOptionalCString<R>(_ text: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
-    guard let text else { return body(nil) }
-    return text.withCString(body)
 }
