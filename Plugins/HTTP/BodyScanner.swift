@@ -9,13 +9,18 @@ import PagingPluginKit
 /// URL, has_more, total...). Immutable C copies of their tokens, made once per instance.
 final class ScanPlan: @unchecked Sendable {
     let pointers: [JSONPointer]
+    /// Whether a scan validates the items too. Without, an array or object item that no other
+    /// pointer enters is found by its brackets only (hj_scan): for a plan whose items all go to
+    /// the host as they are, since the host validates every item it is handed.
+    let checksItems: Bool
     private let tokenStorage: [UnsafeMutablePointer<CChar>]
     private let tokenArrays: [UnsafeMutablePointer<UnsafePointer<CChar>?>]
     private let lengthArrays: [UnsafeMutablePointer<Int>]
     private let cPointers: UnsafeMutablePointer<hj_pointer>
 
-    init(_ pointers: [JSONPointer]) {
+    init(_ pointers: [JSONPointer], checksItems: Bool = true) {
         self.pointers = pointers
+        self.checksItems = checksItems
         var storage: [UnsafeMutablePointer<CChar>] = []
         var arrays: [UnsafeMutablePointer<UnsafePointer<CChar>?>] = []
         var lengths: [UnsafeMutablePointer<Int>] = []
@@ -45,12 +50,13 @@ final class ScanPlan: @unchecked Sendable {
         cPointers.deallocate()
     }
 
-    /// Validates `body` and finds the values at the plan's pointers; the error says where the
-    /// body stops being JSON.
-    func scan(_ body: UnsafeBufferPointer<UInt8>) throws(ScanError) -> BodyScan {
+    /// Validates `body` (its items too when `checkingItems`) and finds the values at the plan's
+    /// pointers; the error says where the body stops being JSON.
+    func scan(_ body: UnsafeBufferPointer<UInt8>, checkingItems: Bool? = nil) throws(ScanError) -> BodyScan {
         var result = hj_result()
         var error = [CChar](repeating: 0, count: 256)
-        let rc = hj_scan(body.baseAddress, body.count, cPointers, pointers.count, &result, &error, error.count)
+        let check: Int32 = checkingItems ?? checksItems ? 1 : 0
+        let rc = hj_scan(body.baseAddress, body.count, cPointers, pointers.count, check, &result, &error, error.count)
         guard rc == 0 else {
             hj_result_free(&result)
             throw ScanError(message: error.withUnsafeBufferPointer { String(cString: $0.baseAddress!) })

@@ -48,7 +48,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .link, .nextURL: refreshKey = []
         }
         let (pointers, slots) = parsed.scanPointers
-        plan = ScanPlan(pointers)
+        // Items go to the host as the server sent them (which validates each) unless projected.
+        plan = ScanPlan(pointers, checksItems: parsed.fields != nil)
         self.slots = slots
         projection = parsed.fields.map { ScanPlan($0.map { JSONPointer(member: $0) }) }
         client = try TransportClient()
@@ -370,10 +371,14 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
+        var handed = true
         fetches.finish(exchange.completion.id) {
-            items.withItems { count, item in
-                _ = exchange.completion.succeed(count: count, item: item, keys: keys)
-            }
+            handed = items.withItems { count, item in exchange.completion.succeed(count: count, item: item, keys: keys) }
+        }
+        // The host refused the page, perhaps for an item that is not JSON (the scan did not
+        // validate the items): the error is the host's; say which body and where.
+        if !handed, !plan.checksItems, case .failure(let error) = Result(catching: { () throws(ScanError) in try plan.scan(response.body, checkingItems: true) }) {
+            host.log(.error, config.redact("malformed body from \(url): not JSON: \(error.message)"))
         }
     }
 

@@ -4,12 +4,18 @@
 //
 // Pointers are matched while descending: each value carries the set (a bit mask) of pointers
 // whose tokens match the path to it, so a body with no pointer inside a subtree costs only the
-// validation of that subtree.
+// validation of that subtree. The items themselves are not validated unless asked: the host
+// checks every item it is handed, so an array or object item that no pointer enters is only
+// measured, 64 bytes at a time (skip_container), and one that is not JSON fails its page where
+// the host takes it; the plugin then scans again with check_items to say where and why.
 #include "http_core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 enum { MAX_DEPTH = 512 };
 
@@ -23,6 +29,7 @@ typedef struct scanner {
     char *err;
     size_t errlen;
     size_t spaces; // whitespace bytes skipped outside strings so far
+    int check_items; // validate the items too (see hj_scan)
 } scanner;
 
 static int fail_at(scanner *s, const char *what) {
@@ -230,6 +237,136 @@ static int record(scanner *s, size_t depth, uint64_t mask, size_t start) {
     return 0;
 }
 
+// MARK: - Measuring an item without validating it
+
+/// Where the bytes of interest lie in a block of 64: bit k for byte k.
+typedef struct block {
+    uint64_t quote, backslash, open, close, space;
+} block;
+
+/// Classifies the 64 bytes at `b`: quotes, backslashes, opening brackets ('{' '['), closing
+/// ones ('}' ']') and whitespace.
+static inline block classify(const uint8_t *b) {
+    block m = {0, 0, 0, 0, 0};
+#if defined(__SSE2__)
+    for (int k = 0; k < 4; k++) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + 16 * k));
+        // '{' and '[' differ in bit 0x20 only, as do '}' and ']'.
+        __m128i folded = _mm_or_si128(v, _mm_set1_epi8(0x20));
+        __m128i space = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(' ')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\n'))),
+                                     _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('\r')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\t'))));
+        int shift = 16 * k;
+        m.quote |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('"'))) << shift;
+        m.backslash |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))) << shift;
+        m.open |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(folded, _mm_set1_epi8('{'))) << shift;
+        m.close |= (uint64_t)(uint16_t)_mm_movemask_epi8(_mm_cmpeq_epi8(folded, _mm_set1_epi8('}'))) << shift;
+        m.space |= (uint64_t)(uint16_t)_mm_movemask_epi8(space) << shift;
+    }
+#else
+    for (int k = 0; k < 64; k++) {
+        uint64_t bit = (uint64_t)1 << k;
+        uint8_t c = b[k];
+        if (c == '"') m.quote |= bit;
+        else if (c == '\\') m.backslash |= bit;
+        else if ((c | 0x20) == '{') m.open |= bit;
+        else if ((c | 0x20) == '}') m.close |= bit;
+        else if (c == ' ' || c == '\n' || c == '\r' || c == '\t') m.space |= bit;
+    }
+#endif
+    return m;
+}
+
+/// The bytes of a block that a backslash escapes. `carry` says the block's first byte is
+/// escaped (the last byte of the block before was a backslash that escapes); it is updated for
+/// the next block. Backslashes are rare: each is visited.
+static inline uint64_t escaped_bytes(uint64_t backslash, uint64_t *carry) {
+    uint64_t escaped = *carry, starts = backslash & ~escaped;
+    *carry = 0;
+    while (starts) {
+        unsigned k = (unsigned)__builtin_ctzll(starts);
+        starts &= starts - 1;
+        if (k == 63) { *carry = 1; break; }
+        uint64_t next = (uint64_t)1 << (k + 1);
+        escaped |= next;
+        starts &= ~next; // an escaped backslash escapes nothing
+    }
+    return escaped;
+}
+
+/// Bit k set when byte k lies inside a string: from an opening quote up to its closing quote
+/// (excluded). `inside` is all ones when the block before ended inside a string; updated.
+static inline uint64_t string_bytes(uint64_t quotes, uint64_t *inside) {
+    uint64_t x = quotes; // each bit becomes the parity of the quotes at or below it
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x ^= *inside;
+    *inside = (uint64_t)0 - (x >> 63);
+    return x;
+}
+
+/// The number of bits set (without the POPCNT instruction, which x86-64 does not promise).
+static inline size_t count_bits(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (size_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/// Finds the end of the array or object at s->i without validating what it holds (see the top
+/// of the file): brackets outside strings are counted until the first one closes. s->i ends
+/// after it; s->spaces grows when whitespace lies outside its strings.
+static int skip_container(scanner *s) {
+    const uint8_t *p = s->p;
+    size_t n = s->len, at = s->i, depth = 0;
+    uint64_t blank = 0;
+    uint64_t escape_carry = 0, inside = 0;
+    uint8_t tail[64];
+    while (at < n) {
+        size_t left = n - at;
+        const uint8_t *b = p + at;
+        uint64_t valid = ~(uint64_t)0;
+        if (left < 64) {
+            memset(tail, 0, sizeof tail);
+            memcpy(tail, b, left);
+            b = tail;
+            valid = ((uint64_t)1 << left) - 1;
+        }
+        block m = classify(b);
+        uint64_t quotes = m.quote & ~escaped_bytes(m.backslash, &escape_carry);
+        uint64_t outside = ~string_bytes(quotes, &inside) & valid;
+        uint64_t opens = m.open & outside, closes = m.close & outside, blanks = m.space & outside;
+        if (!closes && depth + count_bits(opens) <= MAX_DEPTH) {
+            depth += count_bits(opens);
+            blank |= blanks;
+            at += 64;
+            continue;
+        }
+        for (uint64_t brackets = opens | closes; brackets; brackets &= brackets - 1) {
+            unsigned k = (unsigned)__builtin_ctzll(brackets);
+            uint64_t bit = (uint64_t)1 << k;
+            if (opens & bit) {
+                if (++depth > MAX_DEPTH) {
+                    snprintf(s->err, s->errlen, "nesting deeper than %d at byte %zu", MAX_DEPTH, at + k);
+                    return -1;
+                }
+            } else if (--depth == 0) {
+                uint64_t before = k == 63 ? ~(uint64_t)0 : (bit << 1) - 1;
+                s->spaces += (blank | (blanks & before)) != 0;
+                s->i = at + k + 1;
+                return 0;
+            }
+        }
+        blank |= blanks;
+        at += 64;
+    }
+    s->i = n;
+    return fail_at(s, inside ? "inside a string" : "inside an array or object");
+}
+
 static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
     s->i++; // [
     skip_ws(s);
@@ -245,7 +382,14 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
             child = child_mask(s, mask, depth, digits + at, sizeof digits - at, 1);
         }
         size_t start = s->i, spaces = s->spaces;
-        if (value(s, depth + 1, child) != 0) return -1;
+        // An item no pointer enters is measured, not validated (the host checks it).
+        int container = s->i < s->len && (s->p[s->i] == '{' || s->p[s->i] == '[');
+        if (collect && !child && container && !s->check_items) {
+            if (depth + 1 > MAX_DEPTH) return value(s, depth + 1, 0);
+            if (skip_container(s) != 0) return -1;
+        } else if (value(s, depth + 1, child) != 0) {
+            return -1;
+        }
         if (collect) {
             hj_result *r = s->r;
             if (push_range(&r->items, &r->item_count, &r->items_cap, (hj_range){start, s->i}) != 0) {
@@ -327,7 +471,7 @@ static int value(scanner *s, size_t depth, uint64_t mask) {
     return mask ? record(s, depth, mask, start) : 0;
 }
 
-int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t pointer_count,
+int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t pointer_count, int check_items,
             hj_result *result, char *error, size_t error_len) {
     memset(result, 0, sizeof *result);
     if (pointer_count > 64) { snprintf(error, error_len, "at most 64 pointers"); return -1; }
@@ -339,7 +483,7 @@ int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t 
         snprintf(error, error_len, "out of memory while scanning");
         return -1;
     }
-    scanner s = {text ? text : (const uint8_t *)"", len, 0, pointers, pointer_count, result, error, error_len, 0};
+    scanner s = {text ? text : (const uint8_t *)"", len, 0, pointers, pointer_count, result, error, error_len, 0, check_items};
     uint64_t mask = pointer_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << pointer_count) - 1);
     // A UTF-8 byte order mark is tolerated, as by most parsers.
     if (len >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) s.i = 3;

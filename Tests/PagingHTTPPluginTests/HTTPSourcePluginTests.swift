@@ -347,6 +347,28 @@ struct HTTPSourcePluginTests {
         #expect(error2.message.contains("not an array"))
     }
 
+    /// The plugin finds array and object items by their brackets only; the host validates each
+    /// item it is handed. An item that is not JSON fails the page there, nothing of it is kept,
+    /// and the plugin logs which body and where it stops being JSON. Projected, the same item
+    /// is refused by the plugin's own check (the host would only see the projection).
+    @Test func anItemThatIsNotJSON_failsItsPage_andTheLogNamesTheURL() async throws {
+        let server = try startServer { _ in .json(#"{"items": [{"id": 1}, {"id": 2, "name": tru}]}"#) }
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/bad-item?page={key}", "items": "/items"}"#, log: log)
+        let error = try #require(await loadError(source) as? PluginError)
+        #expect(error.message.contains("item 1 is not valid JSON"), "\(error.message)")
+        #expect(!error.isRetryable)
+        // Logged once the host's refusal returns to the plugin, perhaps after the load ended.
+        let expected = "malformed body from \(server.baseURL)/bad-item?page=1: not JSON: unexpected '}'"
+        #expect(try await eventually { log.entries.contains { $0.level == .error && $0.message.contains(expected) } }, "\(log.messages)")
+
+        let projected = try makeSource(#"{"url": "\#(server.baseURL)/bad-item?page={key}", "items": "/items", "fields": ["id"]}"#)
+        let error2 = try #require(await loadError(projected) as? PluginError)
+        #expect(error2.status == .internal)
+        #expect(error2.message.contains("malformed body from \(server.baseURL)/bad-item?page=1: not JSON"), "\(error2.message)")
+    }
+
     @Test func connectionRefused_isTransient_namingTheURL() async throws {
         let port = try closedPort()
         let source = try makeSource(#"{"url": "http://127.0.0.1:\#(port)/items?page={key}"}"#)

@@ -7,15 +7,17 @@ import Testing
 /// What one scan of `json` for `pointers` (RFC 6901 text, "*" for every element) found: the
 /// items (the first pointer's array elements) and each pointer's matches, as text, or the
 /// scanner's error.
-private func scan(_ json: String, _ pointers: [String] = [""]) -> (items: [String], matches: [[String]], notArray: Bool)? {
-    scanResult(json, pointers).0
+private func scan(_ json: String, _ pointers: [String] = [""], checkingItems: Bool = true) -> (items: [String], matches: [[String]], notArray: Bool)? {
+    scanResult(json, pointers, checkingItems: checkingItems).0.map { ($0.items, $0.matches, $0.notArray) }
 }
 
-private func scanError(_ json: String, _ pointers: [String] = [""]) -> String? {
-    scanResult(json, pointers).1
+private func scanError(_ json: String, _ pointers: [String] = [""], checkingItems: Bool = true) -> String? {
+    scanResult(json, pointers, checkingItems: checkingItems).1
 }
 
-private func scanResult(_ json: String, _ pointers: [String]) -> ((items: [String], matches: [[String]], notArray: Bool)?, String?) {
+private typealias Found = (items: [String], hasSpace: [Bool], matches: [[String]], notArray: Bool)
+
+private func scanResult(_ json: String, _ pointers: [String], checkingItems: Bool = true) -> (Found?, String?) {
     let body = Array(json.utf8)
     // Each pointer's tokens, unescaped (~1 is "/", ~0 is "~"), as C strings that outlive the scan.
     let tokens: [[String]] = pointers.map { pointer in
@@ -29,14 +31,15 @@ private func scanResult(_ json: String, _ pointers: [String]) -> ((items: [Strin
     var result = hj_result()
     var error = [CChar](repeating: 0, count: 256)
     let rc: Int32 = withPointers(tokenArrays, lengths) { cPointers in
-        hj_scan(body, body.count, cPointers, cPointers.count, &result, &error, error.count)
+        hj_scan(body, body.count, cPointers, cPointers.count, checkingItems ? 1 : 0, &result, &error, error.count)
     }
     defer { hj_result_free(&result) }
     guard rc == 0 else { return (nil, String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)) }
     func text(_ range: hj_range) -> String { String(decoding: body[range.start..<range.end], as: UTF8.self) }
     let items = (0..<result.item_count).map { text(result.items[$0]) }
+    let hasSpace = (0..<result.item_count).map { result.item_has_space[$0] != 0 }
     let matches = (0..<pointers.count).map { index in (0..<result.match_counts[index]).map { text(result.matches[index]![$0]) } }
-    return ((items, matches, result.items_not_array != 0), nil)
+    return ((items, hasSpace, matches, result.items_not_array != 0), nil)
 }
 
 private func withPointers<R>(_ tokens: [[UnsafePointer<CChar>?]], _ lengths: [[Int]], _ body: ([hj_pointer]) -> R) -> R {
@@ -100,7 +103,7 @@ struct JSONScannerTests {
         var raw: [UInt8] = [0x5B, 0x22, 0xC3, 0x22, 0x5D]  // ["<truncated 2-byte sequence>"]
         var result = hj_result()
         var error = [CChar](repeating: 0, count: 256)
-        #expect(hj_scan(&raw, raw.count, nil, 0, &result, &error, error.count) == -1)
+        #expect(hj_scan(&raw, raw.count, nil, 0, 1, &result, &error, error.count) == -1)
         hj_result_free(&result)
         // Nesting deeper than 512 is refused, not a stack overflow.
         #expect(scanError(String(repeating: "[", count: 10_000) + String(repeating: "]", count: 10_000)) != nil)
@@ -124,6 +127,71 @@ struct JSONScannerTests {
         #expect(try #require(scan(#"{"a": 1, "a": 2}"#, ["", "/a"])).matches[1] == ["1", "2"])
         // An items pointer at something that is not an array says so.
         #expect(try #require(scan(body, ["/meta"])).notArray)
+    }
+
+    // MARK: Items found by their brackets (no check_items)
+
+    /// Without check_items, array and object items are measured 64 bytes at a time: every
+    /// bracket, quote and backslash that could end an item early or late is put at every
+    /// position of a block, and the items found (and whether they hold whitespace) must be
+    /// those the validating scan finds.
+    @Test func itemsFoundByBrackets_areThoseTheValidatingScanFinds() throws {
+        let tricky = [#"\""#, #"\\"#, #"\\\""#, "}", "]", "{", "[", #"\\\\"#, " ", "é"]
+        for offset in 0..<70 {
+            let pad = String(repeating: "a", count: offset)
+            for inner in tricky {
+                let item = #"{"k": "\#(pad)\#(inner)", "n": [1, {"x": "\#(inner)\#(pad)"}], "e": {}}"#
+                let compact = #"{"k":"\#(pad)\#(inner)","n":[[],{"x":"\#(inner)"}]}"#
+                let body = #"{"items": [\#(item),\#(compact), 7, "s]", [\#(compact)]]}"#
+                let checked = try #require(scanResult(body, ["/items"]).0)
+                let measured = try #require(scanResult(body, ["/items"], checkingItems: false).0, "\(body)")
+                #expect(measured.items == checked.items, "\(body)")
+                #expect(measured.hasSpace == checked.hasSpace && checked.hasSpace == [true, false, false, false, false], "\(body)")
+            }
+        }
+    }
+
+    /// Random item texts (valid JSON, with whitespace in places): both scans agree.
+    @Test func randomItems_areFoundAlike_withAndWithoutTheirCheck() throws {
+        var generator = SystemRandomNumberGenerator()
+        func value(_ depth: Int) -> String {
+            let space = Bool.random(using: &generator) ? " " : ""
+            switch Int.random(in: 0..<(depth > 4 ? 3 : 6), using: &generator) {
+            case 0: return String(Int.random(in: -1000...1000, using: &generator))
+            case 1:
+                let pieces = ["a", "b", #"\""#, #"\\"#, "{", "}", "[", "]", ",", " ", "é", #"\u00e9"#]
+                return "\"" + (0..<Int.random(in: 0..<40, using: &generator)).map { _ in pieces.randomElement(using: &generator)! }.joined() + "\""
+            case 2: return ["true", "false", "null"].randomElement(using: &generator)!
+            case 3: return "[" + (0..<Int.random(in: 0..<4, using: &generator)).map { _ in space + value(depth + 1) }.joined(separator: ",") + "]"
+            default:
+                return "{" + (0..<Int.random(in: 0..<4, using: &generator)).map { k in "\"k\(k)\":\(space)" + value(depth + 1) }.joined(separator: ",") + "}"
+            }
+        }
+        for _ in 0..<300 {
+            let body = "[" + (0..<Int.random(in: 1..<8, using: &generator)).map { _ in "{\"v\": " + value(1) + "}" }.joined(separator: ", ") + "]"
+            let checked = try #require(scanResult(body, [""]).0, "\(body)")
+            let measured = try #require(scanResult(body, [""], checkingItems: false).0, "\(body)")
+            #expect(measured.items == checked.items, "\(body)")
+            #expect(measured.hasSpace == checked.hasSpace, "\(body)")
+        }
+    }
+
+    /// An item that is not JSON inside is found by its brackets (the host refuses it); what
+    /// ends the body early, or nests too deep, is still refused, saying where.
+    @Test func itemsFoundByBrackets_leaveTheirCheckToTheHost_notTheBodysEnd() throws {
+        let body = #"{"items": [{"id": tru}, {"a" 1}, ["x" "y"]]}"#
+        #expect(try #require(scan(body, ["/items"], checkingItems: false)).items == [#"{"id": tru}"#, #"{"a" 1}"#, #"["x" "y"]"#])
+        #expect(scanError(body, ["/items"])?.contains("in a literal") == true, "with the check: \(scanError(body, ["/items"]) ?? "")")
+        for truncated in [#"{"items":[{"id":1},{"id":"#, #"{"items":[{"id":"ab\"#, #"{"items":[{"id":"ab\""#, #"{"items":[[["#] {
+            let error = scanError(truncated, ["/items"], checkingItems: false)
+            #expect(error?.hasPrefix("the body ends early at byte \(truncated.utf8.count)") == true, "\(truncated): \(error ?? "accepted")")
+        }
+        let deep = "[" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "]"
+        #expect(scanError(deep, [""], checkingItems: false)?.contains("nesting deeper than 512") == true)
+        let allowed = "[" + String(repeating: "[", count: 500) + String(repeating: "]", count: 500) + "]"
+        #expect(try #require(scan(allowed, [""], checkingItems: false)).items.count == 1)
+        // An item another pointer enters is validated all the same.
+        #expect(scanError(#"{"items": [{"id": tru}]}"#, ["/items", "/items/0/id"], checkingItems: false) != nil)
     }
 
     @Test func compact_dropsWhitespaceOutsideStrings_only() {

@@ -106,7 +106,10 @@ typedef struct hj_result {
 
 /// Validates `len` bytes as one JSON text (RFC 8259: UTF-8, nesting at most 512 deep) and finds
 /// the values at `pointers`. Returns 0, or -1 with a message in `error` (naming the byte offset).
-int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t pointer_count,
+/// Without `check_items`, an item (an element of the first pointer's array) that is an array or
+/// object and holds no other pointer's value is found by its brackets only, not validated: the
+/// host validates every item it is handed; a scan with `check_items` says what is wrong.
+int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t pointer_count, int check_items,
             hj_result *result, char *error, size_t error_len);
 
 void hj_result_free(hj_result *result);
