@@ -117,6 +117,9 @@ struct RunCommand {
         var items = Output.ItemWriter()
         for item in output.values { items.write(item) }
         items.flush()
+        // The items stay allocated until the process exits: freeing them one by one would
+        // only delay the exit (~1 ms for 20,000 items).
+        _ = Unmanaged.passRetained(ItemsKept(output))
         Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
                      + "prepend: \(output.prependState), append: \(output.appendState)")
         // Stale pages served by a store are being loaded again in the background: let them be stored.
@@ -183,6 +186,12 @@ private struct IncrementalRun {
         try file.store(value, name: settings.state, namespace: settings.namespace)
         Output.error("incremental: kept {state.\(settings.state)} = \"\(value)\" in \(settings.stateFile)")
     }
+}
+
+/// A run's output, kept (never released) so that its items are not freed before the exit.
+private final class ItemsKept {
+    let output: PaginationManagerOutput<PluginKey, PluginItem>
+    init(_ output: PaginationManagerOutput<PluginKey, PluginItem>) { self.output = output }
 }
 
 /// Thrown after a command printed its help, to end with success.
