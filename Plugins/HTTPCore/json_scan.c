@@ -316,12 +316,13 @@ static inline size_t count_bits(uint64_t x) {
     return (size_t)((x * 0x0101010101010101ull) >> 56);
 }
 
-/// Finds the end of the array or object at s->i without validating what it holds (see the top
-/// of the file): brackets outside strings are counted until the first one closes. s->i ends
-/// after it; s->spaces grows when whitespace lies outside its strings.
-static int skip_container(scanner *s) {
+/// Finds the end of the array or object at s->i, a value `level` deep (at least 1), without
+/// validating what it holds (see the top of the file): brackets outside strings are counted
+/// until the first one closes, nesting at most MAX_DEPTH deep as in a validating scan. s->i
+/// ends after it; s->spaces grows when whitespace lies outside its strings.
+static int skip_container(scanner *s, size_t level) {
     const uint8_t *p = s->p;
-    size_t n = s->len, at = s->i, depth = 0;
+    size_t n = s->len, at = s->i, outer = level - 1, depth = outer;
     uint64_t blank = 0;
     uint64_t escape_carry = 0, inside = 0;
     uint8_t tail[64];
@@ -353,7 +354,7 @@ static int skip_container(scanner *s) {
                     snprintf(s->err, s->errlen, "nesting deeper than %d at byte %zu", MAX_DEPTH, at + k);
                     return -1;
                 }
-            } else if (--depth == 0) {
+            } else if (--depth == outer) {
                 uint64_t before = k == 63 ? ~(uint64_t)0 : (bit << 1) - 1;
                 s->spaces += (blank | (blanks & before)) != 0;
                 s->i = at + k + 1;
@@ -385,8 +386,7 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
         // An item no pointer enters is measured, not validated (the host checks it).
         int container = s->i < s->len && (s->p[s->i] == '{' || s->p[s->i] == '[');
         if (collect && !child && container && !s->check_items) {
-            if (depth + 1 > MAX_DEPTH) return value(s, depth + 1, 0);
-            if (skip_container(s) != 0) return -1;
+            if (skip_container(s, depth + 1) != 0) return -1;
         } else if (value(s, depth + 1, child) != 0) {
             return -1;
         }

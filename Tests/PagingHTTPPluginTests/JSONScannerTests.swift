@@ -186,10 +186,14 @@ struct JSONScannerTests {
             let error = scanError(truncated, ["/items"], checkingItems: false)
             #expect(error?.hasPrefix("the body ends early at byte \(truncated.utf8.count)") == true, "\(truncated): \(error ?? "accepted")")
         }
-        let deep = "[" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "]"
-        #expect(scanError(deep, [""], checkingItems: false)?.contains("nesting deeper than 512") == true)
-        let allowed = "[" + String(repeating: "[", count: 500) + String(repeating: "]", count: 500) + "]"
-        #expect(try #require(scan(allowed, [""], checkingItems: false)).items.count == 1)
+        // Nesting is limited as in a validating scan, counted from the body's root.
+        for depth in [511, 512, 513, 514, 515, 600] {
+            let body = #"{"a": "# + String(repeating: "[", count: depth - 1) + String(repeating: "]", count: depth - 1) + "}"
+            let measured = scanError(body, ["/a"], checkingItems: false), checked = scanError(body, ["/a"])
+            #expect(measured == checked, "\(depth) deep")
+        }
+        #expect(scanError("[" + String(repeating: "[", count: 600) + String(repeating: "]", count: 600) + "]", [""], checkingItems: false)?.contains("nesting deeper than 512") == true)
+        #expect(scanError("[" + String(repeating: "[", count: 500) + String(repeating: "]", count: 500) + "]", [""], checkingItems: false) == nil)
         // An item another pointer enters is validated all the same.
         #expect(scanError(#"{"items": [{"id": tru}]}"#, ["/items", "/items/0/id"], checkingItems: false) != nil)
     }
