@@ -377,8 +377,12 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         // The host refused the page, perhaps for an item that is not JSON (the scan did not
         // validate the items): the error is the host's; say which body and where.
-        if !handed, !plan.checksItems, case .failure(let error) = Result(catching: { () throws(ScanError) in try plan.scan(response.body, checkingItems: true) }) {
-            host.log(.error, config.redact("malformed body from \(url): not JSON: \(error.message)"))
+        if !handed, !plan.checksItems {
+            do {
+                _ = try plan.scan(response.body, checkingItems: true)
+            } catch {
+                host.log(.error, config.redact("malformed body from \(url): not JSON: \(error.message)"))
+            }
         }
     }
 

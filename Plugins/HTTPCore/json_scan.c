@@ -340,8 +340,9 @@ static int skip_container(scanner *s, size_t level) {
         uint64_t quotes = m.quote & ~escaped_bytes(m.backslash, &escape_carry);
         uint64_t outside = ~string_bytes(quotes, &inside) & valid;
         uint64_t opens = m.open & outside, closes = m.close & outside, blanks = m.space & outside;
-        if (!closes && depth + count_bits(opens) <= MAX_DEPTH) {
-            depth += count_bits(opens);
+        size_t opened = count_bits(opens);
+        if (!closes && depth + opened <= MAX_DEPTH) {
+            depth += opened;
             blank |= blanks;
             at += 64;
             continue;
