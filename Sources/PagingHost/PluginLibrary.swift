@@ -1,4 +1,5 @@
 import CPaging
+import CLazyBinding
 import FoundationEssentials
 import Glibc
 import Paging
@@ -132,9 +133,11 @@ package let PAGING_PLUGIN_ENTRY_SYMBOL_NAME = "paging_plugin_entry"
 
 /// A plugin library opened with dlopen: its entry, ABI version and plugin descriptors.
 ///
-/// Libraries are opened with `RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE` and never closed:
+/// Libraries are opened with `RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE` and never closed:
 /// unloading a Swift library breaks the host's later dynamic casts, and plugin instances may
-/// outlive any one owner.
+/// outlive any one owner. Lazy binding spares binding the imports of dependencies a run never
+/// calls (libcurl's ~30 libraries); the library's own imports are still checked at load
+/// (`paging_unbound_function`), so a missing function is a load error, not a crash later.
 ///
 /// The file is opened once, and everything the loader checks is read through that one file
 /// descriptor. A library pinned with a SHA-256, and a file that changed after it was first
@@ -364,11 +367,16 @@ public final class PluginLibrary: @unchecked Sendable {
     private static func dlopenLibrary(
         path: String, loadFrom: String, loadedSHA256: String?, loaded: () -> Void
     ) throws(PluginLoadError) -> PluginLibrary {
-        guard let handle = dlopen(loadFrom, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE) else {
-            let reason = dlerror().map { String(cString: $0) } ?? "unknown error"
-            throw .loadFailed(path: path, reason: loadFrom == path ? reason : "\(reason) (loading its in-memory copy)")
+        func failure(_ reason: String) -> PluginLoadError {
+            .loadFailed(path: path, reason: loadFrom == path ? reason : "\(reason) (loading its in-memory copy)")
+        }
+        guard let handle = dlopen(loadFrom, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) else {
+            throw failure(dlerror().map { String(cString: $0) } ?? "unknown error")
         }
         loaded()
+        if let name = paging_unbound_function(handle) {
+            throw failure("\(loadFrom): undefined symbol: \(String(cString: name)) (a function the library imports)")
+        }
         guard let symbol = dlsym(handle, PAGING_PLUGIN_ENTRY_SYMBOL_NAME) else {
             throw .noEntrySymbol(path: path)
         }

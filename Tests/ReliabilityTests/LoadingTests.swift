@@ -38,6 +38,24 @@ struct LoadingTests {
         #expect(result.stdout.isEmpty)
     }
 
+    /// Plugins are bound lazily; an import nothing defines is still a load error that names
+    /// the symbol, for a function as for a variable. A weak import may be missing.
+    @Test(arguments: [("IMPORT_FUNCTION", "paging_fixture_absent_function"), ("IMPORT_DATA", "paging_fixture_absent_variable"),
+                      ("IMPORT_WEAK_FUNCTION", nil)])
+    func anImportNothingDefines_failsTheLoad_namingIt(_ kind: String, _ symbol: String?) async throws {
+        let library = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/pass_through.c", name: "unbound_\(kind)",
+                                         extraFlags: ["-D\(kind)", "\(repositoryRoot)/Tests/Fixtures/plugins/unbound_imports.c"])
+        let manifest = scratchFolder() + "/m.json"
+        try #"{"source": {"plugin": "\#(library)"}}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["validate", manifest])
+        if let symbol {
+            #expect(result.code == 2, "\(result.stderr)")
+            #expect(result.stderr.contains("\(library): dlopen failed: \(library): undefined symbol: \(symbol)"), "\(result.stderr)")
+        } else {
+            #expect(result.code == 0, "\(result.stderr)")
+        }
+    }
+
     /// A create_* that never returns hung validate: it gets the call timeout (without one, the
     /// fetch timeout but at least 30 s).
     @Test(.timeLimit(.minutes(1)))
