@@ -104,6 +104,23 @@ enum HostExtensions {
             PluginInstance.with(host) { $0.invalidation.invalidate() }
         }))
 
+    /// `paging.fetch-items/1`: a page's items in one call, the fetch looked up once.
+    private nonisolated(unsafe) static let fetchItems = table(paging_ext_fetch_items_host_t(
+        add_items: { host, id, items, count in
+            PluginInstance.with(host) { instance in
+                instance.updateFetch(id, "add_items") { fetch in
+                    guard count != 0 else { return nil }
+                    guard let items, count > 0 else { return "\(items == nil ? "NULL items" : "items") with a count of \(UInt(bitPattern: count))" }
+                    let limits = instance.limits
+                    fetch.builder.items.reserveCapacity(fetch.builder.items.count + min(count, limits.maxItemsPerPage))
+                    for item in UnsafeBufferPointer(start: items, count: count) {
+                        if let problem = fetch.builder.add(item, limits: limits) { return problem }
+                    }
+                    return nil
+                }
+            } ?? PAGING_ERR_INVALID_ARGUMENT
+        }))
+
     /// The ids offered, and their tables.
     private nonisolated(unsafe) static let offered: [String: UnsafeRawPointer] = [
         PAGING_EXT_LOG_LEVEL: UnsafeRawPointer(logLevel),
@@ -112,6 +129,7 @@ enum HostExtensions {
         PAGING_EXT_RETRY_HINT: retryHint,
         PAGING_EXT_METRICS: metrics,
         PAGING_EXT_INVALIDATION: invalidation,
+        PAGING_EXT_FETCH_ITEMS: fetchItems,
     ]
 
     /// A table that lives as long as the process.

@@ -299,12 +299,17 @@ public struct FetchCompletion: Sendable {
 
     @discardableResult
     public func succeed(_ page: PageContent) -> Bool {
-        let table = host.table
+        // The items end to end in one buffer, lent to the host at once.
+        var bytes: [UInt8] = [], ends: [Int] = []
+        bytes.reserveCapacity(page.items.reduce(0) { $0 + $1.count })
+        ends.reserveCapacity(page.items.count)
         for item in page.items {
-            let status = item.withUnsafeBufferPointer { table.pointee.fetch_add_item?(table, id, paging_bytes_t(data: $0.baseAddress, len: $0.count)) }
-            guard status == PAGING_OK else { return false }
+            bytes += item
+            ends.append(bytes.count)
         }
-        return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+        return bytes.withUnsafeBufferPointer { all in
+            succeed(count: ends.count, item: { UnsafeBufferPointer(rebasing: all[($0 == 0 ? 0 : ends[$0 - 1]) ..< ends[$0]]) }, keys: page)
+        }
     }
 
     /// Completes with `count` items whose bytes `item(i)` lends (the host copies each during
@@ -312,12 +317,26 @@ public struct FetchCompletion: Sendable {
     /// keys and ends of `page` (its `items` are not used).
     @discardableResult
     public func succeed(count: Int, item: (Int) -> UnsafeBufferPointer<UInt8>, keys page: PageContent) -> Bool {
-        let table = host.table
-        for index in 0..<count {
-            let bytes = item(index)
-            guard table.pointee.fetch_add_item?(table, id, paging_bytes_t(data: bytes.baseAddress, len: bytes.count)) == PAGING_OK else { return false }
-        }
+        guard add(count: count, item: item) else { return false }
         return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+    }
+
+    /// Hands the host the items: in one call where it offers `paging.fetch-items/1`, else one
+    /// call each.
+    private func add(count: Int, item: (Int) -> UnsafeBufferPointer<UInt8>) -> Bool {
+        let table = host.table
+        func borrowed(_ index: Int) -> paging_bytes_t {
+            let bytes = item(index)
+            return paging_bytes_t(data: bytes.baseAddress, len: bytes.count)
+        }
+        guard let fetchItems: UnsafePointer<paging_ext_fetch_items_host_t> = host.extension(PAGING_EXT_FETCH_ITEMS),
+              let addItems = fetchItems.pointee.add_items else {
+            return (0..<count).allSatisfy { table.pointee.fetch_add_item?(table, id, borrowed($0)) == PAGING_OK }
+        }
+        return withUnsafeTemporaryAllocation(of: paging_bytes_t.self, capacity: count) { items in
+            for index in 0..<count { items[index] = borrowed(index) }
+            return addItems(table, id, items.baseAddress, count) == PAGING_OK
+        }
     }
 
     private func complete(prevKey: [UInt8]?, nextKey: [UInt8]?, flags: UInt32) -> Bool {

@@ -25,6 +25,7 @@
  *   paging.metrics/1            1.1    the host           publish named counters and gauges (pager run --stats)
  *   paging.sized-key-chain/1    1.1    an instance        key_chain() told the page size (offset keys)
  *   paging.invalidation/1       1.1    host + instance    say the data changed; refresh around the reader's item
+ *   paging.fetch-items/1        1.2    the host           add a page's items to a fetch in one call
  *
  * A plugin that cannot work without a host extension lists it in its descriptor's
  * required_extensions (entry.h); otherwise it asks in create_* and copes with NULL.
@@ -248,6 +249,24 @@ typedef struct paging_ext_invalidation {
     paging_status_t (*refresh_key_at)(void *self, paging_bytes_t anchor_page_key, uint32_t anchor_index,
                                       paging_bytes_t anchor_item, uint32_t page_size, paging_keys_out_t *out);
 } paging_ext_invalidation_t;
+
+/* ---- paging.fetch-items/1 (the host), since 1.2 --------------------------------------------
+ *
+ * A page's items in one call: what fetch_add_item does for each of them, with the fetch looked up
+ * once instead of once an item. For a source whose pages hold many small items (the elements of a
+ * JSON array, the rows of a query). A source that may run in a 1.0 or 1.1 host falls back to
+ * fetch_add_item when get_extension answers NULL. */
+
+#define PAGING_EXT_FETCH_ITEMS "paging.fetch-items/1"
+
+typedef struct paging_ext_fetch_items_host {
+    /* Appends `count` items to the fetch's page, `items[0]` first, as `count` calls of
+     * host->fetch_add_item would: each is one JSON value, borrowed for the call (the host copies
+     * and checks it), and the first one refused fails the fetch (PAGING_ERR_INVALID_ARGUMENT,
+     * naming the item's index in the page). `items` may be NULL only when `count` is 0.
+     * [any-thread] */
+    paging_status_t (*add_items)(const paging_host_t *host, uint64_t fetch_id, const paging_bytes_t *items, size_t count);
+} paging_ext_fetch_items_host_t;
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -47,10 +47,10 @@
 extern "C" {
 #endif
 
-/* ABI 1.1: 1.0 plus the extensions marked "since 1.1" in extensions.h and paging_page_t's
- * metadata. */
+/* ABI 1.2: 1.0 plus the extensions marked "since 1.1" and "since 1.2" in extensions.h and
+ * paging_page_t's metadata (1.1). */
 #define PAGING_ABI_VERSION_MAJOR 1u
-#define PAGING_ABI_VERSION_MINOR 1u
+#define PAGING_ABI_VERSION_MINOR 2u
 #define PAGING_ABI_VERSION_PATCH 0u
 
 /* A version triple. Value type, fixed forever: copied, never borrowed. */
