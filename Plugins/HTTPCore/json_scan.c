@@ -17,6 +17,7 @@
 #include <emmintrin.h>
 #endif
 
+// How many arrays and objects may nest, as the host's check (JSONValidator.maxDepth) allows.
 enum { MAX_DEPTH = 512 };
 
 typedef struct scanner {
@@ -341,7 +342,7 @@ static int skip_container(scanner *s, size_t level) {
         uint64_t outside = ~string_bytes(quotes, &inside) & valid;
         uint64_t opens = m.open & outside, closes = m.close & outside, blanks = m.space & outside;
         size_t opened = count_bits(opens);
-        if (!closes && depth + opened <= MAX_DEPTH) {
+        if (!closes && depth + opened < MAX_DEPTH) {
             depth += opened;
             blank |= blanks;
             at += 64;
@@ -351,7 +352,7 @@ static int skip_container(scanner *s, size_t level) {
             unsigned k = (unsigned)__builtin_ctzll(brackets);
             uint64_t bit = (uint64_t)1 << k;
             if (opens & bit) {
-                if (++depth > MAX_DEPTH) {
+                if (++depth >= MAX_DEPTH) {
                     snprintf(s->err, s->errlen, "nesting deeper than %d at byte %zu", MAX_DEPTH, at + k);
                     return -1;
                 }
@@ -446,7 +447,8 @@ static int object(scanner *s, size_t depth, uint64_t mask) {
 }
 
 static int value(scanner *s, size_t depth, uint64_t mask) {
-    if (depth > MAX_DEPTH) {
+    // At most MAX_DEPTH arrays and objects nest (the root's depth is 0), as the host counts.
+    if (depth >= MAX_DEPTH && s->i < s->len && (s->p[s->i] == '[' || s->p[s->i] == '{')) {
         snprintf(s->err, s->errlen, "nesting deeper than %d at byte %zu", MAX_DEPTH, s->i);
         return -1;
     }
