@@ -28,7 +28,8 @@
  * A key that is not a decimal integer in 0...line_count (or a range within it) fails the fetch
  * with PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
  *
- * Extensions offered: paging.health/1 (the file is still a readable regular file).
+ * Extensions offered: paging.health/1 (the file is still a readable regular file). Used where the
+ * host offers it: paging.fetch-items/1 (a page's lines handed over in one call).
  *
  * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
  *                               -I Sources/CPaging/include Plugins/JSONLines/jsonlines.c -o libjsonlines.so
@@ -62,6 +63,7 @@ typedef struct jsonl_state {
     size_t line_count;
     uint32_t default_page_size;
     char *path;             /* the file, for the health check */
+    const paging_ext_fetch_items_host_t *fetch_items; /* a page's items in one call, or NULL (a host before 1.2) */
 } jsonl_state;
 
 static const paging_plugin_descriptor_t jsonl_descriptor = {
@@ -244,11 +246,33 @@ static paging_status_t jsonl_refresh_key(paging_source_t *self, paging_keys_out_
     return st->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
 }
 
+/* Hands the host lines first...first+count-1: in one call where it offers paging.fetch-items/1
+ * (in runs of up to 256, lent from the stack), else one call a line. */
+static paging_status_t jsonl_add_items(const jsonl_state *st, uint64_t fetch_id, size_t first, size_t count)
+{
+    const paging_host_t *h = st->host;
+    paging_bytes_t run[256];
+    size_t done = 0, i;
+    while (done < count) {
+        size_t n = st->fetch_items != NULL ? count - done : 1;
+        paging_status_t status;
+        if (n > sizeof run / sizeof run[0]) n = sizeof run / sizeof run[0];
+        for (i = 0; i < n; i++) {
+            run[i].data = st->data + st->lines[first + done + i].offset;
+            run[i].len = st->lines[first + done + i].len;
+        }
+        status = st->fetch_items != NULL ? st->fetch_items->add_items(h, fetch_id, run, n) : h->fetch_add_item(h, fetch_id, run[0]);
+        if (status != PAGING_OK) return status;
+        done += n;
+    }
+    return PAGING_OK;
+}
+
 static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t *request, uint64_t fetch_id)
 {
     jsonl_state *st = (jsonl_state *)self;
     const paging_host_t *h = st->host;
-    size_t key, end, page_size, count, i;
+    size_t key, end, page_size, count;
     uint32_t flags = 0;
     char buf[32];
     paging_bytes_t kb;
@@ -265,12 +289,7 @@ static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t
     if (end != (size_t)-1 && end - key < count) count = end - key;
     if (count > st->line_count - key) count = st->line_count - key;
 
-    for (i = 0; i < count; i++) {
-        paging_bytes_t item;
-        item.data = st->data + st->lines[key + i].offset;
-        item.len = st->lines[key + i].len;
-        if (h->fetch_add_item(h, fetch_id, item) != PAGING_OK) return PAGING_OK; /* id finished (cancelled) */
-    }
+    if (jsonl_add_items(st, fetch_id, key, count) != PAGING_OK) return PAGING_OK; /* the host ended the fetch */
     if (key + count >= st->line_count) {
         flags |= PAGING_PAGE_NEXT_END;
     } else {
@@ -381,6 +400,7 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
         return NULL;
     }
     st->host = host;
+    st->fetch_items = (const paging_ext_fetch_items_host_t *)host->get_extension(host, PAGING_EXT_FETCH_ITEMS);
     st->default_page_size = (uint32_t)dps;
     st->source.plugin_data = st;
     st->source.refresh_key = jsonl_refresh_key;
