@@ -111,10 +111,8 @@ enum HostExtensions {
                 instance.updateFetch(id, "add_items") { fetch in
                     guard count != 0 else { return nil }
                     guard let items, count > 0 else { return "\(items == nil ? "NULL items" : "items") with a count of \(UInt(bitPattern: count))" }
-                    let limits = instance.limits
-                    fetch.builder.items.reserveCapacity(fetch.builder.items.count + min(count, limits.maxItemsPerPage))
                     for item in UnsafeBufferPointer(start: items, count: count) {
-                        if let problem = fetch.builder.add(item, limits: limits) { return problem }
+                        if let problem = fetch.builder.add(item, limits: instance.limits) { return problem }
                     }
                     return nil
                 }
