@@ -164,7 +164,7 @@ extension Context {
     func abiGrowth() -> ConformanceResult {
         // A required extension this host lacks: the loader's one line.
         do {
-            _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind)
+            _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind, withholding: options.withheldExtensions)
         } catch {
             return fail("the host refuses it: \(error)")
         }

@@ -6,7 +6,8 @@ import PagingHost
 extension Conformance {
     /// Opens the library and checks every descriptor (the `descriptor` check). Runs in the
     /// listing process: a library that crashes while loading cannot take the validator down.
-    public static func list(path: String) -> ConformanceListing {
+    /// A plugin that requires an extension in `withheld` is refused, as by an older host.
+    public static func list(path: String, withholding withheld: Set<String> = []) -> ConformanceListing {
         let start = ContinuousClock.now
         func done(badInput: String? = nil, problem: String? = nil, _ plugins: [ConformancePluginListing] = []) -> ConformanceListing {
             ConformanceListing(badInput: badInput, libraryProblem: problem, plugins: plugins, durationMs: milliseconds(since: start))
@@ -17,7 +18,7 @@ extension Conformance {
             for index in plugins.indices {
                 guard let descriptor = library.descriptors.first(where: { $0.id == plugins[index].id }) else { continue }
                 do {
-                    _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind)
+                    _ = try library.descriptor(id: descriptor.id, kind: descriptor.kind, withholding: withheld)
                 } catch {
                     // A required extension this host lacks: the loader's one line says which.
                     plugins[index].refusal = error.description

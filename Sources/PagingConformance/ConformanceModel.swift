@@ -116,12 +116,17 @@ public struct ConformanceOptions: Sendable {
     public var cycles: Int
     /// A folder the checks may write to (sample files, databases).
     public var scratchFolder: String
+    /// Host extensions the plugin is not offered, as an older host would not offer them
+    /// (``PluginLimits/withheldExtensions``).
+    public var withheldExtensions: Set<String>
 
-    public init(config: JSONValue? = nil, fetchTimeout: Duration = .seconds(5), cycles: Int = 1_000, scratchFolder: String) {
+    public init(config: JSONValue? = nil, fetchTimeout: Duration = .seconds(5), cycles: Int = 1_000, scratchFolder: String,
+                withheldExtensions: Set<String> = []) {
         self.config = config
         self.fetchTimeout = fetchTimeout
         self.cycles = cycles
         self.scratchFolder = scratchFolder
+        self.withheldExtensions = withheldExtensions
     }
 }
 

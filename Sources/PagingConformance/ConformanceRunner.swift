@@ -130,7 +130,7 @@ public struct ConformanceRunner: Sendable {
     /// Opens the library in a child process and lists its plugins (``Conformance/list(path:)``):
     /// a library whose loading crashes, exits or hangs takes only the child down.
     public func list(library path: String) async -> Result<ConformanceListing, ListingFailure> {
-        switch await child(["__list", path]) {
+        switch await child(["__list", path] + withheldArguments) {
         case .finished(let output, let status):
             guard let listing = ConformanceWire.decode(ConformanceListing.self, from: output.stdout) else {
                 return .failure(ListingFailure(reason: "loading the library ended the process (exit status \(status)) before it was listed"
@@ -142,12 +142,18 @@ public struct ConformanceRunner: Sendable {
         }
     }
 
+    /// `--without-extension ID` for each extension withheld, for a child.
+    private var withheldArguments: [String] {
+        options.withheldExtensions.sorted().flatMap { ["--without-extension", $0] }
+    }
+
     /// Runs one check in a child process.
     public func runCheck(_ check: ConformanceCheck, path: String, plugin: String) async -> ConformanceResult {
         var arguments = ["__one", path, plugin, check.rawValue,
                          "--timeout-ms", String(options.fetchTimeout.milliseconds), "--cycles", String(options.cycles),
                          "--scratch", options.scratchFolder]
         if let config = options.config { arguments += ["--config", config.jsonText] }
+        arguments += withheldArguments
         switch await child(arguments) {
         case .finished(let output, let status):
             guard var result = ConformanceWire.decode(ConformanceResult.self, from: output.stdout) else {

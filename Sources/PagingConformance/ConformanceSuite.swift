@@ -96,7 +96,7 @@ struct Context: Sendable {
     let descriptor: PluginDescriptor
     let options: ConformanceOptions
 
-    var limits: PluginLimits { PluginLimits(fetchTimeout: options.fetchTimeout) }
+    var limits: PluginLimits { PluginLimits(fetchTimeout: options.fetchTimeout, withheldExtensions: options.withheldExtensions) }
     var timeoutText: String { "\(options.fetchTimeout.milliseconds) ms" }
     var params: PagingRequestParams { PagingRequestParams(pageSize: Conformance.pageSize) }
 

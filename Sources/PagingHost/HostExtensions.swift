@@ -1,7 +1,7 @@
 import CPaging
 
 /// The extensions this host offers plugins (`host->get_extension`, extensions.h), by id.
-enum HostExtensions {
+package enum HostExtensions {
     /// `paging.log-level/1`: the lowest level the instance's log sink keeps.
     private nonisolated(unsafe) static let logLevel: UnsafeMutablePointer<paging_ext_log_level_t> = {
         let table = UnsafeMutablePointer<paging_ext_log_level_t>.allocate(capacity: 1)
@@ -137,9 +137,17 @@ enum HostExtensions {
         return UnsafeRawPointer(table)
     }
 
-    static func offers(_ id: String) -> Bool { offered[id] != nil }
+    /// The ids offered, sorted.
+    package static var offeredIDs: [String] { offered.keys.sorted() }
 
-    static func table(for id: UnsafePointer<CChar>) -> UnsafeRawPointer? { offered[String(cString: id)] }
+    package static func offers(_ id: String, withholding withheld: Set<String> = []) -> Bool {
+        offered[id] != nil && !withheld.contains(id)
+    }
+
+    static func table(for id: UnsafePointer<CChar>, withholding withheld: Set<String>) -> UnsafeRawPointer? {
+        let id = String(cString: id)
+        return withheld.contains(id) ? nil : offered[id]
+    }
 }
 
 /// The extensions a plugin instance offers the host (`get_extension` of its table).

@@ -42,15 +42,22 @@ public struct PluginLimits: Sendable {
     /// Whether the host times every intercept and fetch and counts their outcomes
     /// (``PluginStats``). Off, it measures nothing.
     public var recordsStats: Bool
+    /// Host extensions (extensions.h ids) the instance is not offered, as a host that predates
+    /// them would not offer them: `get_extension` answers NULL for each, and a plugin that lists
+    /// one in its required_extensions is refused at creation. For checking how a plugin copes
+    /// with older hosts (`pager check --without-extension`); empty in normal use.
+    public var withheldExtensions: Set<String>
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
-                callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false) {
+                callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false,
+                withheldExtensions: Set<String> = []) {
         self.maxItemsPerPage = maxItemsPerPage
         self.maxPageBytes = maxPageBytes
         self.fetchTimeout = fetchTimeout
         self.callTimeout = callTimeout
         self.logLevel = logLevel
         self.recordsStats = recordsStats
+        self.withheldExtensions = withheldExtensions
     }
 }
 
@@ -283,8 +290,8 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         PluginConfig.from(config, "config_type")?.type(for: string(key)) ?? PAGING_CONFIG_ABSENT
     }
     table.get_extension = { host, id in
-        guard host != nil, let id else { return nil }
-        return HostExtensions.table(for: id)
+        guard let id else { return nil }
+        return PluginInstance.with(host) { instance in HostExtensions.table(for: id, withholding: instance.limits.withheldExtensions) } ?? nil
     }
 
     table.out_set_key = { out, key in

@@ -51,7 +51,8 @@ extension PluginLibrary {
     }
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
-    /// plugin reported through `config_fail`.
+    /// plugin reported through `config_fail`. A plugin that requires an extension the instance's
+    /// limits withhold is refused first.
     ///
     /// The call runs on a thread of its own and is waited for at most the instance's call
     /// timeout (or, without one, its fetch timeout but at least 30 s): a `create_*` that never
@@ -61,6 +62,7 @@ extension PluginLibrary {
         _ descriptor: PluginDescriptor, _ config: JSONValue, _ instance: PluginInstance,
         _ call: @escaping (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
+        _ = try usable(descriptor, withholding: instance.limits.withheldExtensions)
         let pluginConfig = PluginConfig(config)
         let timeout = instance.limits.callTimeout ?? max(instance.limits.fetchTimeout, .seconds(30))
         let id = descriptor.id

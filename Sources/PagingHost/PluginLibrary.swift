@@ -62,7 +62,13 @@ public struct PluginDescriptor: Sendable {
     public let requiredExtensions: [String]
 
     /// The first of ``requiredExtensions`` this host does not offer.
-    public var missingExtension: String? { requiredExtensions.first { !HostExtensions.offers($0) } }
+    public var missingExtension: String? { missingExtension(withholding: []) }
+
+    /// The first of ``requiredExtensions`` this host does not offer, or withholds
+    /// (``PluginLimits/withheldExtensions``).
+    public func missingExtension(withholding withheld: Set<String>) -> String? {
+        requiredExtensions.first { !HostExtensions.offers($0, withholding: withheld) }
+    }
 }
 
 /// Why a plugin library or plugin could not be loaded. Every case names the file.
@@ -407,7 +413,9 @@ public final class PluginLibrary: @unchecked Sendable {
     }
 
     /// The descriptor of plugin `id` of `kind`; with no id, the library's only plugin of that kind.
-    public func descriptor(id: String?, kind: PluginKind) throws(PluginLoadError) -> PluginDescriptor {
+    /// Refused when it requires an extension this host lacks or `withheld` names
+    /// (``PluginLimits/withheldExtensions``).
+    public func descriptor(id: String?, kind: PluginKind, withholding withheld: Set<String> = []) throws(PluginLoadError) -> PluginDescriptor {
         if let id {
             guard let descriptor = descriptors.first(where: { $0.id == id }) else {
                 throw .unknownPlugin(path: path, id: id, available: descriptors.map(\.id))
@@ -415,10 +423,10 @@ public final class PluginLibrary: @unchecked Sendable {
             guard descriptor.kind == kind else {
                 throw .wrongKind(path: path, id: id, expected: kind, actual: descriptor.kind)
             }
-            return try usable(descriptor)
+            return try usable(descriptor, withholding: withheld)
         }
         let ofKind = descriptors.filter { $0.kind == kind }
-        if ofKind.count == 1 { return try usable(ofKind[0]) }
+        if ofKind.count == 1 { return try usable(ofKind[0], withholding: withheld) }
         if ofKind.isEmpty, let other = descriptors.first {
             throw .wrongKind(path: path, id: other.id, expected: kind, actual: other.kind)
         }
@@ -426,9 +434,9 @@ public final class PluginLibrary: @unchecked Sendable {
         throw .ambiguousPlugin(path: path, kind: kind, available: ofKind.map(\.id))
     }
 
-    /// `descriptor`, unless it needs an extension this host lacks.
-    private func usable(_ descriptor: PluginDescriptor) throws(PluginLoadError) -> PluginDescriptor {
-        if let missing = descriptor.missingExtension {
+    /// `descriptor`, unless it needs an extension this host lacks or withholds.
+    func usable(_ descriptor: PluginDescriptor, withholding withheld: Set<String>) throws(PluginLoadError) -> PluginDescriptor {
+        if let missing = descriptor.missingExtension(withholding: withheld) {
             throw .missingExtension(path: path, id: descriptor.id, plugin: descriptor.abiVersion, host: .host, extension: missing)
         }
         return descriptor

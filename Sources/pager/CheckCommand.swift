@@ -50,6 +50,10 @@ struct CheckCommand {
       --timeout-ms N        how long a fetch may take (default 5000); a check process is killed
                             after 10 s + 2 x N
       --cycles N            create/destroy cycles (default 1000)
+      --without-extension ID
+                            do not offer the plugin host extension ID (repeatable), as a host
+                            older than it would not: checks that the plugin copes (get_extension
+                            answers NULL; a plugin that requires ID is refused at creation)
       --json                print one JSON document instead of the table
       --help                this text
 
@@ -64,9 +68,11 @@ struct CheckCommand {
     var timeoutMs: Int
     var cycles: Int
     var json: Bool
+    var withheldExtensions: Set<String> = []
 
     init(_ arguments: [String]) throws {
         var plugin: String?, config: JSONValue?, timeoutMs = 5_000, cycles = 1_000, json = false
+        var withheld: Set<String> = []
         libraryPath = try Arguments.parse(arguments, command: "check", help: Self.help) { argument, arguments in
             switch argument {
             case "--plugin": plugin = try arguments.value(for: argument)
@@ -78,11 +84,18 @@ struct CheckCommand {
             case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)
             case "--cycles": cycles = try arguments.count(for: argument, in: 2...1_000_000)
             case "--json": json = true
+            case "--without-extension":
+                let id = try arguments.value(for: argument)
+                guard HostExtensions.offers(id) else {
+                    throw UsageError("check: --without-extension: '\(id)' is not an extension this host offers (\(HostExtensions.offeredIDs.joined(separator: ", ")))")
+                }
+                withheld.insert(id)
             default: return false
             }
             return true
         }
         (self.plugin, self.config, self.timeoutMs, self.cycles, self.json) = (plugin, config, timeoutMs, cycles, json)
+        withheldExtensions = withheld
     }
 
     /// The entry point: `pager check ...`, or a hidden child command.
@@ -114,7 +127,8 @@ struct CheckCommand {
             interrupt.cancel()
         }
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch)
+        let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch,
+                                         withheldExtensions: withheldExtensions)
         let runner = ConformanceRunner(executable: executable, options: options)
         let absolute = URL(fileURLWithPath: libraryPath).standardizedFileURL.path
         let table = TablePrinter()
@@ -152,7 +166,7 @@ struct CheckCommand {
 
     // MARK: - Child processes (hidden)
 
-    /// `pager check __list LIB` and `pager check __one LIB ID CHECK [options]`: run by
+    /// `pager check __list LIB [--without-extension ID]...` and `pager check __one LIB ID CHECK [options]`: run by
     /// ``ConformanceRunner`` in a child; print one marked JSON line, then end at once (no
     /// exit-time destructors racing the plugin's threads).
     static func child(_ arguments: [String]) async -> Never {
@@ -160,7 +174,12 @@ struct CheckCommand {
         switch arguments.first {
         case "__list":
             guard let path = rest.next() else { childExit("__list needs a library") }
-            Output.line(ConformanceWire.line(Conformance.list(path: path)))
+            var withheld: Set<String> = []
+            while let flag = rest.next() {
+                guard flag == "--without-extension", let id = rest.next() else { childExit("__list: unknown option \(flag)") }
+                withheld.insert(id)
+            }
+            Output.line(ConformanceWire.line(Conformance.list(path: path, withholding: withheld)))
         case "__one":
             guard let path = rest.next(), let id = rest.next(), let name = rest.next(),
                   let check = ConformanceCheck(rawValue: name) else { childExit("__one needs LIB ID CHECK") }
@@ -172,6 +191,7 @@ struct CheckCommand {
                 case "--cycles": options.cycles = Int(value) ?? 1_000
                 case "--scratch": options.scratchFolder = value
                 case "--config": options.config = try? JSONValue.parse(value)
+                case "--without-extension": options.withheldExtensions.insert(value)
                 default: childExit("unknown option \(flag)")
                 }
             }

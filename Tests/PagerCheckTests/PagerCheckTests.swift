@@ -223,6 +223,29 @@ struct PagerCheckTests {
         #expect(others.allSatisfy { $0.status == .skip && $0.reason.contains("see abi-growth") }, "\(output)")
     }
 
+    /// `--without-extension`: checked as an older host would load it. jsonlines copes without
+    /// `paging.fetch-items/1`; the filter, which requires `paging.page-transform/1`, is refused
+    /// in abi-growth with the loader's line, and nothing else runs; an id the host does not
+    /// offer is bad input.
+    @Test func withoutAnExtension_checksThePluginAsAnOlderHostWould() async throws {
+        let (code, report, output) = try await check("\(productsFolder)/libjsonlines.so", Self.fast + ["--without-extension", "paging.fetch-items/1"])
+        #expect(code == 0, "\(output)")
+        #expect(report.failed == 0 && report.passed == 1 + ConformanceCheck.checks(for: .source).count, "\(output)")
+
+        let (filterCode, filter, filterOutput) = try await check("\(productsFolder)/libfilter.so", Self.fast + ["--without-extension", "paging.page-transform/1"])
+        #expect(filterCode == 1, "\(filterOutput)")
+        let growth = try #require(filter.results.first { $0.check == "abi-growth" })
+        #expect(growth.status == .fail && growth.reason.hasSuffix(
+            "plugin 'filter' (built for plugin ABI \(PluginABIVersion.host)) needs extension 'paging.page-transform/1', which this host (ABI \(PluginABIVersion.host)) does not offer"),
+            "\(filterOutput)")
+        let others = filter.results.filter { $0.check != "abi-growth" && $0.check != "descriptor" }
+        #expect(!others.isEmpty && others.allSatisfy { $0.status == .skip && $0.reason.contains("see abi-growth") }, "\(filterOutput)")
+
+        let unknown = try await run(pager, ["check", "\(productsFolder)/libjsonlines.so", "--without-extension", "paging.nope/1"])
+        #expect(unknown.code == 2)
+        #expect(unknown.stderr.contains("--without-extension: 'paging.nope/1' is not an extension this host offers (paging.async-intercept/1, "), "\(unknown.stderr)")
+    }
+
     @Test func staleCallHandles_failCallHandles_quotingTheHost() async throws {
         let (_, report, output) = try await check(try fixturePlugin("check_stale_out"), Self.fast)
         let handles = try #require(report.results.first { $0.check == "call-handles" })

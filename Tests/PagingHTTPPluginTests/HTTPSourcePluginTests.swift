@@ -100,7 +100,10 @@ struct HTTPSourcePluginTests {
         withExtendedLifetime(source) {}
     }
 
-    @Test func pagePagination_pagesToTheEnd_inOrder_exactlyOnce() async throws {
+    /// With and without `paging.fetch-items/1` (withheld, as a host before ABI 1.2 lacks it:
+    /// PagingPluginKit then hands over the items one `fetch_add_item` each).
+    @Test(arguments: [Set<String>(), ["paging.fetch-items/1"]])
+    func pagePagination_pagesToTheEnd_inOrder_exactlyOnce(withheld: Set<String>) async throws {
         let total = 100 // a multiple of the page size: the last page is empty
         let server = try startServer { request in
             let page = Int(request.query["page"] ?? "") ?? -1
@@ -113,7 +116,7 @@ struct HTTPSourcePluginTests {
         let source = try makeSource("""
             {"url": "\(server.baseURL)/items?page={key}&per_page={pageSize}", "items": "/data",
              "pagination": {"type": "page"}}
-            """)
+            """, limits: PluginLimits(withheldExtensions: withheld))
         #expect(source.refreshKey == "1")
         #expect(source.keyChain(for: "3") == PagingKeyChain(key: "3", prevKey: "2", nextKey: "4"))
         #expect(source.keyChain(for: "1") == PagingKeyChain(key: "1", prevKey: nil, nextKey: "2"))
