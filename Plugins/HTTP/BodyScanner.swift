@@ -88,9 +88,13 @@ final class BodyScan: @unchecked Sendable {
     }
 
     var itemCount: Int { result.item_count }
-    var itemsAreNotAnArray: Bool { result.items_not_array != 0 }
-    /// Whether the items pointer matched anything.
-    var itemsFound: Bool { result.match_counts[0] > 0 }
+
+    /// Where the items pointer stops resolving, if it does: the problem (HJ_PATH_*), how many
+    /// of its tokens resolved, and the value there (to the end of the body).
+    var itemsPathProblem: (problem: Int32, depth: Int, value: UnsafeBufferPointer<UInt8>)? {
+        guard result.items_path_problem != Int32(HJ_PATH_OK) else { return nil }
+        return (result.items_path_problem, result.items_path_depth, UnsafeBufferPointer(rebasing: body[result.items_path_at...]))
+    }
 
     /// The bytes of item `index` and whether they hold whitespace outside strings.
     func item(_ index: Int) -> (bytes: UnsafeBufferPointer<UInt8>, hasSpace: Bool) {

@@ -1,7 +1,8 @@
 // Reading responses: RFC 6901 JSON pointers (parsed from the config; the scanner resolves
-// them), the Link header (RFC 8288), Retry-After and rate-limit headers, and body snippets for
-// error messages.
+// them), the Link header (RFC 8288), Retry-After and rate-limit headers, and what a response
+// holds, said for error messages.
 import FoundationEssentials
+import CHTTPCore
 import CPaging
 import PagingPluginKit
 
@@ -15,12 +16,17 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
 
     /// The pointer to the top-level member `name`.
     init(member name: String) {
-        self.init(text: "/" + name.replacing("~", with: "~0").replacing("/", with: "~1"), tokens: [name])
+        self.init(tokens: [name])
     }
 
     private init(text: String, tokens: [String]) {
         self.text = text
         self.tokens = tokens
+    }
+
+    /// The pointer of `tokens`.
+    init(tokens: [String]) {
+        self.init(text: tokens.map { "/" + $0.replacing("~", with: "~0").replacing("/", with: "~1") }.joined(), tokens: tokens)
     }
 
     /// Parses `text`; a config error naming `key` when it is not a pointer.
@@ -53,42 +59,122 @@ struct JSONPointer: Sendable, Equatable, CustomStringConvertible {
 
 enum ResponseParsing {
     /// The URLs of a Link header by rel (`rel="next"`, `rel=prev`, `rel="prev first"` ...),
-    /// resolved against `base`. The first link of each rel wins.
+    /// resolved against `base`. The first link of each rel wins. Read as RFC 8288 writes it:
+    /// comma-separated `<target>` and `;`-separated parameters, whose values may be quoted
+    /// strings holding any of `<>;,` (a value is never taken for a link or a parameter).
     static func links(_ header: String, base: String) -> [String: String] {
         // Bytes, not Characters: a header is ASCII in practice, and walking it by grapheme
         // cost ~13 µs a page.
         var result: [String: String] = [:]
-        var rest = Array(header.utf8)[...]
-        while let open = rest.firstIndex(of: UInt8(ascii: "<")) {
-            guard let close = rest[open...].firstIndex(of: UInt8(ascii: ">")) else { break }
-            let target = rest[(open + 1)..<close]
-            rest = rest[(close + 1)...]
-            // Parameters run up to the next link (a "<" after a comma) or the end.
-            let paramsEnd = rest.firstIndex(of: UInt8(ascii: "<")) ?? rest.endIndex
-            let params = rest[..<paramsEnd]
-            rest = rest[paramsEnd...]
+        var reader = LinkReader(Array(header.utf8))
+        while let (target, rels) = reader.next() {
             var resolved: String?
-            for param in params.split(separator: UInt8(ascii: ";")) {
-                guard let equals = param.firstIndex(of: UInt8(ascii: "=")),
-                      asciiLowercased(trimmed(param[..<equals], of: " \t")) == "rel" else { continue }
-                var value = trimmed(param[(equals + 1)...], of: " \t")
-                if value.last == UInt8(ascii: ",") { value = value.dropLast() }
-                for rel in asciiLowercased(trimmed(value, of: "\" \t")).split(separator: " ") where result[String(rel)] == nil {
-                    resolved = resolved ?? resolve(String(decoding: target, as: UTF8.self), base: base)
-                    result[String(rel)] = resolved
-                }
+            for rel in rels where result[rel] == nil {
+                resolved = resolved ?? resolve(String(decoding: target, as: UTF8.self), base: base)
+                result[rel] = resolved
             }
         }
         return result
     }
 
-    /// `bytes` without the (ASCII) characters of `set` at either end.
-    private static func trimmed(_ bytes: ArraySlice<UInt8>, of set: StaticString) -> ArraySlice<UInt8> {
-        let set = UnsafeBufferPointer(start: set.utf8Start, count: set.utf8CodeUnitCount)
-        var bytes = bytes
-        while let first = bytes.first, set.contains(first) { bytes.removeFirst() }
-        while let last = bytes.last, set.contains(last) { bytes.removeLast() }
-        return bytes
+    /// Reads the link-values of a Link header one by one.
+    private struct LinkReader {
+        let bytes: [UInt8]
+        var i = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        /// The next link's target and its rel values (lower case); nil at the end. A malformed
+        /// link-value is skipped up to the next comma outside a quoted string.
+        mutating func next() -> (target: ArraySlice<UInt8>, rels: [String])? {
+            while i < bytes.count {
+                skip(" \t,")
+                guard i < bytes.count else { return nil }
+                guard bytes[i] == UInt8(ascii: "<"), let close = bytes[i...].firstIndex(of: UInt8(ascii: ">")) else {
+                    skipToComma()
+                    continue
+                }
+                let target = bytes[(i + 1)..<close]
+                i = close + 1
+                var rels: [String] = []
+                var wellFormed = true
+                while true {
+                    skip(" \t")
+                    guard i < bytes.count, bytes[i] == UInt8(ascii: ";") else { break }
+                    i += 1
+                    skip(" \t")
+                    let name = ResponseParsing.asciiLowercased(token())
+                    skip(" \t")
+                    var value: [UInt8] = []
+                    if i < bytes.count, bytes[i] == UInt8(ascii: "=") {
+                        i += 1
+                        skip(" \t")
+                        if i < bytes.count, bytes[i] == UInt8(ascii: "\"") {
+                            guard let quoted = quotedString() else { wellFormed = false; break }
+                            value = quoted
+                        } else {
+                            value = Array(token())
+                        }
+                    }
+                    if name == "rel", rels.isEmpty {
+                        rels = value.split(whereSeparator: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }).map(ResponseParsing.asciiLowercased)
+                    }
+                }
+                skip(" \t")
+                if !wellFormed || (i < bytes.count && bytes[i] != UInt8(ascii: ",")) {
+                    skipToComma()
+                    continue
+                }
+                return (target, rels)
+            }
+            return nil
+        }
+
+        private mutating func skip(_ set: StaticString) {
+            let set = UnsafeBufferPointer(start: set.utf8Start, count: set.utf8CodeUnitCount)
+            while i < bytes.count, set.contains(bytes[i]) { i += 1 }
+        }
+
+        /// A parameter name or an unquoted value: up to whitespace or one of `=;,`.
+        private mutating func token() -> ArraySlice<UInt8> {
+            let start = i
+            while i < bytes.count, !" \t=;,\"".utf8.contains(bytes[i]) { i += 1 }
+            return bytes[start..<i]
+        }
+
+        /// A quoted string from its opening quote, unescaped; nil when it does not end.
+        private mutating func quotedString() -> [UInt8]? {
+            var out: [UInt8] = []
+            i += 1
+            while i < bytes.count {
+                let byte = bytes[i]
+                i += 1
+                if byte == UInt8(ascii: "\"") { return out }
+                if byte == UInt8(ascii: "\\"), i < bytes.count {
+                    out.append(bytes[i])
+                    i += 1
+                } else {
+                    out.append(byte)
+                }
+            }
+            return nil
+        }
+
+        /// Past the next comma that is not inside a quoted string (or to the end).
+        private mutating func skipToComma() {
+            var quoted = false
+            while i < bytes.count {
+                let byte = bytes[i]
+                i += 1
+                if quoted {
+                    if byte == UInt8(ascii: "\\") { i += 1 } else if byte == UInt8(ascii: "\"") { quoted = false }
+                } else if byte == UInt8(ascii: "\"") {
+                    quoted = true
+                } else if byte == UInt8(ascii: ",") {
+                    return
+                }
+            }
+        }
     }
 
     /// `bytes` as text with ASCII letters in lower case (headers, schemes and host names are
@@ -173,13 +259,6 @@ enum ResponseParsing {
         return max(0, reset - Int(now.timeIntervalSince1970.rounded(.down)))
     }
 
-    /// The first `limit` bytes of a body as text, for error messages.
-    static func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
-        guard !body.isEmpty else { return "(empty body)" }
-        let head = String(decoding: UnsafeBufferPointer(rebasing: body.prefix(limit)), as: UTF8.self)
-        return body.count > limit ? head + "…" : head
-    }
-
     /// Bytes as a quoted, escaped string for a message (control bytes as \u escapes).
     static func quoted(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         var out = "\""
@@ -206,10 +285,41 @@ enum ResponseParsing {
     static func kind(of bytes: UnsafeBufferPointer<UInt8>) -> String {
         switch bytes.first {
         case UInt8(ascii: "{"): return "an object"
-        case UInt8(ascii: "\""): return "the string " + String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(42)), as: UTF8.self)
-        case UInt8(ascii: "t"), UInt8(ascii: "f"): return String(decoding: bytes, as: UTF8.self)
+        case UInt8(ascii: "["): return "an array"
+        case UInt8(ascii: "\""):
+            // Up to its closing quote, 40 bytes at most.
+            var end = 1, escaped = false
+            while end < min(bytes.count, 40), escaped || bytes[end] != UInt8(ascii: "\"") {
+                escaped = !escaped && bytes[end] == UInt8(ascii: "\\")
+                end += 1
+            }
+            let text = String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(end + 1)), as: UTF8.self)
+            return "the string " + text + (end < bytes.count && bytes[end] == UInt8(ascii: "\"") ? "" : "…")
+        case UInt8(ascii: "t"): return "true"
+        case UInt8(ascii: "f"): return "false"
         case UInt8(ascii: "n"): return "null"
-        default: return "the number " + String(decoding: UnsafeBufferPointer(rebasing: bytes.prefix(40)), as: UTF8.self)
+        default:
+            let number = bytes.prefix(40).prefix { "-+.eE0123456789".utf8.contains($0) }
+            return "the number " + String(decoding: UnsafeBufferPointer(rebasing: number), as: UTF8.self)
+        }
+    }
+
+    /// What a scan says of an items pointer that does not resolve, after "the items pointer P":
+    /// "does not resolve: /groups is null, not an array".
+    static func unresolved(_ pointer: JSONPointer, _ problem: (problem: Int32, depth: Int, value: UnsafeBufferPointer<UInt8>)) -> String {
+        let tokens = pointer.tokens
+        let depth = min(problem.depth, tokens.count)
+        let place = depth == 0 ? "the body" : JSONPointer(tokens: Array(tokens.prefix(depth))).text
+        switch problem.problem {
+        case Int32(HJ_PATH_NOT_ARRAY):
+            return "resolves to \(kind(of: problem.value)), not an array"
+        case Int32(HJ_PATH_MISSING) where depth < tokens.count:
+            let object = problem.value.first == UInt8(ascii: "{")
+            let what = object ? "member \"\(tokens[depth])\"" : "element \(tokens[depth])"
+            return "does not resolve: \(place)\(place.contains("*") ? " (one of them)" : "") has no \(what)"
+        default:
+            let needed = depth < tokens.count && tokens[depth] == "*" ? "an array" : "an object"
+            return "does not resolve: \(place)\(place.contains("*") ? " (one of them)" : "") is \(kind(of: problem.value)), not \(needed)"
         }
     }
 }

@@ -170,8 +170,14 @@ struct HTTPSourceConfig: Sendable {
     var allowedHosts: Set<String>
     /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
     var warnings: [String] = []
-    /// Values that came from the environment or a file: redacted from every message.
+    /// Values that came from the environment or a file, longest first: redacted from every
+    /// message (those of at least ``shortestRedacted`` bytes), never sent to other hosts.
     var secrets: [String] = []
+    /// The forms of the secrets a message may hold, longest first (``redactionForms(of:)``).
+    private(set) var redactions: [String] = []
+    /// Shorter secrets are not redacted: replacing every "a" or "42" would garble every message
+    /// (a warning says so).
+    static let shortestRedacted = 4
     /// "Name: value" lines for trusted hosts (the configured headers and defaults) and for
     /// any other host (the defaults only).
     private(set) var trustedHeaderLines: [String] = []
@@ -229,10 +235,15 @@ struct HTTPSourceConfig: Sendable {
     }
 
     /// A URL from a response (a Link, a next URL) as a page key: the `url`'s secrets in it are
-    /// written as their `${...}` references, so keys (logged, stored) never hold them.
+    /// written as their `${...}` references, and the query parameter of an `api_key` in the
+    /// query (which some APIs echo in their links) is dropped, as each request adds it again:
+    /// keys (logged, stored) never hold a secret.
     func hidingSecrets(_ url: String?) -> String? {
         guard var out = url else { return nil }
-        for (value, reference) in self.url.secretReferences {
+        if case .query(let name, let value) = auth {
+            out = Self.removingQueryItems(named: percentEncode(name), valued: [value, percentEncode(value)], from: out)
+        }
+        for (value, reference) in hiddenReferences {
             out = out.replacing(value, with: reference)
             let encoded = percentEncode(value)
             if encoded != value { out = out.replacing(encoded, with: reference) }
@@ -240,24 +251,67 @@ struct HTTPSourceConfig: Sendable {
         return out
     }
 
-    /// A key URL with the `url`'s `${...}` references filled in again, for a trusted host only
-    /// (a key naming another host keeps them: the secret never goes there).
+    /// A key URL with the `url`'s `${...}` references filled in again, when it then names a
+    /// trusted host (a key naming another host keeps them: the secret never goes there).
     func revealingSecrets(_ url: String) -> String {
-        guard !self.url.secretReferences.isEmpty, isTrusted(url) else { return url }
+        guard url.contains("${") else { return url }
         var out = url
-        for (value, reference) in self.url.secretReferences { out = out.replacing(reference, with: value) }
+        for (value, reference) in hiddenReferences { out = out.replacing(reference, with: value) }
+        return isTrusted(out) ? out : url
+    }
+
+    /// The `url`'s secrets that keys hide: those long enough to redact (hiding "1" would
+    /// rewrite every 1 of a link).
+    private var hiddenReferences: [(value: String, reference: String)] {
+        url.secretReferences.filter { $0.value.utf8.count >= Self.shortestRedacted }
+    }
+
+    /// `url` without the query items `name=value` whose value is one of `values`.
+    private static func removingQueryItems(named name: String, valued values: [String], from url: String) -> String {
+        guard let question = url.firstIndex(of: "?") else { return url }
+        let end = url[question...].firstIndex(of: "#") ?? url.endIndex
+        let items = url[url.index(after: question)..<end].split(separator: "&", omittingEmptySubsequences: false)
+        let kept = items.filter { item in !values.contains { item == "\(name)=\($0)" } }
+        guard kept.count < items.count else { return url }
+        return url[..<question] + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + url[end...]
+    }
+
+    /// `text` with every secret replaced by "***", in each form it may take.
+    func redact(_ text: String) -> String {
+        var out = text
+        for form in redactions where out.contains(form) { out = out.replacing(form, with: "***") }
         return out
     }
 
-    /// `text` with every secret replaced by "***" (and its percent-encoded form).
-    func redact(_ text: String) -> String {
-        var out = text
-        for secret in secrets where out.contains(secret) { out = out.replacing(secret, with: "***") }
-        for secret in secrets {
-            let encoded = percentEncode(secret)
-            if encoded != secret, out.contains(encoded) { out = out.replacing(encoded, with: "***") }
+    /// The forms of `secrets` (those long enough) a message may hold, longest first: as they
+    /// are, percent-encoded (in URLs), and escaped as in a JSON string, "/" as "\/" too (as some
+    /// servers echo them in an error body).
+    private static func redactionForms(of secrets: [String]) -> [String] {
+        var forms: Set<String> = []
+        for secret in secrets where secret.utf8.count >= shortestRedacted {
+            let escaped = secret.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
+            forms.formUnion([secret, percentEncode(secret), escaped, escaped.replacing("/", with: "\\/")])
         }
-        return out
+        return forms.sorted { $0.utf8.count > $1.utf8.count }
+    }
+
+    /// The first `limit` bytes of a body as text for a message, its secrets redacted before it
+    /// is cut: a secret across the cut leaves no part of itself behind.
+    func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
+        guard !body.isEmpty else { return "(empty body)" }
+        // Every secret that starts within the limit ends within the window.
+        let window = limit + (redactions.first?.utf8.count ?? 0)
+        var text = redact(String(decoding: UnsafeBufferPointer(rebasing: body.prefix(window)), as: UTF8.self))
+        if body.count > window {
+            // A secret cut by the window's end, which redaction moved closer to the limit.
+            for form in redactions {
+                if let k = (1..<form.count).reversed().first(where: { text.hasSuffix(form.prefix($0)) }) {
+                    text.removeLast(k)
+                }
+            }
+        }
+        let head = String(decoding: Array(text.utf8.prefix(limit)), as: UTF8.self)
+        return body.count > window || text.utf8.count > limit ? head + "…" : head
     }
 
     /// Parses the plugin's `config` object (JSON text). Every error names the key and what was
@@ -341,7 +395,8 @@ struct HTTPSourceConfig: Sendable {
             timeoutMilliseconds = 30_000
         }
         maxPageBytes = try Self.byteLimit(root["max_page_bytes"], key: "max_page_bytes", default: 32 << 20)
-        maxHeaderBytes = try Self.byteLimit(root["max_header_bytes"], key: "max_header_bytes", default: 64 << 10)
+        // libcurl itself refuses more than 300 KB of headers, with a message of its own.
+        maxHeaderBytes = try Self.byteLimit(root["max_header_bytes"], key: "max_header_bytes", default: 64 << 10, max: 256 << 10)
 
         // headers
         var headers: [(name: String, value: String)] = []
@@ -376,6 +431,10 @@ struct HTTPSourceConfig: Sendable {
         self.secrets = secrets
         try parseOptions(root, environment: environment)
         self.secrets = self.secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        redactions = Self.redactionForms(of: self.secrets)
+        if self.secrets.contains(where: { $0.utf8.count < Self.shortestRedacted }) {
+            self.warnings.append("a value from the environment or a file is shorter than \(Self.shortestRedacted) characters: too short to redact from messages")
+        }
         trustedHeaderLines = headers.map { "\($0.name): \($0.value)" }
         if case .headers(let lines) = auth { trustedHeaderLines += lines }
         let secretList = self.secrets
@@ -385,10 +444,10 @@ struct HTTPSourceConfig: Sendable {
             .map { "\($0.name): \($0.value)" }
     }
 
-    private static func byteLimit(_ value: ConfigValue?, key: String, default fallback: Int) throws(PluginFailure) -> Int {
+    private static func byteLimit(_ value: ConfigValue?, key: String, default fallback: Int, max: Int = .max) throws(PluginFailure) -> Int {
         guard let value else { return fallback }
-        guard let number = value.integer, number >= 1024 else {
-            throw .invalidConfig("\(key): expected an integer number of bytes, at least 1024, got \(value)")
+        guard let number = value.integer, number >= 1024, number <= max else {
+            throw .invalidConfig("\(key): expected an integer number of bytes, at least 1024\(max < .max ? " and at most \(max)" : ""), got \(value)")
         }
         return number
     }
@@ -512,7 +571,8 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
     return .value(out)
 }
 
-private func isToken(_ name: String) -> Bool {
+/// Whether `name` is a token (RFC 9110): what a header name may be.
+func isToken(_ name: String) -> Bool {
     !name.isEmpty && name.utf8.allSatisfy { byte in
         switch byte {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):

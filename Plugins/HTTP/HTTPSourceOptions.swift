@@ -97,8 +97,9 @@ extension HTTPSourceConfig {
             bodyTemplate = BodyTemplate(object: try expandStrings(value, key: "body", environment: environment))
         }
         if let value = root["max_requests_per_second"] {
-            guard let number = value.number, number > 0, number <= 10_000 else {
-                throw .invalidConfig("max_requests_per_second: expected a number above 0 (at most 10000), got \(value)")
+            // At least one request a day: the wait between requests is then a day at most.
+            guard let number = value.number, number >= 1.0 / 86_400, number <= 10_000 else {
+                throw .invalidConfig("max_requests_per_second: expected a number from 0.0000116 (one request a day) to 10000, got \(value)")
             }
             maxRequestsPerSecond = number
         }
@@ -199,6 +200,7 @@ extension HTTPSourceConfig {
             let place = object["in"].map { $0.string ?? "" } ?? "header"
             guard place == "header" || place == "query" else { throw .invalidConfig("auth.in: expected \"header\" or \"query\", got \(object["in"]!)") }
             guard let name = object["name"]?.string, !name.isEmpty else { throw .invalidConfig("auth.name: required; the header or query parameter name, such as \"X-Api-Key\"") }
+            guard place == "query" || isToken(name) else { throw .invalidConfig("auth.name: \"\(name)\" is not a valid header name") }
             guard let key = try secret(object["value"], key: "auth.value", environment: environment) else { return nil }
             return place == "header" ? .headers(["\(name): \(key)"]) : .query(name: name, value: key)
         case "basic":

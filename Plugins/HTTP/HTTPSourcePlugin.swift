@@ -127,6 +127,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         var request: PagingPluginRequest
         /// A request for the next page sent ahead (`completion` is the page's before, done).
         var ahead = false
+        /// A POST redirected with 301, 302 or 303: the hops from there on are GETs without a body.
+        var asGet = false
     }
 
     /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
@@ -156,11 +158,12 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         var headers = trusted ? config.trustedHeaderLines + extraHeaders : config.publicHeaderLines
         var body: [UInt8]?
-        if config.method == "POST" {
+        let method = exchange.asGet ? "GET" : config.method
+        if method == "POST" {
             body = exchange.target.body ?? Array("{}".utf8)
             headers.append("Content-Type: application/json")
         }
-        let request = TransportRequest(url: target, method: config.method, headers: headers, body: body,
+        let request = TransportRequest(url: target, method: method, headers: headers, body: body,
                                        timeoutMilliseconds: config.timeoutMilliseconds,
                                        maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes, caFile: config.caFile)
         pacer.whenAllowed { [weak self] in
@@ -198,26 +201,10 @@ final class HTTPSourcePlugin: SourcePlugin {
             aheadEnded(url, usable ? response : nil)
             return
         }
-        switch response.outcome {
-        case .cancelled:
+        if case .cancelled = response.outcome { return }
+        if let failure = config.failure(of: response.outcome, url: url) {
+            fail(exchange, failure)
             return
-        case .bodyTooLarge:
-            fail(exchange, .internal("the body from \(url) is larger than max_page_bytes (\(config.maxPageBytes) bytes, after decompression); reading stopped"))
-            return
-        case .headersTooLarge:
-            fail(exchange, .internal("the response headers from \(url) are larger than max_header_bytes (\(config.maxHeaderBytes) bytes); reading stopped"))
-            return
-        case .headerLineTooLarge:
-            fail(exchange, .internal("the response headers from \(url) are too large: one line passed libcurl's limit of 100 KiB; reading stopped"))
-            return
-        case .notHTTP(let prefix):
-            fail(exchange, .internal("the reply from \(url) is not HTTP: it begins with \(ResponseParsing.quoted(prefix))"))
-            return
-        case .failed(let code, let message):
-            fail(exchange, networkFailure(code: code, message: message, url: url))
-            return
-        case .response:
-            break
         }
         let status = response.status
         switch status {
@@ -228,14 +215,14 @@ final class HTTPSourcePlugin: SourcePlugin {
             }
             deliver(response, exchange, url: url)
         case 300..<400 where response.redirectURL != nil:
-            follow(response.redirectURL!, from: url, exchange, hops: hops)
+            follow(response.redirectURL!, status: status, from: url, exchange, hops: hops)
         case 429, 500..<600:
             let wait = ResponseParsing.rateLimitWait(response)
-            fail(exchange, .transient("HTTP \(status) from \(url)\(wait.map { " (retry after \($0) s)" } ?? ""): \(ResponseParsing.snippet(response.body))",
+            fail(exchange, .transient("HTTP \(status) from \(url)\(wait.map { " (retry after \($0) s)" } ?? ""): \(config.snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
         case 403 where response.header("x-ratelimit-remaining") == "0":
             let wait = ResponseParsing.rateLimitWait(response)
-            fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(ResponseParsing.snippet(response.body))",
+            fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(config.snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
         case 401 where exchange.token != nil && !exchange.renewedToken:
             // The token was revoked or expired early: fetch a new one and try once more.
@@ -245,11 +232,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             again.renewedToken = true
             send(again, url: url, hops: hops)
         case 404:
-            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(ResponseParsing.snippet(response.body))"))
+            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(config.snippet(response.body))"))
         case 400..<500:
-            fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
+            fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(config.snippet(response.body))"))
         default:
-            fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(ResponseParsing.snippet(response.body))"))
+            fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(config.snippet(response.body))"))
         }
     }
 
@@ -292,11 +279,22 @@ final class HTTPSourcePlugin: SourcePlugin {
     }
 
     /// A 3xx: the next hop, if it is http(s), not a loop, and within 10 hops. Headers for the
-    /// new URL are chosen again by its host (`send`).
-    private func follow(_ target: String, from url: String, _ exchange: Exchange, hops: [String]) {
+    /// new URL are chosen again by its host (`send`). A POST goes on as a GET after a 301, 302 or
+    /// 303 (as user agents do; RFC 9110 asks it of a 303), and as a POST with its body after a 307
+    /// or 308, to a trusted host only: the body may hold the config's secrets.
+    private func follow(_ target: String, status: Int, from url: String, _ exchange: Exchange, hops: [String]) {
         guard URLParts(target)?.isHTTP == true else {
             fail(exchange, .invalidRequest("refusing the redirect from \(url) to \(target): only http and https URLs are followed"))
             return
+        }
+        var exchange = exchange
+        if config.method == "POST", !exchange.asGet {
+            if [301, 302, 303].contains(status) {
+                exchange.asGet = true
+            } else if !config.isTrusted(target) {
+                fail(exchange, .invalidRequest("refusing the HTTP \(status) redirect from \(url) to \(target): the POST body would go to another host (allowed_hosts lists the hosts it may go to)"))
+                return
+            }
         }
         let chain = hops + [url]
         if chain.contains(target) {
@@ -310,21 +308,6 @@ final class HTTPSourcePlugin: SourcePlugin {
         send(exchange, url: target, hops: chain)
     }
 
-    private func networkFailure(code: Int32, message: String, url: String) -> PluginFailure {
-        switch code {
-        case 28: return PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(config.timeoutMilliseconds) ms fetching \(url) (\(message))")
-        case 7: return .transient("cannot connect to the server (connection refused) fetching \(url): \(message)")
-        case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
-        case 52: return .transient("the server closed the connection without a reply fetching \(url)")
-        case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
-        case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
-        case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
-        case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) (a private certificate authority needs ca_file)")
-        case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")
-        default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
-        }
-    }
-
     // MARK: - A page
 
     /// A 2xx: validate the body, find the items and keys, complete the fetch.
@@ -333,16 +316,11 @@ final class HTTPSourcePlugin: SourcePlugin {
         do {
             scan = try (response.scanned ?? Result { () throws(ScanError) in try plan.scan(response.body) }).get()
         } catch {
-            fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(ResponseParsing.snippet(response.body, limit: 80)))"))
+            fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(config.snippet(response.body, limit: 80)))"))
             return
         }
-        // A wildcard over an empty array matches nothing: no items, not a missing member.
-        guard scan.itemsFound || config.items.tokens.contains("*") else {
-            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) does not resolve (no such member)"))
-            return
-        }
-        guard !scan.itemsAreNotAnArray else {
-            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) resolves to \(ResponseParsing.kind(of: scan.value(0)!)), not an array"))
+        if let problem = scan.itemsPathProblem {
+            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) \(ResponseParsing.unresolved(config.items, problem))"))
             return
         }
         let keys: PageContent
@@ -450,7 +428,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             }
             return keys(prev: nil, next: config.hidingSecrets(resolved))
         case .link:
-            let links = response.header("link").map { ResponseParsing.links($0, base: url) } ?? [:]
+            let links = response.headerList("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
                 guard URLParts(link)?.isHTTP == true else {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
@@ -640,3 +618,41 @@ final class InFlightFetches: Sendable {
 
 @c(paging_plugin_entry)
 public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(HTTPSourcePlugin.self) }
+
+extension HTTPSourceConfig {
+    /// Why a transfer to `url` gave no response to read, or nil when it did (`.response`).
+    /// A cancelled transfer is reported as such; callers that cancel it themselves drop it first.
+    func failure(of outcome: TransportResponse.Outcome, url: String) -> PluginFailure? {
+        switch outcome {
+        case .response:
+            return nil
+        case .cancelled:
+            return PluginFailure(PAGING_ERR_CANCELLED, "the request to \(url) was cancelled")
+        case .bodyTooLarge:
+            return .internal("the body from \(url) is larger than max_page_bytes (\(maxPageBytes) bytes, after decompression); reading stopped")
+        case .headersTooLarge:
+            return .internal("the response headers from \(url) are larger than max_header_bytes (\(maxHeaderBytes) bytes); reading stopped")
+        case .headerLineTooLarge:
+            return .internal("the response headers from \(url) are too large: one line passed libcurl's limit of 100 KiB; reading stopped")
+        case .notHTTP(let prefix):
+            return .internal("the reply from \(url) is not HTTP: it begins with \(ResponseParsing.quoted(prefix))")
+        case .failed(let code, let message):
+            return networkFailure(code: code, message: message, url: url)
+        }
+    }
+
+    private func networkFailure(code: Int32, message: String, url: String) -> PluginFailure {
+        switch code {
+        case 28: return PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(timeoutMilliseconds) ms fetching \(url) (\(message))")
+        case 7: return .transient("cannot connect to the server (connection refused) fetching \(url): \(message)")
+        case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
+        case 52: return .transient("the server closed the connection without a reply fetching \(url)")
+        case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
+        case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
+        case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
+        case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) (a private certificate authority needs ca_file)")
+        case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")
+        default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
+        }
+    }
+}

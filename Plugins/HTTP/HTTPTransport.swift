@@ -56,6 +56,13 @@ struct TransportResponse {
         headers.first { $0.name == name }?.value
     }
 
+    /// Every value of header `name` (lower case), joined as one list (RFC 9110: a list-valued
+    /// field may come in several lines).
+    func headerList(_ name: String) -> String? {
+        let values = headers.filter { $0.name == name }.map(\.value)
+        return values.isEmpty ? nil : values.joined(separator: ", ")
+    }
+
     init(_ r: UnsafePointer<ht_response>) {
         let view = r.pointee
         status = Int(view.status)

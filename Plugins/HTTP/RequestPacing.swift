@@ -31,9 +31,9 @@ final class Pacer: Sendable {
         }
     }
 
-    /// No request starts for `seconds`.
+    /// No request starts for `seconds` (at most a day).
     func pause(seconds: Int) {
-        let until = DispatchTime.now().uptimeNanoseconds + UInt64(seconds) * 1_000_000_000
+        let until = DispatchTime.now().uptimeNanoseconds + UInt64(min(max(0, seconds), 86_400)) * 1_000_000_000
         state.withLock { $0.pausedUntil = max($0.pausedUntil, until) }
     }
 }
@@ -90,21 +90,25 @@ final class TokenCache: Sendable {
                                        body: form, timeoutMilliseconds: config.timeoutMilliseconds,
                                        maxBodyBytes: 1 << 20, maxHeaderBytes: config.maxHeaderBytes, caFile: config.caFile)
         let started = client.start(request) { [self] response in
-            finish(tokenResult(response))
+            finish(tokenResult(response, config: config))
         }
         if started == nil { finish(.failure(.internal("libcurl refused the OAuth2 token request to \(tokenURL)"))) }
     }
 
-    private func tokenResult(_ response: TransportResponse) -> Result<(String, Int?), PluginFailure> {
-        guard case .response = response.outcome else {
-            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: \(response.outcome)"))
+    private func tokenResult(_ response: TransportResponse, config: HTTPSourceConfig) -> Result<(String, Int?), PluginFailure> {
+        if let failure = config.failure(of: response.outcome, url: tokenURL) {
+            return .failure(PluginFailure(failure.status, "the OAuth2 token request failed: \(failure.message)"))
         }
         guard (200..<300).contains(response.status) else {
             let status: paging_status_t = response.status >= 500 || response.status == 429 ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG
-            return .failure(PluginFailure(status, "the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(ResponseParsing.snippet(response.body))"))
+            return .failure(PluginFailure(status, "the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))"))
         }
         guard let scan = try? plan.scan(response.body), let token = scan.value(0).flatMap({ JSONScalar($0).cursorText }) else {
-            return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token: \(ResponseParsing.snippet(response.body, limit: 80))"))
+            return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token: \(config.snippet(response.body, limit: 80))"))
+        }
+        // It goes into a header line: visible ASCII only (RFC 6750's b64token is narrower still).
+        guard !token.isEmpty, token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            return .failure(.internal("the OAuth2 token response from \(tokenURL) has an access_token that cannot go in a header (empty, or a space, control or non-ASCII character)"))
         }
         return .success((token, scan.value(1).flatMap { JSONScalar($0).integer }))
     }
@@ -114,7 +118,8 @@ final class TokenCache: Sendable {
         let waiters = state.withLock { state in
             defer { state.waiters = []; state.fetching = false }
             if case .success(let (token, lifetime)) = result {
-                let life = UInt64(max(1, lifetime ?? 3600)) * 1_000_000_000
+                // expires_in is the server's word: from 1 s to a year.
+                let life = UInt64(min(max(1, lifetime ?? 3600), 366 * 86_400)) * 1_000_000_000
                 state.token = token
                 state.refreshAt = now + life - min(life / 10, 60_000_000_000)
                 state.issued.append(token)

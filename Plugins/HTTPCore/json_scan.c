@@ -226,6 +226,25 @@ static uint64_t child_mask(scanner *s, uint64_t mask, size_t depth, const uint8_
 
 static int value(scanner *s, size_t depth, uint64_t mask);
 
+/// Records the first place where the items pointer (pointer 0) stops resolving.
+static void path_problem(scanner *s, int problem, size_t depth, size_t at) {
+    if (s->r->items_path_problem) return;
+    s->r->items_path_problem = problem;
+    s->r->items_path_depth = depth;
+    s->r->items_path_at = at;
+}
+
+/// Whether the items pointer goes on below `depth` through a value of `mask`: its token there
+/// must be found in that value.
+static int items_path_goes_on(const scanner *s, size_t depth, uint64_t mask) {
+    return (mask & 1) && s->ptrs[0].token_count > depth;
+}
+
+/// Whether token `depth` of the items pointer is "*".
+static int items_token_is_star(const scanner *s, size_t depth) {
+    return s->ptrs[0].token_lens[depth] == 1 && s->ptrs[0].tokens[depth][0] == '*';
+}
+
 /// Records the value just parsed from `start` for every pointer of `mask` that ends here.
 static int record(scanner *s, size_t depth, uint64_t mask, size_t start) {
     for (size_t k = 0; k < s->nptr; k++) {
@@ -371,9 +390,16 @@ static int skip_container(scanner *s, size_t level) {
 }
 
 static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
+    size_t opened = s->i;
+    // An index the items pointer names must be there ("*" may match no element).
+    int must_enter = items_path_goes_on(s, depth, mask) && !items_token_is_star(s, depth), entered = 0;
     s->i++; // [
     skip_ws(s);
-    if (s->i < s->len && s->p[s->i] == ']') { s->i++; return 0; }
+    if (s->i < s->len && s->p[s->i] == ']') {
+        s->i++;
+        if (must_enter) path_problem(s, HJ_PATH_MISSING, depth, opened);
+        return 0;
+    }
     size_t index = 0;
     for (;;) {
         uint64_t child = 0;
@@ -383,6 +409,7 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
             size_t at = sizeof digits, rest = index;
             do { digits[--at] = (uint8_t)('0' + rest % 10); rest /= 10; } while (rest);
             child = child_mask(s, mask, depth, digits + at, sizeof digits - at, 1);
+            entered |= (int)(child & 1);
         }
         size_t start = s->i, spaces = s->spaces;
         // An item no pointer enters is measured, not validated (the host checks it).
@@ -409,15 +436,26 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
         index++;
         skip_ws(s);
         if (s->i < s->len && s->p[s->i] == ',') { s->i++; skip_ws(s); continue; }
-        if (s->i < s->len && s->p[s->i] == ']') { s->i++; return 0; }
+        if (s->i < s->len && s->p[s->i] == ']') {
+            s->i++;
+            if (must_enter && !entered) path_problem(s, HJ_PATH_MISSING, depth, opened);
+            return 0;
+        }
         return fail_at(s, "in an array (expected ',' or ']')");
     }
 }
 
 static int object(scanner *s, size_t depth, uint64_t mask) {
+    size_t opened = s->i;
+    // A member the items pointer names must be there.
+    int must_enter = items_path_goes_on(s, depth, mask), entered = 0;
     s->i++; // {
     skip_ws(s);
-    if (s->i < s->len && s->p[s->i] == '}') { s->i++; return 0; }
+    if (s->i < s->len && s->p[s->i] == '}') {
+        s->i++;
+        if (must_enter) path_problem(s, HJ_PATH_MISSING, depth, opened);
+        return 0;
+    }
     for (;;) {
         if (!(s->i < s->len && s->p[s->i] == '"')) return fail_at(s, "in an object (expected a member name)");
         size_t key_start = s->i + 1;
@@ -433,6 +471,7 @@ static int object(scanner *s, size_t depth, uint64_t mask) {
                 size_t len = unescape(s->p + key_start, key_end - key_start, buffer, sizeof buffer);
                 if (len != (size_t)-1) child = child_mask(s, mask, depth, buffer, len, 0);
             }
+            entered |= (int)(child & 1);
         }
         skip_ws(s);
         if (!(s->i < s->len && s->p[s->i] == ':')) return fail_at(s, "in an object (expected ':')");
@@ -441,7 +480,11 @@ static int object(scanner *s, size_t depth, uint64_t mask) {
         if (value(s, depth + 1, child) != 0) return -1;
         skip_ws(s);
         if (s->i < s->len && s->p[s->i] == ',') { s->i++; skip_ws(s); continue; }
-        if (s->i < s->len && s->p[s->i] == '}') { s->i++; return 0; }
+        if (s->i < s->len && s->p[s->i] == '}') {
+            s->i++;
+            if (must_enter && !entered) path_problem(s, HJ_PATH_MISSING, depth, opened);
+            return 0;
+        }
         return fail_at(s, "in an object (expected ',' or '}')");
     }
 }
@@ -456,6 +499,16 @@ static int value(scanner *s, size_t depth, uint64_t mask) {
     size_t start = s->i;
     // The items pointer (pointer 0) ends here: an array's elements are the items.
     int items_here = (mask & 1) && s->ptrs[0].token_count == depth;
+    if (items_path_goes_on(s, depth, mask)) {
+        // "*" needs an array; a name an object (or, if it is an index, an array).
+        const char *t = s->ptrs[0].tokens[depth];
+        size_t tl = s->ptrs[0].token_lens[depth], k = 0;
+        while (k < tl && t[k] >= '0' && t[k] <= '9') k++;
+        int is_index = tl > 0 && k == tl && (tl == 1 || t[0] != '0');
+        uint8_t c = s->p[s->i];
+        if (items_token_is_star(s, depth) ? c != '[' : !(c == '{' || (c == '[' && is_index)))
+            path_problem(s, HJ_PATH_NOT_CONTAINER, depth, start);
+    }
     int rc;
     int escaped;
     switch (s->p[s->i]) {
@@ -470,7 +523,10 @@ static int value(scanner *s, size_t depth, uint64_t mask) {
         else return fail_at(s, "where a value was expected");
     }
     if (rc != 0) return rc;
-    if (items_here && s->p[start] != '[') s->r->items_not_array = 1;
+    if (items_here && s->p[start] != '[') {
+        s->r->items_not_array = 1;
+        path_problem(s, HJ_PATH_NOT_ARRAY, depth, start);
+    }
     return mask ? record(s, depth, mask, start) : 0;
 }
 

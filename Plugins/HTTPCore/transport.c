@@ -45,6 +45,8 @@ typedef struct transfer {
     buffer head;
     size_t max_body;
     size_t max_head;
+    size_t head_total;      // header bytes of every response so far (1xx ones too)
+    int head_ended;         // the last header line was the blank one ending a response's headers
     int limit;
     int not_http;
     int cancelled;
@@ -98,12 +100,17 @@ static size_t on_body(char *data, size_t size, size_t count, void *user) {
 static size_t on_header(char *data, size_t size, size_t count, void *user) {
     transfer *t = user;
     size_t n = size * count;
-    // A new status line (after a 100 Continue, say) starts the headers of the next response.
-    if (n >= 5 && memcmp(data, "HTTP/", 5) == 0) t->head.len = 0;
-    if (t->head.len + n > t->max_head) {
+    // The limit counts the headers of every response, so that neither one huge response nor
+    // endless 1xx ones pass it.
+    t->head_total += n;
+    if (t->head_total > t->max_head) {
         t->limit = HT_LIMIT_HEADERS;
         return 0;
     }
+    // After the blank line that ends a response's headers (a 100 Continue's, say), a status
+    // line starts the headers of the next response: only the final one's are kept.
+    if (t->head_ended) t->head.len = 0;
+    t->head_ended = (n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n');
     return buffer_append(&t->head, data, n) == 0 ? n : 0;
 }
 

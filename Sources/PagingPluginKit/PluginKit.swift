@@ -357,11 +357,14 @@ public struct FetchCompletion: Sendable {
     }
 }
 
-/// A duration in whole milliseconds, rounded up (a hint is a least wait), at least 0.
+/// A duration in whole milliseconds, rounded up (a hint is a least wait), at least 0 and at
+/// most `UInt64.max` (a server's `Retry-After` may say anything).
 func milliseconds(_ duration: Duration) -> UInt64 {
     let (seconds, attoseconds) = duration.components
     guard seconds >= 0 else { return 0 }
-    return UInt64(seconds) * 1_000 + UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000)
+    let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000)
+    let (total, carry) = whole.addingReportingOverflow(UInt64((attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000))
+    return overflow || carry ? .max : total
 }
 
 func withKey<R>(_ key: [UInt8], _ body: (UnsafePointer<paging_bytes_t>) -> R) -> R {

@@ -529,6 +529,38 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": true}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "headers": {"A": 1}}"#).hasPrefix("headers.A: expected a string"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor", "next": "/n"}, "url2": 1}"#).hasPrefix("url2: unknown key"))
+        // Found by a hostile probe: a tiny rate crashed create or the first request, and a
+        // header name with a line break went out as header lines of its own.
+        for rate in ["1e-300", "1e-11", "6e-11", "0"] {
+            #expect(failure(#"{"url": "http://x/{key}", "max_requests_per_second": \#(rate)}"#)
+                .hasPrefix("max_requests_per_second: expected a number from 0.0000116 (one request a day) to 10000"), "\(rate)")
+        }
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "api_key", "name": "X-Key: v\r\nX-Injected: yes", "value": "k"}}"#)
+            .hasPrefix(#"auth.name: "X-Key: v\#r\#nX-Injected: yes" is not a valid header name"#))
+        #expect(failure(#"{"url": "http://x/{key}", "max_header_bytes": 1000000}"#)
+            .hasPrefix("max_header_bytes: expected an integer number of bytes, at least 1024 and at most 262144"))
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "api_key", "in": "query", "name": "api key", "value": "k"}}"#) == "created")
+    }
+
+    /// Secrets of the `url` in its host, and a secret too short to redact: Link pagination
+    /// still reaches the next page (the host's secret became a reference that no host trusted,
+    /// and a secret "1" rewrote every 1 of the link), and a warning says the short one is not
+    /// redacted.
+    @Test func urlSecrets_inTheHost_orTooShortToRedact_stillPage() async throws {
+        let server = try startServer { request in
+            let page = Int(request.query["page"] ?? "") ?? 1
+            let next = page < 3 ? [("Link", "<http://127.0.0.1:\(request.headers["host"]?.split(separator: ":").last ?? "")/items?page=\(page + 1)&k=1>; rel=\"next\"")] : []
+            return .json(bytes: Array(#"{"data":\#(itemsJSON((page - 1) * 2..<page * 2))}"#.utf8), headers: next)
+        }
+        defer { server.stop() }
+        setenv("HTTP_TEST_HOSTPORT", "127.0.0.1:\(server.port)", 1)
+        setenv("HTTP_TEST_SHORT", "1", 1)
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "http://${HTTP_TEST_HOSTPORT}/items?page=1&k=${HTTP_TEST_SHORT}", "items": "/data", "pagination": {"type": "link"}}"#, log: log)
+        let manager = try await pageToEnd(source, pageSize: 2)
+        #expect(try ids(manager.output.values) == Array(0..<6))
+        #expect(manager.output.values.pages.map { $0.key.text ?? "" } == ["", "http://${HTTP_TEST_HOSTPORT}/items?page=2&k=1", "http://${HTTP_TEST_HOSTPORT}/items?page=3&k=1"])
+        #expect(log.contains("shorter than 4 characters: too short to redact from messages"), "\(log.messages)")
     }
 
     // MARK: Benchmark (opt-in: HTTP_PLUGIN_BENCH=1)

@@ -238,4 +238,134 @@ struct HostileServerTests {
         if let expectedIDs { #expect(try ids(manager.output.values) == expectedIDs) }
         #expect(try await server.seen().count <= 4)
     }
+
+    // MARK: Found by a hostile probe: numbers, redirects of a POST, Link headers, secrets
+
+    /// A server's hint may be any number: the load fails as a rate limit saying so, and nothing
+    /// overflows (both crashed pager with an arithmetic overflow).
+    @Test(arguments: [("/retry-huge", "HTTP 429", "retry after 99999999999999999 s"),
+                      ("/reset-huge", "HTTP 403", "rate limit exhausted (X-RateLimit-Remaining: 0; resets in ")])
+    func aHugeRetryHint_failsTheLoad_withoutOverflowing(_ path: String, _ status: String, _ expected: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items"}"#)
+        #expect(error.status == .transient)
+        #expect(error.message.contains("\(status) from \(server.baseURL)\(path)") && error.message.contains(expected), "\(error.message)")
+    }
+
+    /// A token that lives "forever" is cached (an overflow crashed pager); one holding a line
+    /// break is refused, never sent as header lines of its own.
+    @Test func oauth2Tokens_aHugeLifetimeIsKept_andALineBreakIsRefused() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_CLIENT_SECRET", "client-secret-789", 1)
+        func config(_ tokenPath: String) -> String {
+            #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
+                + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
+        }
+        let pager = Pager(source: try makeSource(config("/token-huge")))
+        for key in ["1", "2"] {
+            #expect(try await pager.load(pager.request(.refresh, key: PluginKey(key), params: PagingRequestParams(pageSize: 2))).values.count == 2)
+        }
+        let items = try await server.seen().filter { $0["path"] as? String == "/items" }
+        #expect(!items.isEmpty && items.allSatisfy { $0["authorization"] as? String == "Bearer tok-huge-1" }, "\(items)")
+        #expect(try await server.seen().filter { $0["path"] as? String == "/token-huge" }.count == 1)
+
+        let error = try await refreshError(config("/token-crlf"))
+        #expect(error.message.contains("has an access_token that cannot go in a header"), "\(error.message)")
+        #expect(try await server.seen().allSatisfy { $0["x-injected"] is NSNull })
+    }
+
+    /// A POST's body may hold the config's secrets: a 307 to another host is refused, a 307 to
+    /// the same host keeps the POST and its body, a 303 goes on as a GET without one.
+    @Test func aRedirectedPost_keepsItsBodyFromOtherHosts() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_POST_TOKEN", "post-secret-321", 1)
+        func config(_ path: String) -> String {
+            #"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "method": "POST", "#
+                + #""body": {"token": "${HOSTILE_POST_TOKEN}", "cursor": "{key}"}, "pagination": {"type": "cursor", "next": "/next"}}"#
+        }
+        let refused = try await refreshError(config("/post-307-other"))
+        #expect(refused.status == .invalidRequest)
+        #expect(refused.message.contains("refusing the HTTP 307 redirect from \(server.baseURL)/post-307-other to http://localhost:"), "\(refused.message)")
+        #expect(try await server.seen().allSatisfy { $0["path"] as? String != "/items" })
+
+        #expect(await loadError(try makeSource(config("/post-307-same")), pageSize: 2) == nil)
+        #expect(await loadError(try makeSource(config("/post-303")), pageSize: 2) == nil)
+        let hops = try await server.seen().filter { $0["path"] as? String == "/items" }
+        #expect(hops.count == 2)
+        #expect(hops.first?["method"] as? String == "POST")
+        #expect((hops.first?["body"] as? String)?.contains("post-secret-321") == true)
+        #expect(hops.last?["method"] as? String == "GET")
+        #expect(hops.last?["body"] as? String == "")
+    }
+
+    /// Link headers as RFC 8288 writes them: in several lines (the second line's rel="next" was
+    /// not read: paging ended after page 1), and with "<" and ";" inside quoted values (the
+    /// title's URL was taken for the next page).
+    @Test func linkHeaders_inSeveralLines_andWithQuotedValues_areReadWhole() async throws {
+        defer { server.stop() }
+        let twoLines = try makeSource(#"{"url": "\#(server.baseURL)/two-links?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(try ids(try await pageToEnd(twoLines, pageSize: 2).output.values) == [10, 11, 20, 21, 30, 31])
+
+        let quoted = try makeSource(#"{"url": "\#(server.baseURL)/link-quoted?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        let page = try await Pager(source: quoted).load(Pager(source: quoted).refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        #expect(page.nextKey == PluginKey("\(server.baseURL)/items?page=2"))
+        #expect(page.prevKey == nil)
+    }
+
+    /// max_header_bytes counts every header line: lines that begin with "HTTP/" once made it
+    /// start counting again (1,000 such lines, 200 KB, passed a limit of 4,096 bytes).
+    @Test func maxHeaderBytes_countsLinesThatLookLikeStatusLines() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/http-lines", "items": "/items", "max_header_bytes": 4096}"#)
+        #expect(error.message.contains("the response headers from \(server.baseURL)/http-lines are larger than max_header_bytes (4096 bytes)"), "\(error.message)")
+    }
+
+    /// A secret a server echoes is redacted whole, JSON-escaped ("/" as "\/") or cut by the
+    /// 200 bytes of body a message quotes (15 of its characters showed before the "…").
+    @Test(arguments: ["/echo-secret", "/echo-secret-cut"])
+    func anEchoedSecret_leavesNoPartOfItselfInTheMessage(_ path: String) async throws {
+        defer { server.stop() }
+        let secret = "s3cr3t-ABC/DEFGHIJKLMNOPQRSTUVWXYZ"
+        setenv("HOSTILE_ECHO_TOKEN", secret, 1)
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "auth": {"type": "bearer", "token": "${HOSTILE_ECHO_TOKEN}"}}"#)
+        #expect(error.message.contains("HTTP 401 from \(server.baseURL)\(path)"), "\(error.message)")
+        #expect(error.message.contains("***"), "\(error.message)")
+        #expect(!error.message.contains("s3cr3t"), "\(error.message)")
+    }
+
+    /// An api_key in the query, echoed in the next link (as many APIs do): the key of the next
+    /// page holds no secret, and each request carries the key once (it was added again to the
+    /// echoed one, page after page, and logged and stored with the keys).
+    @Test func anApiKeyInTheQuery_echoedInLinks_staysOutOfKeys() async throws {
+        defer { server.stop() }
+        setenv("HOSTILE_QUERY_KEY", "QKEYSECRET", 1)
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-query-link?page=1", "items": "/items", "pagination": {"type": "link"}, "#
+                                    + #""auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${HOSTILE_QUERY_KEY}"}}"#, log: log)
+        let manager = try await pageToEnd(source, pageSize: 2)
+        #expect(try ids(manager.output.values) == [10, 11, 20, 21, 30, 31])
+        let keys = manager.output.values.pages.map { $0.key.text ?? "" }
+        #expect(keys.count == 3 && keys.allSatisfy { !$0.contains("QKEYSECRET") && !$0.contains("api_key") }, "\(keys)")
+        let queries = try await server.seen().compactMap { $0["query"] as? String }
+        #expect(queries.count == 3 && queries.allSatisfy { $0.components(separatedBy: "api_key=QKEYSECRET").count == 2 }, "\(queries)")
+        #expect(!log.messages.joined().contains("QKEYSECRET"))
+    }
+
+    /// An items pointer through "*" that stops resolving says where (it was an empty page: paging
+    /// ended without a word); an empty array under "*" is no items, and no problem.
+    @Test(arguments: [
+        ("missing", #"does not resolve: the body has no member "groups""#),
+        ("null", "does not resolve: /groups is null, not an array"),
+        ("object", "does not resolve: /groups is an object, not an array"),
+        ("element", #"resolves to the string "oops", not an array"#),
+        ("nothing", #"does not resolve: /groups/* (one of them) has no member "repos""#),
+    ])
+    func aWildcardItemsPointer_thatDoesNotResolve_saysWhere(_ scenario: String, _ expected: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/wild?case=\#(scenario)", "items": "/groups/*/repos"}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains(#"the items pointer "/groups/*/repos" \#(expected)"#), "\(error.message)")
+        let empty = try makeSource(#"{"url": "\#(server.baseURL)/wild?case=empty", "items": "/groups/*/repos"}"#)
+        #expect(await loadError(empty) == nil)
+    }
 }

@@ -87,6 +87,14 @@ typedef struct hj_range {
     size_t end;
 } hj_range;
 
+/// Why the items pointer does not resolve (hj_result.items_path_problem).
+enum {
+    HJ_PATH_OK = 0,
+    HJ_PATH_NOT_CONTAINER = 1, ///< a value on the path is not what its next token needs ("*": an array; a name: an object)
+    HJ_PATH_MISSING = 2,       ///< an object has no member, or an array no element, that the next token names
+    HJ_PATH_NOT_ARRAY = 3,     ///< the pointer resolves to something other than an array
+};
+
 /// What a scan found. Owned by the scanner: free with hj_result_free.
 typedef struct hj_result {
     /// For each pointer, the values it matched, in document order.
@@ -98,6 +106,12 @@ typedef struct hj_result {
     size_t item_count;
     uint8_t *item_has_space;  ///< per item: it holds whitespace outside strings
     int items_not_array;
+    /// Where the items pointer stops resolving, if it does (the first place in the text): an
+    /// HJ_PATH_* problem, how many of its tokens resolved (`items_path_depth`), and the byte
+    /// offset of the value there (`items_path_at`). A "*" over an empty array is no problem.
+    int items_path_problem;
+    size_t items_path_depth;
+    size_t items_path_at;
     size_t pointer_count;
     size_t items_cap;
     size_t flags_cap;

@@ -34,6 +34,27 @@ Paths (query strings are ignored unless said):
   /bad-third?page=N    items with a Link rel="next" on pages 1 and 2; page 3 is truncated JSON
                        (the page fetched ahead after the first append)
   /cursor-cycle?c=X    items; {"next": ...}: "" -> "a" -> "b" -> "a"
+  /retry-huge          429 with Retry-After: 99999999999999999 (seconds)
+  /reset-huge          403 with X-RateLimit-Remaining: 0 and X-RateLimit-Reset: 9223372036854775807
+  POST /token-huge     {"access_token": "tok-huge-1", "expires_in": 1000000000000}
+  POST /token-crlf     {"access_token": "tok-crlf" CR LF "X-Injected: yes"}
+  POST /post-307-other 307 to http://localhost:PORT/items?page=1 (another host name)
+  POST /post-307-same  307 to /items?page=1 (the same host)
+  POST /post-303       303 to /items?page=1
+  /two-links?page=N    items; two Link lines: rel="first", then rel="next" (pages 1 and 2)
+  /link-quoted?page=N  items; page 1's Link has a title holding "<http://localhost:PORT/evil>" and
+                       a param holding "rel=prev", then rel="next" to /items?page=2
+  /http-lines          200 with 1,000 header lines named "HTTP/x-pad<i>" (200 bytes each)
+  /echo-secret         401 {"error": "bad token <the bearer token, each "/" escaped with a backslash>"}
+  /echo-secret-cut     401, 185 bytes of "x" then the bearer token (across a 200-byte cut)
+  /echo-query-link?page=N  items; Link rel="next" to the same query with page N+1 (all of it,
+                       any api_key too), pages 1 and 2
+  /wild?case=C         {"groups": ...} bodies for the items pointer /groups/*/repos: C is
+                       "missing" (no groups), "null", "object" (groups an object), "element"
+                       (one group's repos a string), "nothing" (a group without repos), "empty"
+                       (no groups: no items, no problem)
+
+Each record of /seen has the method and the body (text) too.
 """
 import gzip
 import json
@@ -66,15 +87,16 @@ class Handler(loopback.Handler):
     def answer(self, method, url, query, headers, body):
         if url.path != "/seen":
             record = {"path": url.path, "query": url.query, "host": headers.get("host", ""),
-                      "authorization": headers.get("authorization"), "x-api-key": headers.get("x-api-key")}
+                      "authorization": headers.get("authorization"), "x-api-key": headers.get("x-api-key"),
+                      "x-injected": headers.get("x-injected"), "method": method, "body": body.decode("latin-1")}
             with seen_lock:
                 seen.append(record)
                 if seen_file:
                     with open(seen_file, "a") as out:
                         out.write(json.dumps(record) + "\n")
-        return self.route(url.path, query, headers)
+        return self.route(url.path, query, headers, url.query)
 
-    def route(self, path, query, headers):
+    def route(self, path, query, headers, raw_query=""):
         port = self.server.server_address[1]
         page = int(query.get("page", "1") or 1)
         if path == "/seen":
@@ -157,6 +179,49 @@ class Handler(loopback.Handler):
             nxt = {"": "a", "a": "b", "b": "a"}[c]
             body = json.dumps({"items": [{"id": c or "first"}], "next": nxt}).encode()
             self.send(200, body)
+        elif path == "/retry-huge":
+            self.send(429, b'{"message":"slow down"}', headers=[("Retry-After", "99999999999999999")])
+        elif path == "/reset-huge":
+            self.send(403, b'{"message":"rate limited"}',
+                      headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "9223372036854775807")])
+        elif path == "/token-huge":
+            self.send(200, json.dumps({"access_token": "tok-huge-1", "expires_in": 1000000000000}).encode())
+        elif path == "/token-crlf":
+            self.send(200, json.dumps({"access_token": "tok-crlf\r\nX-Injected: yes"}).encode())
+        elif path == "/post-307-other":
+            self.send(307, headers=[("Location", f"http://localhost:{port}/items?page=1")])
+        elif path == "/post-307-same":
+            self.send(307, headers=[("Location", "/items?page=1")])
+        elif path == "/post-303":
+            self.send(303, headers=[("Location", "/items?page=1")])
+        elif path == "/two-links":
+            links = [("Link", '</two-links?page=1>; rel="first"')]
+            if page < 3:
+                links.append(("Link", f'</two-links?page={page + 1}>; rel="next"'))
+            self.send(200, items_body(page), headers=links)
+        elif path == "/link-quoted":
+            link = (f'<http://127.0.0.1:{port}/items?page=2>; title="<http://localhost:{port}/evil>"; '
+                    'foo="a;rel=prev"; rel="next"')
+            self.send(200, items_body(page), headers=[("Link", link)] if page == 1 else [])
+        elif path == "/http-lines":
+            self.send(200, items_body(1), headers=[(f"HTTP/x-pad{i}", "a" * 200) for i in range(1000)])
+        elif path in ("/echo-secret", "/echo-secret-cut"):
+            token = (headers.get("authorization") or "")[len("Bearer "):]
+            if path == "/echo-secret":
+                body = ('{"error":"bad token ' + token.replace("/", "\\/") + '"}').encode()
+            else:
+                body = ("x" * 185 + token).encode()
+            self.send(401, body)
+        elif path == "/echo-query-link":
+            rest = "&".join(p for p in raw_query.split("&") if not p.startswith("page="))
+            links = [("Link", f'</echo-query-link?page={page + 1}&{rest}>; rel="next"')] if page < 3 else []
+            self.send(200, items_body(page), headers=links)
+        elif path == "/wild":
+            groups = {"missing": None, "null": "null", "object": '{"a": {"repos": [1]}}',
+                      "element": '[{"repos": [1, 2]}, {"repos": "oops"}, {"repos": [3]}]',
+                      "nothing": '[{"repos": [1]}, {"name": "x"}]', "empty": "[]"}[query.get("case", "")]
+            body = '{"other": []}' if groups is None else '{"groups": ' + groups + '}'
+            self.send(200, body.encode())
         else:
             self.send(404, b'{"message":"no such fixture"}')
         return True
