@@ -150,6 +150,9 @@ final class HTTPSourcePlugin: SourcePlugin {
         transmit(exchange, url: url, hops: hops, extraHeaders: [])
     }
 
+    /// The longest request URL sent (a cursor or a link may be any length).
+    static let maxURLBytes = 64 << 10
+
     private func transmit(_ exchange: Exchange, url: String, hops: [String], extraHeaders: [String]) {
         let trusted = config.isTrusted(url)
         var target = url
@@ -162,6 +165,19 @@ final class HTTPSourcePlugin: SourcePlugin {
         if method == "POST" {
             body = exchange.target.body ?? Array("{}".utf8)
             headers.append("Content-Type: application/json")
+        }
+        // A cursor may be anything a server sends; libcurl calls a URL it will not take "out of memory".
+        guard target.utf8.count <= Self.maxURLBytes else {
+            fail(exchange, .invalidRequest("the request URL would be \(target.utf8.count) bytes long (at most \(Self.maxURLBytes)): \(url.prefix(200))…"))
+            return
+        }
+        // A rate limit that resets after longer than a request may take: fail now with the wait
+        // as a retry hint (the host's retry policy decides) rather than hold the fetch past its timeout.
+        if let pause = pacer.pauseLeft, pause > .milliseconds(config.timeoutMilliseconds) {
+            let seconds = pause.components.seconds + 1
+            fail(exchange, .transient("the rate limit of \(url)'s server resets in \(seconds) s (X-RateLimit-Remaining was 0), longer than timeout_ms",
+                                      retryAfter: .seconds(seconds)))
+            return
         }
         let request = TransportRequest(url: target, method: method, headers: headers, body: body,
                                        timeoutMilliseconds: config.timeoutMilliseconds,
@@ -312,6 +328,13 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     /// A 2xx: validate the body, find the items and keys, complete the fetch.
     private func deliver(_ response: TransportResponse, _ exchange: Exchange, url: String) {
+        // No Content: no items, and the end of paging in the direction loaded.
+        if response.status == 204 || response.status == 205, response.body.isEmpty {
+            let kind = exchange.kind
+            let keys = PageContent(items: [], isFirst: kind != .append, isLast: kind != .prepend)
+            fetches.finish(exchange.completion.id) { _ = exchange.completion.succeed(keys) }
+            return
+        }
         let scan: BodyScan
         do {
             scan = try (response.scanned ?? Result { () throws(ScanError) in try plan.scan(response.body) }).get()
@@ -353,11 +376,12 @@ final class HTTPSourcePlugin: SourcePlugin {
         fetches.finish(exchange.completion.id) {
             handed = items.withItems { count, item in exchange.completion.succeed(count: count, item: item, keys: keys) }
         }
-        // The host refused the page, perhaps for an item that is not JSON (the scan did not
-        // validate the items): the error is the host's; say which body and where.
-        if !handed, !plan.checksItems {
+        // The host refused the page (an item that is not JSON, which the scan did not check, or
+        // one of its limits): the error is the host's; say which body, and where it is not JSON.
+        if !handed {
             do {
-                _ = try plan.scan(response.body, checkingItems: true)
+                if !plan.checksItems { _ = try plan.scan(response.body, checkingItems: true) }
+                host.log(.error, config.redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
             } catch {
                 host.log(.error, config.redact("malformed body from \(url): not JSON: \(error.message)"))
             }
@@ -394,7 +418,16 @@ final class HTTPSourcePlugin: SourcePlugin {
     private func paginationKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
         let short = count < target.pageSize || count == 0
-        func text(_ slot: Int?) -> String? { slot.flatMap { scan.value($0).flatMap { JSONScalar($0).cursorText } } }
+        /// The cursor at `slot`: a string or a number; null, "" or no member ends paging; an
+        /// object, an array or a boolean is a malformed body (it ended paging without a word).
+        func text(_ slot: Int?, _ pointer: JSONPointer?) throws(PluginFailure) -> String? {
+            guard let slot, let pointer, let value = scan.value(slot) else { return nil }
+            let scalar = JSONScalar(value)
+            switch scalar {
+            case .string, .number, .null: return scalar.cursorText
+            default: throw .internal("malformed body from \(url): the cursor at \(pointer) is \(ResponseParsing.kind(of: value)), not a string or a number")
+            }
+        }
         func keys(prev: String?, next: String?) -> PageContent {
             PageContent(items: [], prevKey: prev.map { Array($0.utf8) }, nextKey: next.map { Array($0.utf8) },
                         isFirst: prev == nil, isLast: next == nil)
@@ -415,13 +448,13 @@ final class HTTPSourcePlugin: SourcePlugin {
             return PageContent(items: [], prevKey: number > first ? Array(String(max(first, number - target.pageSize)).utf8) : nil,
                                nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
-        case .cursor:
-            return keys(prev: text(slots.prev), next: text(slots.next))
+        case .cursor(let next, let prev, _):
+            return keys(prev: try text(slots.prev, prev), next: try text(slots.next, next))
         case .header(let name, _):
             let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
             return keys(prev: nil, next: next)
-        case .nextURL:
-            guard let next = text(slots.next) else { return keys(prev: nil, next: nil) }
+        case .nextURL(let pointer):
+            guard let next = try text(slots.next, pointer) else { return keys(prev: nil, next: nil) }
             let resolved = ResponseParsing.resolve(next, base: url)
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")

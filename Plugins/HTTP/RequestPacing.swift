@@ -31,6 +31,13 @@ final class Pacer: Sendable {
         }
     }
 
+    /// How long the pause (``pause(seconds:)``) still holds requests back, if it does.
+    var pauseLeft: Duration? {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let until = state.withLock { $0.pausedUntil }
+        return until > now ? .nanoseconds(Int64(until - now)) : nil
+    }
+
     /// No request starts for `seconds` (at most a day).
     func pause(seconds: Int) {
         let until = DispatchTime.now().uptimeNanoseconds + UInt64(min(max(0, seconds), 86_400)) * 1_000_000_000

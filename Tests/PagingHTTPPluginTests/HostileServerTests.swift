@@ -368,4 +368,65 @@ struct HostileServerTests {
         let empty = try makeSource(#"{"url": "\#(server.baseURL)/wild?case=empty", "items": "/groups/*/repos"}"#)
         #expect(await loadError(empty) == nil)
     }
+
+    /// 204 No Content is an empty last page, not a body that is not JSON.
+    @Test func noContent_isAnEmptyLastPage() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/no-content", "items": "/items", "pagination": {"type": "link"}}"#)
+        let manager = try await pageToEnd(source, pageSize: 2)
+        #expect(manager.output.values.isEmpty)
+        #expect(manager.output.appendState.isEndReached)
+    }
+
+    /// A cursor that is an object fails the page naming the pointer (it ended paging, exit 0);
+    /// one of 100,000 characters fails the next load naming the length (libcurl said "out of
+    /// memory", a transient error).
+    @Test func aCursorThatCannotBeSent_failsSayingWhy() async throws {
+        defer { server.stop() }
+        let object = try await refreshError(#"{"url": "\#(server.baseURL)/cursor-object?c={key}", "items": "/items", "pagination": {"type": "cursor", "next": "/next"}}"#)
+        #expect(object.status == .internal)
+        #expect(object.message.contains(#"the cursor at "/next" is an object, not a string or a number"#), "\(object.message)")
+
+        let long = try makeSource(#"{"url": "\#(server.baseURL)/cursor-long?c={key}", "items": "/items", "pagination": {"type": "cursor", "next": "/next"}}"#)
+        let manager = PaginationManager(pager: Pager(source: long), configuration: .init(pageSize: 1))
+        await manager.refresh().value
+        await manager.append().value
+        let error = try #require(manager.output.appendState.error as? PluginError)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("the request URL would be 100"), "\(error.message)")
+        #expect(error.message.contains("bytes long (at most 65536)"), "\(error.message)")
+    }
+
+    /// A rate limit that resets in 1,000 s, with timeout_ms 1,000: the next load fails at once
+    /// as transient, the wait as its retry hint (it waited until the host's fetch timeout, then
+    /// failed saying only that the fetch did not complete).
+    @Test func aRateLimitResettingAfterTheTimeout_failsAtOnce_withTheWait() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/limited-long?page={key}", "items": "/items", "timeout_ms": 1000}"#)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 2)
+        _ = try await pager.load(pager.request(.refresh, key: "1", params: params))
+        let clock = ContinuousClock()
+        let start = clock.now
+        do {
+            _ = try await pager.load(pager.request(.refresh, key: "2", params: params))
+            Issue.record("loaded while the rate limit held")
+        } catch let error as PluginError {
+            #expect(error.status == .transient)
+            #expect(error.message.contains("server resets in 100") && error.message.contains(" s (X-RateLimit-Remaining was 0), longer than timeout_ms"), "\(error.message)")
+            #expect(error.retryAfter.map { $0 >= .seconds(990) && $0 <= .seconds(1_002) } == true, "\(String(describing: error.retryAfter))")
+        }
+        #expect(clock.now - start < .seconds(5))
+    }
+
+    /// The host refusing a page over one of its limits: the plugin's log names the URL.
+    @Test func aPageTheHostRefuses_isLoggedWithItsURL() async throws {
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items"}"#, log: log,
+                                    limits: PluginLimits(maxItemsPerPage: 1))
+        #expect(await loadError(source) != nil)
+        #expect(log.entries.contains { $0.level == .error && $0.message == "the host refused the page from \(server.baseURL)/items?page=1 (2 items, 35 bytes)" },
+                "\(log.messages)")
+    }
 }

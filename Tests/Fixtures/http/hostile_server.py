@@ -53,6 +53,10 @@ Paths (query strings are ignored unless said):
                        "missing" (no groups), "null", "object" (groups an object), "element"
                        (one group's repos a string), "nothing" (a group without repos), "empty"
                        (no groups: no items, no problem)
+  /no-content          204 No Content
+  /cursor-object       items; {"next": {"after": 2}} (a cursor that is an object)
+  /cursor-long         items; {"next": <a cursor of 100,000 characters>}
+  /limited-long        items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset 1,000 s ahead
 
 Each record of /seen has the method and the body (text) too.
 """
@@ -222,6 +226,15 @@ class Handler(loopback.Handler):
                       "nothing": '[{"repos": [1]}, {"name": "x"}]', "empty": "[]"}[query.get("case", "")]
             body = '{"other": []}' if groups is None else '{"groups": ' + groups + '}'
             self.send(200, body.encode())
+        elif path == "/no-content":
+            self.send(204)
+        elif path == "/cursor-object":
+            self.send(200, json.dumps({"items": [{"id": 1}], "next": {"after": 2}}).encode())
+        elif path == "/cursor-long":
+            self.send(200, json.dumps({"items": [{"id": 1}], "next": "x" * 100000}).encode())
+        elif path == "/limited-long":
+            reset = str(int(time.time()) + 1000)
+            self.send(200, items_body(page), headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", reset)])
         else:
             self.send(404, b'{"message":"no such fixture"}')
         return True
