@@ -44,6 +44,9 @@ struct FetchTarget: Sendable {
                 text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
             }
         }
+        if let (placeholder, value) = config.url.dotSegment(key: key, params: request.params) {
+            throw .invalidRequest("\(placeholder) is \"\(value)\" in the url's path, which would take the request to another path")
+        }
         url = text
         // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
         chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key

@@ -113,6 +113,26 @@ struct URLTemplate: Sendable {
 
     var usesOffset: Bool { parts.contains(.offset) }
 
+    /// The first placeholder in the path whose value is "." or "..": percent-encoding leaves
+    /// dots as they are, and such a segment would take the request, and its credentials, to
+    /// another path of the host ({param.NAME} may come from any client of `pager serve`).
+    func dotSegment(key: String, params: [String: String]) -> (placeholder: String, value: String)? {
+        func isDots(_ value: String?) -> Bool { value == "." || value == ".." }
+        for part in parts {
+            switch part {
+            case .literal(let text) where text.contains("?") || text.contains("#"):
+                return nil
+            case .key where isDots(key):
+                return ("{key}", key)
+            case .param(let name) where isDots(params[name]):
+                return (name.hasPrefix("state.") ? "{\(name)}" : "{param.\(name)}", params[name]!)
+            default:
+                continue
+            }
+        }
+        return nil
+    }
+
     /// The template with its placeholders filled in; `key` and params are percent-encoded.
     func expand(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> String {
         var out = ""
@@ -173,8 +193,9 @@ struct HTTPSourceConfig: Sendable {
     /// Values that came from the environment or a file, longest first: redacted from every
     /// message (those of at least ``shortestRedacted`` bytes), never sent to other hosts.
     var secrets: [String] = []
-    /// The forms of the secrets a message may hold, longest first (``redactionForms(of:)``).
-    private(set) var redactions: [String] = []
+    /// The secrets redacted from messages (those of at least ``shortestRedacted`` bytes),
+    /// longest first, found however a server wrote them back (``EncodedSecret``).
+    private(set) var redactable: [EncodedSecret] = []
     /// Shorter secrets are not redacted: replacing every "a" or "42" would garble every message
     /// (a warning says so).
     static let shortestRedacted = 4
@@ -235,20 +256,29 @@ struct HTTPSourceConfig: Sendable {
     }
 
     /// A URL from a response (a Link, a next URL) as a page key: the `url`'s secrets in it are
-    /// written as their `${...}` references, and the query parameter of an `api_key` in the
-    /// query (which some APIs echo in their links) is dropped, as each request adds it again:
-    /// keys (logged, stored) never hold a secret.
+    /// written as their `${...}` references (however encoded), and the query parameter of an
+    /// `api_key` in the query, which some APIs echo in their links, is dropped
+    /// (``withoutQueryKey(_:)``): keys (logged, stored) hold no secret.
     func hidingSecrets(_ url: String?) -> String? {
-        guard var out = url else { return nil }
-        if case .query(let name, let value) = auth {
-            out = Self.removingQueryItems(named: percentEncode(name), valued: [value, percentEncode(value)], from: out)
-        }
-        for (value, reference) in hiddenReferences {
-            out = out.replacing(value, with: reference)
-            let encoded = percentEncode(value)
-            if encoded != value { out = out.replacing(encoded, with: reference) }
-        }
+        guard var out = url.map(withoutQueryKey) else { return nil }
+        for (value, reference) in hiddenReferences { out = EncodedSecret(value).replacing(in: out, with: reference) }
         return out
+    }
+
+    /// `url` without the query parameter of an `api_key` in the query, however encoded: each
+    /// request to a trusted host adds it, and no other host may get it (a Link or a redirect
+    /// that echoes it).
+    func withoutQueryKey(_ url: String) -> String {
+        guard case .query(let name, let value) = auth, let question = url.firstIndex(of: "?") else { return url }
+        let end = url[question...].firstIndex(of: "#") ?? url.endIndex
+        let items = url[url.index(after: question)..<end].split(separator: "&", omittingEmptySubsequences: false)
+        let (keyName, keyValue) = (EncodedSecret(name), EncodedSecret(value))
+        let kept = items.filter { item in
+            guard let equals = item.firstIndex(of: "=") else { return true }
+            return !(keyName.isWritten(as: item[..<equals]) && keyValue.isWritten(as: item[item.index(after: equals)...]))
+        }
+        guard kept.count < items.count else { return url }
+        return url[..<question] + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + url[end...]
     }
 
     /// A key URL with the `url`'s `${...}` references filled in again, when it then names a
@@ -266,48 +296,25 @@ struct HTTPSourceConfig: Sendable {
         url.secretReferences.filter { $0.value.utf8.count >= Self.shortestRedacted }
     }
 
-    /// `url` without the query items `name=value` whose value is one of `values`.
-    private static func removingQueryItems(named name: String, valued values: [String], from url: String) -> String {
-        guard let question = url.firstIndex(of: "?") else { return url }
-        let end = url[question...].firstIndex(of: "#") ?? url.endIndex
-        let items = url[url.index(after: question)..<end].split(separator: "&", omittingEmptySubsequences: false)
-        let kept = items.filter { item in !values.contains { item == "\(name)=\($0)" } }
-        guard kept.count < items.count else { return url }
-        return url[..<question] + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + url[end...]
-    }
-
-    /// `text` with every secret replaced by "***", in each form it may take.
+    /// `text` with every secret replaced by "***", however it is written there.
     func redact(_ text: String) -> String {
         var out = text
-        for form in redactions where out.contains(form) { out = out.replacing(form, with: "***") }
+        for secret in redactable { out = secret.replacing(in: out, with: "***") }
         return out
-    }
-
-    /// The forms of `secrets` (those long enough) a message may hold, longest first: as they
-    /// are, percent-encoded (in URLs), and escaped as in a JSON string, "/" as "\/" too (as some
-    /// servers echo them in an error body).
-    private static func redactionForms(of secrets: [String]) -> [String] {
-        var forms: Set<String> = []
-        for secret in secrets where secret.utf8.count >= shortestRedacted {
-            let escaped = secret.replacing("\\", with: "\\\\").replacing("\"", with: "\\\"")
-            forms.formUnion([secret, percentEncode(secret), escaped, escaped.replacing("/", with: "\\/")])
-        }
-        return forms.sorted { $0.utf8.count > $1.utf8.count }
     }
 
     /// The first `limit` bytes of a body as text for a message, its secrets redacted before it
     /// is cut: a secret across the cut leaves no part of itself behind.
     func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
         guard !body.isEmpty else { return "(empty body)" }
-        // Every secret that starts within the limit ends within the window.
-        let window = limit + (redactions.first?.utf8.count ?? 0)
+        // Every secret that starts within the limit ends within the window, however written.
+        let window = limit + (redactable.first?.bytes.count ?? 0) * EncodedSecret.longestEncoding
         var text = redact(String(decoding: UnsafeBufferPointer(rebasing: body.prefix(window)), as: UTF8.self))
         if body.count > window {
             // A secret cut by the window's end, which redaction moved closer to the limit.
-            for form in redactions {
-                if let k = (1..<form.count).reversed().first(where: { text.hasSuffix(form.prefix($0)) }) {
-                    text.removeLast(k)
-                }
+            for secret in redactable {
+                let cut = secret.cutPrefixLength(atEndOf: text)
+                if cut > 0 { text = String(decoding: Array(text.utf8.dropLast(cut)), as: UTF8.self) }
             }
         }
         let head = String(decoding: Array(text.utf8.prefix(limit)), as: UTF8.self)
@@ -431,7 +438,7 @@ struct HTTPSourceConfig: Sendable {
         self.secrets = secrets
         try parseOptions(root, environment: environment)
         self.secrets = self.secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
-        redactions = Self.redactionForms(of: self.secrets)
+        redactable = self.secrets.filter { $0.utf8.count >= Self.shortestRedacted }.map(EncodedSecret.init)
         if self.secrets.contains(where: { $0.utf8.count < Self.shortestRedacted }) {
             self.warnings.append("a value from the environment or a file is shorter than \(Self.shortestRedacted) characters: too short to redact from messages")
         }

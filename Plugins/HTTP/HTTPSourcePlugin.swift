@@ -303,6 +303,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             fail(exchange, .invalidRequest("refusing the redirect from \(url) to \(target): only http and https URLs are followed"))
             return
         }
+        let target = config.withoutQueryKey(target)
         var exchange = exchange
         if config.method == "POST", !exchange.asGet {
             if [301, 302, 303].contains(status) {

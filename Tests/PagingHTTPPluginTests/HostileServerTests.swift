@@ -431,4 +431,61 @@ struct HostileServerTests {
             log.entries.contains { $0.level == .error && $0.message == "the host refused the page from \(server.baseURL)/items?page=1 (2 items, 35 bytes)" }
         }, "\(log.messages)")
     }
+
+    /// A secret written back in lower-case hex (or partly encoded) is still a secret: redacted
+    /// from messages, dropped from next links and from redirects, never sent to another host
+    /// (each reached the message, the keys, a second api_key of every request, or another host).
+    @Test func anApiKeyEchoedInLowerCaseHex_isFoundWhereverItGoes() async throws {
+        defer { server.stop() }
+        let secret = "Zm9vYmFy/YmF6+cXV4=="
+        setenv("HOSTILE_ENCODED_KEY", secret, 1)
+        func config(_ path: String, link: Bool = false) -> String {
+            #"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${HOSTILE_ENCODED_KEY}"}"#
+                + (link ? #", "pagination": {"type": "link"}}"# : "}")
+        }
+        let echoed = try await refreshError(config("/echo-key-lower"))
+        #expect(echoed.message.contains("HTTP 400 from \(server.baseURL)/echo-key-lower") && echoed.message.contains("bad key ***"), "\(echoed.message)")
+        #expect(!echoed.message.lowercased().contains("zm9vymfy"), "\(echoed.message)")
+
+        let log = LogRecorder()
+        let manager = try await pageToEnd(try makeSource(config("/link-key-lower?page=1", link: true), log: log), pageSize: 2)
+        #expect(try ids(manager.output.values) == [10, 11, 20, 21, 30, 31])
+        let keys = manager.output.values.pages.map { $0.key.text ?? "" }
+        #expect(keys.allSatisfy { !$0.contains("api_key") }, "\(keys)")
+
+        #expect(await loadError(try makeSource(config("/redirect-key"))) == nil)
+        #expect(await loadError(try makeSource(config("/redirect-key-other"))) == nil)
+        let items = try await server.seen().filter { $0["path"] as? String == "/items" }
+        #expect(items.count == 2)
+        let own = try #require(items.first { ($0["host"] as? String)?.hasPrefix("127.0.0.1") == true })
+        #expect((own["query"] as? String)?.components(separatedBy: "api_key=").count == 2, "\(own)")
+        let other = try #require(items.first { ($0["host"] as? String)?.hasPrefix("localhost") == true })
+        #expect(other["query"] as? String == "page=1", "\(other)")
+        let queries = try await server.seen().compactMap { $0["query"] as? String }
+        #expect(queries.filter { $0.contains("link-key-lower") || $0.hasPrefix("page=") }.allSatisfy { $0.components(separatedBy: "api_key=").count <= 2 })
+    }
+
+    /// A `{param.NAME}` (which any client of `pager serve` may set) or a key of ".." in the
+    /// path is refused: libcurl drops dot segments, and the request, with the credentials, went
+    /// to another path of the API. In the query it is only a value.
+    @Test func aDotSegmentFromAPlaceholder_isRefusedInThePath() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/repos/{param.owner}/items?page={key}&q={param.q}", "items": "/items"}"#)
+        let pager = Pager(source: source)
+        func load(owner: String, q: String = "x") async throws -> Page<PluginKey, PluginItem> {
+            try await pager.load(pager.request(.refresh, key: "1", params: PagingRequestParams(pageSize: 2, userInfo: ["owner": owner, "q": q])))
+        }
+        for owner in ["..", "."] {
+            do {
+                _ = try await load(owner: owner)
+                Issue.record("loaded with owner \(owner)")
+            } catch let error as PluginError {
+                #expect(error.status == .invalidRequest)
+                #expect(error.message.contains(#"{param.owner} is "\#(owner)" in the url's path"#), "\(error.message)")
+            }
+        }
+        #expect(try await load(owner: "...").values.count == 2)
+        #expect(try await load(owner: "octo", q: "..").values.count == 2)
+        #expect(try await server.seen().allSatisfy { ($0["path"] as? String)?.hasPrefix("/repos/") == true })
+    }
 }

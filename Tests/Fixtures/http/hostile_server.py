@@ -57,16 +57,24 @@ Paths (query strings are ignored unless said):
   /cursor-object       items; {"next": {"after": 2}} (a cursor that is an object)
   /cursor-long         items; {"next": <a cursor of 100,000 characters>}
   /limited-long        items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset 1,000 s ahead
+  /echo-key-lower      400 {"error": "bad key <the api_key of the query, percent-encoded in lower case>"}
+  /link-key-lower?page=N  items; Link rel="next" with the api_key of the query percent-encoded in
+                       lower case (pages 1 and 2)
+  /redirect-key        302 to /items?page=1&api_key=<the query's api_key, in lower case hex>
+  /redirect-key-other  the same, to http://localhost:PORT/items (another host name)
+  /repos/...           items (any path under /repos)
 
 Each record of /seen has the method and the body (text) too.
 """
 import gzip
 import json
+import re
 import sys
 import threading
 
 import loopback
 import time
+from urllib.parse import quote
 
 seen = []
 seen_lock = threading.Lock()
@@ -226,6 +234,19 @@ class Handler(loopback.Handler):
                       "nothing": '[{"repos": [1]}, {"name": "x"}]', "empty": "[]"}[query.get("case", "")]
             body = '{"other": []}' if groups is None else '{"groups": ' + groups + '}'
             self.send(200, body.encode())
+        elif path in ("/echo-key-lower", "/link-key-lower", "/redirect-key", "/redirect-key-other"):
+            key = quote(query.get("api_key", ""), safe="")
+            lower = re.sub("%[0-9A-F]{2}", lambda m: m.group(0).lower(), key)
+            if path == "/echo-key-lower":
+                self.send(400, ('{"error":"bad key ' + lower + '"}').encode())
+            elif path == "/link-key-lower":
+                links = [("Link", f'</link-key-lower?page={page + 1}&api_key={lower}>; rel="next"')] if page < 3 else []
+                self.send(200, items_body(page), headers=links)
+            else:
+                host = f"http://localhost:{port}" if path.endswith("other") else ""
+                self.send(302, headers=[("Location", f"{host}/items?page=1&api_key={lower}")])
+        elif path.startswith("/repos/"):
+            self.send(200, items_body(page))
         elif path == "/no-content":
             self.send(204)
         elif path == "/cursor-object":
