@@ -164,7 +164,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
             state.lastVisibleIndex = index
             let output = state.output
-            guard !output.isRefreshing, !output.values.isEmpty else { return (false, false) }
+            guard !output.isRefreshing, output.values.pageCount > 0 else { return (false, false) }
             return (output.appendState.isIdle && index >= output.values.count - 1 - distance,
                     output.prependState.isIdle && index <= distance)
         }
@@ -218,10 +218,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         var cancelled: [Task<Void, Never>] = []
         let plan = state.withLock { state -> Plan? in
             var kind = kind
-            // A prepend or append with nothing loaded refreshes. It cancels no task: with no
+            // A prepend or append with no page loaded refreshes. It cancels no task: with no
             // page there is no prepend or append in flight, and the caller may be one of them.
+            // (A page without items is a page: its keys say where the others are.)
             let asked = kind
-            if !kind.isRefresh && state.output.values.isEmpty {
+            if !kind.isRefresh && state.output.values.pageCount == 0 {
                 guard !state.output.isRefreshing else { return nil }
                 kind = .refresh
             }

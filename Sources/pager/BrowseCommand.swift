@@ -89,8 +89,10 @@ struct BrowseCommand {
                 case .top: screen.move(by: -output.values.count, count: output.values.count)
                 case .bottom: screen.move(by: output.values.count, count: output.values.count)
                 }
-                if !output.values.isEmpty { manager.itemVisible(at: screen.cursor) }
             }
+            // After a key and after each page: loads on while the cursor is near an end, so
+            // pages without items (a filter dropped them all) do not stop the list.
+            manager.itemVisible(at: screen.cursor)
             screen.render(output, problem: lastProblem.withLock { $0 })
         }
         return ExitCode.success

@@ -52,6 +52,26 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [0, 1, 2])
     }
 
+    /// A first page without items (a filter dropped them all) still names the next page: an
+    /// append follows it (it refreshed again and again, and the items after it were never loaded).
+    @Test func anEmptyFirstPage_isFollowed_notRefreshedAgain() async throws {
+        let source = ScriptedPagingSource(pages: [[], [], [1, 2, 3], [4]])
+        let manager = manager(source)
+        await manager.refresh().value
+        #expect(manager.output.values.isEmpty && manager.output.values.pageCount == 1)
+        for _ in 0..<8 where !manager.output.appendState.isEndReached { await manager.append().value }
+        #expect(Array(manager.output.values) == [1, 2, 3, 4])
+        #expect(manager.output.appendState.isEndReached)
+        // On screen (pager browse tells the manager after each page): with pages but no item,
+        // the end is near, and the pages after load.
+        let visible = self.manager(ScriptedPagingSource(pages: [[], [5, 6, 7]]), prefetchDistance: 2)
+        await visible.refresh().value
+        #expect(await eventually {
+            visible.itemVisible(at: 0)
+            return Array(visible.output.values) == [5, 6, 7]
+        })
+    }
+
     @Test func refresh_replacesEverything() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
