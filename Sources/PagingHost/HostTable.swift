@@ -65,7 +65,8 @@ public struct PluginLimits: Sendable {
 ///
 /// Instances, and their `paging_host_t`, are never freed: a misbehaving plugin that calls the
 /// host after `destroy()` (from a thread it forgot) then meets a finished instance that
-/// refuses the call, instead of freed memory. Each costs a few hundred bytes.
+/// refuses the call, instead of freed memory. Each costs about 2.6 KB (`pager check`'s
+/// create-destroy-cycles measures it and counts it as the host's).
 package final class PluginInstance: Sendable {
     let label: String
     let sink: PluginLogSink

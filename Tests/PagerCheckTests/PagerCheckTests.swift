@@ -26,6 +26,15 @@ struct PagerCheckTests {
 
     /// rate-limit cannot be created without its required `per_second`: with a config it passes
     /// every check (concurrent calls may outrun the bucket and wait for their slots).
+    /// With the default 1,000 cycles: the host keeps each instance it made (~2.6 KB), which
+    /// alone passed the 2 MB limit and failed every plugin; the check now counts it as the host's.
+    @Test func createDestroyCycles_withTheDefaultCount_passesAPluginThatLeaksNothing() async throws {
+        let (_, report, output) = try await check("\(productsFolder)/libpass-through.so", ["--timeout-ms", "500"])
+        let cycles = try #require(report.results.first { $0.check == "create-destroy-cycles" }, "\(output)")
+        #expect(cycles.status == .pass, "\(output)")
+        #expect(cycles.reason.contains("over 900 cycles") && cycles.reason.contains("of it the host's own ("), "\(cycles.reason)")
+    }
+
     @Test func shippedRateLimit_withAConfig_passesEveryCheck() async throws {
         let library = "\(productsFolder)/librate-limit.so"
         try #require(FileManager.default.fileExists(atPath: library), "\(library) is not built")
