@@ -57,13 +57,14 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
     var json: JSONValue {
         switch self {
         case .string(let text): .string(text)
-        case .number(_, let value):
-            if let integer = Int64(exactly: value) { .int(integer) } else { .double(value) }
+        case .number(let text, let value):
+            // An integer as it was written: as a Double, ids above 2^53 would be rounded.
+            if let integer = Int64(text) { .int(integer) } else if let integer = Int64(exactly: value) { .int(integer) } else { .double(value) }
         }
     }
 
     /// A string or a number; nil for any other JSON value.
-    init?(_ value: JSONValue) {
+    package init?(_ value: JSONValue) {
         switch value {
         case .string(let text): self = .string(text)
         case .int(let number): self = .number(String(number), Double(number))
@@ -80,10 +81,12 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Whether `self` is higher than `other` of the same kind; nil when their kinds differ.
-    func isHigher(than other: IncrementalValue) -> Bool? {
+    package func isHigher(than other: IncrementalValue) -> Bool? {
         switch (self, other) {
         case let (.string(a), .string(b)): b.utf8.lexicographicallyPrecedes(a.utf8)
-        case let (.number(_, a), .number(_, b)): a > b
+        case let (.number(a, x), .number(b, y)):
+            // Integers exactly (ids above 2^53 differ where their Doubles do not).
+            if let a = Int64(a), let b = Int64(b) { a > b } else { x > y }
         default: nil
         }
     }
@@ -214,19 +217,24 @@ public struct IncrementalStateFile: Sendable {
         try read()[namespace] ?? [:]
     }
 
-    /// Sets `name` to `value` in `namespace`, keeping every other value of the file.
-    public func store(_ value: IncrementalValue, name: String, namespace: String) throws(IncrementalError) {
+    /// Sets `name` to `value` in `namespace`, keeping every other value of the file, unless
+    /// the file holds a higher value there (another run of the namespace kept it meanwhile: the
+    /// value never goes down). Returns the value the file then holds.
+    @discardableResult
+    public func store(_ value: IncrementalValue, name: String, namespace: String) throws(IncrementalError) -> IncrementalValue {
         let lockPath = path + ".lock"
         let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard lock >= 0 else { throw failure("cannot open its lock file \(lockPath): \(String(cString: strerror(errno)))") }
         defer { close(lock) }
         guard flock(lock, LOCK_EX) == 0 else { throw failure("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }
         var all = try read()
+        if let kept = all[namespace]?[name], kept.isHigher(than: value) == true { return kept }
         all[namespace, default: [:]][name] = value
         let json = JSONValue.object(all.sorted { $0.key < $1.key }.map { namespace, values in
             (namespace, JSONValue.object(values.sorted { $0.key < $1.key }.map { ($0.key, $0.value.json) }))
         })
         try write(Array((json.jsonText + "\n").utf8))
+        return value
     }
 
     private func failure(_ message: String) -> IncrementalError {
@@ -237,7 +245,7 @@ public struct IncrementalStateFile: Sendable {
         guard FileManager.default.fileExists(atPath: path) else { return [:] }
         let bytes: [UInt8]
         do {
-            bytes = try Manifest.readFile(path)
+            bytes = try Manifest.readFile(path, kind: "state file", regularOnly: true)
         } catch {
             throw failure(error.message)
         }

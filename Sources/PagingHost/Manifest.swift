@@ -138,24 +138,37 @@ public struct Manifest: Sendable {
     }
 
     /// Reads a whole file, with an error for each way it can fail.
-    static func readFile(_ path: String) throws(ManifestError) -> [UInt8] {
+    /// The bytes of a manifest (or, as `kind`, another file: "state file"), at most 16 MiB. A
+    /// FIFO is read as it is written (`pager run <(...)`) and one without a writer reads as
+    /// empty, never waited on; `regularOnly` refuses anything but a regular file.
+    static func readFile(_ path: String, kind: String = "manifest", regularOnly: Bool = false) throws(ManifestError) -> [UInt8] {
         func failure(_ message: String) -> ManifestError { ManifestError(file: path, path: nil, message: message) }
+        let file = kind == "manifest" ? "manifest file" : kind
+        // Opened without blocking: opening a FIFO waits for a writer otherwise.
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }
+        defer { close(fd) }
         var info = stat()
-        guard stat(path, &info) == 0 else { throw failure(String(cString: strerror(errno))) }
-        if info.st_mode & S_IFMT == S_IFDIR { throw failure("is a folder, expected a manifest file") }
-        guard info.st_size <= 16 << 20 else { throw failure("is \(info.st_size) bytes; a manifest is at most 16 MiB") }
-        guard let handle = fopen(path, "rb") else { throw failure(String(cString: strerror(errno))) }
-        defer { fclose(handle) }
+        guard fstat(fd, &info) == 0 else { throw failure(String(cString: strerror(errno))) }
+        let type = info.st_mode & S_IFMT
+        if type == S_IFDIR { throw failure("is a folder, expected a \(file)") }
+        if type != S_IFREG, regularOnly || type != S_IFIFO {
+            throw failure("is \(type == S_IFIFO ? "a FIFO" : type == S_IFSOCK ? "a socket" : "a device"), expected a regular \(file)")
+        }
+        guard info.st_size <= 16 << 20 else { throw failure("is \(info.st_size) bytes; a \(kind) is at most 16 MiB") }
+        // A FIFO's reads then wait for its writer (one with no writer left reads as its end).
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
         while true {
-            let count = fread(&buffer, 1, buffer.count, handle)
-            bytes.append(contentsOf: buffer[..<count])
-            if count < buffer.count {
-                if ferror(handle) != 0 { throw failure(String(cString: strerror(errno))) }
-                return bytes
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw failure(String(cString: strerror(errno)))
             }
-            if bytes.count > 16 << 20 { throw failure("is larger than 16 MiB") }
+            if count == 0 { return bytes }
+            bytes.append(contentsOf: buffer[..<count])
+            if bytes.count > 16 << 20 { throw failure("is larger than 16 MiB; a \(kind) is at most 16 MiB") }
         }
     }
 }

@@ -183,8 +183,9 @@ private struct IncrementalRun {
     /// Writes the highest value seen when it is higher than the value kept.
     func keep() throws(IncrementalError) {
         guard let value = cursor.value, value != kept else { return }
-        try file.store(value, name: settings.state, namespace: settings.namespace)
-        Output.error("incremental: kept {state.\(settings.state)} = \"\(value)\" in \(settings.stateFile)")
+        let stored = try file.store(value, name: settings.state, namespace: settings.namespace)
+        Output.error("incremental: kept {state.\(settings.state)} = \"\(stored)\" in \(settings.stateFile)"
+                     + (stored == value ? "" : " (another run kept it; this run's highest was \"\(value)\")"))
     }
 }
 

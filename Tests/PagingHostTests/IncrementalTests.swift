@@ -78,4 +78,37 @@ struct IncrementalTests {
         #expect(throws: IncrementalError.self) { try file.store(.string("z"), name: "since", namespace: "a") }
         #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "[]", "a file it cannot read is not replaced")
     }
+
+    /// Found by a hostile probe: an id above 2^53 was compared and written as a Double (kept
+    /// rounded up by 124, skipping the items in between); a run that finished later with a
+    /// lower value replaced the higher one; a state file that is a FIFO hung the run.
+    @Test func theStateFile_keepsIntegersExactly_neverGoesDown_andIsARegularFile() throws {
+        let folder = NSTemporaryDirectory() + "incremental-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = IncrementalStateFile(path: folder + "/m.json.state")
+        let big = IncrementalValue(.int(1_234_567_890_123_456_900))!
+        #expect(try file.store(big, name: "since", namespace: "a") == big)
+        #expect(try String(contentsOfFile: file.path, encoding: .utf8) == #"{"a":{"since":1234567890123456900}}"# + "\n")
+        #expect(try file.values(namespace: "a")["since"]?.description == "1234567890123456900")
+        // Two ids one Double apart from neither: the higher is higher.
+        let (lower, higher) = (IncrementalValue(.int(1_234_567_890_123_456_700))!, IncrementalValue(.int(1_234_567_890_123_456_895))!)
+        #expect(higher.isHigher(than: lower) == true && lower.isHigher(than: higher) == false)
+
+        try file.store(.string("2024-12-31"), name: "day", namespace: "a")
+        #expect(try file.store(.string("2024-06-01"), name: "day", namespace: "a") == .string("2024-12-31"))
+        #expect(try file.values(namespace: "a")["day"] == .string("2024-12-31"))
+
+        let fifo = folder + "/fifo.state"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(throws: IncrementalError.self) { _ = try IncrementalStateFile(path: fifo).values(namespace: "a") }
+        do {
+            _ = try IncrementalStateFile(path: fifo).values(namespace: "a")
+        } catch {
+            #expect(error.description.contains("is a FIFO, expected a regular state file"), "\(error)")
+        }
+        #expect(clock.now - start < .seconds(5))
+    }
 }

@@ -97,6 +97,19 @@ struct ManifestTests {
         #expect(throws: ManifestError(file: loop, path: nil, message: "Too many levels of symbolic links")) {
             try Manifest.load(path: loop)
         }
+        // A device is no manifest (/dev/zero was read up to 16 MiB); a FIFO without a writer
+        // reads as empty instead of waiting for one (it hung).
+        #expect(throws: ManifestError(file: "/dev/zero", path: nil, message: "is a device, expected a regular manifest file")) {
+            try Manifest.load(path: "/dev/zero")
+        }
+        let fifo = folder + "/m.fifo"
+        #expect(mkfifo(fifo, 0o600) == 0)
+        do {
+            _ = try Manifest.load(path: fifo)
+            Issue.record("a FIFO without a writer loaded")
+        } catch {
+            #expect(error.description.hasPrefix("\(fifo): $: malformed JSON"), "\(error)")
+        }
     }
 
     @Test func pipeline_resolvesRelativePaths_andLoadsEveryPlugin() async throws {
