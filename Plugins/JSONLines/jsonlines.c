@@ -14,9 +14,12 @@
  *   max_file_bytes     integer, optional (default 1073741824, 1 GiB; at most 1 TiB). A larger
  *                      file (or one growing past it while read) fails create naming the path.
  *
- * The whole file is read at create. Empty lines (also "\r"-only lines) are skipped; a trailing
- * "\r" and a leading UTF-8 byte-order mark are dropped. Each remaining line is served verbatim as
- * one item (it is not validated as JSON here).
+ * Any other key fails create naming it, as does a key of the wrong type.
+ *
+ * The whole file is read at create. Trailing spaces, tabs and "\r" and a leading UTF-8 byte-order
+ * mark are dropped; lines left empty are skipped. Each remaining line is served as it is as one
+ * item (it is not validated as JSON here: the host checks it, and when it refuses a page the
+ * plugin logs which lines of the file the page held).
  *
  * Keys are decimal line indexes as UTF-8 text ("0", "20", ...); the refresh key is "0". There is
  * no key_chain: each page carries its neighbours' keys:
@@ -181,7 +184,9 @@ static int jsonl_index_lines(jsonl_state *st, size_t len)
         const uint8_t *nl = (const uint8_t *)memchr(st->data + pos, '\n', len - pos);
         size_t end = nl ? (size_t)(nl - st->data) : len;
         size_t line_len = end - pos;
-        if (line_len > 0 && st->data[pos + line_len - 1] == '\r') line_len--;
+        while (line_len > 0 && (st->data[pos + line_len - 1] == '\r' || st->data[pos + line_len - 1] == ' '
+                                || st->data[pos + line_len - 1] == '\t'))
+            line_len--;
         if (line_len > 0) {
             if (st->line_count == cap) {
                 size_t ncap = cap ? cap * 2 : 256;
@@ -246,6 +251,18 @@ static paging_status_t jsonl_refresh_key(paging_source_t *self, paging_keys_out_
     return st->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
 }
 
+/* The number in the file (from 1, counting skipped lines) of served line `index`. */
+static size_t jsonl_file_line(const jsonl_state *st, size_t index)
+{
+    const uint8_t *p = st->data, *end = st->data + st->lines[index].offset;
+    size_t line = 1;
+    while ((p = (const uint8_t *)memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        line++;
+        p++;
+    }
+    return line;
+}
+
 /* Hands the host lines first...first+count-1: in one call where it offers paging.fetch-items/1
  * (in runs of up to 256, lent from the stack), else one call a line. */
 static paging_status_t jsonl_add_items(const jsonl_state *st, uint64_t fetch_id, size_t first, size_t count)
@@ -289,7 +306,14 @@ static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t
     if (end != (size_t)-1 && end - key < count) count = end - key;
     if (count > st->line_count - key) count = st->line_count - key;
 
-    if (jsonl_add_items(st, fetch_id, key, count) != PAGING_OK) return PAGING_OK; /* the host ended the fetch */
+    if (jsonl_add_items(st, fetch_id, key, count) != PAGING_OK) {
+        /* The host ended the fetch, saying which item of the page it refused: say where the page is. */
+        char msg[1200];
+        snprintf(msg, sizeof msg, "jsonlines: the host refused the page of lines %lu-%lu of '%.1000s' (counted from 1, blank lines too)",
+                 (unsigned long)jsonl_file_line(st, key), (unsigned long)jsonl_file_line(st, key + count - 1), st->path);
+        h->log(h, PAGING_LOG_ERROR, msg);
+        return PAGING_OK;
+    }
     if (key + count >= st->line_count) {
         flags |= PAGING_PAGE_NEXT_END;
     } else {
@@ -344,6 +368,49 @@ static const void *jsonl_get_extension(paging_source_t *self, const char *id)
 
 /* ---- entry ----------------------------------------------------------------------------- */
 
+/* Whether every top-level key of the config (valid JSON: the host parsed it) is one this plugin
+ * reads; otherwise `msg` names the first other one. */
+static int jsonl_known_keys(const char *json, char *msg, size_t msg_len)
+{
+    static const char *const known[] = { "path", "default_page_size", "max_file_bytes" };
+    const char *p = json;
+    int depth = 0, in_string = 0, at_key = 0;
+    const char *key = NULL;
+    if (p == NULL) return 1;
+    for (; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1]) { p++; continue; }
+            if (*p != '"') continue;
+            in_string = 0;
+            if (key != NULL) {
+                size_t len = (size_t)(p - key), i;
+                int ok = 0;
+                for (i = 0; i < sizeof known / sizeof known[0]; i++)
+                    if (strlen(known[i]) == len && memcmp(known[i], key, len) == 0) ok = 1;
+                if (!ok) {
+                    snprintf(msg, msg_len, "jsonlines: config `%.*s`: unknown key; expected path, default_page_size or max_file_bytes",
+                             (int)(len > 200 ? 200 : len), key);
+                    return 0;
+                }
+                key = NULL;
+            }
+            continue;
+        }
+        switch (*p) {
+        case '"':
+            in_string = 1;
+            if (depth == 1 && at_key) key = p + 1;
+            at_key = 0;
+            break;
+        case '{': case '[': depth++; at_key = *p == '{' && depth == 1; break;
+        case '}': case ']': depth--; break;
+        case ',': if (depth == 1) at_key = 1; break;
+        default: break;
+        }
+    }
+    return 1;
+}
+
 static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_host_t *host,
                                             const paging_config_t *config)
 {
@@ -357,6 +424,10 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
         host->config_fail(config, PAGING_ERR_NOT_FOUND, "jsonlines: unknown plugin id");
         return NULL;
     }
+    if (!jsonl_known_keys(host->config_json(config), msg, sizeof msg)) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        return NULL;
+    }
     path = host->config_string(config, "path");
     if (path == NULL || path[0] == '\0') {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
@@ -364,9 +435,11 @@ static paging_source_t *jsonl_create_source(const char *plugin_id, const paging_
         return NULL;
     }
     dps = host->config_int(config, "default_page_size", 20);
-    if (dps < 1 || dps > 1000000) {
+    if ((host->config_type(config, "default_page_size") != PAGING_CONFIG_ABSENT
+         && host->config_type(config, "default_page_size") != PAGING_CONFIG_INT)
+        || dps < 1 || dps > 1000000) {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
-                          "jsonlines: config `default_page_size` must be in 1...1000000");
+                          "jsonlines: config `default_page_size` must be an integer in 1...1000000");
         return NULL;
     }
     max_bytes = host->config_int(config, "max_file_bytes", JSONL_DEFAULT_MAX_BYTES);

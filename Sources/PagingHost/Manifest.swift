@@ -226,6 +226,24 @@ private struct Reader {
         return members
     }
 
+    /// Refuses an object, anywhere in `value`, with a key twice.
+    func noRepeatedKeys(_ value: JSONValue, at path: String) throws(ManifestError) {
+        switch value {
+        case .object(let members):
+            var seen: Set<String> = []
+            for member in members {
+                guard seen.insert(member.key).inserted else {
+                    throw ManifestError(file: file, path: "\(path).\(member.key)", message: "the key appears twice")
+                }
+                try noRepeatedKeys(member.value, at: "\(path).\(member.key)")
+            }
+        case .array(let values):
+            for (index, element) in values.enumerated() { try noRepeatedKeys(element, at: "\(path)[\(index)]") }
+        default:
+            return
+        }
+    }
+
     func int(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>) throws(ManifestError) -> Int? {
         guard let value else { return nil }
         guard case .int(let number) = value else { throw expected("an integer", value, at: path) }
@@ -270,6 +288,8 @@ private struct Reader {
         }
         let config = member("config") ?? .object([])
         guard case .object(let settings) = config else { throw expected("an object", config, at: "\(path).config") }
+        // A plugin reading its config may take either of two equal keys: neither is meant.
+        try noRepeatedKeys(config, at: "\(path).config")
         let id = try string(member("id"), at: "\(path).id")
         try noNUL(plugin, at: "\(path).plugin")
         try noNUL(id, at: "\(path).id")

@@ -1,4 +1,5 @@
 import Foundation
+import Paging
 import PagingHost
 import Testing
 
@@ -94,6 +95,36 @@ struct PluginLoaderTests {
         } catch {
             #expect(error.description.contains("/nonexistent/data.jsonl"))
         }
+    }
+
+    /// Found by a hostile probe: jsonlines ran with a misspelled key and a page size of the
+    /// wrong type as if neither were there, a line of spaces failed its page (and every line
+    /// after it was out of reach), and a refused page did not say where in the file it was.
+    @Test func jsonlines_refusesUnknownKeysAndWrongTypes_skipsBlankLines_andNamesRefusedLines() async throws {
+        let jsonlines = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+        let file = scratchFolder() + "/d.jsonl"
+        try "{\"n\":1}\n   \t \n{\"n\":2}  \r\n\n{\"n\":3}\n{\"n\":\n{\"n\":5}\n".write(toFile: file, atomically: true, encoding: .utf8)
+        let cases: [(JSONValue, String)] = [
+            (.object([("path", .string(file)), ("max_file_byte", .int(10))]),
+             "jsonlines: config `max_file_byte`: unknown key; expected path, default_page_size or max_file_bytes"),
+            (.object([("path", .string(file)), ("default_page_size", .string("5"))]),
+             "jsonlines: config `default_page_size` must be an integer in 1...1000000"),
+        ]
+        for (config, message) in cases {
+            #expect(throws: PluginLoadError.createFailed(path: jsonlines.path, id: "jsonlines", status: .invalidConfig, message: message)) {
+                try jsonlines.makeSource(config: config, sink: log.sink)
+            }
+        }
+        let source = try jsonlines.makeSource(config: .object([("path", .string(file))]), sink: log.sink)
+        let pager = Pager(source: source)
+        let first = try await pager.load(pager.request(.refresh, key: "0", params: PagingRequestParams(pageSize: 3)))
+        #expect(first.values.map(\.text) == [#"{"n":1}"#, #"{"n":2}"#, #"{"n":3}"#])
+        await #expect(throws: PluginError.self) {
+            try await pager.load(pager.request(.refresh, key: "3", params: PagingRequestParams(pageSize: 2)))
+        }
+        // Logged once the host's call returns, which may be after the load failed.
+        #expect(await eventually { log.contains("jsonlines: the host refused the page of lines 6-7 of '\(file)' (counted from 1, blank lines too)") },
+                "\(log.messages)")
     }
 
     @Test func swiftPlugins_refuseWrongTypesAndUnknownKeys_namingTheKey() async throws {
