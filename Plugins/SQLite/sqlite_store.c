@@ -30,6 +30,8 @@
  *                      ever; with "stale-while-revalidate", 0: every answer is revalidated).
  *   busy_timeout_ms    integer, optional (default 5000, 0...2147483647). How long a call waits
  *                      for another process holding the write lock.
+ *   Any other key fails create naming it, as does a key of the wrong type; so does a `path` that
+ *   is a folder, a FIFO, a socket or a device.
  *   crash_after_items  integer, optional (default -1). TEST HOOK for the durability test only:
  *                      when >= 0, handle() calls _exit(137) right after inserting that many items
  *                      of a page, inside the open write transaction. Never set it in production.
@@ -91,6 +93,7 @@
 #define _POSIX_C_SOURCE 200809L /* _exit, clock_gettime */
 
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -679,16 +682,23 @@ static void sqls_destroy(paging_interceptor_t *self)
     free(st);
 }
 
-/* Fails create with INVALID_CONFIG naming the path and SQLite's error, and frees `st`. */
-static paging_interceptor_t *sqls_fail_db(sqls_state *st, const paging_config_t *config,
-                                          const char *path, const char *what)
+/* Fails create with INVALID_CONFIG naming the path and SQLite's error (`error`, or the
+ * connection's last one), and frees `st`. */
+static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_config_t *config,
+                                               const char *path, const char *what, const char *error)
 {
     char msg[1600];
     snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
-             st->db ? sqlite3_errmsg(st->db) : "out of memory");
+             error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory");
     st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return NULL;
+}
+
+static paging_interceptor_t *sqls_fail_db(sqls_state *st, const paging_config_t *config,
+                                          const char *path, const char *what)
+{
+    return sqls_fail_db_with(st, config, path, what, NULL);
 }
 
 static int sqls_prepare(sqls_state *st, sqlite3_stmt **stmt, const char *sql)
@@ -750,8 +760,11 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
     }
     sqlite3_finalize(stmt);
     if (rc != SQLITE_DONE) {
+        /* ROLLBACK resets the connection's error: keep SQLite's word first ("file is not a database"). */
+        char error[300];
+        snprintf(error, sizeof error, "%s", sqlite3_errmsg(st->db));
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        sqls_fail_db(st, config, path, "cannot read the database's tables");
+        sqls_fail_db_with(st, config, path, "cannot read the database's tables", error);
         return 0;
     }
     /* A `meta` table of another application may lack the columns: that is not a store either. */
@@ -852,10 +865,36 @@ static int sqls_configure_freshness(sqls_state *st, const paging_config_t *confi
     return 1;
 }
 
+/* Whether the config has only keys this plugin reads; otherwise fails create naming the first
+ * other one. SQLite's own JSON reader lists the keys. */
+static int sqls_known_keys(const paging_host_t *host, const paging_config_t *config)
+{
+    static const char *const sql =
+        "SELECT key FROM json_each(?1) WHERE key NOT IN"
+        " ('path', 'namespace', 'policy', 'max_age_seconds', 'busy_timeout_ms', 'crash_after_items') LIMIT 1";
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    char msg[400];
+    int ok = 1;
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE, NULL) == SQLITE_OK
+        && sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK
+        && sqlite3_bind_text(stmt, 1, host->config_json(config), -1, SQLITE_STATIC) == SQLITE_OK
+        && sqlite3_step(stmt) == SQLITE_ROW) {
+        snprintf(msg, sizeof msg, "sqlite-store: config `%.200s`: unknown key; expected path, namespace, policy, "
+                 "max_age_seconds or busy_timeout_ms", (const char *)sqlite3_column_text(stmt, 0));
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        ok = 0;
+    }
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    return ok;
+}
+
 static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, const paging_host_t *host,
                                                      const paging_config_t *config)
 {
     char msg[1400];
+    struct stat info;
     const char *path, *ns;
     sqls_state *st;
     int64_t busy;
@@ -866,18 +905,32 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         host->config_fail(config, PAGING_ERR_NOT_FOUND, "sqlite-store: unknown plugin id");
         return NULL;
     }
+    if (!sqls_known_keys(host, config)) return NULL;
     path = host->config_string(config, "path");
     if (path == NULL || path[0] == '\0') {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
                           "sqlite-store: config `path` (string) is required: the database file");
         return NULL;
     }
+    /* SQLite would open a device or a FIFO and write a journal beside it (/dev/zero-journal). */
+    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode)) {
+        snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s' is %s, not a database file", path,
+                 S_ISDIR(info.st_mode) ? "a folder" : S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISSOCK(info.st_mode) ? "a socket" : "a device");
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        return NULL;
+    }
     ns = host->config_string(config, "namespace");
+    if (ns == NULL && host->config_type(config, "namespace") != PAGING_CONFIG_ABSENT) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "sqlite-store: config `namespace` must be a string");
+        return NULL;
+    }
     if (ns == NULL) ns = "default";
     busy = host->config_int(config, "busy_timeout_ms", 5000);
-    if (busy < 0 || busy > 0x7fffffff) {
+    if ((host->config_type(config, "busy_timeout_ms") != PAGING_CONFIG_ABSENT
+         && host->config_type(config, "busy_timeout_ms") != PAGING_CONFIG_INT)
+        || busy < 0 || busy > 0x7fffffff) {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
-                          "sqlite-store: config `busy_timeout_ms` must be in 0...2147483647");
+                          "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647");
         return NULL;
     }
     st = (sqls_state *)calloc(1, sizeof *st);

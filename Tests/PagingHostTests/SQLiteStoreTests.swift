@@ -227,6 +227,27 @@ struct SQLiteStoreTests {
             #expect(error.description.contains("/nonexistent/dir/store.db"))
         }
         #expect(throws: PluginLoadError.self) { try library.makeInterceptor(sink: log.sink) }
+        // Found by a hostile probe: a misspelled key or a namespace of the wrong type ran as if
+        // absent (pages went to "default"), /dev/zero got a journal beside it, and a file that
+        // is not a database was reported as "not an error".
+        let folder = scratchFolder()
+        let junk = folder + "/junk.db"
+        try Data((0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }).write(to: URL(fileURLWithPath: junk))
+        let cases: [(JSONValue, String)] = [
+            (.object([("path", .string(folder + "/s.db")), ("polcy", .string("network-first"))]),
+             "sqlite-store: config `polcy`: unknown key; expected path, namespace, policy, max_age_seconds or busy_timeout_ms"),
+            (.object([("path", .string(folder + "/s.db")), ("namespace", .int(5))]), "sqlite-store: config `namespace` must be a string"),
+            (.object([("path", .string(folder + "/s.db")), ("busy_timeout_ms", .string("abc"))]),
+             "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647"),
+            (.object([("path", .string("/dev/zero"))]), "sqlite-store: config `path` '/dev/zero' is a device, not a database file"),
+            (.object([("path", .string(junk))]), "sqlite-store: config `path` '\(junk)': cannot read the database's tables: file is not a database"),
+        ]
+        for (config, message) in cases {
+            #expect(throws: PluginLoadError.createFailed(path: library.path, id: "sqlite-store", status: .invalidConfig, message: message)) {
+                try library.makeInterceptor(config: config, sink: log.sink)
+            }
+        }
+        #expect(!FileManager.default.fileExists(atPath: "/dev/zero-journal"))
     }
 }
 
