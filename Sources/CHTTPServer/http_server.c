@@ -21,7 +21,7 @@ static struct {
     __typeof__(&MHD_stop_daemon) stop_daemon;
     __typeof__(&MHD_quiesce_daemon) quiesce_daemon;
     __typeof__(&MHD_get_daemon_info) get_daemon_info;
-    __typeof__(&MHD_get_connection_values) get_connection_values;
+    __typeof__(&MHD_get_connection_values_n) get_connection_values_n;
     __typeof__(&MHD_suspend_connection) suspend_connection;
     __typeof__(&MHD_resume_connection) resume_connection;
     __typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
@@ -49,7 +49,7 @@ static void mhd_load(void)
     MHD_SYMBOL(stop_daemon, "MHD_stop_daemon")
     MHD_SYMBOL(quiesce_daemon, "MHD_quiesce_daemon")
     MHD_SYMBOL(get_daemon_info, "MHD_get_daemon_info")
-    MHD_SYMBOL(get_connection_values, "MHD_get_connection_values")
+    MHD_SYMBOL(get_connection_values_n, "MHD_get_connection_values_n")
     MHD_SYMBOL(suspend_connection, "MHD_suspend_connection")
     MHD_SYMBOL(resume_connection, "MHD_resume_connection")
     MHD_SYMBOL(create_response_from_buffer, "MHD_create_response_from_buffer")
@@ -80,6 +80,7 @@ struct paging_http_exchange {
     query_argument *query;
     size_t query_count;
     size_t query_capacity;
+    int query_has_nul; /* a query name or value decoded to a NUL byte */
     int started;      /* handed to the handler (the connection is suspended) */
     int answered;     /* paging_http_respond was called */
     pthread_mutex_t lock;
@@ -89,10 +90,16 @@ struct paging_http_exchange {
 
 static char *copy(const char *text) { return text == NULL ? NULL : strdup(text); }
 
-static enum MHD_Result collect_argument(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+static enum MHD_Result collect_argument(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                        const char *value, size_t value_size)
 {
     paging_http_exchange *exchange = cls;
     (void)kind;
+    /* %00 decodes to a NUL, which would cut the C string short: "ab%00cd" would be taken for "ab". */
+    if ((key != NULL && strlen(key) != key_size) || (value != NULL && strlen(value) != value_size)) {
+        exchange->query_has_nul = 1;
+        return MHD_YES;
+    }
     if (exchange->query_count == exchange->query_capacity) {
         size_t capacity = exchange->query_capacity == 0 ? 8 : exchange->query_capacity * 2;
         query_argument *grown = realloc(exchange->query, capacity * sizeof *grown);
@@ -161,7 +168,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (!exchange->started) {
         if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
             return answer_now(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\": \"only GET is served\"}\n");
-        if (mhd.get_connection_values(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
+        if (mhd.get_connection_values_n(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
+        if (exchange->query_has_nul)
+            return answer_now(connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n");
         exchange->started = 1;
         mhd.suspend_connection(connection);
         server->handler(server->context, exchange);

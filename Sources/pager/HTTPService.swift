@@ -79,8 +79,15 @@ final class HTTPService: @unchecked Sendable {
         let pointer = exchange.pointer
         var query: [(name: String, value: String?)] = []
         for index in 0..<paging_http_query_count(pointer) {
-            let name = paging_http_query_key(pointer, index).map { String(cString: $0) } ?? ""
-            query.append((name, paging_http_query_value(pointer, index).map { String(cString: $0) }))
+            // Not repaired: a byte that is not UTF-8 would become U+FFFD, another value.
+            let name = paging_http_query_key(pointer, index).map { String(validatingCString: $0) } ?? ""
+            let value = paging_http_query_value(pointer, index).map { String(validatingCString: $0) }
+            guard let name, value.map({ $0 != nil }) ?? true else {
+                let body = Array(#"{"error": "a query name or value is not valid UTF-8"}"#.utf8) + [0x0A]
+                body.withUnsafeBufferPointer { paging_http_respond(pointer, 400, "application/json", $0.baseAddress, $0.count) }
+                return
+            }
+            query.append((name, value ?? nil))
         }
         let request = HTTPRequest(path: String(cString: paging_http_path(pointer)), query: query)
         Task { [handler] in

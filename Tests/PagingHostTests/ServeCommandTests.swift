@@ -89,6 +89,10 @@ struct ServeCommandTests {
             ("/pages?tag=a&tag=b", 400, "query parameter 'tag' is given twice"),
             ("/pages?cursor=a&cursor=b", 400, "more than one cursor"),
             ("/pages?tag=" + String(repeating: "x", count: 20_000), 400, "the query is longer than 16 KiB"),
+            // Were served as other values: "ab" (cut at the NUL) and U+FFFD.
+            ("/pages?tag=ab%00cd", 400, "a query name or value holds a NUL byte (%00)"),
+            ("/pages?tag=%ff", 400, "a query name or value is not valid UTF-8"),
+            ("/pages?%ff=1", 400, "a query name or value is not valid UTF-8"),
             ("/nothing", 404, "no such route"),
         ]
         for (target, status, message) in cases {
