@@ -157,16 +157,6 @@ enum JSONScalar: Equatable {
         default: nil
         }
     }
-
-    /// As a flag: true, a non-zero number, or the string "true".
-    var isTrue: Bool {
-        switch self {
-        case .bool(let flag): flag
-        case .number(let text): Double(text).map { $0 != 0 } ?? false
-        case .string(let text): text.lowercased() == "true"
-        default: false
-        }
-    }
 }
 
 /// Copies the valid JSON `bytes` into `out` (at least as large) without whitespace outside

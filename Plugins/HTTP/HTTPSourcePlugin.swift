@@ -389,13 +389,27 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
     }
 
+    /// What a has_more flag says: true or false (also as 1 or 0, or as a string, and null as
+    /// false). Missing, or anything else, is a malformed body: it ended paging without a word,
+    /// as a typo in the pointer would.
+    private static func more(_ value: UnsafeBufferPointer<UInt8>?, at pointer: JSONPointer, url: String) throws(PluginFailure) -> Bool {
+        guard let value else { throw .internal("malformed body from \(url): the has_more pointer \(pointer) does not resolve") }
+        switch JSONScalar(value) {
+        case .bool(let flag): return flag
+        case .null: return false
+        case .number(let text) where text == "0" || text == "1": return text == "1"
+        case .string(let text) where ["true", "false"].contains(text.lowercased()): return text.lowercased() == "true"
+        default: throw .internal("malformed body from \(url): has_more at \(pointer) is \(ResponseParsing.kind(of: value)), not true or false")
+        }
+    }
+
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
     /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
     private func pageKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         var page = try paginationKeys(scan, response, target, url: url)
         let count = scan.itemCount
         var last = count == 0
-        if let slot = slots.hasMore, !(scan.value(slot).map { JSONScalar($0).isTrue } ?? false) { last = true }
+        if let slot = slots.hasMore, let pointer = config.stop.hasMore, try !Self.more(scan.value(slot), at: pointer, url: url) { last = true }
         let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
             ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingSpaces) } }
         if let total {

@@ -488,4 +488,19 @@ struct HostileServerTests {
         #expect(try await load(owner: "octo", q: "..").values.count == 2)
         #expect(try await server.seen().allSatisfy { ($0["path"] as? String)?.hasPrefix("/repos/") == true })
     }
+
+    /// A has_more flag that is missing or not a flag fails the page naming the pointer (it ended
+    /// paging with exit 0, as a typo in the pointer would); 1 and 0, and null, are flags.
+    @Test func aHasMoreFlagThatIsNoFlag_failsThePage() async throws {
+        defer { server.stop() }
+        func config(_ scenario: String) -> String {
+            #"{"url": "\#(server.baseURL)/has-more?case=\#(scenario)&page={key}", "items": "/items", "pagination": {"type": "page", "has_more": "/has_more"}}"#
+        }
+        let missing = try await refreshError(config("missing"))
+        #expect(missing.message.contains(#"the has_more pointer "/has_more" does not resolve"#), "\(missing.message)")
+        let yes = try await refreshError(config("yes"))
+        #expect(yes.message.contains(#"has_more at "/has_more" is the string "yes", not true or false"#), "\(yes.message)")
+        #expect(try ids(try await pageToEnd(try makeSource(config("numbers")), pageSize: 1).output.values) == [1, 2])
+        #expect(try ids(try await pageToEnd(try makeSource(config("null")), pageSize: 1).output.values) == [1])
+    }
 }
