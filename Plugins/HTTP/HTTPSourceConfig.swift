@@ -4,6 +4,7 @@
 // The reference of every key is in the README ("Shipped plugins"); HTTPSourceOptions.swift
 // holds the options beyond URL, items and pagination.
 import FoundationEssentials
+import Glibc
 import CPaging
 import PagingPluginKit
 
@@ -556,11 +557,18 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
         let name = String(rest[start.upperBound..<end])
         if name.hasPrefix("file:") {
             let path = String(name.dropFirst(5))
-            guard let data = FileManager.default.contents(atPath: path), var value = String(data: data, encoding: .utf8) else {
-                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\" (${file:PATH} reads a UTF-8 file)")
+            // A secret is short: a big file (or /dev/zero behind a link) is no secret file.
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 64 << 10,
+                  let data = FileManager.default.contents(atPath: path), var value = String(data: data, encoding: .utf8) else {
+                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)")
             }
             while let last = value.last, last == "\n" || last == "\r" { value.removeLast() }
             guard !value.isEmpty else { throw .invalidConfig("\(key): the secret file \"\(path)\" is empty") }
+            // A NUL would cut the value short where it meets C; other control bytes have no place in a header.
+            guard !value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else {
+                throw .invalidConfig("\(key): the secret file \"\(path)\" holds a control character (only a final line break is dropped)")
+            }
             secrets.append(value)
             out += value
             rest = rest[rest.index(after: end)...]

@@ -540,6 +540,18 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "max_header_bytes": 1000000}"#)
             .hasPrefix("max_header_bytes: expected an integer number of bytes, at least 1024 and at most 262144"))
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "api_key", "in": "query", "name": "api key", "value": "k"}}"#) == "created")
+        // A secret file of 100 MB took 20 s and 534 MB; a NUL cut the credential short.
+        let folder = NSTemporaryDirectory() + "http-secrets-\(UUID().uuidString)"
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        FileManager.default.createFile(atPath: folder + "/big", contents: Data(repeating: 0x61, count: 100_000))
+        FileManager.default.createFile(atPath: folder + "/nul", contents: Data("abcd\u{0}efgh\n".utf8))
+        for file in [folder + "/big", "/dev/zero"] {
+            #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(file)}"}}"#)
+                .hasPrefix("auth.token: cannot read the secret file \"\(file)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)"))
+        }
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/nul}"}}"#)
+            .hasPrefix("auth.token: the secret file \"\(folder)/nul\" holds a control character"))
     }
 
     /// Secrets of the `url` in its host, and a secret too short to redact: Link pagination
