@@ -192,10 +192,12 @@ struct HTTPSourceConfig: Sendable {
     /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
     var warnings: [String] = []
     /// Values that came from the environment or a file, longest first: redacted from every
-    /// message (those of at least ``shortestRedacted`` bytes), never sent to other hosts.
+    /// message (those of at least ``shortestRedacted`` bytes); a default header holding one
+    /// goes to trusted hosts only.
     var secrets: [String] = []
     /// The secrets redacted from messages (those of at least ``shortestRedacted`` bytes),
-    /// longest first, found however a server wrote them back (``EncodedSecret``).
+    /// longest first (so that a secret holding another is replaced whole), found however a
+    /// server wrote them back (``EncodedSecret``).
     private(set) var redactable: [EncodedSecret] = []
     /// Shorter secrets are not redacted: replacing every "a" or "42" would garble every message
     /// (a warning says so).
@@ -309,7 +311,7 @@ struct HTTPSourceConfig: Sendable {
     func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
         guard !body.isEmpty else { return "(empty body)" }
         // Every secret that starts within the limit ends within the window, however written.
-        let window = limit + (redactable.first?.bytes.count ?? 0) * EncodedSecret.longestEncoding
+        let window = limit + (redactable.map(\.bytes.count).max() ?? 0) * EncodedSecret.longestEncoding
         var text = redact(String(decoding: UnsafeBufferPointer(rebasing: body.prefix(window)), as: UTF8.self))
         if body.count > window {
             // A secret cut by the window's end, which redaction moved closer to the limit.
