@@ -86,6 +86,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             completion.fail(PluginFailure(error.status, config.redact(error.message)))
             return
         }
+        // A key the chain already reached in this direction (its page linked back): the cycle.
+        if let refusal = chains.withLock({ $0.refusal(of: target.chainKey, kind: request.kind) }) {
+            completion.fail(PluginFailure(refusal.status, config.redact(refusal.message)))
+            return
+        }
         guard fetches.register(completion) else {
             completion.fail(PluginFailure(PAGING_ERR_CANCELLED, "the http source was destroyed"))
             return
@@ -355,21 +360,13 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         let chainKey = exchange.target.chainKey, kind = exchange.kind
-        let cycle = chains.withLock { chains -> PluginFailure? in
-            do throws(PluginFailure) {
-                try chains.check(keys, of: chainKey, kind: kind, url: url)
-                return nil
-            } catch {
-                return error
-            }
-        }
-        if let cycle {
-            fail(exchange, cycle)
-            return
+        let nextGoesRound = chains.withLock { chains in
+            chains.record(keys, of: chainKey, kind: kind, url: url)
+            return keys.nextKey.map { chains.refusal(of: String(decoding: $0, as: UTF8.self), kind: .append) != nil } ?? false
         }
         // After an append the caller is paging on: the next append is likely (after a refresh
         // it may be the only page wanted, and a request ahead would be spent for nothing).
-        if config.prefetch, kind == .append, !keys.isLast, let next = keys.nextKey {
+        if config.prefetch, kind == .append, !keys.isLast, !nextGoesRound, let next = keys.nextKey {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
@@ -488,35 +485,51 @@ final class HTTPSourcePlugin: SourcePlugin {
 }
 
 /// The keys loaded in each direction since the last refresh, each with the key of the page
-/// whose link led to it: a page whose next (or prev) key was already reached another way is a
-/// cycle (A -> B -> A), however long, and fails instead of paging forever.
+/// whose link led to it. A link to a key already reached in its direction (A -> B -> A, however
+/// long, or a page to itself) stays on its page, whose items are new, and the load of that key
+/// in that direction fails instead of paging forever.
 struct KeyChains {
     private var after: [String: String] = [:]
     private var before: [String: String] = [:]
+    /// Keys whose load in a direction would go round again, and why.
+    private var repeatsAfter: [String: String] = [:]
+    private var repeatsBefore: [String: String] = [:]
     private static let root = "\u{0}refresh"
 
     mutating func reset(at key: String) {
+        self = KeyChains()
         after = [key: Self.root]
         before = [key: Self.root]
     }
 
-    mutating func check(_ page: PageContent, of key: String, kind: PagingPluginRequest.Kind, url: String) throws(PluginFailure) {
+    /// Records the links of the page of `key`, loaded as `kind` from `url`.
+    mutating func record(_ page: PageContent, of key: String, kind: PagingPluginRequest.Kind, url: String) {
         if kind != .prepend, let next = page.nextKey.map({ String(decoding: $0, as: UTF8.self) }) {
-            try Self.link(&after, from: key, to: next, direction: "next", url: url)
+            Self.link(&after, &repeatsAfter, from: key, to: next, direction: "next", url: url)
         }
         if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
-            try Self.link(&before, from: key, to: prev, direction: "previous", url: url)
+            Self.link(&before, &repeatsBefore, from: key, to: prev, direction: "previous", url: url)
         }
     }
 
-    private static func link(_ map: inout [String: String], from key: String, to target: String, direction: String, url: String) throws(PluginFailure) {
+    /// Why loading `key` as `kind` would go round the chain again, if it would.
+    func refusal(of key: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
+        switch kind {
+        case .append: repeatsAfter[key].map { .invalidRequest($0) }
+        case .prepend: repeatsBefore[key].map { .invalidRequest($0) }
+        case .refresh: nil
+        }
+    }
+
+    private static func link(_ map: inout [String: String], _ repeats: inout [String: String], from key: String, to target: String,
+                             direction: String, url: String) {
         if target == key {
-            throw .invalidRequest("pagination cycle at \(url): the \(direction) key \"\(target)\" is the page itself")
+            repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" is the page itself"
+        } else if let parent = map[target], parent != key {
+            repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh"
+        } else {
+            map[target] = key
         }
-        if let parent = map[target], parent != key {
-            throw .invalidRequest("pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh")
-        }
-        map[target] = key
     }
 }
 

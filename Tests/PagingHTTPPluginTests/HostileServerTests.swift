@@ -219,8 +219,10 @@ struct HostileServerTests {
         #expect(try await server.seen().count == 1)
     }
 
+    /// The page whose link goes round keeps its items (page 3 of 1 -> 2 -> 3 -> 2 was dropped
+    /// with the error); the load of the repeated key fails, and it is not fetched ahead.
     @Test(arguments: [
-        (#""pagination": {"type": "link"}"#, "/link-cycle?page=1", [10, 11, 20, 21]),
+        (#""pagination": {"type": "link"}"#, "/link-cycle?page=1", [10, 11, 20, 21, 30, 31]),
         (#""pagination": {"type": "cursor", "next": "/next"}"#, "/cursor-cycle?c={key}", nil),
     ] as [(String, String, [Int]?)])
     func aCycleLongerThanOneStep_failsInsteadOfRepeating(_ pagination: String, _ path: String, _ expectedIDs: [Int]?) async throws {
@@ -502,5 +504,20 @@ struct HostileServerTests {
         #expect(yes.message.contains(#"has_more at "/has_more" is the string "yes", not true or false"#), "\(yes.message)")
         #expect(try ids(try await pageToEnd(try makeSource(config("numbers")), pageSize: 1).output.values) == [1, 2])
         #expect(try ids(try await pageToEnd(try makeSource(config("null")), pageSize: 1).output.values) == [1])
+    }
+
+    /// A first page whose previous link is itself loads (the refresh failed, printing nothing);
+    /// the prepend of it fails as a cycle.
+    @Test func aPageLinkingBackToItself_loads_andThePrependFails() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/self-prev", "items": "/items", "pagination": {"type": "link"}}"#)
+        let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 2))
+        await manager.refresh().value
+        #expect(try ids(manager.output.values) == [10, 11])
+        await manager.prepend().value
+        let error = try #require(manager.output.prependState.error as? PluginError)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("pagination cycle at \(server.baseURL)/self-prev: the previous key \"\(server.baseURL)/self-prev\" is the page itself"), "\(error.message)")
+        #expect(try await server.seen().count == 1)
     }
 }

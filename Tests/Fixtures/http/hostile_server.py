@@ -63,6 +63,7 @@ Paths (query strings are ignored unless said):
   /redirect-key        302 to /items?page=1&api_key=<the query's api_key, in lower case hex>
   /redirect-key-other  the same, to http://localhost:PORT/items (another host name)
   /repos/...           items (any path under /repos)
+  /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
                        "numbers" (1 on page 1, 0 on page 2), "null"
 
@@ -249,6 +250,8 @@ class Handler(loopback.Handler):
                 self.send(302, headers=[("Location", f"{host}/items?page=1&api_key={lower}")])
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
+        elif path == "/self-prev":
+            self.send(200, items_body(1), headers=[("Link", '</self-prev>; rel="first prev"')])
         elif path == "/has-more":
             flag = {"missing": None, "yes": '"yes"', "numbers": "1" if page == 1 else "0", "null": "null"}[query.get("case", "")]
             body = '{"items": [{"id": ' + str(page) + '}]' + ('' if flag is None else ', "has_more": ' + flag) + '}'
