@@ -952,6 +952,10 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
 
     rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc != SQLITE_OK) return sqls_fail_db(st, config, path, "cannot open the database");
+    /* SQLite opens a file it cannot write read-only, without a word: every page would then
+     * fail to be stored. */
+    if (sqlite3_db_readonly(st->db, "main") == 1)
+        return sqls_fail_db_with(st, config, path, "cannot write to it", "the file is read-only to this process");
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, (int)busy);
     if (!sqls_check_is_store(st, config, path)) return NULL;

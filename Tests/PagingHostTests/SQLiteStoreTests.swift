@@ -249,6 +249,28 @@ struct SQLiteStoreTests {
         }
         #expect(!FileManager.default.fileExists(atPath: "/dev/zero-journal"))
     }
+
+    /// SQLite opens a file it cannot write read-only without a word: `pager validate` called the
+    /// store healthy, and `run` then failed to store every page. Run as a user who cannot write
+    /// the file (nobody, when the tests run as root).
+    @Test func aDatabaseItCannotWrite_isRefusedAtCreate() async throws {
+        let folder = scratchFolder()
+        #expect(chmod(folder, 0o755) == 0)
+        let db = folder + "/ro.db"
+        try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(config: .object([("path", .string(db))]), sink: log.sink).destroy()
+        #expect(chmod(db, 0o444) == 0)
+        writeJSONLines(count: 5, to: folder + "/data.jsonl")
+        let manifest = folder + "/m.json"
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "interceptors": [{"plugin": "sqlite-store", "config": {"path": "ro.db"}}], "page_size": 5}"#
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        #expect(chmod(manifest, 0o644) == 0 && chmod(folder + "/data.jsonl", 0o644) == 0)
+        let pager = productsFolder + "/pager"
+        let result = getuid() == 0
+            ? try await run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", pager, "validate", manifest])
+            : try await run(pager, ["validate", manifest])
+        #expect(result.code == 2, "\(result.stdout) \(result.stderr)")
+        #expect(result.stderr.contains("sqlite-store: config `path` '\(db)': cannot write to it: the file is read-only to this process"), "\(result.stderr)")
+    }
 }
 
 /// Another process making a SQLite file in WAL mode look as if it were recovering its WAL index,
