@@ -368,10 +368,15 @@ struct HTTPSourceConfig: Sendable {
             for entry in list {
                 // Read as the authority of a URL: "host", "host:port", "[::1]", "[::1]:8443".
                 guard !entry.isEmpty, !entry.contains(where: { "/?#@ ".contains($0) }), let parts = URLParts("http://" + entry),
-                      parts.port?.isEmpty != true, let port = parts.effectivePort else {
+                      parts.port?.isEmpty != true, let port = parts.effectivePort, Self.isHostName(parts.host) else {
                     throw .invalidConfig("allowed_hosts: \"\(entry)\" is not a host name or host:port (no scheme or path)")
                 }
-                allowedHosts.insert(parts.port == nil ? parts.host : "\(parts.host):\(port)")
+                let allowed = parts.port == nil ? parts.host : "\(parts.host):\(port)"
+                // Read back as written, or it names no host a URL could have ("*", "::1", "h:1:2").
+                guard allowed == entry.lowercased() else {
+                    throw .invalidConfig("allowed_hosts: \"\(entry)\" is not a host name or host:port (an IPv6 address goes in brackets: \"[::1]\"; no wildcards)")
+                }
+                allowedHosts.insert(allowed)
             }
         }
 
@@ -452,6 +457,14 @@ struct HTTPSourceConfig: Sendable {
             ["user-agent", "accept"].contains(header.name.lowercased()) && !secretList.contains { header.value.contains($0) }
         }
             .map { "\($0.name): \($0.value)" }
+    }
+
+    /// A DNS name or an IPv4 address (letters, digits, "-" and "."), or an IPv6 address in brackets.
+    private static func isHostName(_ host: String) -> Bool {
+        if host.hasPrefix("[") {
+            return host.count > 2 && host.hasSuffix("]") && host.dropFirst().dropLast().allSatisfy { $0.isHexDigit || $0 == ":" || $0 == "." }
+        }
+        return !host.isEmpty && host.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == ".") }
     }
 
     private static func byteLimit(_ value: ConfigValue?, key: String, default fallback: Int, max: Int = .max) throws(PluginFailure) -> Int {

@@ -107,6 +107,10 @@ extension HTTPSourceConfig {
             guard let list = value.strings, !list.isEmpty, !list.contains("") else {
                 throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(value)")
             }
+            // Each would be written: an item with a member twice.
+            if let twice = list.enumerated().first(where: { list[..<$0.offset].contains($0.element) })?.element {
+                throw .invalidConfig("fields: \"\(twice)\" is listed twice")
+            }
             fields = list
         }
         if let value = root["auth"] {

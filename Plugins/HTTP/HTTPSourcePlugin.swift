@@ -711,7 +711,8 @@ extension HTTPSourceConfig {
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
         case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
-        case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) (a private certificate authority needs ca_file)")
+        case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) "
+                                       + (caFile == nil ? "(a private certificate authority needs ca_file)" : "(ca_file's authorities do not vouch for it)"))
         case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")
         default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
         }

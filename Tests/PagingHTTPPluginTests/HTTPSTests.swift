@@ -112,7 +112,13 @@ struct HTTPSTests {
             let url = "\(tls.baseURL)/items?page=1"
             let error = try #require(await loadError(try makeSource(config(url, caFile: false))) as? PluginError)
             #expect(error.status == .invalidConfig, "\(error)")
-            #expect(error.message.contains("certificate is not trusted fetching \(url)") && error.message.contains("ca_file"), "\(error.message)")
+            #expect(error.message.contains("certificate is not trusted fetching \(url)") && error.message.contains("(a private certificate authority needs ca_file)"),
+                    "\(error.message)")
+            // With a ca_file that does not vouch for it (another certificate), the message does not ask for one.
+            let another = try await TestCertificate()
+            let other = try #require(await loadError(try makeSource(
+                #"{"url": "\#(url)", "items": "/items", "ca_file": "\#(another.certificate)"}"#)) as? PluginError)
+            #expect(other.message.contains("(ca_file's authorities do not vouch for it)"), "\(other.message)")
             #expect(try tls.seen().isEmpty, "the token must not reach a server that was not verified")
         }
     }

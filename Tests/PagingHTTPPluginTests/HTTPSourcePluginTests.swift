@@ -540,6 +540,7 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "max_header_bytes": 1000000}"#)
             .hasPrefix("max_header_bytes: expected an integer number of bytes, at least 1024 and at most 262144"))
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "api_key", "in": "query", "name": "api key", "value": "k"}}"#) == "created")
+        #expect(failure(#"{"url": "http://x/{key}", "fields": ["id", "name", "id"]}"#) == #"fields: "id" is listed twice"#)
         // A secret file of 100 MB took 20 s and 534 MB; a NUL cut the credential short.
         let folder = NSTemporaryDirectory() + "http-secrets-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

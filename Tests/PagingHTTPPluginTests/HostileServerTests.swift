@@ -95,14 +95,16 @@ struct HostileServerTests {
     }
 
     @Test func allowedHosts_refusesWhatIsNotAHostOrHostAndPort() throws {
-        for entry in ["http://a.example", "a.example/x", "a.example?x", "a.example:", "a.example:http", "a.example:70000", "user@a.example"] {
+        // The last four were accepted, and could never match a host.
+        for entry in ["http://a.example", "a.example/x", "a.example?x", "a.example:", "a.example:http", "a.example:70000", "user@a.example",
+                      "*", "::1", "127.0.0.1:18802:1", "[::1"] {
             let error = #expect(throws: (any Error).self, "\(entry)") {
                 try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["\#(entry)"]}"#)
             }
             let message = error.map { "\($0)" } ?? ""
             #expect(message.contains(#"allowed_hosts: "\#(entry)" is not a host name or host:port"#), "\(message)")
         }
-        _ = try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["a.example", "a.example:8443", "[::1]:8080"]}"#)
+        _ = try makeSource(#"{"url": "http://127.0.0.1:1/x?page={key}", "allowed_hosts": ["a.example", "A.Example:8443", "[::1]:8080", "[::1]", "10.0.0.1"]}"#)
     }
 
     // MARK: Every byte read is bounded
