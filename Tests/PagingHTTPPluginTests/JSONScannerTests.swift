@@ -15,7 +15,7 @@ private func scanError(_ json: String, _ pointers: [String] = [""], checkingItem
     scanResult(json, pointers, checkingItems: checkingItems).1
 }
 
-private typealias Found = (items: [String], hasSpace: [Bool], matches: [[String]], notArray: Bool)
+private typealias Found = (items: [String], hasSpace: [Bool], matches: [[String]], notArray: Bool, path: (problem: Int32, depth: Int, at: Int))
 
 private func scanResult(_ json: String, _ pointers: [String], checkingItems: Bool = true) -> (Found?, String?) {
     let body = Array(json.utf8)
@@ -39,7 +39,15 @@ private func scanResult(_ json: String, _ pointers: [String], checkingItems: Boo
     let items = (0..<result.item_count).map { text(result.items[$0]) }
     let hasSpace = (0..<result.item_count).map { result.item_has_space[$0] != 0 }
     let matches = (0..<pointers.count).map { index in (0..<result.match_counts[index]).map { text(result.matches[index]![$0]) } }
-    return ((items, hasSpace, matches, result.items_not_array != 0), nil)
+    return ((items, hasSpace, matches, result.items_not_array != 0,
+             (result.items_path_problem, result.items_path_depth, result.items_path_at)), nil)
+}
+
+/// Where the items pointer stops resolving in `json`: the problem, how many of its tokens
+/// resolved, and the byte offset of the value there; nil when it resolves.
+private func pathProblem(_ json: String, _ pointer: String) -> (Int32, Int, Int)? {
+    guard let path = scanResult(json, [pointer]).0?.path, path.problem != Int32(HJ_PATH_OK) else { return nil }
+    return (path.problem, path.depth, path.at)
 }
 
 private func withPointers<R>(_ tokens: [[UnsafePointer<CChar>?]], _ lengths: [[Int]], _ body: ([hj_pointer]) -> R) -> R {
@@ -205,5 +213,25 @@ struct JSONScannerTests {
         var out = [UInt8](repeating: 0, count: text.count)
         let written = hj_compact(text, text.count, &out)
         #expect(String(decoding: out[..<written], as: UTF8.self) == #"{"a b":[1,"x  y"]}"#)
+    }
+
+    /// The first place, in the text, where the items pointer stops resolving: a value that is not
+    /// the container its next token needs, an object or array without the member or index named,
+    /// or an end that is not an array. A "*" over an empty array resolves (to no items).
+    @Test func theItemsPointer_saysWhereItStopsResolving() {
+        let notContainer = Int32(HJ_PATH_NOT_CONTAINER), missing = Int32(HJ_PATH_MISSING), notArray = Int32(HJ_PATH_NOT_ARRAY)
+        #expect(pathProblem(#"{"a": [[1], [2]]}"#, "/a/*") == nil)
+        #expect(pathProblem(#"{"a": []}"#, "/a/*/b") == nil)
+        #expect(pathProblem(#"{"b": 1}"#, "/a") ?? (0, 0, 0) == (missing, 0, 0))
+        #expect(pathProblem(#"{"a": {}}"#, "/a/*") ?? (0, 0, 0) == (notContainer, 1, 6))
+        #expect(pathProblem(#"{"a": 5}"#, "/a") ?? (0, 0, 0) == (notArray, 1, 6))
+        #expect(pathProblem(#"{"a": 5}"#, "") ?? (0, 0, 0) == (notArray, 0, 0))
+        #expect(pathProblem(#"{"a": []}"#, "/a/0") ?? (0, 0, 0) == (missing, 1, 6))
+        #expect(pathProblem(#"{"a": [[1]]}"#, "/a/0") == nil)
+        #expect(pathProblem(#"{"a": [{"b": [1]}, {"c": 2}]}"#, "/a/*/b") ?? (0, 0, 0) == (missing, 2, 19))
+        #expect(pathProblem(#"{"a": [1, {"b": []}]}"#, "/a/*/b") ?? (0, 0, 0) == (notContainer, 2, 7))
+        #expect(pathProblem(#"{"a": [{"b": "x"}]}"#, "/a/*/b") ?? (0, 0, 0) == (notArray, 3, 13))
+        // An object may have a member "0": the token is then a name, not an index.
+        #expect(pathProblem(#"{"a": {"0": [1]}}"#, "/a/0") == nil)
     }
 }
