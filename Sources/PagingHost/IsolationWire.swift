@@ -187,8 +187,16 @@ struct WireSocket: Sendable {
         guard read(into: &header) else { return nil }
         let length = header.reversed().reduce(0) { $0 << 8 | Int($1) }
         guard length >= 9, length <= isolationMaxFrame else { return nil }
-        var body = [UInt8](repeating: 0, count: length)
-        guard read(into: &body) else { return nil }
+        // Grown as the bytes come (64 KiB at a time): a child that announces a gigabyte and
+        // sends nothing made the host allocate the gigabyte.
+        var body: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: min(length, 1 << 16))
+        while body.count < length {
+            let count = min(chunk.count, length - body.count)
+            if count < chunk.count { chunk = [UInt8](repeating: 0, count: count) }
+            guard read(into: &chunk) else { return nil }
+            body += chunk
+        }
         return body
     }
 

@@ -265,6 +265,28 @@ struct IsolationTests {
             "\(error)".contains("$.source (plugin") && "\(error)".contains("absent")
         }
     }
+
+    /// A child that announces a frame of 1 GiB and sends nothing more: the host reads it as the
+    /// bytes come, so `pager run` stays small (it allocated the whole gigabyte at once: a peak of
+    /// 1,064,712 KB) and the load fails at its timeout.
+    @Test(.timeLimit(.minutes(1)))
+    func aChildAnnouncingAHugeFrame_costsTheHostNothing() async throws {
+        let folder = scratchFolder()
+        let manifest = folder + "/m.json"
+        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
+             + #""page_size": 10, "timeout_ms": 1000}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+        // The peak resident size of `pager run`, as its parent's rusage of its children says.
+        let script = """
+            import resource, subprocess, sys
+            code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+            """
+        let result = try await run("/usr/bin/env", ["python3", "-c", script, pagerCommand, "run", manifest])
+        let fields = result.stdout.split(separator: " ").compactMap { Int($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        try #require(fields.count == 2, "\(result.stdout) \(result.stderr)")
+        #expect(fields[0] == 1, "pager run should fail its load (exit 1), not \(fields[0])")
+        #expect(fields[1] < 300 * 1024, "peak RSS \(fields[1]) KB")
+    }
 }
 
 /// The processes of `group` that are not zombies.

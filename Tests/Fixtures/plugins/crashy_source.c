@@ -8,9 +8,11 @@
  *   hang:          never completes a fetch, and never returns from it (true/false);
  *   hang_every N:  never returns from every Nth fetch (0: never);
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
- *   log_on_create: logs "created" (info) in create, before it returns (true/false).
+ *   log_on_create: logs "created" (info) in create, before it returns (true/false);
+ *   frame_bomb:    in fetch, writes to fd 3 (an isolated child's socket to the host) the header
+ *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
- * log_on_create.
+ * log_on_create, frame_bomb.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,6 +29,7 @@ typedef struct cs_source {
     long exit_every;
     int hang;
     long hang_every;
+    int frame_bomb;
     unsigned long fetches;
 } cs_source;
 
@@ -60,6 +63,11 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         *nowhere = 1;
     }
     if (s->exit_every > 0 && n % (unsigned long)s->exit_every == 0) exit(3);
+    if (s->frame_bomb) {
+        static const unsigned char header[4] = { 0xff, 0xff, 0xff, 0x3f };
+        if (write(3, header, sizeof header) != (ssize_t)sizeof header) exit(4);
+        return PAGING_OK;
+    }
     while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
@@ -86,6 +94,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
     s->hang_every = (long)host->config_int(config, "hang_every", 0);
+    s->frame_bomb = host->config_bool(config, "frame_bomb", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
