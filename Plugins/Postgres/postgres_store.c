@@ -49,10 +49,13 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include <libpq-fe.h>
 
@@ -131,29 +134,70 @@ static void pg_down(pg_state *st, const char *why)
     pstore_warn(st->host, &st->warn_down, msg);
 }
 
-/* Runs `sql` (no parameters) on the connection; returns 1 when it succeeded, else 0 with `why`. */
-static int pg_simple(PGconn *conn, const char *sql, char *why, size_t why_len)
+/* The result of `sql` (with `n` parameters; without, it may hold several statements), waited for
+ * at most `wait_ms`: statement_timeout is the server's to enforce, and a server (or proxy) that
+ * stops answering held the plugin's thread, and destroy() with it, for ever. NULL when the time
+ * ran out, with `why`; the connection is then shut (PQstatus says CONNECTION_BAD). */
+static PGresult *pg_query(PGconn *conn, int64_t wait_ms, const char *sql, int n, const Oid *types, const char *const *values,
+                          const int *lens, const int *formats, int binary_result, char *why, size_t why_len)
 {
-    PGresult *r = PQexec(conn, sql);
+    PGresult *last = NULL, *r;
+    int64_t deadline = pstore_now_ms() + wait_ms;
+    int sent = n > 0 ? PQsendQueryParams(conn, sql, n, types, values, lens, formats, binary_result) : PQsendQuery(conn, sql);
+    if (!sent) return NULL;
+    for (;;) {
+        struct pollfd wait;
+        int64_t left;
+        int rc;
+        while (!PQisBusy(conn)) {
+            if ((r = PQgetResult(conn)) == NULL) return last;
+            PQclear(last);
+            last = r;
+        }
+        left = deadline - pstore_now_ms();
+        if (left <= 0) break;
+        wait.fd = PQsocket(conn);
+        wait.events = POLLIN;
+        wait.revents = 0;
+        rc = poll(&wait, 1, (int)left);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc <= 0 || !PQconsumeInput(conn)) break;
+    }
+    PQclear(last);
+    if (PQstatus(conn) != CONNECTION_BAD) {
+        snprintf(why, why_len, "no answer within %lld ms", (long long)wait_ms);
+        shutdown(PQsocket(conn), SHUT_RDWR);
+        PQconsumeInput(conn);
+    } else {
+        pg_message(PQerrorMessage(conn), why, why_len);
+    }
+    return NULL;
+}
+
+/* Runs `sql` (no parameters) on the connection; returns 1 when it succeeded, else 0 with `why`. */
+static int pg_simple(PGconn *conn, int64_t wait_ms, const char *sql, char *why, size_t why_len)
+{
+    PGresult *r = pg_query(conn, wait_ms, sql, 0, NULL, NULL, NULL, NULL, 0, why, why_len);
     ExecStatusType status = PQresultStatus(r);
     int ok = status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
-    if (!ok) pg_message(PQerrorMessage(conn), why, why_len);
+    if (!ok && r != NULL) pg_message(PQerrorMessage(conn), why, why_len);
     PQclear(r);
     return ok;
 }
 
 /* Creates or checks the schema, in one transaction under an advisory lock. Returns 1 ready, 0
  * failed (`why`), -1 refused (`why`: another application's table, a newer version). */
-static int pg_setup_schema(PGconn *conn, char *why, size_t why_len)
+static int pg_setup_schema(PGconn *conn, int64_t wait_ms, char *why, size_t why_len)
 {
     PGresult *r;
     int has_meta, has_pages, result = 1;
     long long version;
-    if (!pg_simple(conn, "BEGIN", why, why_len)) return 0;
-    if (!pg_simple(conn, "SELECT pg_advisory_xact_lock(7231960551148)", why, why_len)) goto fail;
-    r = PQexec(conn, "SELECT to_regclass('paging_meta') IS NOT NULL, to_regclass('paging_pages') IS NOT NULL");
+    if (!pg_simple(conn, wait_ms, "BEGIN", why, why_len)) return 0;
+    if (!pg_simple(conn, wait_ms, "SELECT pg_advisory_xact_lock(7231960551148)", why, why_len)) goto fail;
+    r = pg_query(conn, wait_ms, "SELECT to_regclass('paging_meta') IS NOT NULL, to_regclass('paging_pages') IS NOT NULL",
+                 0, NULL, NULL, NULL, NULL, 0, why, why_len);
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        pg_message(PQerrorMessage(conn), why, why_len);
+        if (r != NULL) pg_message(PQerrorMessage(conn), why, why_len);
         PQclear(r);
         goto fail;
     }
@@ -166,12 +210,25 @@ static int pg_setup_schema(PGconn *conn, char *why, size_t why_len)
         result = -1;
         goto fail;
     }
-    if (!pg_simple(conn, pg_schema_sql, why, why_len)) goto fail;
-    r = PQexec(conn, "SELECT value FROM paging_meta WHERE name = 'schema_version'");
-    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        snprintf(why, why_len, "paging_meta has no schema_version row: another application's table (left unchanged)");
+    /* A paging_meta of another application is left as it is: its schema_version row is looked
+     * for before anything is written (the row inserted below made any table pass). */
+    if (has_meta) {
+        r = pg_query(conn, wait_ms, "SELECT value FROM paging_meta WHERE name = 'schema_version'", 0, NULL, NULL, NULL, NULL, 0,
+                     why, why_len);
+        if (r == NULL) goto fail;
+        if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+            snprintf(why, why_len, "paging_meta has no schema_version row: another application's table (left unchanged)");
+            PQclear(r);
+            result = -1;
+            goto fail;
+        }
         PQclear(r);
-        result = -1;
+    }
+    if (!pg_simple(conn, wait_ms, pg_schema_sql, why, why_len)) goto fail;
+    r = pg_query(conn, wait_ms, "SELECT value FROM paging_meta WHERE name = 'schema_version'", 0, NULL, NULL, NULL, NULL, 0, why, why_len);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        if (r != NULL) pg_message(PQerrorMessage(conn), why, why_len);
+        PQclear(r);
         goto fail;
     }
     version = atoll(PQgetvalue(r, 0, 0));
@@ -182,12 +239,12 @@ static int pg_setup_schema(PGconn *conn, char *why, size_t why_len)
         result = -1;
         goto fail;
     }
-    if (!pg_simple(conn, "COMMIT", why, why_len)) return 0;
+    if (!pg_simple(conn, wait_ms, "COMMIT", why, why_len)) return 0;
     return 1;
 fail:
     {
         char ignored[200];
-        pg_simple(conn, "ROLLBACK", ignored, sizeof ignored);
+        pg_simple(conn, wait_ms, "ROLLBACK", ignored, sizeof ignored);
     }
     return result == -1 ? -1 : 0;
 }
@@ -221,13 +278,13 @@ static int pg_connect(pg_state *st, int force)
     }
     PQsetNoticeProcessor(conn, pg_ignore_notice, NULL);
     snprintf(sql, sizeof sql, "SET statement_timeout = %lld", (long long)st->statement_timeout_ms);
-    if (!pg_simple(conn, sql, why, sizeof why)) {
+    if (!pg_simple(conn, st->statement_timeout_ms + 1000, sql, why, sizeof why)) {
         PQfinish(conn);
         pg_down(st, why);
         return 0;
     }
     if (st->schema == 0) {
-        schema = pg_setup_schema(conn, why, sizeof why);
+        schema = pg_setup_schema(conn, st->statement_timeout_ms + 1000, why, sizeof why);
         if (schema <= 0) {
             PQfinish(conn);
             if (schema < 0) {
@@ -264,9 +321,9 @@ static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n,
     for (attempt = 0; attempt < 2; attempt++) {
         PGresult *r;
         if (!pg_connect(st, attempt > 0)) return NULL;
-        r = PQexecParams(st->conn, sql, n, types, values, lens, formats, binary_result);
+        r = pg_query(st->conn, st->statement_timeout_ms + 1000, sql, n, types, values, lens, formats, binary_result, why, sizeof why);
         if (PQresultStatus(r) == expect) return r;
-        pg_message(PQerrorMessage(st->conn), why, sizeof why);
+        if (r != NULL) pg_message(PQerrorMessage(st->conn), why, sizeof why);
         PQclear(r);
         if (PQstatus(st->conn) != CONNECTION_BAD) {
             snprintf(msg, sizeof msg, "postgres-store: %s: %.600s", what, why);
@@ -612,10 +669,12 @@ static paging_interceptor_t *pg_fail(pg_state *st, const paging_config_t *config
     return NULL;
 }
 
-/* Whether the connection string may hold a password (a keyword or a URI's user:password@). */
+/* Whether the connection string may hold a password (a keyword or a URI's user:password@). A
+ * URI's parameters may be percent-encoded ("%70assword" is "password"): any "%" counts too. */
 static int pg_may_hold_password(const char *conninfo)
 {
     const char *at = strchr(conninfo, '@'), *scheme = strstr(conninfo, "://");
+    if (strchr(conninfo, '%') != NULL) return 1;
     char lower[16];
     size_t i, n = strlen(conninfo);
     for (i = 0; i + 8 <= n; i++) {

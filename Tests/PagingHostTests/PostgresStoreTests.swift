@@ -142,10 +142,12 @@ struct PostgresStoreTests {
         #expect(log.contains("PostgreSQL at 127.0.0.1:\(port)/x is unavailable"), "\(log.messages)")
         // A malformed string that holds the password: libpq's message (which quotes it) is withheld.
         var errors: [String] = []
-        for conninfo in ["host=127.0.0.1 password=\(secret) bogus", "postgresql://test:\(secret)@127.0.0.1:\(port)/x?nope=1"] {
+        // The third spells "password" percent-encoded, which libpq decodes (it was quoted).
+        for conninfo in ["host=127.0.0.1 password=\(secret) bogus", "postgresql://test:\(secret)@127.0.0.1:\(port)/x?nope=1",
+                         "postgresql://127.0.0.1:\(port)/x?user=test&%70assword=\(secret)%zz"] {
             do { _ = try store(conninfo) } catch { errors.append("\(error)") }
         }
-        #expect(errors.count == 2)
+        #expect(errors.count == 3)
         #expect(errors.allSatisfy { $0.contains("config `conninfo` is not a valid connection string") }, "\(errors)")
         #expect(!(log.messages + errors).contains { $0.contains(secret) }, "\(log.messages) \(errors)")
     }
@@ -158,6 +160,37 @@ struct PostgresStoreTests {
         #expect { _ = try store(postgres.conninfo(database: "other")) } throws: { "\($0)".contains("the database's tables are not a postgres-store's") }
         #expect(try await postgres.psql("SELECT id FROM paging_pages", database: "other") == "7")
         #expect(try await postgres.psql("SELECT to_regclass('paging_meta') IS NULL", database: "other") == "t")
+        // Another application's paging_meta, without a schema_version row: refused, left as it
+        // was (the row was inserted before it was looked for, and paging_pages created).
+        try await postgres.psql("CREATE DATABASE meta")
+        try await postgres.psql("CREATE TABLE paging_meta (name text PRIMARY KEY, value bigint NOT NULL); INSERT INTO paging_meta VALUES ('app', 3)",
+                                database: "meta")
+        #expect { _ = try store(postgres.conninfo(database: "meta")) } throws: { "\($0)".contains("the database's tables are not a postgres-store's") }
+        #expect(try await postgres.psql("SELECT count(*) FROM paging_meta", database: "meta") == "1")
+        #expect(try await postgres.psql("SELECT to_regclass('paging_pages') IS NULL", database: "meta") == "t")
+    }
+
+    /// A server that stops answering (here: stopped with SIGSTOP) fails no load and holds no
+    /// thread: each statement's answer is waited for statement_timeout_ms and a second more,
+    /// then the store counts as down and loads go on from the source. It made every load fail
+    /// and destroy() wait for ever (the process never exited).
+    @Test(.timeLimit(.minutes(1)))
+    func aServerThatStopsAnswering_failsNoLoad_andLetsGo() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, store) = try pipeline(postgres, upstream, [("statement_timeout_ms", .int(500)), ("retry_interval_ms", .int(60_000))])
+        _ = try await load(pager, "0")
+        try postgres.pause()
+        defer { try? postgres.resume() }
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(try await load(pager, "10") == items(10..<20))
+        #expect(try await load(pager, "20") == items(20..<30))
+        #expect(clock.now - start < .seconds(10))
+        // The statement got no answer within 1.5 s; the reconnection that followed timed out too.
+        #expect(log.contains("postgres-store: PostgreSQL at 127.0.0.1:\(postgres.port)/postgres is unavailable ("), "\(log.messages)")
+        store.destroy()
     }
 
     @Test func cacheFirst_withMaxAge0_loadsAgain_andBadConfigsAreRefused() async throws {

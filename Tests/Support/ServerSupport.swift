@@ -272,6 +272,33 @@ public final class PostgresServer: Sendable {
 
     /// Stops the server at once (SIGQUIT to the postmaster: an immediate shutdown) and waits for
     /// it. Safe to call twice.
+    /// The server's processes: the postmaster (its postmaster.pid) and its children, the backends.
+    private func serverProcesses() throws -> [pid_t] {
+        let text = try String(contentsOfFile: data + "/postmaster.pid", encoding: .utf8)
+        guard let postmaster = pid_t(text.split(separator: "\n").first ?? "") else { throw ServerStartError(server: "PostgreSQL", reason: "no postmaster pid in \(data)/postmaster.pid") }
+        var pids = [postmaster]
+        for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+            guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { continue }
+            // pid (comm) state ppid ...
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            if fields.count > 1, pid_t(fields[1]) == postmaster { pids.append(pid) }
+        }
+        return pids
+    }
+
+    /// Stops every process of the server (SIGSTOP): it then answers nothing, connections stay open.
+    public func pause() throws {
+        for pid in try serverProcesses() { kill(pid, SIGSTOP) }
+    }
+
+    /// Lets a paused server go on (SIGCONT), and the wrapper that started it as the server's
+    /// user (runuser stops itself when its child stops).
+    public func resume() throws {
+        for pid in try serverProcesses() { kill(pid, SIGCONT) }
+        if let wrapper = process.withLock({ $0?.processIdentifier }) { kill(wrapper, SIGCONT) }
+    }
+
     public func stop() {
         let process = self.process.withLock { process in
             defer { process = nil }
