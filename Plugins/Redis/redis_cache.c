@@ -137,6 +137,19 @@ static const char rc_release_script[] =
 /* ---- connection ------------------------------------------------------------------------ */
 
 /* Marks Redis unavailable for retry_interval_ms and warns (once a minute). [under conn_lock] */
+/* `text` with each occurrence of the password replaced, in place, by "***": a server may quote
+ * what it was sent (a hostile or odd one echoes AUTH's argument in its error). */
+static void rc_hide_password(const rc_state *st, char *text)
+{
+    size_t n = st->password != NULL ? strlen(st->password) : 0;
+    char *at;
+    if (n < 3) return;
+    while ((at = strstr(text, st->password)) != NULL) {
+        memcpy(at, "***", 3);
+        memmove(at + 3, at + n, strlen(at + n) + 1);
+    }
+}
+
 static void rc_down(rc_state *st, const char *why)
 {
     char msg[1000];
@@ -148,6 +161,7 @@ static void rc_down(rc_state *st, const char *why)
     st->was_down = 1;
     snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s is unavailable (%.400s); loads go on without it "
              "until it is back (this warning at most once a minute)", st->address, why);
+    rc_hide_password(st, msg);
     pstore_warn(st->host, &st->warn_down, msg);
 }
 
@@ -359,6 +373,7 @@ static void rc_warn_bad(rc_state *st, const char *what, const char *detail)
 {
     char msg[1000];
     snprintf(msg, sizeof msg, "redis-cache: %.400s%s%.400s", what, detail != NULL ? ": " : "", detail != NULL ? detail : "");
+    rc_hide_password(st, msg);
     pstore_warn(st->host, &st->warn_bad, msg);
 }
 
@@ -716,7 +731,12 @@ static void rc_clear_namespace(rc_state *st)
     char cursor[32] = "0", *pattern;
     const char *argv[6];
     size_t lens[6];
-    int rounds = 0;
+    /* A SCAN whose cursor never comes back to 0 (a hostile server; a keyspace too big to walk
+     * in time) must not hold the hard refresh, and the process, for ever: after ten command
+     * timeouts the clearing stops; what is left expires with its TTL. */
+    int64_t command_ms = (int64_t)st->command_timeout.tv_sec * 1000 + st->command_timeout.tv_usec / 1000;
+    int64_t deadline = pstore_now_ms() + 10 * command_ms, deleted = 0;
+    char msg[600];
     pattern = (char *)malloc(st->page_prefix_len + 2);
     if (pattern == NULL) return;
     memcpy(pattern, st->page_prefix, st->page_prefix_len);
@@ -754,15 +774,21 @@ static void rc_clear_namespace(rc_state *st)
                     key_lens[i + 1] = k->type == REDIS_REPLY_STRING ? k->len : 0;
                 }
                 u = rc_command(st, (int)n + 1, keys, key_lens);
+                if (u != NULL && u->type == REDIS_REPLY_INTEGER) deleted += u->integer;
                 if (u != NULL) freeReplyObject(u);
             }
             free(keys);
             free(key_lens);
         }
         freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && ++rounds < 10000000);
+    } while (strcmp(cursor, "0") != 0 && pstore_now_ms() < deadline);
     pthread_mutex_unlock(&st->conn_lock);
     free(pattern);
+    if (strcmp(cursor, "0") != 0 && pstore_now_ms() >= deadline) {
+        snprintf(msg, sizeof msg, "redis-cache: hard refresh: the namespace's keys were not all found within %lld ms "
+                 "(%lld deleted); the rest expire with their TTL", (long long)(10 * command_ms), (long long)deleted);
+        st->host->log(st->host, PAGING_LOG_WARNING, msg);
+    }
 }
 
 /* The plugin's thread: a queued job. */
@@ -932,6 +958,7 @@ static paging_status_t rc_health(void *self)
         snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s does not answer PING%s%.100s", st->address,
                  r != NULL && r->type == REDIS_REPLY_ERROR ? ": " : "",
                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "");
+        rc_hide_password(st, msg);
         st->host->log(st->host, PAGING_LOG_ERROR, msg);
     }
     if (r != NULL) freeReplyObject(r);

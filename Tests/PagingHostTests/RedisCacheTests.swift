@@ -324,4 +324,33 @@ struct RedisCacheTests {
         let bytes = try #require(sent.max(), "the connection was never closed")
         #expect(bytes < 16 << 20, "the client read on: \(bytes) bytes were sent before it hung up")
     }
+
+    /// Found by a hostile probe (Tests/Fixtures/redis/odd_redis.py): a server that quotes the
+    /// password in its AUTH refusal got it into the log; one whose SCAN never ends held a hard
+    /// refresh (and the process) until ten million SCANs had gone by.
+    @Test func anOddRedis_neverGetsThePasswordIntoALine_norHoldsAHardRefresh() async throws {
+        let secret = "Hunter2-\(UInt32.random(in: 0...UInt32.max))"
+        setenv("REDIS_TEST_ODD_PASSWORD", secret, 1)
+        let echo = try FixtureServer("redis/odd_redis.py", arguments: ["auth-echo"])
+        defer { echo.stop() }
+        let upstream = CountingPluginSource()
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("127.0.0.1:\(echo.port)")), ("password_env", .string("REDIS_TEST_ODD_PASSWORD"))]),
+            sink: log.sink)
+        #expect(try await load(PluginPager(source: upstream, interceptors: [cache]), "0") == items(0..<10))
+        #expect(log.contains("AUTH refused: WRONGPASS invalid password ***"), "\(log.messages)")
+        #expect(!log.messages.contains { $0.contains(secret) }, "\(log.messages)")
+
+        let scan = try FixtureServer("redis/odd_redis.py", arguments: ["scan-forever"])
+        defer { scan.stop() }
+        let walker = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("127.0.0.1:\(scan.port)")), ("command_timeout_ms", .int(100))]), sink: log.sink)
+        let pager = PluginPager(source: upstream, interceptors: [walker])
+        let clock = ContinuousClock()
+        let start = clock.now
+        let hard = pager.request(.refresh, key: "0", params: params(pageSize: 10, userInfo: [PagingUserInfoKey.hardRefresh: "true"]))
+        #expect(try await pager.load(hard).values.texts == items(0..<10))
+        #expect(clock.now - start < .seconds(10))
+        #expect(log.contains("hard refresh: the namespace's keys were not all found within 1000 ms"), "\(log.messages)")
+    }
 }
