@@ -414,7 +414,9 @@ static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_inte
         sqls_count(st, "misses");
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     }
-    fresh = st->max_age_ms < 0 || sqls_now_ms() - found->stored_at <= st->max_age_ms;
+    /* Fresh while younger than max_age; with 0, never: a page read in the millisecond it was
+     * stored, or stored by a clock ahead of this one, was. */
+    fresh = st->max_age_ms < 0 || (st->max_age_ms > 0 && sqls_now_ms() - found->stored_at < st->max_age_ms);
     sqls_count(st, fresh ? "hits" : "stale_hits");
     if (st->policy == SQLS_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
 

@@ -53,7 +53,10 @@ int pstore_page_is_whole(const pstore_page *page, uint32_t page_size)
 
 int pstore_page_is_fresh(const pstore_freshness *freshness, const pstore_page *page)
 {
-    return freshness->max_age_ms < 0 || pstore_now_ms() - page->stored_at_ms <= freshness->max_age_ms;
+    /* Fresh while younger than max_age; with 0, never: a page read in the millisecond it was
+     * stored, or stored by a host whose clock is ahead, was. */
+    return freshness->max_age_ms < 0
+        || (freshness->max_age_ms > 0 && pstore_now_ms() - page->stored_at_ms < freshness->max_age_ms);
 }
 
 int pstore_put_page(const paging_host_t *host, const char *plugin, const pstore_page *page,

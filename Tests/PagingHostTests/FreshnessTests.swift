@@ -98,6 +98,22 @@ struct FreshnessTests {
         #expect(versions(next.stdout) == [#"{"v":2"#], "the fresh page was stored")
     }
 
+    /// max_age_seconds 0 means every stored page is stale: one stored by a host whose clock is
+    /// an hour ahead (or read in the millisecond it was stored) counted as fresh.
+    @Test func maxAge0_makesEveryStoredPageStale_evenOneFromAClockAhead() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        let path = try manifest(upstream, #", "policy": "cache-first", "max_age_seconds": 0"#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        let database = URL(fileURLWithPath: path).deletingLastPathComponent().path + "/store.db"
+        let script = "import sqlite3, sys\ndb = sqlite3.connect(sys.argv[1])\ndb.execute('UPDATE pages SET stored_at = stored_at + 3600000')\ndb.commit()\n"
+        let moved = try await run("/usr/bin/env", ["python3", "-c", script, database])
+        #expect(moved.code == 0, "\(moved.stderr)")
+        upstream.set(version: 2, failing: false)
+        #expect(versions(try await run(pager, ["run", path]).stdout) == [#"{"v":2"#], "the stored page was loaded again")
+        #expect(upstream.server.requestCount == 2)
+    }
+
     @Test func badPolicies_areRefusedNamingTheKey() async throws {
         let upstream = try Upstream()
         defer { upstream.server.stop() }
