@@ -86,8 +86,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             completion.fail(PluginFailure(error.status, config.redact(error.message)))
             return
         }
-        // A key the chain already reached in this direction (its page linked back): the cycle.
-        if let refusal = chains.withLock({ $0.refusal(of: target.chainKey, kind: request.kind) }) {
+        // A refresh starts the chains again; a key the chain already reached in this direction
+        // (its page linked back) is the cycle.
+        if let refusal = chains.withLock({ $0.begin(target.chainKey, kind: request.kind) }) {
             completion.fail(PluginFailure(refusal.status, config.redact(refusal.message)))
             return
         }
@@ -95,7 +96,6 @@ final class HTTPSourcePlugin: SourcePlugin {
             completion.fail(PluginFailure(PAGING_ERR_CANCELLED, "the http source was destroyed"))
             return
         }
-        if request.kind == .refresh { chains.withLock { $0.reset(at: target.chainKey) } }
         let exchange = Exchange(target: target, kind: request.kind, completion: completion, request: request)
         if config.prefetch {
             let (claim, dropped) = prefetcher.claim(url: target.url, body: target.body, waiter: exchange)
@@ -496,10 +496,14 @@ struct KeyChains {
     private var repeatsBefore: [String: String] = [:]
     private static let root = "\u{0}refresh"
 
-    mutating func reset(at key: String) {
+    /// The load of `key` as `kind` begins: a refresh starts the chains again from it; otherwise
+    /// why loading it would go round the chain again, if it would.
+    mutating func begin(_ key: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
+        guard kind == .refresh else { return refusal(of: key, kind: kind) }
         self = KeyChains()
         after = [key: Self.root]
         before = [key: Self.root]
+        return nil
     }
 
     /// Records the links of the page of `key`, loaded as `kind` from `url`.
