@@ -95,7 +95,7 @@ struct APIStyleTests {
 
     @Test func oauth2ClientCredentials_fetchesCachesAndRefreshesTheToken() async throws {
         defer { server.stop() }
-        setenv("API_TEST_CLIENT_SECRET", "csecret", 1)
+        setTestEnvironment("API_TEST_CLIENT_SECRET", "csecret")
         let source = try makeSource("""
             {"url": "\(server.baseURL)/oauth/items?page={key}", "items": "/items",
              "auth": {"type": "oauth2_client_credentials", "token_url": "\(server.baseURL)/oauth/token",
@@ -113,7 +113,7 @@ struct APIStyleTests {
 
     @Test func oauth2_a401WithACachedToken_fetchesANewTokenOnce() async throws {
         defer { server.stop() }
-        setenv("API_TEST_CLIENT_SECRET", "csecret", 1)
+        setTestEnvironment("API_TEST_CLIENT_SECRET", "csecret")
         func source(_ path: String) throws -> LoadedSource {
             try makeSource("""
                 {"url": "\(server.baseURL)\(path)", "items": "/items",

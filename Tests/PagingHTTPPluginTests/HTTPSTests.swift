@@ -68,7 +68,7 @@ struct HTTPSTests {
         defer { plain.stop() }
         let tls = try TLSServer(certificate)
         defer { tls.server.stop() }
-        setenv("HTTPS_TEST_TOKEN", token, 1)
+        setTestEnvironment("HTTPS_TEST_TOKEN", token)
         try await body(tls)
     }
 

@@ -426,11 +426,11 @@ struct HTTPSourcePluginTests {
     // MARK: Headers
 
     @Test func headers_fromEnvironment_missingVariableOmitsTheHeader() async throws {
-        let variable = "HTTP_PLUGIN_TEST_TOKEN_\(getpid())"
-        let missing = "HTTP_PLUGIN_TEST_UNSET_\(getpid())"
-        setenv(variable, "s3cret", 1)
-        unsetenv(missing)
-        defer { unsetenv(variable) }
+        // Declared empty at start (Tests/CTestEnvironment): the second stays empty, as if unset.
+        let variable = "HTTP_PLUGIN_TEST_TOKEN"
+        let missing = "HTTP_PLUGIN_TEST_UNSET"
+        setTestEnvironment(variable, "s3cret")
+        defer { setTestEnvironment(variable, "") }
         let seen = Mutex<[String: String]>([:])
         let server = try startServer { request in
             seen.withLock { $0 = request.headers }
@@ -566,8 +566,8 @@ struct HTTPSourcePluginTests {
             return .json(bytes: Array(#"{"data":\#(itemsJSON((page - 1) * 2..<page * 2))}"#.utf8), headers: next)
         }
         defer { server.stop() }
-        setenv("HTTP_TEST_HOSTPORT", "127.0.0.1:\(server.port)", 1)
-        setenv("HTTP_TEST_SHORT", "1", 1)
+        setTestEnvironment("HTTP_TEST_HOSTPORT", "127.0.0.1:\(server.port)")
+        setTestEnvironment("HTTP_TEST_SHORT", "1")
         let log = LogRecorder()
         let source = try makeSource(#"{"url": "http://${HTTP_TEST_HOSTPORT}/items?page=1&k=${HTTP_TEST_SHORT}", "items": "/data", "pagination": {"type": "link"}}"#, log: log)
         let manager = try await pageToEnd(source, pageSize: 2)

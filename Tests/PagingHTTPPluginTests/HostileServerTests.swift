@@ -26,7 +26,7 @@ struct HostileServerTests {
 
     @Test func aRedirectToAnotherHost_getsNoConfiguredHeaders() async throws {
         defer { server.stop() }
-        setenv("HOSTILE_TEST_TOKEN", "tok-redirect-123", 1)
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-redirect-123")
         let source = try makeSource("""
             {"url": "\(server.baseURL)/redirect-other", "items": "/items",
              "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}", "X-Api-Key": "${HOSTILE_TEST_TOKEN}"}}
@@ -43,7 +43,7 @@ struct HostileServerTests {
 
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
-        setenv("HOSTILE_TEST_TOKEN", "tok-allowed-456", 1)
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")
         let source = try makeSource("""
             {"url": "\(server.baseURL)/redirect-other", "items": "/items", "allowed_hosts": ["localhost"],
              "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
@@ -58,7 +58,7 @@ struct HostileServerTests {
     @Test(arguments: ["/link-other?page=1", "/link-combining?page=1"])
     func aLinkToAnotherHost_isFetchedWithoutConfiguredHeaders(_ path: String) async throws {
         defer { server.stop() }
-        setenv("HOSTILE_TEST_TOKEN", "tok-link-789", 1)
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-link-789")
         let source = try makeSource("""
             {"url": "\(server.baseURL)\(path)", "items": "/items", "pagination": {"type": "link"},
              "headers": {"Authorization": "Bearer ${HOSTILE_TEST_TOKEN}"}}
@@ -78,7 +78,7 @@ struct HostileServerTests {
         defer { server.stop() }
         let other = try FixtureServer("http/hostile_server.py")
         defer { other.stop() }
-        setenv("HOSTILE_TEST_TOKEN", "tok-port-321", 1)
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-port-321")
         let config = { (allowed: String) in
             """
             {"url": "\(server.baseURL)/link-port?page=1&to=\(other.port)", "items": "/items", "pagination": {"type": "link"},
@@ -260,7 +260,7 @@ struct HostileServerTests {
     /// break is refused, never sent as header lines of its own.
     @Test func oauth2Tokens_aHugeLifetimeIsKept_andALineBreakIsRefused() async throws {
         defer { server.stop() }
-        setenv("HOSTILE_CLIENT_SECRET", "client-secret-789", 1)
+        setTestEnvironment("HOSTILE_CLIENT_SECRET", "client-secret-789")
         func config(_ tokenPath: String) -> String {
             #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
                 + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
@@ -282,7 +282,7 @@ struct HostileServerTests {
     /// the same host keeps the POST and its body, a 303 goes on as a GET without one.
     @Test func aRedirectedPost_keepsItsBodyFromOtherHosts() async throws {
         defer { server.stop() }
-        setenv("HOSTILE_POST_TOKEN", "post-secret-321", 1)
+        setTestEnvironment("HOSTILE_POST_TOKEN", "post-secret-321")
         func config(_ path: String) -> String {
             #"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "method": "POST", "#
                 + #""body": {"token": "${HOSTILE_POST_TOKEN}", "cursor": "{key}"}, "pagination": {"type": "cursor", "next": "/next"}}"#
@@ -330,7 +330,7 @@ struct HostileServerTests {
     func anEchoedSecret_leavesNoPartOfItselfInTheMessage(_ path: String) async throws {
         defer { server.stop() }
         let secret = "s3cr3t-ABC/DEFGHIJKLMNOPQRSTUVWXYZ"
-        setenv("HOSTILE_ECHO_TOKEN", secret, 1)
+        setTestEnvironment("HOSTILE_ECHO_TOKEN", secret)
         let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "auth": {"type": "bearer", "token": "${HOSTILE_ECHO_TOKEN}"}}"#)
         #expect(error.message.contains("HTTP 401 from \(server.baseURL)\(path)"), "\(error.message)")
         #expect(error.message.contains("***"), "\(error.message)")
@@ -342,7 +342,7 @@ struct HostileServerTests {
     /// echoed one, page after page, and logged and stored with the keys).
     @Test func anApiKeyInTheQuery_echoedInLinks_staysOutOfKeys() async throws {
         defer { server.stop() }
-        setenv("HOSTILE_QUERY_KEY", "QKEYSECRET", 1)
+        setTestEnvironment("HOSTILE_QUERY_KEY", "QKEYSECRET")
         let log = LogRecorder()
         let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-query-link?page=1", "items": "/items", "pagination": {"type": "link"}, "#
                                     + #""auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${HOSTILE_QUERY_KEY}"}}"#, log: log)
@@ -443,7 +443,7 @@ struct HostileServerTests {
     @Test func anApiKeyEchoedInLowerCaseHex_isFoundWhereverItGoes() async throws {
         defer { server.stop() }
         let secret = "Zm9vYmFy/YmF6+cXV4=="
-        setenv("HOSTILE_ENCODED_KEY", secret, 1)
+        setTestEnvironment("HOSTILE_ENCODED_KEY", secret)
         func config(_ path: String, link: Bool = false) -> String {
             #"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${HOSTILE_ENCODED_KEY}"}"#
                 + (link ? #", "pagination": {"type": "link"}}"# : "}")

@@ -284,7 +284,7 @@ struct RedisCacheTests {
         let redis = try await RedisServer.start()
         let address = redis.address
         redis.stop()
-        setenv("PAGING_TEST_REDIS_ADDRESS", address, 1)
+        setTestEnvironment("PAGING_TEST_REDIS_ADDRESS", address)
         let upstream = CountingPluginSource()
         let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
             config: .object([("address", .string("${PAGING_TEST_REDIS_ADDRESS}")), ("retry_interval_ms", .int(0))]), sink: log.sink)
@@ -330,7 +330,7 @@ struct RedisCacheTests {
     /// refresh (and the process) until ten million SCANs had gone by.
     @Test func anOddRedis_neverGetsThePasswordIntoALine_norHoldsAHardRefresh() async throws {
         let secret = "Hunter2-\(UInt32.random(in: 0...UInt32.max))"
-        setenv("REDIS_TEST_ODD_PASSWORD", secret, 1)
+        setTestEnvironment("REDIS_TEST_ODD_PASSWORD", secret)
         let echo = try FixtureServer("redis/odd_redis.py", arguments: ["auth-echo"])
         defer { echo.stop() }
         let upstream = CountingPluginSource()

@@ -1,6 +1,7 @@
 // What the test targets share: where the repository and the built plugins are, scratch
 // folders, running programs without blocking Swift's thread pool, compiling C plugins with cc,
 // and recording plugin logs.
+import CTestEnvironment
 import Foundation
 import Paging
 import PagingHost
@@ -290,4 +291,13 @@ private func statusKilobytes(_ field: String) -> Int {
         }
     }
     return 0
+}
+
+/// Sets environment variable `name`, one declared at start by CTestEnvironment: setting a
+/// variable that is not yet there can move the environment under a thread that is spawning a
+/// process (other tests run meanwhile), which crashed the test process.
+public func setTestEnvironment(_ name: String, _ value: String) {
+    precondition(paging_test_environment_declares(name) != 0 && getenv(name) != nil,
+                 "\(name) is not declared in Tests/CTestEnvironment/test_environment.c (or was not set at start)")
+    setenv(name, value, 1)
 }
