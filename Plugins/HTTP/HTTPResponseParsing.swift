@@ -325,6 +325,21 @@ enum ResponseParsing {
 }
 
 extension StringProtocol {
+    /// Whether `needle`'s bytes occur in the text's UTF-8: a byte search, where the standard
+    /// library's `contains` walks characters (a cost on every page's URL).
+    func hasUTF8(_ needle: StaticString) -> Bool {
+        let pattern = UnsafeBufferPointer(start: needle.utf8Start, count: needle.utf8CodeUnitCount)
+        func search(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+            guard let first = pattern.first else { return true }
+            guard bytes.count >= pattern.count else { return false }
+            for start in 0...(bytes.count - pattern.count) where bytes[start] == first {
+                if pattern.indices.allSatisfy({ bytes[start + $0] == pattern[$0] }) { return true }
+            }
+            return false
+        }
+        return utf8.withContiguousStorageIfAvailable(search) ?? Array(utf8).withUnsafeBufferPointer(search)
+    }
+
     /// Without the spaces and tabs around it (HTTP's optional whitespace).
     var trimmingSpaces: String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" }

@@ -121,7 +121,7 @@ struct URLTemplate: Sendable {
         func isDots(_ value: String?) -> Bool { value == "." || value == ".." }
         for part in parts {
             switch part {
-            case .literal(let text) where text.contains("?") || text.contains("#"):
+            case .literal(let text) where text.hasUTF8("?") || text.hasUTF8("#"):
                 return nil
             case .key where isDots(key):
                 return ("{key}", key)
@@ -287,7 +287,7 @@ struct HTTPSourceConfig: Sendable {
     /// A key URL with the `url`'s `${...}` references filled in again, when it then names a
     /// trusted host (a key naming another host keeps them: the secret never goes there).
     func revealingSecrets(_ url: String) -> String {
-        guard url.contains("${") else { return url }
+        guard url.hasUTF8("${") else { return url }
         var out = url
         for (value, reference) in hiddenReferences { out = out.replacing(reference, with: value) }
         return isTrusted(out) ? out : url

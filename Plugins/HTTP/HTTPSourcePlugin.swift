@@ -162,7 +162,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         let trusted = config.isTrusted(url)
         var target = url
         if trusted, case .query(let name, let value) = config.auth {
-            target += (url.contains("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
+            target += (url.hasUTF8("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
         }
         var headers = trusted ? config.trustedHeaderLines + extraHeaders : config.publicHeaderLines
         var body: [UInt8]?

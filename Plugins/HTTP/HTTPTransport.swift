@@ -89,14 +89,22 @@ struct TransportResponse {
     private static func parseHeaders(_ text: UnsafePointer<CChar>?, count: Int) -> [(name: String, value: String)] {
         guard let text, count > 0 else { return [] }
         let bytes = UnsafeRawBufferPointer(start: text, count: count).bindMemory(to: UInt8.self)
+        // Bytes, not Strings, until each name and value is cut out (names lower-cased as ASCII:
+        // header names are tokens).
+        let isSpace: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
         var out: [(name: String, value: String)] = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            let name = String(decoding: line[line.startIndex..<colon], as: UTF8.self).lowercased()
-            var value = String(decoding: line[(colon + 1)...], as: UTF8.self)
-            while let last = value.last, last == "\r" || last == " " || last == "\t" { value.removeLast() }
-            while let first = value.first, first == " " || first == "\t" { value.removeFirst() }
-            out.append((name, value))
+            let name = String(unsafeUninitializedCapacity: colon - line.startIndex, initializingUTF8With: { lowered in
+                for (i, byte) in line[..<colon].enumerated() {
+                    lowered[i] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
+                }
+                return colon - line.startIndex
+            })
+            var value = line[(colon + 1)...]
+            while let last = value.last, isSpace(last) { value.removeLast() }
+            while let first = value.first, isSpace(first) { value.removeFirst() }
+            out.append((name, String(decoding: value, as: UTF8.self)))
         }
         return out
     }
