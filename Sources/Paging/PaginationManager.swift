@@ -183,6 +183,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:], refreshKey: Key? = nil) async {
         guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else { return }
+        await run(plan)
+    }
+
+    /// Loads the page `plan` asks for and applies it.
+    @inlinable
+    func run(_ plan: Plan) async {
         let result: Result<Page<Key, Value>, any Error>
         do {
             // Built outside the lock: the key chain may come from a plugin.
@@ -198,13 +204,19 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
     // MARK: - Internals
 
+    /// Plans the load now and runs it in a task. Planned before the task starts, the direction
+    /// is loading when this returns: calls in a row (``itemVisible(at:)`` on every event) start
+    /// one load, where tasks that planned later each loaded one more page once the one before
+    /// them had ended.
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]) -> Task<Void, Never> {
-        state.withLock { state in
+        guard let plan = plan(kind, userInfo: userInfo) else { return Task {} }
+        return state.withLock { state in
             let id = state.nextTaskID
             state.nextTaskID += 1
+            // Removed under the lock it is added under: never before it is added.
             let task = Task {
-                defer { self.state.withLock { _ = $0.tasks.removeValue(forKey: id) } }
-                await self.load(kind, userInfo: userInfo)
+                await self.run(plan)
+                self.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
             }
             if kind != .refresh { state.tasks[id] = task }
             return task

@@ -208,6 +208,33 @@ struct PaginationManagerTests {
         #expect(manager.output.values.count == 6)
     }
 
+    /// A direction is loading once append() returns, so calls in a row start one load. Tasks
+    /// that planned later each loaded one more page once the one before them had ended.
+    @Test func appendsInARow_startOneLoad() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(5))
+        let manager = manager(source)
+        await manager.refresh().value
+        let tasks = (0..<3).map { _ in manager.append() }
+        #expect(manager.output.isAppending)
+        for task in tasks { await task.value }
+        #expect(Array(manager.output.values) == Array(0..<6))
+        #expect(source.fetchCount == 2)
+    }
+
+    /// `pager browse` reports the cursor after every event: a burst of reports near the end
+    /// loads one page, not one a report (with max_size, the extra pages dropped the page on
+    /// screen).
+    @Test func itemVisible_inABurst_loadsOnePage() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(5))
+        let manager = manager(source, prefetchDistance: 1)
+        await manager.refresh().value
+        for _ in 0..<5 { manager.itemVisible(at: 2) }
+        #expect(manager.output.isAppending)
+        #expect(await eventually { !manager.output.isAppending })
+        #expect(Array(manager.output.values) == Array(0..<6))
+        #expect(source.fetchCount == 2)
+    }
+
     @Test func outputs_startWithTheCurrentOutput_andFollowEveryChange() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(2))
         let manager = manager(source)
