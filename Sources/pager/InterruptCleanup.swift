@@ -37,7 +37,7 @@ final class InterruptCleanup: Sendable {
             // end, and a file gone under removeItem stops it, leaving the folder.
             let doomed = folder + ".stopped"
             try? FileManager.default.removeItem(atPath: rename(folder, doomed) == 0 ? doomed : folder)
-            Output.error("pager: \(command): stopped by \(Int32(number) == SIGINT ? "SIGINT" : "SIGTERM")")
+            Output.error("pager: \(command): stopped by \(Signals.name(Int32(number)))")
             exit(128 + Int32(number))
         }
     }
@@ -51,4 +51,22 @@ final class InterruptCleanup: Sendable {
         }
         paging_signals_restore()
     }
+}
+
+/// SIGINT and SIGTERM as they come on `paging_signals_to_pipe()`'s pipe.
+enum Signals {
+    /// Waits, on a thread of its own, for the next signal on the pipe `fd`.
+    static func next(on fd: Int32) async -> Int32 {
+        await withCheckedContinuation { continuation in
+            detachThread(named: "pager-signals") {
+                var number: UInt8 = 0
+                while read(fd, &number, 1) != 1 {
+                    if errno != EINTR { break }
+                }
+                continuation.resume(returning: Int32(number))
+            }
+        }
+    }
+
+    static func name(_ signal: Int32) -> String { signal == SIGINT ? "SIGINT" : "SIGTERM" }
 }

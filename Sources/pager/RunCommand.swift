@@ -1,4 +1,6 @@
+import CTerminal
 import FoundationEssentials
+import Glibc
 import Paging
 import PagingHost
 
@@ -31,8 +33,11 @@ struct RunCommand {
     by the last successful run as {state.NAME}, and after a run in which every load succeeded
     the highest value of its cursor field among the items loaded is kept in the state file.
 
+    interrupted (SIGINT, SIGTERM): the load in flight is cancelled and the items loaded are
+    printed; a second signal ends pager at once.
+
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
-    2 bad arguments, manifest or plugin
+    2 bad arguments, manifest or plugin; 130 or 143 (128 + the signal's number) interrupted
     """
 
     enum Step: Equatable {
@@ -89,30 +94,9 @@ struct RunCommand {
                                     extraInterceptors: incremental.map { [$0.cursor] } ?? [],
                                     recordsStats: stats != nil, isolateAll: isolateAll)
         let manager = pipeline.makeManager()
-        // After a failure, the steps up to the next --retry are skipped; a retry that
-        // succeeds clears the failure.
-        var failed = false
-        for step in steps {
-            switch step {
-            case .retry:
-                guard failed else { continue }
-                await manager.retry().value
-                failed = report(manager.output)
-            case _ where failed:
-                continue
-            case .refresh(let hard):
-                failed = await load(.refresh, manager, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
-            case .append(let count), .prepend(let count):
-                let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
-                for _ in 0..<count where !failed {
-                    if manager.output[kind].isEndReached {
-                        Output.error("\(kind): end of data reached")
-                        break
-                    }
-                    failed = await load(kind, manager)
-                }
-            }
-        }
+        let loading = Task { await runSteps(manager) }
+        let interrupt = Interrupt(stopping: loading)
+        let failed = await loading.value
         let output = manager.output
         var items = Output.ItemWriter()
         for item in output.values { items.write(item) }
@@ -122,9 +106,17 @@ struct RunCommand {
         _ = Unmanaged.passRetained(ItemsKept(output))
         Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
                      + "prepend: \(output.prependState), append: \(output.appendState)")
-        // Stale pages served by a store are being loaded again in the background: let them be stored.
-        await pipeline.pager.backgroundLoadsFinished()
+        let signal = interrupt.signal
+        // Stale pages served by a store are being loaded again in the background: let them be
+        // stored (unless the run was told to stop).
+        if signal == nil { await pipeline.pager.backgroundLoadsFinished() }
         if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
+        if let signal {
+            // Nothing kept: what was loaded is not all the run was asked to load.
+            Output.problem("run: stopped by \(Signals.name(signal)); the items loaded are printed"
+                           + (incremental == nil ? "" : ", the incremental state is left as it was"))
+            return 128 + signal
+        }
         if let incremental, !failed {
             do {
                 try incremental.keep()
@@ -136,12 +128,43 @@ struct RunCommand {
         return failed ? ExitCode.failure : ExitCode.success
     }
 
+    /// Runs the steps; `true` when a load failed. After a failure, the steps up to the next
+    /// --retry are skipped; a retry that succeeds clears the failure. Cancelled (a signal), it
+    /// stops after the load in flight.
+    private func runSteps(_ manager: PaginationManager<PluginKey, PluginItem>) async -> Bool {
+        var failed = false
+        for step in steps where !Task.isCancelled {
+            switch step {
+            case .retry:
+                guard failed else { continue }
+                await manager.retry().value
+                failed = report(manager.output)
+            case _ where failed:
+                continue
+            case .refresh(let hard):
+                failed = await load(.refresh, manager, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
+            case .append(let count), .prepend(let count):
+                let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
+                for _ in 0..<count where !failed && !Task.isCancelled {
+                    if manager.output[kind].isEndReached {
+                        Output.error("\(kind): end of data reached")
+                        break
+                    }
+                    failed = await load(kind, manager)
+                }
+            }
+        }
+        return failed
+    }
+
     /// Runs one load and reports it on stderr; `true` when it failed.
     private func load(
         _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, userInfo: [String: String] = [:]
     ) async -> Bool {
         let before = manager.output.values.count
         await manager.load(kind, userInfo: userInfo)
+        // Cancelled by a signal: the run says so once it has printed the items.
+        if Task.isCancelled { return true }
         let output = manager.output
         if report(output) { return true }
         Output.error("\(kind.rawValue): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
@@ -187,6 +210,28 @@ private struct IncrementalRun {
         Output.error("incremental: kept {state.\(settings.state)} = \"\(stored)\" in \(settings.stateFile)"
                      + (stored == value ? "" : " (another run kept it; this run's highest was \"\(value)\")"))
     }
+}
+
+/// SIGINT and SIGTERM during a run: the first cancels the loading task (the run goes on to
+/// print what it loaded), and gives the signals their default action back, so that a second
+/// one ends the process at once.
+private final class Interrupt: Sendable {
+    private let received = Locked<Int32?>(nil)
+
+    init(stopping loading: Task<Bool, Never>) {
+        let pipe = paging_signals_to_pipe()
+        // Without the pipe, a signal ends the run as it always did.
+        guard pipe >= 0 else { return }
+        Task { [received] in
+            let signal = await Signals.next(on: pipe)
+            received.withLock { $0 = signal }
+            paging_signals_restore()
+            loading.cancel()
+        }
+    }
+
+    /// The signal that came, if one did.
+    var signal: Int32? { received.withLock { $0 } }
 }
 
 /// A run's output, kept (never released) so that its items are not freed before the exit.

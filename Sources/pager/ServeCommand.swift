@@ -83,9 +83,9 @@ struct ServeCommand {
         if secret.isRandom {
             Output.error("pager serve: no PAGER_SERVE_SECRET or --secret-file: cursors are signed with a random secret and work on this process only")
         }
-        let signal = await Self.nextSignal(on: stop)
+        let signal = await Signals.next(on: stop)
         service.stopAccepting()
-        Output.error("pager serve: \(signal == SIGINT ? "SIGINT" : "SIGTERM"): not accepting connections; finishing \(pages.inFlight) request(s)")
+        Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(pages.inFlight) request(s)")
         if await pages.drained(within: timeout + .seconds(1)) {
             service.stop()
         } else {
@@ -117,18 +117,6 @@ struct ServeCommand {
         return ServeSecret(bytes: Array(text.utf8), isRandom: false)
     }
 
-    /// Waits, on a thread of its own, for SIGINT or SIGTERM on the pipe `fd`.
-    private static func nextSignal(on fd: Int32) async -> Int32 {
-        await withCheckedContinuation { continuation in
-            detachThread(named: "pager-signals") {
-                var number: UInt8 = 0
-                while read(fd, &number, 1) != 1 {
-                    if errno != EINTR { break }
-                }
-                continuation.resume(returning: Int32(number))
-            }
-        }
-    }
 }
 
 struct ServeSecret: Sendable {

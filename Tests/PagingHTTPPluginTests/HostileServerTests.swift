@@ -156,6 +156,29 @@ struct HostileServerTests {
         #expect(result.stderr.contains("timed out after 500 ms"), "\(result.stderr)")
     }
 
+    /// Interrupted, `pager run` cancels the load in flight (here one that would take a quarter
+    /// of an hour), prints the items it loaded and ends with 128 + the signal's number.
+    @Test(arguments: [SIGINT, SIGTERM])
+    func pagerRun_interrupted_printsTheItemsLoaded(_ signal: Int32) async throws {
+        defer { server.stop() }
+        let folder = scratchFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let manifest = folder + "/then-slow.json"
+        try """
+            {"source": {"plugin": "\(try httpPluginPath())",
+                        "config": {"url": "\(server.baseURL)/then-slow?page=1", "items": "/items",
+                                   "pagination": {"type": "link"}, "timeout_ms": 600000}},
+             "page_size": 2}
+            """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let run = try PagerProcess(["run", manifest, "--append", "10"])
+        #expect(run.waitFor("append: +2 items, 4 in all"), "\(run.stderr)")
+        #expect(run.stop(signal) == 128 + signal)
+        let ids = run.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Int] }
+        #expect(ids == [["id": 10], ["id": 11], ["id": 20], ["id": 21]], "\(run.stdout)")
+        #expect(run.stderr.contains("4 items in 2 pages"), "\(run.stderr)")
+        #expect(run.stderr.contains("stopped by \(signal == SIGINT ? "SIGINT" : "SIGTERM"); the items loaded are printed"), "\(run.stderr)")
+    }
+
     // MARK: What came instead is said
 
     @Test func aReplyThatIsNotHTTP_saysWhatCame() async throws {

@@ -1,52 +1,42 @@
 import Foundation
 import Paging
 
-/// A `pager serve` process for tests: started with `--port 0`, its port read from the line it
-/// says on stderr; ended by ``stop(_:)`` or, at the latest, when the object goes.
-public final class ServeProcess: @unchecked Sendable {
-    public private(set) var port: UInt16 = 0
+/// A `pager` process for tests: what it says on stdout and stderr is collected as it comes;
+/// ended by ``stop(_:)`` or, at the latest, when the object goes.
+public final class PagerProcess: @unchecked Sendable {
     private let process = Process()
     private let output = Locked(Data())
+    private let errors = Locked(Data())
     private let arrived = DispatchSemaphore(value: 0)
     private let ended = DispatchSemaphore(value: 0)
 
-    /// Starts `pager serve` with `arguments` (the manifest first); throws when it ends or says
-    /// nothing of its port within `deadline`, with what it said.
-    public init(_ arguments: [String], environment: [String: String] = [:], deadline: Duration = .seconds(60)) throws {
+    /// Starts `pager` with `arguments` (the command first).
+    public init(_ arguments: [String], environment: [String: String] = [:]) throws {
         process.executableURL = URL(fileURLWithPath: pagerCommand)
-        process.arguments = ["serve"] + arguments + ["--port", "0"]
+        process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
         process.terminationHandler = { [ended, arrived] _ in
             ended.signal()
             arrived.signal()
         }
-        let err = try spawning {
-            let err = ExecSafePipe()
-            process.standardOutput = FileHandle.nullDevice
+        let (out, err) = try spawning {
+            let out = ExecSafePipe(), err = ExecSafePipe()
+            process.standardOutput = out.write
             process.standardError = err.write
             process.standardInput = FileHandle.nullDevice
             try process.run()
-            return err
+            return (out, err)
         }
-        try? err.write.close()
-        Thread.detachNewThread { [output, arrived] in
-            while true {
-                let data = err.read.availableData
-                if data.isEmpty { break }
-                output.withLock { $0.append(data) }
-                arrived.signal()
+        for (pipe, collected) in [(out, output), (err, errors)] {
+            try? pipe.write.close()
+            Thread.detachNewThread { [arrived] in
+                while true {
+                    let data = pipe.read.availableData
+                    if data.isEmpty { break }
+                    collected.withLock { $0.append(data) }
+                    arrived.signal()
+                }
             }
-        }
-        let until = ContinuousClock.now + deadline
-        while port == 0 {
-            if let found = stderr.firstMatch(of: /listening on http:\/\/[^ ]+:(\d+)/) {
-                port = UInt16(found.1) ?? 0
-                break
-            }
-            guard process.isRunning, ContinuousClock.now < until else {
-                throw ServeStartError(description: "pager serve did not start: \(stderr)")
-            }
-            _ = arrived.wait(timeout: .now() + .milliseconds(100))
         }
     }
 
@@ -54,19 +44,29 @@ public final class ServeProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }
     }
 
+    /// What the process wrote on stdout so far.
+    public var stdout: String { String(decoding: output.withLock { $0 }, as: UTF8.self) }
+
     /// What the process said on stderr so far.
-    public var stderr: String { String(decoding: output.withLock { $0 }, as: UTF8.self) }
+    public var stderr: String { String(decoding: errors.withLock { $0 }, as: UTF8.self) }
 
     public var pid: Int32 { process.processIdentifier }
 
-    /// Returns once stderr holds `text`, or false after `deadline`.
-    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
+    public var isRunning: Bool { process.isRunning }
+
+    /// Returns once `found` holds for stderr, or false when the process ended or after `deadline`.
+    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) -> Bool {
         let until = ContinuousClock.now + deadline
-        while !stderr.contains(text) {
-            guard ContinuousClock.now < until else { return false }
+        while !found(stderr) {
+            guard process.isRunning, ContinuousClock.now < until else { return found(stderr) }
             _ = arrived.wait(timeout: .now() + .milliseconds(100))
         }
         return true
+    }
+
+    /// Returns once stderr holds `text`, or false when the process ended or after `deadline`.
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
+        waitFor(deadline: deadline) { $0.contains(text) }
     }
 
     /// Sends `signal` and waits for the process to end; its exit status.
@@ -77,6 +77,40 @@ public final class ServeProcess: @unchecked Sendable {
         ended.signal()
         return process.terminationStatus
     }
+}
+
+/// A `pager serve` process for tests: started with `--port 0`, its port read from the line it
+/// says on stderr; ended by ``stop(_:)`` or, at the latest, when the object goes.
+public final class ServeProcess: @unchecked Sendable {
+    public private(set) var port: UInt16 = 0
+    private let process: PagerProcess
+
+    /// Starts `pager serve` with `arguments` (the manifest first); throws when it ends or says
+    /// nothing of its port within `deadline`, with what it said.
+    public init(_ arguments: [String], environment: [String: String] = [:], deadline: Duration = .seconds(60)) throws {
+        process = try PagerProcess(["serve"] + arguments + ["--port", "0"], environment: environment)
+        var found: UInt16?
+        _ = process.waitFor(deadline: deadline) { stderr in
+            found = stderr.firstMatch(of: /listening on http:\/\/[^ ]+:(\d+)/).flatMap { UInt16($0.1) }
+            return found != nil
+        }
+        guard let found else { throw ServeStartError(description: "pager serve did not start: \(process.stderr)") }
+        port = found
+    }
+
+    /// What the process said on stderr so far.
+    public var stderr: String { process.stderr }
+
+    public var pid: Int32 { process.pid }
+
+    /// Returns once stderr holds `text`, or false after `deadline`.
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
+        process.waitFor(text, deadline: deadline)
+    }
+
+    /// Sends `signal` and waits for the process to end; its exit status.
+    @discardableResult
+    public func stop(_ signal: Int32 = SIGTERM) -> Int32 { process.stop(signal) }
 
     /// GET `target` (a path and query) from this server.
     public func get(_ target: String) throws -> HTTPReply { try httpGet(port: port, target) }

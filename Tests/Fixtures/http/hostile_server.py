@@ -146,6 +146,11 @@ class Handler(loopback.Handler):
             except OSError:
                 pass
             return False
+        elif path == "/then-slow":
+            # Two pages, then one that never ends (a byte a second).
+            if page >= 3:
+                return self.route("/slow", query, headers)
+            self.send(200, items_body(page), headers=[("Link", f'</then-slow?page={page + 1}>; rel="next"')])
         elif path == "/not-http":
             self.wfile.write(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
             self.wfile.flush()
