@@ -195,9 +195,13 @@ public final class Pipeline: Sendable {
 
     /// A ``PaginationManager`` over the pipeline, with the manifest's settings.
     public func makeManager() -> PaginationManager<PluginKey, PluginItem> {
-        PaginationManager(pager: pager, configuration: .init(
-            pageSize: manifest.pageSize, maxSize: manifest.maxSize, prefetchDistance: manifest.prefetchDistance,
-            retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo))
+        PaginationManager(pager: pager, configuration: managerConfiguration)
+    }
+
+    /// The manifest's settings for a manager.
+    public var managerConfiguration: PaginationManager<PluginKey, PluginItem>.Configuration {
+        .init(pageSize: manifest.pageSize, maxSize: manifest.maxSize, prefetchDistance: manifest.prefetchDistance,
+              retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo)
     }
 }
 

@@ -9,8 +9,10 @@ struct RunCommand {
     static let help = """
     usage: pager run MANIFEST [steps] [options]
 
-    Loads pages through the manifest's pipeline, step by step, then prints every item loaded,
-    in order, as JSON Lines on stdout. Progress and state go to stderr.
+    Loads pages through the manifest's pipeline, step by step, and prints every item loaded, in
+    order, as JSON Lines on stdout: each page's items as it comes when the steps only append
+    (after a first refresh), else all of them once the steps are done. Progress and state go
+    to stderr.
 
     steps (in the order given; default: --refresh):
       --refresh         load the first page, replacing everything
@@ -93,19 +95,24 @@ struct RunCommand {
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
                                     extraInterceptors: incremental.map { [$0.cursor] } ?? [],
                                     recordsStats: stats != nil, isolateAll: isolateAll)
-        let manager = pipeline.makeManager()
-        let loading = Task { await runSteps(manager) }
+        // Every page loaded is printed, whatever the manifest's max_size (meant for browse and
+        // serve). Printed as they come, the pages need not be kept: the manager keeps the last
+        // one, which the next append starts from.
+        var configuration = pipeline.managerConfiguration
+        configuration.maxSize = streams ? 1 : nil
+        let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
+        let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter() : nil) }
         let interrupt = Interrupt(stopping: loading)
-        let failed = await loading.value
+        var (failed, printer) = await loading.value
         let output = manager.output
-        var items = Output.ItemWriter()
-        for item in output.values { items.write(item) }
-        items.flush()
-        // The items stay allocated until the process exits: freeing them one by one would
-        // only delay the exit (~1 ms for 20,000 items).
-        _ = Unmanaged.passRetained(ItemsKept(output))
-        Output.error("\(output.values.count) items in \(output.values.pageCount) pages; "
-                     + "prepend: \(output.prependState), append: \(output.appendState)")
+        if printer == nil {
+            var all = ItemPrinter()
+            all.print(output.values)
+            printer = all
+        }
+        printer!.finish()
+        Output.error("\(printer!.items) items in \(printer!.pages) pages; "
+                     + "prepend: \(printer!.firstPrependState ?? output.prependState), append: \(output.appendState)")
         let signal = interrupt.signal
         // Stale pages served by a store are being loaded again in the background: let them be
         // stored (unless the run was told to stop).
@@ -128,10 +135,27 @@ struct RunCommand {
         return failed ? ExitCode.failure : ExitCode.success
     }
 
-    /// Runs the steps; `true` when a load failed. After a failure, the steps up to the next
-    /// --retry are skipped; a retry that succeeds clears the failure. Cancelled (a signal), it
-    /// stops after the load in flight.
-    private func runSteps(_ manager: PaginationManager<PluginKey, PluginItem>) async -> Bool {
+    /// Whether the items may be printed as their pages come: the steps only add pages at the
+    /// end, after a first refresh (a prepend adds before what was printed, a later refresh
+    /// replaces it).
+    private var streams: Bool {
+        steps.indices.allSatisfy { index in
+            switch steps[index] {
+            case .append, .retry: true
+            case .refresh: index == 0
+            case .prepend: false
+            }
+        }
+    }
+
+    /// Runs the steps, printing each page as it comes with `printer` when given; whether a load
+    /// failed, and the printer. After a failure, the steps up to the next --retry are skipped; a
+    /// retry that succeeds clears the failure. Cancelled (a signal), it stops after the load in
+    /// flight.
+    private func runSteps(
+        _ manager: PaginationManager<PluginKey, PluginItem>, printer: ItemPrinter?
+    ) async -> (failed: Bool, printer: ItemPrinter?) {
+        var printer = printer
         var failed = false
         for step in steps where !Task.isCancelled {
             switch step {
@@ -142,7 +166,7 @@ struct RunCommand {
             case _ where failed:
                 continue
             case .refresh(let hard):
-                failed = await load(.refresh, manager, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
+                failed = await load(.refresh, manager, printer: &printer, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
                 for _ in 0..<count where !failed && !Task.isCancelled {
@@ -150,24 +174,30 @@ struct RunCommand {
                         Output.error("\(kind): end of data reached")
                         break
                     }
-                    failed = await load(kind, manager)
+                    failed = await load(kind, manager, printer: &printer)
                 }
             }
+            printer?.printLastPage(of: manager.output)
         }
-        return failed
+        return (failed, printer)
     }
 
-    /// Runs one load and reports it on stderr; `true` when it failed.
+    /// Runs one load, prints its page with `printer` when given, and reports it on stderr;
+    /// `true` when it failed.
     private func load(
-        _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, userInfo: [String: String] = [:]
+        _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
+        userInfo: [String: String] = [:]
     ) async -> Bool {
-        let before = manager.output.values.count
+        // The items in all: those printed, or while nothing is printed before the end, those held.
+        func count() -> Int { printer?.items ?? manager.output.values.count }
+        let before = count()
         await manager.load(kind, userInfo: userInfo)
         // Cancelled by a signal: the run says so once it has printed the items.
         if Task.isCancelled { return true }
-        let output = manager.output
-        if report(output) { return true }
-        Output.error("\(kind.rawValue): \(output.values.count - before >= 0 ? "+" : "")\(output.values.count - before) items, \(output.values.count) in all")
+        printer?.printLastPage(of: manager.output)
+        if report(manager.output) { return true }
+        let after = count()
+        Output.error("\(kind.rawValue): \(after >= before ? "+" : "")\(after - before) items, \(after) in all")
         return false
     }
 
@@ -218,7 +248,7 @@ private struct IncrementalRun {
 private final class Interrupt: Sendable {
     private let received = Locked<Int32?>(nil)
 
-    init(stopping loading: Task<Bool, Never>) {
+    init<Result: Sendable>(stopping loading: Task<Result, Never>) {
         let pipe = paging_signals_to_pipe()
         // Without the pipe, a signal ends the run as it always did.
         guard pipe >= 0 else { return }
@@ -234,10 +264,41 @@ private final class Interrupt: Sendable {
     var signal: Int32? { received.withLock { $0 } }
 }
 
-/// A run's output, kept (never released) so that its items are not freed before the exit.
-private final class ItemsKept {
-    let output: PaginationManagerOutput<PluginKey, PluginItem>
-    init(_ output: PaginationManagerOutput<PluginKey, PluginItem>) { self.output = output }
+/// Prints a run's items as JSON Lines, and counts them.
+private struct ItemPrinter {
+    private var writer = Output.ItemWriter()
+    private(set) var items = 0
+    private(set) var pages = 0
+    /// The last page printed and how many of its items: an incomplete last page is loaded
+    /// again, and only the items it gained are new.
+    private var last: (key: PluginKey, printed: Int)?
+    /// Whether pages come before the first page printed, as it was when that page came (the
+    /// manager, keeping only the last page, then says it may prepend again).
+    private(set) var firstPrependState: LoadState?
+
+    /// Prints every value.
+    mutating func print(_ values: PagedValues<PluginKey, PluginItem>) {
+        for item in values { writer.write(item) }
+        items += values.count
+        pages += values.pageCount
+    }
+
+    /// Prints what the last page holds that is not printed yet: a new page whole, the last page
+    /// loaded again from where its printing stopped.
+    mutating func printLastPage(of output: PaginationManagerOutput<PluginKey, PluginItem>) {
+        guard let page = output.values.lastPage else { return }
+        let isNew = last?.key != page.key
+        let printed = isNew ? 0 : last!.printed
+        if isNew { pages += 1 }
+        if pages == 1 && isNew { firstPrependState = output.prependState }
+        if page.values.count > printed {
+            for item in page.values[printed...] { writer.write(item) }
+            items += page.values.count - printed
+        }
+        last = (page.key, max(printed, page.values.count))
+    }
+
+    mutating func finish() { writer.flush() }
 }
 
 /// Thrown after a command printed its help, to end with success.

@@ -24,6 +24,22 @@ struct PagerCommandTests {
         #expect(result.stderr.contains("25 items in 3 pages"))
     }
 
+    /// A run that only appends prints each page as it comes and keeps only the last one; one
+    /// with a prepend prints at the end. Either way every item loaded is printed, whatever the
+    /// manifest's max_size (a run printed only the pages max_size left), and an incomplete last
+    /// page loaded again prints only the items it gained.
+    @Test(arguments: [["--append", "6"], ["--refresh", "--append", "1", "--retry", "--append", "4"], ["--append", "6", "--prepend", "1"]])
+    func run_printsEveryItemLoaded_once_whateverMaxSize(_ steps: [String]) async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 45, to: folder + "/data.jsonl")
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10, "max_size": 20}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json"] + steps)
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").map(String.init) == (0..<45).map { #"{"n":\#($0)}"# })
+        #expect(result.stderr.contains("45 items in 5 pages"), "\(result.stderr)")
+    }
+
     /// pager links FoundationEssentials only; a Swift plugin that links Foundation (the example
     /// delay, answering from a Dispatch timer) once left the run waiting for ever after its
     /// summary, to resume on a main queue no one served any more.
