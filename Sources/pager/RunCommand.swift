@@ -103,16 +103,13 @@ struct RunCommand {
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
         let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter() : nil) }
         let interrupt = Interrupt(stopping: loading)
-        var (failed, printer) = await loading.value
+        let (failed, streamed) = await loading.value
         let output = manager.output
-        if printer == nil {
-            var all = ItemPrinter()
-            all.print(output.values)
-            printer = all
-        }
-        printer!.finish()
-        Output.error("\(printer!.items) items in \(printer!.pages) pages; "
-                     + "prepend: \(printer!.firstPrependState ?? output.prependState), append: \(output.appendState)")
+        var printer = streamed ?? ItemPrinter()
+        if streamed == nil { printer.print(output.values) }
+        printer.finish()
+        Output.error("\(printer.items) items in \(printer.pages) pages; "
+                     + "prepend: \(printer.firstPrependState ?? output.prependState), append: \(output.appendState)")
         let signal = interrupt.signal
         // Stale pages served by a store are being loaded again in the background: let them be
         // stored (unless the run was told to stop).
@@ -162,6 +159,7 @@ struct RunCommand {
             case .retry:
                 guard failed else { continue }
                 await manager.retry().value
+                printer?.printLastPage(of: manager.output)
                 failed = report(manager.output)
             case _ where failed:
                 continue
@@ -177,7 +175,6 @@ struct RunCommand {
                     failed = await load(kind, manager, printer: &printer)
                 }
             }
-            printer?.printLastPage(of: manager.output)
         }
         return (failed, printer)
     }

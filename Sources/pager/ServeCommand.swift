@@ -116,7 +116,6 @@ struct ServeCommand {
         guard text.utf8.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(text.utf8.count)") }
         return ServeSecret(bytes: Array(text.utf8), isRandom: false)
     }
-
 }
 
 struct ServeSecret: Sendable {
