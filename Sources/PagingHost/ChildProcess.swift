@@ -182,8 +182,8 @@ final class ChildProcess: Sendable {
     /// came); a malformed one shuts the socket down. Under ``reading``.
     private func readAndDispatch() -> Incoming {
         let incoming = readIfReady()
-        if case .frame(let body) = incoming, !dispatch(body) {
-            shutdown(socket.fd, Int32(SHUT_RDWR))
+        if case .frame(let body) = incoming, let problem = dispatch(body) {
+            stopMalformed(problem)
             return .closed
         }
         return incoming
@@ -195,7 +195,22 @@ final class ChildProcess: Sendable {
         if sending.withLock({ $0 }) { return .closed }
         var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
         guard poll(&poller, 1, 0) > 0 else { return .nothing }
-        return socket.receive().map { .frame($0) } ?? .closed
+        switch socket.next() {
+        case .frame(let body):
+            return .frame(body)
+        case .ended:
+            return .closed
+        case .malformed(let problem):
+            stopMalformed(problem)
+            return .closed
+        }
+    }
+
+    /// Ends a child that sent what is not a frame of the protocol: it is of no more use, and
+    /// its calls fail saying so (not as a crash by the SIGKILL that ends it).
+    private func stopMalformed(_ problem: String) {
+        killedBecause.withLock { $0 = $0 ?? "sent a malformed frame (\(problem)) and was stopped" }
+        shutdown(socket.fd, Int32(SHUT_RDWR))
     }
 
     /// Ends call `id` with `answer`, unless it ended already.
@@ -273,25 +288,25 @@ final class ChildProcess: Sendable {
     }
 
     /// Hands one frame from the child on: an answer to its call, a log line to the sink, an
-    /// invalidation; false when the frame is malformed (the child is then of no more use).
-    private func dispatch(_ body: [UInt8]) -> Bool {
-        guard var reader = try? WireReader(body) else { return false }
+    /// invalidation; what is wrong with it when it is malformed (the child is then of no more use).
+    private func dispatch(_ body: [UInt8]) -> String? {
+        guard var reader = try? WireReader(body) else { return "a frame too short for its header" }
         switch IsolationOp(rawValue: reader.op) {
         case .reply:
             finish(reader.call, .reply(reader))
         case .failure:
-            guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { return false }
+            guard let status = try? reader.u32(), let message = try? reader.string(), let after = try? reader.u64() else { return "a failure frame cut short" }
             let retryAfter = after == UInt64.max ? nil : Duration.milliseconds(Int64(clamping: after))
             finish(reader.call, .failure(PluginError(PluginStatus(rawValue: status), message, plugin: "", retryAfter: retryAfter)))
         case .invalidated:
             handlers.withLock { $0 }?.invalidated()
         case .log:
-            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return false }
+            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return "a log frame cut short" }
             handlers.withLock { $0 }?.sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
         default:
-            return false
+            return "operation \(reader.op), which the child does not send"
         }
-        return true
+        return nil
     }
 
     /// Ends the child (SIGTERM, then SIGKILL after 200 ms) and its process group, and waits

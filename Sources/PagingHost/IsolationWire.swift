@@ -180,13 +180,31 @@ struct WireSocket: Sendable {
         }
     }
 
+    /// What came on the socket.
+    enum Incoming {
+        /// A frame's body (without its length).
+        case frame([UInt8])
+        /// The end of the stream, or an error.
+        case ended
+        /// A length no frame has: why.
+        case malformed(String)
+    }
+
     /// The next frame's body (without its length); `nil` at the end of the stream, on an error
-    /// or on a frame longer than ``isolationMaxFrame``.
+    /// or on a malformed length.
     func receive() -> [UInt8]? {
+        if case .frame(let body) = next() { return body }
+        return nil
+    }
+
+    /// The next frame, the end of the stream, or a length no frame has.
+    func next() -> Incoming {
         var header = [UInt8](repeating: 0, count: 4)
-        guard read(into: &header) else { return nil }
+        guard read(into: &header) else { return .ended }
         let length = header.reversed().reduce(0) { $0 << 8 | Int($1) }
-        guard length >= 9, length <= isolationMaxFrame else { return nil }
+        guard length >= 9, length <= isolationMaxFrame else {
+            return .malformed("a frame of \(length) bytes, where frames have 9 to \(isolationMaxFrame)")
+        }
         // Grown as the bytes come (64 KiB at a time): a child that announces a gigabyte and
         // sends nothing made the host allocate the gigabyte.
         var body: [UInt8] = []
@@ -194,10 +212,10 @@ struct WireSocket: Sendable {
         while body.count < length {
             let count = min(chunk.count, length - body.count)
             if count < chunk.count { chunk = [UInt8](repeating: 0, count: count) }
-            guard read(into: &chunk) else { return nil }
+            guard read(into: &chunk) else { return .ended }
             body += chunk
         }
-        return body
+        return .frame(body)
     }
 
     private func read(into buffer: inout [UInt8]) -> Bool {

@@ -266,6 +266,22 @@ struct IsolationTests {
         }
     }
 
+    /// A child that sends a frame the protocol does not have is stopped, and the load fails
+    /// saying so (it said the child crashed, by the SIGKILL that stopped it).
+    @Test(.timeLimit(.minutes(1)), arguments: [
+        (1, "operation 238, which the child does not send"),
+        (2, "a frame of 3 bytes, where frames have 9 to 1073741824"),
+    ])
+    func aChildSendingAMalformedFrame_isStopped_andTheLoadSaysWhy(_ garbage: Int, _ problem: String) async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
+             + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest])
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("the isolated plugin process sent a malformed frame (\(problem)) and was stopped"), "\(result.stderr)")
+        #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
+    }
+
     /// A child that announces a frame of 1 GiB and sends nothing more: the host reads it as the
     /// bytes come, so `pager run` stays small (it allocated the whole gigabyte at once: a peak of
     /// 1,064,712 KB) and the load fails at its timeout.

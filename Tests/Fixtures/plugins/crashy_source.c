@@ -10,9 +10,12 @@
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
  *   log_on_create: logs "created" (info) in create, before it returns (true/false);
  *   frame_bomb:    in fetch, writes to fd 3 (an isolated child's socket to the host) the header
- *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false).
+ *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false);
+ *   frame_garbage: in fetch, writes to fd 3 what is not a frame of the protocol, and never
+ *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
+ *                  frame length of 3 bytes (0: neither).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
- * log_on_create, frame_bomb.
+ * log_on_create, frame_bomb, frame_garbage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -30,6 +33,7 @@ typedef struct cs_source {
     int hang;
     long hang_every;
     int frame_bomb;
+    long frame_garbage;
     unsigned long fetches;
 } cs_source;
 
@@ -68,6 +72,15 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         if (write(3, header, sizeof header) != (ssize_t)sizeof header) exit(4);
         return PAGING_OK;
     }
+    if (s->frame_garbage) {
+        /* Length 9 (little-endian), then operation 238 and call id 0; or a length of 3. */
+        static const unsigned char frame[13] = { 9, 0, 0, 0, 238, 0, 0, 0, 0, 0, 0, 0, 0 };
+        static const unsigned char short_frame[7] = { 3, 0, 0, 0, 1, 2, 3 };
+        const unsigned char *bytes = s->frame_garbage == 1 ? frame : short_frame;
+        size_t length = s->frame_garbage == 1 ? sizeof frame : sizeof short_frame;
+        if (write(3, bytes, length) != (ssize_t)length) exit(4);
+        return PAGING_OK;
+    }
     while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
@@ -95,6 +108,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->hang = host->config_bool(config, "hang", 0);
     s->hang_every = (long)host->config_int(config, "hang_every", 0);
     s->frame_bomb = host->config_bool(config, "frame_bomb", 0);
+    s->frame_garbage = (long)host->config_int(config, "frame_garbage", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
