@@ -92,8 +92,20 @@ struct TransportResponse {
         // Bytes, not Strings, until each name and value is cut out (names lower-cased as ASCII:
         // header names are tokens).
         let isSpace: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
+        func trimmed(_ value: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+            var value = value
+            while let last = value.last, isSpace(last) { value.removeLast() }
+            while let first = value.first, isSpace(first) { value.removeFirst() }
+            return String(decoding: value, as: UTF8.self)
+        }
         var out: [(name: String, value: String)] = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
+            // A line folded onto the one before (obsolete, RFC 9112 5.2): one value, the fold a space.
+            if let first = line.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t"), !out.isEmpty {
+                let more = trimmed(line)
+                if !more.isEmpty { out[out.count - 1].value += (out[out.count - 1].value.isEmpty ? "" : " ") + more }
+                continue
+            }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
             let name = String(unsafeUninitializedCapacity: colon - line.startIndex, initializingUTF8With: { lowered in
                 for (i, byte) in line[..<colon].enumerated() {
@@ -101,10 +113,7 @@ struct TransportResponse {
                 }
                 return colon - line.startIndex
             })
-            var value = line[(colon + 1)...]
-            while let last = value.last, isSpace(last) { value.removeLast() }
-            while let first = value.first, isSpace(first) { value.removeFirst() }
-            out.append((name, String(decoding: value, as: UTF8.self)))
+            out.append((name, trimmed(line[(colon + 1)...])))
         }
         return out
     }

@@ -326,12 +326,16 @@ struct HostileServerTests {
     }
 
     /// Link headers as RFC 8288 writes them: in several lines (the second line's rel="next" was
-    /// not read: paging ended after page 1), and with "<" and ";" inside quoted values (the
-    /// title's URL was taken for the next page).
+    /// not read: paging ended after page 1), folded (the same), and with "<" and ";" inside
+    /// quoted values (the title's URL was taken for the next page).
     @Test func linkHeaders_inSeveralLines_andWithQuotedValues_areReadWhole() async throws {
         defer { server.stop() }
         let twoLines = try makeSource(#"{"url": "\#(server.baseURL)/two-links?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
         #expect(try ids(try await pageToEnd(twoLines, pageSize: 2).output.values) == [10, 11, 20, 21, 30, 31])
+
+        // Folded over two lines (obsolete line folding): the fold is a space (rel="next" was lost).
+        let folded = try makeSource(#"{"url": "\#(server.baseURL)/folded-link?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(try ids(try await pageToEnd(folded, pageSize: 2).output.values) == [10, 11, 20, 21, 30, 31])
 
         let quoted = try makeSource(#"{"url": "\#(server.baseURL)/link-quoted?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
         let page = try await Pager(source: quoted).load(Pager(source: quoted).refreshRequest(params: PagingRequestParams(pageSize: 2)))

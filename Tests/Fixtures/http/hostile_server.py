@@ -146,6 +146,10 @@ class Handler(loopback.Handler):
             except OSError:
                 pass
             return False
+        elif path == "/folded-link":
+            # The Link header folded over two lines (obsolete line folding).
+            links = [("Link", f'</folded-link?page={page + 1}>;\r\n rel="next"')] if page < 3 else []
+            self.send(200, items_body(page), headers=links)
         elif path == "/then-slow":
             # Two pages, then one that never ends (a byte a second).
             if page >= 3:
