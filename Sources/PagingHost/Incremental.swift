@@ -206,7 +206,8 @@ extension IncrementalSettings {
 /// It is written whole to a temporary file in the same folder, flushed and renamed over the old
 /// one, so a crash leaves either the old or the new file; a writer holds a lock on
 /// `FILE.lock` while it reads, merges its namespace and renames, so runs of other namespaces
-/// keep theirs. A file that is not such an object is an error naming it, never ignored.
+/// keep theirs. A symbolic link is followed: the file it names is written (and locked), and the
+/// link stays. A file that is not such an object is an error naming it, never ignored.
 public struct IncrementalStateFile: Sendable {
     public let path: String
 
@@ -222,7 +223,8 @@ public struct IncrementalStateFile: Sendable {
     /// value never goes down). Returns the value the file then holds.
     @discardableResult
     public func store(_ value: IncrementalValue, name: String, namespace: String) throws(IncrementalError) -> IncrementalValue {
-        let lockPath = path + ".lock"
+        let target = try target()
+        let lockPath = target + ".lock"
         let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard lock >= 0 else { throw failure("cannot open its lock file \(lockPath): \(String(cString: strerror(errno)))") }
         defer { close(lock) }
@@ -233,8 +235,25 @@ public struct IncrementalStateFile: Sendable {
         let json = JSONValue.object(all.sorted { $0.key < $1.key }.map { namespace, values in
             (namespace, JSONValue.object(values.sorted { $0.key < $1.key }.map { ($0.key, $0.value.json) }))
         })
-        try write(Array((json.jsonText + "\n").utf8))
+        try write(Array((json.jsonText + "\n").utf8), to: target)
         return value
+    }
+
+    /// The file to write: `path`, or the file its symbolic links name (renamed over, a link
+    /// would be replaced by a file of its own). A link to nowhere names the file to create.
+    private func target() throws(IncrementalError) -> String {
+        var current = path
+        for _ in 0..<40 {
+            var info = stat()
+            guard lstat(current, &info) == 0, info.st_mode & S_IFMT == S_IFLNK else { return current }
+            var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+            let length = readlink(current, &buffer, buffer.count - 1)
+            guard length > 0 else { throw failure("cannot read the symbolic link \(current): \(String(cString: strerror(errno)))") }
+            let link = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            let folder = current.lastIndex(of: "/").map { String(current[...$0]) } ?? ""
+            current = link.hasPrefix("/") ? link : folder + link
+        }
+        throw failure("its symbolic links do not end (more than 40)")
     }
 
     private func failure(_ message: String) -> IncrementalError {
@@ -273,7 +292,7 @@ public struct IncrementalStateFile: Sendable {
         return all
     }
 
-    private func write(_ bytes: [UInt8]) throws(IncrementalError) {
+    private func write(_ bytes: [UInt8], to path: String) throws(IncrementalError) {
         let temporary = "\(path).tmp.\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }

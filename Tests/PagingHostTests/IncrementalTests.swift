@@ -109,4 +109,22 @@ struct IncrementalTests {
         // At once; before, never.
         #expect(clock.now - start < .seconds(20))
     }
+
+    /// A state file that is a symbolic link (to a file kept elsewhere) has the file it names
+    /// written, and stays a link; the rename replaced the link with a file of its own.
+    @Test func aStateFileThatIsASymbolicLink_hasItsTargetWritten() throws {
+        let folder = NSTemporaryDirectory() + "incremental-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder + "/shared", withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Relative, through a second link, to a file not created yet.
+        #expect(symlink("shared/state", folder + "/hop") == 0)
+        #expect(symlink("hop", folder + "/m.json.state") == 0)
+        let file = IncrementalStateFile(path: folder + "/m.json.state")
+        try file.store(.string("2024-05-01"), name: "since", namespace: "a")
+        try file.store(.string("2024-06-01"), name: "since", namespace: "a")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: folder + "/m.json.state") == "hop")
+        #expect(try String(contentsOfFile: folder + "/shared/state", encoding: .utf8) == #"{"a":{"since":"2024-06-01"}}"# + "\n")
+        #expect(try file.values(namespace: "a") == ["since": .string("2024-06-01")])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/shared").sorted() == ["state", "state.lock"])
+    }
 }
