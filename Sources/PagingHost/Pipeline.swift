@@ -22,6 +22,9 @@ public final class Pipeline: Sendable {
     /// The interceptors that run in child processes, in manifest order.
     public let isolatedInterceptors: [IsolatedInterceptor]
     public let pager: PluginPager
+    /// The manifest's interceptors, in its order: each one's index in ``interceptors`` or in
+    /// ``isolatedInterceptors``.
+    private let interceptorOrder: [(reference: Manifest.PluginReference, index: Int, isIsolated: Bool)]
 
     /// Loads every plugin of `manifest`. Each failure is a ``ManifestError`` naming the
     /// manifest, the JSON path of the plugin and the loader's reason.
@@ -101,12 +104,14 @@ public final class Pipeline: Sendable {
         }
         var loaded: [LoadedInterceptor] = []
         var isolatedOnes: [IsolatedInterceptor] = []
+        var order: [(reference: Manifest.PluginReference, index: Int, isIsolated: Bool)] = []
         var chain: [any PagingInterceptor<PluginKey, PluginItem>] = extraInterceptors
         for reference in manifest.interceptors {
             if isolated(reference) {
                 let interceptorSpec = try spec(reference, isSource: false)
                 do {
                     let interceptor = try IsolatedInterceptor(interceptorSpec, sink: sink)
+                    order.append((reference, isolatedOnes.count, true))
                     isolatedOnes.append(interceptor)
                     chain.append(interceptor)
                 } catch {
@@ -117,6 +122,7 @@ public final class Pipeline: Sendable {
             let interceptorLibrary = try library(reference)
             do {
                 let interceptor = try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference), sink: sink, limits: limits)
+                order.append((reference, loaded.count, false))
                 loaded.append(interceptor)
                 chain.append(interceptor)
             } catch {
@@ -125,6 +131,7 @@ public final class Pipeline: Sendable {
         }
         interceptors = loaded
         isolatedInterceptors = isolatedOnes
+        interceptorOrder = order
         self.manifest = manifest
         pager = Pager(source: pagingSource, interceptors: chain)
     }
@@ -138,6 +145,9 @@ public final class Pipeline: Sendable {
     public struct Member: Sendable {
         public let kind: PluginKind
         public let id: String
+        /// Where the manifest names it: `$.source`, `$.interceptors[1]` (a plugin may be named
+        /// twice, with the same id).
+        public let at: String
         public let version: String
         /// The library's path.
         public let library: String
@@ -154,23 +164,32 @@ public final class Pipeline: Sendable {
         }
     }
 
-    /// Every plugin: the source first, then the interceptors (in-process ones, then isolated
-    /// ones, each in manifest order).
+    /// Every plugin: the source first, then the interceptors in manifest order.
     public var members: [Member] {
-        func loaded(_ kind: PluginKind, _ descriptor: PluginDescriptor, _ library: PluginLibrary,
+        func loaded(_ kind: PluginKind, _ reference: Manifest.PluginReference, _ descriptor: PluginDescriptor, _ library: PluginLibrary,
                     health: @escaping @Sendable () -> PluginHealth, stats: @escaping @Sendable () -> PluginStats.Snapshot) -> Member {
-            Member(kind: kind, id: descriptor.id, version: descriptor.version, library: library.path,
+            Member(kind: kind, id: descriptor.id, at: reference.jsonPath, version: descriptor.version, library: library.path,
                    abiVersion: library.abiVersion.description, isIsolated: false, health: health, stats: stats)
         }
-        func isolated(_ kind: PluginKind, _ identity: IsolatedPluginIdentity, _ library: String,
+        func isolated(_ kind: PluginKind, _ reference: Manifest.PluginReference, _ identity: IsolatedPluginIdentity, _ library: String,
                       health: @escaping @Sendable () -> PluginHealth, stats: @escaping @Sendable () -> PluginStats.Snapshot) -> Member {
-            Member(kind: kind, id: identity.id, version: identity.version, library: library,
+            Member(kind: kind, id: identity.id, at: reference.jsonPath, version: identity.version, library: library,
                    abiVersion: identity.abiVersion, isIsolated: true, health: health, stats: stats)
         }
-        return (source.map { source in [loaded(.source, source.descriptor, source.library, health: source.health, stats: { source.stats })] } ?? [])
-            + (isolatedSource.map { source in [isolated(.source, source.identity, source.library, health: source.health, stats: { source.stats })] } ?? [])
-            + interceptors.map { plugin in loaded(.interceptor, plugin.descriptor, plugin.library, health: plugin.health, stats: { plugin.stats }) }
-            + isolatedInterceptors.map { plugin in isolated(.interceptor, plugin.identity, plugin.library, health: plugin.health, stats: { plugin.stats }) }
+        let source = source.map { source in
+            loaded(.source, manifest.source, source.descriptor, source.library, health: source.health, stats: { source.stats })
+        } ?? isolatedSource.map { source in
+            isolated(.source, manifest.source, source.identity, source.library, health: source.health, stats: { source.stats })
+        }
+        let interceptors = interceptorOrder.map { reference, index, isIsolated in
+            if isIsolated {
+                let plugin = isolatedInterceptors[index]
+                return isolated(.interceptor, reference, plugin.identity, plugin.library, health: plugin.health, stats: { plugin.stats })
+            }
+            let plugin = self.interceptors[index]
+            return loaded(.interceptor, reference, plugin.descriptor, plugin.library, health: plugin.health, stats: { plugin.stats })
+        }
+        return (source.map { [$0] } ?? []) + interceptors
     }
 
     /// One plugin's figures: the host's measures of its calls (when asked for) and what it
@@ -178,6 +197,8 @@ public final class Pipeline: Sendable {
     public struct PluginFigures: Sendable {
         public let id: String
         public let kind: PluginKind
+        /// Where the manifest names it (``Member/at``).
+        public let at: String
         public let library: String
         public let stats: PluginStats.Snapshot
     }
@@ -185,7 +206,7 @@ public final class Pipeline: Sendable {
     /// Every plugin's figures, in the order of ``members``. An isolated plugin's calls are timed
     /// in this process, round trips included; its counters and gauges are its running child's.
     public var stats: [PluginFigures] {
-        members.map { PluginFigures(id: $0.id, kind: $0.kind, library: $0.library, stats: $0.stats()) }
+        members.map { PluginFigures(id: $0.id, kind: $0.kind, at: $0.at, library: $0.library, stats: $0.stats()) }
     }
 
     /// The parameters of the manifest's requests.

@@ -257,7 +257,8 @@ final class ServeMetrics: Sendable {
     }
 
     private func labels(_ plugin: Pipeline.PluginFigures) -> String {
-        "plugin=\(label(plugin.id)),kind=\(label(plugin.kind.rawValue))"
+        // `at`: a plugin named twice in the manifest is two series, not one twice.
+        "plugin=\(label(plugin.id)),kind=\(label(plugin.kind.rawValue)),at=\(label(plugin.at))"
     }
 
     /// A label value, quoted and escaped as the text format asks.

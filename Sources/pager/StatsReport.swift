@@ -20,8 +20,9 @@ enum StatsReport {
     }
 
     static let help = """
-      --stats[=json]    at the end, on stderr: per plugin, calls, completions, failures by
-                        class, latency p50/p99, and the counters and gauges it published
+      --stats[=json]    at the end, on stderr: per plugin (named by its id and where the
+                        manifest names it), calls, completions, failures by class, latency
+                        p50/p99, and the counters and gauges it published
     """
 
     static func render(_ figures: [Pipeline.PluginFigures], as format: Format) -> String {
@@ -39,7 +40,7 @@ enum StatsReport {
             let stats = plugin.stats
             let failures = stats.failures.isEmpty ? "0" : stats.failures.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
             let latency = stats.p50.map { "p50 \(microseconds($0)) µs, p99 \(microseconds(stats.p99 ?? $0)) µs" } ?? "no calls"
-            lines.append("  \(name(plugin.id)) (\(plugin.kind.rawValue), \(plugin.library)): \(stats.calls) calls, "
+            lines.append("  \(name(plugin.id)) (\(plugin.kind.rawValue) at \(plugin.at), \(plugin.library)): \(stats.calls) calls, "
                          + "\(stats.completions) completed, failed: \(failures); \(latency)")
             for (key, value) in stats.counters.sorted(by: { $0.key < $1.key }) { lines.append("    counter \(name(key)) = \(value)") }
             for (key, value) in stats.gauges.sorted(by: { $0.key < $1.key }) { lines.append("    gauge \(name(key)) = \(value)") }
@@ -48,7 +49,7 @@ enum StatsReport {
     }
 
     private struct Entry: Encodable {
-        let id, kind, library: String
+        let id, kind, at, library: String
         let calls, completions: Int
         let failures: [String: Int]
         let p50Microseconds, p99Microseconds: Double?
@@ -56,14 +57,14 @@ enum StatsReport {
         let gauges: [String: Double]
 
         enum CodingKeys: String, CodingKey {
-            case id, kind, library, calls, completions, failures, counters, gauges
+            case id, kind, at, library, calls, completions, failures, counters, gauges
             case p50Microseconds = "p50_us", p99Microseconds = "p99_us"
         }
     }
 
     private static func json(_ figures: [Pipeline.PluginFigures]) -> String {
         let entries = figures.map { plugin in
-            Entry(id: plugin.id, kind: plugin.kind.rawValue, library: plugin.library, calls: plugin.stats.calls,
+            Entry(id: plugin.id, kind: plugin.kind.rawValue, at: plugin.at, library: plugin.library, calls: plugin.stats.calls,
                   completions: plugin.stats.completions, failures: plugin.stats.failures,
                   p50Microseconds: plugin.stats.p50.map(microseconds), p99Microseconds: plugin.stats.p99.map(microseconds),
                   counters: plugin.stats.counters, gauges: plugin.stats.gauges)

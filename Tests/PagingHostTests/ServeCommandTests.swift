@@ -134,8 +134,8 @@ struct ServeCommandTests {
         #expect(text.contains(#"pager_http_requests_total{route="/pages",code="200"} 1"#), "\(text)")
         #expect(text.contains(#"pager_http_requests_total{route="/pages",code="400"} 1"#))
         #expect(text.contains(#"pager_http_request_duration_seconds_count{route="/pages"} 2"#))
-        #expect(text.contains(#"pager_plugin_calls_total{plugin="offsets",kind="source"} 1"#))
-        #expect(text.contains(#"pager_plugin_call_duration_seconds_bucket{plugin="offsets",kind="source",le="+Inf"} 1"#))
+        #expect(text.contains(#"pager_plugin_calls_total{plugin="offsets",kind="source",at="$.source"} 1"#))
+        #expect(text.contains(#"pager_plugin_call_duration_seconds_bucket{plugin="offsets",kind="source",at="$.source",le="+Inf"} 1"#))
         // Every sample line is a name, optional labels and a number.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             #expect(line.wholeMatch(of: /[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+/) != nil, "\(line)")

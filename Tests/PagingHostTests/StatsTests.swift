@@ -20,7 +20,7 @@ struct StatsTests {
 
     struct Report: Decodable {
         struct Plugin: Decodable {
-            let id, kind: String
+            let id, kind, at: String
             let calls, completions: Int
             let failures: [String: Int]
             let p50_us, p99_us: Double?
@@ -53,7 +53,7 @@ struct StatsTests {
         let manifest = try manifest()
         let result = try await run(pagerCommand, ["run", manifest, "--stats"])
         #expect(result.code == 0, "\(result.stderr)")
-        #expect(result.stderr.contains("stats:\n  offsets (source, "), "\(result.stderr)")
+        #expect(result.stderr.contains("stats:\n  offsets (source at $.source, "), "\(result.stderr)")
         #expect(result.stderr.contains("): 2 calls, 1 completed, failed: 1 transient; p50 "), "\(result.stderr)")
         #expect(result.stderr.contains("    counter proceeded = 1\n    gauge page_size = 10.0"), "\(result.stderr)")
         let quiet = try await run(pagerCommand, ["run", manifest])
@@ -77,6 +77,24 @@ struct StatsTests {
         #expect(log.count(containing: "counter_add: a name of 65 bytes (1 to 64 expected)") == 2)
         #expect(log.count(containing: "gauge_set: 'page_size': the value is not a finite number") == 2)
         #expect(listener.stats.gauges["page_size"] == 10)
+    }
+
+    /// A plugin named twice (here once in a child process) is two entries, each saying where
+    /// the manifest names it, in the manifest's order (they were alike, isolated ones last).
+    @Test func aPluginNamedTwice_isTwoEntries_inManifestOrder() async throws {
+        let folder = scratchFolder()
+        let library = try fixturePlugin("interceptor_work")
+        try """
+        {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30}},
+         "interceptors": [{"plugin": "\(library)", "id": "listener", "isolation": "process"}, {"plugin": "\(library)", "id": "listener"}],
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/m.json", "--stats=json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        let report = try JSONDecoder().decode(Report.self, from: Data(try #require(result.stderr.split(separator: "\n").last).utf8))
+        #expect(report.plugins.map { "\($0.id) \($0.at)" } == ["offsets $.source", "listener $.interceptors[0]", "listener $.interceptors[1]"])
+        let text = try await run(pagerCommand, ["run", folder + "/m.json", "--stats"])
+        #expect(text.stderr.contains("  listener (interceptor at $.interceptors[1], \(library)): 1 calls"), "\(text.stderr)")
     }
 
     /// The shipped plugins publish what they did: the store its hits and misses, the rate
