@@ -9,6 +9,9 @@ public final class PagerProcess: @unchecked Sendable {
     private let errors = Locked(Data())
     private let arrived = DispatchSemaphore(value: 0)
     private let ended = DispatchSemaphore(value: 0)
+    /// Signalled by each of the two readers at the end of its pipe.
+    private let drained = DispatchSemaphore(value: 0)
+    private let readersLeft = Locked(2)
 
     /// Starts `pager` with `arguments` (the command first).
     public init(_ arguments: [String], environment: [String: String] = [:]) throws {
@@ -29,13 +32,14 @@ public final class PagerProcess: @unchecked Sendable {
         }
         for (pipe, collected) in [(out, output), (err, errors)] {
             try? pipe.write.close()
-            Thread.detachNewThread { [arrived] in
+            Thread.detachNewThread { [arrived, drained] in
                 while true {
                     let data = pipe.read.availableData
                     if data.isEmpty { break }
                     collected.withLock { $0.append(data) }
                     arrived.signal()
                 }
+                drained.signal()
             }
         }
     }
@@ -54,14 +58,28 @@ public final class PagerProcess: @unchecked Sendable {
 
     public var isRunning: Bool { process.isRunning }
 
-    /// Returns once `found` holds for stderr, or false when the process ended or after `deadline`.
+    /// Returns once `found` holds for stderr, or false when the process ended (and all it wrote
+    /// was read) or after `deadline`.
     public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) -> Bool {
         let until = ContinuousClock.now + deadline
         while !found(stderr) {
-            guard process.isRunning, ContinuousClock.now < until else { return found(stderr) }
+            guard ContinuousClock.now < until else { return false }
+            if !process.isRunning {
+                readToTheEnd()
+                return found(stderr)
+            }
             _ = arrived.wait(timeout: .now() + .milliseconds(100))
         }
         return true
+    }
+
+    /// Waits, once the process ended, until both pipes were read to their end (10 s at most
+    /// each: a child of the process may hold them open): what it wrote last is then collected.
+    private func readToTheEnd() {
+        while readersLeft.withLock({ $0 }) > 0 {
+            guard drained.wait(timeout: .now() + .seconds(10)) == .success else { return }
+            readersLeft.withLock { $0 -= 1 }
+        }
     }
 
     /// Returns once stderr holds `text`, or false when the process ended or after `deadline`.
@@ -75,6 +93,7 @@ public final class PagerProcess: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
         ended.wait()
         ended.signal()
+        readToTheEnd()
         return process.terminationStatus
     }
 }
