@@ -43,7 +43,8 @@
  *   intercept(): a REFRESH request with param hard_refresh = "true" deletes every page of the
  *   namespace (one transaction) and proceeds. Otherwise the page stored under the request's
  *   identity, when it is complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
- *   the last page is complete even when short), answers by the policy: COMPLETE (fresh),
+ *   the last page is complete even when short; or it names its next page: a page a filter after
+ *   the source made short), answers by the policy: COMPLETE (fresh),
  *   PROCEED_OR_FALL_BACK (network-first) or COMPLETE_THEN_REVALIDATE (stale, with
  *   stale-while-revalidate), with its items, stored prev/next keys and flags on `out`.
  *   Anything else proceeds and observes. A read error is logged at
@@ -344,7 +345,10 @@ static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page
         *flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
         item_count = sqlite3_column_int64(st->get_page, 3);
         *stored_at = sqlite3_column_int64(st->get_page, 4);
-        if (item_count >= (sqlite3_int64)page_size || (*flags & PAGING_PAGE_NEXT_END)) {
+        /* Short but naming its next page, it is whole (the engine's rule: a filter dropped items
+         * after the source, or the server caps its page size); without, the last page may grow. */
+        if (item_count >= (sqlite3_int64)page_size || (*flags & PAGING_PAGE_NEXT_END)
+            || sqlite3_column_type(st->get_page, 1) != SQLITE_NULL) {
             found = 1;
             nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, has_prev)
                     || !sqls_buffer_column(st, st->get_page, 1, 1, &used, has_next);

@@ -48,7 +48,7 @@ int pstore_read_freshness(const paging_host_t *host, const paging_config_t *conf
 
 int pstore_page_is_whole(const pstore_page *page, uint32_t page_size)
 {
-    return page->count >= page_size || (page->flags & PAGING_PAGE_NEXT_END) != 0;
+    return page->count >= page_size || (page->flags & PAGING_PAGE_NEXT_END) != 0 || page->has_next;
 }
 
 int pstore_page_is_fresh(const pstore_freshness *freshness, const pstore_page *page)

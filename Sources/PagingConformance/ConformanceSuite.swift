@@ -507,8 +507,11 @@ struct Context: Sendable {
             PluginPage(request: Self.sampleRequests[0], values: [], prevKey: nil, nextKey: nil),
             PluginPage(request: Self.sampleRequests[2], values: (0..<1_000).map { PluginItem(json: #"{"n":\#($0)}"#) },
                        prevKey: "0", nextKey: "40"),
-            PluginPage(request: Self.sampleRequests[5], values: odd.map { PluginItem(bytes: $0) },
-                       prevKey: PluginKey(bytes: [0x00, 0xFF]), nextKey: PluginKey(bytes: [])),
+            // At a key no other check asks for: an interceptor that keeps pages (a store) may
+            // answer it later with these items, which no host hands it, only this check.
+            PluginPage(request: PluginRequest(kind: .append, keyChain: PagingKeyChain(key: PluginKey(bytes: [0xFF, 0x00, 0x42])),
+                                              params: Self.sampleRequests[5].params),
+                       values: odd.map { PluginItem(bytes: $0) }, prevKey: PluginKey(bytes: [0x00, 0xFF]), nextKey: PluginKey(bytes: [])),
             PluginPage(request: Self.sampleRequests[4], values: [PluginItem(json: "1")], prevKey: nil, nextKey: nil),
         ]
         // transform() for an instance that offers paging.page-transform/1, handle() otherwise.

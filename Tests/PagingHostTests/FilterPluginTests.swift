@@ -221,6 +221,23 @@ struct FilterPluginTests {
         #expect(result.stdout == #"{"who":"café"}"# + "\n")
     }
 
+    /// A store placed before the filter keeps the filtered pages, shorter than the page size:
+    /// each names its next page, so the store answers it the next time (it answered only the
+    /// last page, and went to the source for every other, run after run).
+    @Test func aStoreBeforeTheFilter_answersTheFilteredPages() async throws {
+        let lines = (0..<45).map { #"{"id":\#($0),"keep":\#($0 % 2 == 0)}"# }
+        let pipeline = try pipeline(lines, interceptors: [
+            #"{"plugin": "sqlite-store", "config": {"path": "pages.db"}}"#,
+            #"{"plugin": "filter", "config": {"where": [{"pointer": "/keep", "equals": true}]}}"#], pageSize: 10)
+        func counters() async throws -> [String: Int] {
+            let result = try await run(pagerCommand, ["run", pipeline.manifest.file, "--append", "5", "--stats"])
+            #expect(result.code == 0 && result.stdout.split(separator: "\n").count == 23, "\(result.stderr)")
+            return Dictionary(uniqueKeysWithValues: result.stderr.matches(of: /counter (\w+) = (\d+)/).map { (String($0.1), Int($0.2)!) })
+        }
+        #expect(try await counters() == ["misses": 5])
+        #expect(try await counters() == ["hits": 5])
+    }
+
     @Test func twoFilters_countEveryDroppedItem() async throws {
         let pipeline = try pipeline(Self.items, interceptors: [
             #"{"plugin": "filter", "config": {"where": [{"pointer": "/id", "not_equals": 1}]}}"#,

@@ -49,7 +49,9 @@ typedef struct pstore_page {
 } pstore_page;
 
 /* Whether a page held for a request of `page_size` is whole: it holds page_size items, or it is
- * the last page (a short last page is whole). */
+ * the last page (a short last page is whole), or it names its next page (a filter after the
+ * source made it short, or the server caps its page size). A short page that names none may
+ * be a last page that grows: it is not whole. */
 int pstore_page_is_whole(const pstore_page *page, uint32_t page_size);
 
 /* Whether the page is fresh by `freshness` now. */
