@@ -70,18 +70,18 @@ public enum PluginExport {
 
     private static func make<Plugin>(
         _ type: (any SwiftPlugin.Type)?, _ id: UnsafePointer<CChar>?,
-        _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
+        _ host: PluginHost, _ config: OpaquePointer?
     ) -> Plugin? {
-        guard let host else { return nil }
+        let table = host.table
         guard let type else {
             let name = id.map { String(cString: $0) } ?? "(null)"
-            host.pointee.config_fail?(config, PAGING_ERR_NOT_FOUND, "this library has no plugin '\(name)' of that kind")
+            table.pointee.config_fail?(config, PAGING_ERR_NOT_FOUND, "this library has no plugin '\(name)' of that kind")
             return nil
         }
         do {
-            return try type.init(host: PluginHost(table: host), config: PluginConfig(host: host, config: config)) as? Plugin
+            return try type.init(host: host, config: PluginConfig(host: table, config: config)) as? Plugin
         } catch {
-            error.message.withCString { host.pointee.config_fail?(config, error.status, $0) }
+            error.message.withCString { table.pointee.config_fail?(config, error.status, $0) }
             return nil
         }
     }
@@ -90,10 +90,12 @@ public enum PluginExport {
         _ id: UnsafePointer<CChar>?, _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
     ) -> UnsafeMutablePointer<paging_interceptor_t>? {
         let type = registry.type(id).flatMap { $0 is any InterceptorPlugin.Type ? $0 : nil }
-        guard let host, let plugin: any InterceptorPlugin = make(type, id, host, config) else { return nil }
+        guard let host else { return nil }
+        let pluginHost = PluginHost(table: host)
+        guard let plugin: any InterceptorPlugin = make(type, id, pluginHost, config) else { return nil }
         let table = UnsafeMutablePointer<paging_interceptor_t>.allocate(capacity: 1)
         table.initialize(to: paging_interceptor_t(
-            plugin_data: Unmanaged.passRetained(InterceptorBox(plugin, host: host)).toOpaque(),
+            plugin_data: Unmanaged.passRetained(InterceptorBox(plugin, host: pluginHost)).toOpaque(),
             intercept: { table, request, out in
                 guard let table, let request else { return PAGING_INTERCEPT_FAIL }
                 return InterceptorBox.from(table).intercept(request, out)
@@ -105,6 +107,8 @@ public enum PluginExport {
             },
             destroy: { table in
                 guard let table else { return }
+                // The plugin's own threads may still be calling the host: no call after this returns.
+                InterceptorBox.from(table).lifetime.close()
                 Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()
@@ -121,10 +125,12 @@ public enum PluginExport {
         _ id: UnsafePointer<CChar>?, _ host: UnsafePointer<paging_host_t>?, _ config: OpaquePointer?
     ) -> UnsafeMutablePointer<paging_source_t>? {
         let type = registry.type(id).flatMap { $0 is any SourcePlugin.Type ? $0 : nil }
-        guard let host, let plugin: any SourcePlugin = make(type, id, host, config) else { return nil }
+        guard let host else { return nil }
+        let pluginHost = PluginHost(table: host)
+        guard let plugin: any SourcePlugin = make(type, id, pluginHost, config) else { return nil }
         let table = UnsafeMutablePointer<paging_source_t>.allocate(capacity: 1)
         table.initialize(to: paging_source_t(
-            plugin_data: Unmanaged.passRetained(SourceBox(plugin, host: PluginHost(table: host))).toOpaque(),
+            plugin_data: Unmanaged.passRetained(SourceBox(plugin, host: pluginHost)).toOpaque(),
             refresh_key: { table, out in
                 guard let table else { return PAGING_ERR_INVALID_ARGUMENT }
                 let box = SourceBox.from(table)
@@ -147,6 +153,8 @@ public enum PluginExport {
             },
             destroy: { table in
                 guard let table else { return }
+                // The fetches the plugin's threads complete late (and its log lines): none after this returns.
+                SourceBox.from(table).host.lifetime.close()
                 Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()
@@ -237,20 +245,22 @@ final class InterceptorBox: @unchecked Sendable {
     let plugin: any InterceptorPlugin
     /// The host table, which the interceptor needs to build its result.
     let host: UnsafePointer<paging_host_t>
+    /// Closed by destroy(): a deferred intercept answered later reaches the host only before.
+    let lifetime: HostLifetime
     /// The plugin as a ``DeferringInterceptorPlugin``, cast once.
     let deferring: (any DeferringInterceptorPlugin)?
     private let asyncHost: UnsafePointer<paging_ext_async_intercept_host_t>?
     private let transformHost: UnsafePointer<paging_ext_page_transform_host_t>?
     private let retryHint: UnsafePointer<paging_ext_retry_hint_host_t>?
 
-    init(_ plugin: any InterceptorPlugin, host: UnsafePointer<paging_host_t>) {
+    init(_ plugin: any InterceptorPlugin, host: PluginHost) {
         self.plugin = plugin
-        self.host = host
+        self.host = host.table
+        lifetime = host.lifetime
         deferring = plugin as? any DeferringInterceptorPlugin
-        let lookup = PluginHost(table: host)
-        asyncHost = lookup.extension(PAGING_EXT_ASYNC_INTERCEPT)
-        transformHost = lookup.extension(PAGING_EXT_PAGE_TRANSFORM)
-        retryHint = lookup.extension(PAGING_EXT_RETRY_HINT)
+        asyncHost = host.extension(PAGING_EXT_ASYNC_INTERCEPT)
+        transformHost = host.extension(PAGING_EXT_PAGE_TRANSFORM)
+        retryHint = host.extension(PAGING_EXT_RETRY_HINT)
     }
 
     static func from(_ table: UnsafeMutablePointer<paging_interceptor_t>) -> InterceptorBox {
@@ -278,7 +288,8 @@ final class InterceptorBox: @unchecked Sendable {
 
     /// Answers deferred intercept `id` with `decision`.
     func resume(_ id: UInt64, with decision: InterceptDecision) -> Bool {
-        guard let resume = asyncHost?.pointee.resume else { return false }
+        guard let resume = asyncHost?.pointee.resume, lifetime.enter() else { return false }
+        defer { lifetime.leave() }
         var context = (box: self, decision: decision)
         return withUnsafeMutablePointer(to: &context) { context in
             resume(host, id, { context, out in

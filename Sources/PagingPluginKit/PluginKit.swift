@@ -1,5 +1,6 @@
 import CPaging
 import FoundationEssentials
+import Glibc
 import Synchronization
 
 /// What a plugin says about itself (its descriptor).
@@ -241,6 +242,23 @@ private enum ConfigValue: Decodable {
 /// Every method may be called from any thread while the instance lives.
 public struct PluginHost: @unchecked Sendable {
     let table: UnsafePointer<paging_host_t>
+    /// The instance's: closed when the host destroys it, after which no call reaches the host.
+    let lifetime: HostLifetime
+
+    init(table: UnsafePointer<paging_host_t>, lifetime: HostLifetime = HostLifetime()) {
+        self.table = table
+        self.lifetime = lifetime
+    }
+
+    /// Runs `call` (calls into the host) unless the instance was destroyed; nil then. A call
+    /// under way on another thread when the host destroys the instance is waited for: the host
+    /// table is valid only until destroy() returns, and a completion, a log line or a counter
+    /// from a plugin's own thread may come at any moment.
+    func calling<Result>(_ call: () -> Result) -> Result? {
+        guard lifetime.enter() else { return nil }
+        defer { lifetime.leave() }
+        return call()
+    }
 
     public enum LogLevel: UInt32, Sendable { case trace = 0, debug, info, warning, error }
 
@@ -250,8 +268,10 @@ public struct PluginHost: @unchecked Sendable {
     /// Logs a message at `level`, unless the host drops that level: then `message` is not
     /// even built.
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
-        guard logs(level) else { return }
-        message().withCString { table.pointee.log?(table, level.rawValue, $0) }
+        calling {
+            guard logs(level) else { return }
+            message().withCString { table.pointee.log?(table, level.rawValue, $0) }
+        }
     }
 
     /// Whether the host keeps lines at `level` (extension `paging.log-level/1`; every level
@@ -267,21 +287,27 @@ public struct PluginHost: @unchecked Sendable {
     /// Adds `delta` to the counter `name` the host reports (`paging.metrics/1`, `pager run
     /// --stats`). Per page, not per item: each call takes a lock.
     public func count(_ name: String, by delta: Int64 = 1) {
-        guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
-        _ = name.withCString { metrics.pointee.counter_add?(table, $0, delta) }
+        calling {
+            guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
+            _ = name.withCString { metrics.pointee.counter_add?(table, $0, delta) }
+        }
     }
 
     /// Sets the gauge `name` the host reports (`paging.metrics/1`).
     public func gauge(_ name: String, _ value: Double) {
-        guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
-        _ = name.withCString { metrics.pointee.gauge_set?(table, $0, value) }
+        calling {
+            guard let metrics: UnsafePointer<paging_ext_metrics_host_t> = self.extension(PAGING_EXT_METRICS) else { return }
+            _ = name.withCString { metrics.pointee.gauge_set?(table, $0, value) }
+        }
     }
 
     /// Says that the source's data changed (`paging.invalidation/1`): a manager over it
     /// refreshes around its reader (``SourcePlugin/refreshKey(around:)``).
     public func invalidate() {
-        guard let invalidation: UnsafePointer<paging_ext_invalidation_host_t> = self.extension(PAGING_EXT_INVALIDATION) else { return }
-        invalidation.pointee.invalidate?(table)
+        calling {
+            guard let invalidation: UnsafePointer<paging_ext_invalidation_host_t> = self.extension(PAGING_EXT_INVALIDATION) else { return }
+            invalidation.pointee.invalidate?(table)
+        }
     }
 
     /// The host's table of extension `id`, or `nil` when it does not offer it.
@@ -317,8 +343,10 @@ public struct FetchCompletion: Sendable {
     /// keys and ends of `page` (its `items` are not used).
     @discardableResult
     public func succeed(count: Int, item: (Int) -> UnsafeBufferPointer<UInt8>, keys page: PageContent) -> Bool {
-        guard add(count: count, item: item) else { return false }
-        return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+        host.calling {
+            guard add(count: count, item: item) else { return false }
+            return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
+        } ?? false
     }
 
     /// Hands the host the items: in one call where it offers `paging.fetch-items/1`, else one
@@ -349,11 +377,49 @@ public struct FetchCompletion: Sendable {
 
     @discardableResult
     public func fail(_ failure: PluginFailure) -> Bool {
-        let table = host.table
-        if let retryAfter = failure.retryAfter, let hint: UnsafePointer<paging_ext_retry_hint_host_t> = host.extension(PAGING_EXT_RETRY_HINT) {
-            _ = hint.pointee.fetch_retry_after?(table, id, milliseconds(retryAfter))
+        host.calling {
+            let table = host.table
+            if let retryAfter = failure.retryAfter, let hint: UnsafePointer<paging_ext_retry_hint_host_t> = host.extension(PAGING_EXT_RETRY_HINT) {
+                _ = hint.pointee.fetch_retry_after?(table, id, milliseconds(retryAfter))
+            }
+            return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
+        } ?? false
+    }
+}
+
+/// Whether an instance may still call its host: open from create to destroy. The calls under
+/// way are counted by thread, so that destroy() waits for those on other threads but not for
+/// one on its own (a host that destroys the instance from inside a call it answers).
+final class HostLifetime: Sendable {
+    private struct State {
+        var closed = false
+        var calling: [pthread_t] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Marks a call starting on this thread; false once closed.
+    func enter() -> Bool {
+        let me = pthread_self()
+        return state.withLock { state in
+            guard !state.closed else { return false }
+            state.calling.append(me)
+            return true
         }
-        return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
+    }
+
+    func leave() {
+        let me = pthread_self()
+        state.withLock { state in
+            if let index = state.calling.lastIndex(of: me) { state.calling.remove(at: index) }
+        }
+    }
+
+    /// No call starts from now on; returns once the calls under way on other threads ended.
+    func close() {
+        let me = pthread_self()
+        state.withLock { $0.closed = true }
+        while state.withLock({ $0.calling.contains { $0 != me } }) { sched_yield() }
     }
 }
 

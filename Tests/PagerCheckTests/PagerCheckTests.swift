@@ -28,6 +28,20 @@ struct PagerCheckTests {
         #expect(checks == Set(["descriptor"] + ConformanceCheck.checks(for: kind).map(\.rawValue)))
     }
 
+    /// A Swift source that completes its fetches later, from another thread: PagingPluginKit
+    /// drops the completions that come after destroy() (they reached the host, which the
+    /// destroy-in-flight check saw; the http source did so now and then, a transfer's callback
+    /// keeping the instance alive past destroy()).
+    /// (Each fetch 20 ms later: after the check destroys the source, within the 300 ms it then
+    /// watches; thread-safe's 500 fetches in a row then take 10 s, within the 50 s a check is
+    /// given at --timeout-ms 20000.)
+    @Test func aSwiftSourceAnsweringLater_passesEveryCheck_destroyInFlightIncluded() async throws {
+        let (code, report, output) = try await check("\(productsFolder)/libexample-plugins.so",
+                                                     ["--cycles", "100", "--timeout-ms", "20000", "--plugin", "numbers", "--config", #"{"delay_ms": 20}"#])
+        #expect(code == 0 && report.failed == 0, "\(output)")
+        #expect(report.results.first { $0.check == "destroy-in-flight" }?.status == .pass, "\(output)")
+    }
+
     /// rate-limit cannot be created without its required `per_second`: with a config it passes
     /// every check (concurrent calls may outrun the bucket and wait for their slots).
     /// With the default 1,000 cycles: the host keeps each instance it made (~2.6 KB), which
