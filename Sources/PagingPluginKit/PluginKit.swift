@@ -389,37 +389,59 @@ public struct FetchCompletion: Sendable {
 
 /// Whether an instance may still call its host: open from create to destroy. The calls under
 /// way are counted by thread, so that destroy() waits for those on other threads but not for
-/// one on its own (a host that destroys the instance from inside a call it answers).
-final class HostLifetime: Sendable {
-    private struct State {
-        var closed = false
-        var calling: [pthread_t] = []
+/// one on its own (a host that destroys the instance from inside a call it answers). It waits
+/// asleep: a host call that takes long (a log line to a full pipe) costs destroy() time, not a
+/// processor.
+final class HostLifetime: @unchecked Sendable {
+    // Guarded by `mutex`.
+    private var closed = false
+    private var calling: [pthread_t] = []
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let changed = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+
+    init() {
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(changed, nil)
     }
 
-    private let state = Mutex(State())
+    deinit {
+        pthread_cond_destroy(changed)
+        pthread_mutex_destroy(mutex)
+        changed.deallocate()
+        mutex.deallocate()
+    }
+
+    private func locked<Result>(_ body: () -> Result) -> Result {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return body()
+    }
 
     /// Marks a call starting on this thread; false once closed.
     func enter() -> Bool {
         let me = pthread_self()
-        return state.withLock { state in
-            guard !state.closed else { return false }
-            state.calling.append(me)
+        return locked {
+            guard !closed else { return false }
+            calling.append(me)
             return true
         }
     }
 
     func leave() {
         let me = pthread_self()
-        state.withLock { state in
-            if let index = state.calling.lastIndex(of: me) { state.calling.remove(at: index) }
+        locked {
+            if let index = calling.lastIndex(of: me) { calling.remove(at: index) }
+            pthread_cond_broadcast(changed)
         }
     }
 
     /// No call starts from now on; returns once the calls under way on other threads ended.
     func close() {
         let me = pthread_self()
-        state.withLock { $0.closed = true }
-        while state.withLock({ $0.calling.contains { $0 != me } }) { sched_yield() }
+        locked {
+            closed = true
+            while calling.contains(where: { $0 != me }) { pthread_cond_wait(changed, mutex) }
+        }
     }
 }
 
