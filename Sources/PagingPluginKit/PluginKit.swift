@@ -239,15 +239,16 @@ private enum ConfigValue: Decodable {
 /// The host, as a plugin instance sees it: logging, and completing fetches.
 ///
 /// # Thread safety
-/// Every method may be called from any thread while the instance lives.
+/// Every method may be called from any thread. Once the host destroyed the instance, calls
+/// are dropped (a completion then returns false): a plugin's late threads never reach it.
 public struct PluginHost: @unchecked Sendable {
     let table: UnsafePointer<paging_host_t>
     /// The instance's: closed when the host destroys it, after which no call reaches the host.
     let lifetime: HostLifetime
 
-    init(table: UnsafePointer<paging_host_t>, lifetime: HostLifetime = HostLifetime()) {
+    init(table: UnsafePointer<paging_host_t>) {
         self.table = table
-        self.lifetime = lifetime
+        lifetime = HostLifetime()
     }
 
     /// Runs `call` (calls into the host) unless the instance was destroyed; nil then. A call
