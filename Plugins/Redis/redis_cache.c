@@ -108,6 +108,7 @@ typedef struct rc_state {
     char *socket_path;
     char *password;
     int64_t database;
+    char select_refused[300];   /* Redis answered SELECT with an error (a database it lacks); "" else */
     char address[300];          /* for messages */
     struct timeval connect_timeout, command_timeout;
     int64_t retry_ms;
@@ -265,16 +266,17 @@ static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
     }
 }
 
-/* Sends one command on a new connection and checks its answer is not an error. */
+/* Sends one command on a new connection and checks its answer is not an error. Returns 1, 0
+ * when no answer came (`why` says why), -1 when Redis answered with an error (`why` quotes it). */
 static int rc_setup_command(rc_state *st, redisContext *ctx, int argc, const char **argv, char *why, size_t why_len)
 {
     redisReply *r = NULL;
     if (redisAppendCommandArgv(ctx, argc, argv, NULL) == REDIS_OK) rc_get_reply(st, ctx, &r);
-    int ok = r != NULL && r->type != REDIS_REPLY_ERROR;
+    int result = r == NULL ? 0 : r->type == REDIS_REPLY_ERROR ? -1 : 1;
     if (r == NULL) snprintf(why, why_len, "%s", ctx->errstr);
-    else if (!ok) snprintf(why, why_len, "%s refused: %.200s", argv[0], r->str != NULL ? r->str : "");
+    else if (result < 0) snprintf(why, why_len, "%s refused: %.200s", argv[0], r->str != NULL ? r->str : "");
     if (r != NULL) freeReplyObject(r);
-    return ok;
+    return result;
 }
 
 /* Connects when not connected and an attempt is due (or `force`). Returns 1 when connected.
@@ -305,7 +307,7 @@ static int rc_connect(rc_state *st, int force)
         const char *argv[2];
         argv[0] = "AUTH";
         argv[1] = st->password;
-        if (!rc_setup_command(st, ctx, 2, argv, why, sizeof why)) {
+        if (rc_setup_command(st, ctx, 2, argv, why, sizeof why) != 1) {
             redisFree(ctx);
             rc_down(st, why);
             return 0;
@@ -313,10 +315,12 @@ static int rc_connect(rc_state *st, int force)
     }
     if (st->database != 0) {
         const char *argv[2];
+        int selected;
         snprintf(db, sizeof db, "%lld", (long long)st->database);
         argv[0] = "SELECT";
         argv[1] = db;
-        if (!rc_setup_command(st, ctx, 2, argv, why, sizeof why)) {
+        if ((selected = rc_setup_command(st, ctx, 2, argv, why, sizeof why)) != 1) {
+            if (selected < 0) snprintf(st->select_refused, sizeof st->select_refused, "%s", why);
             redisFree(ctx);
             rc_down(st, why);
             return 0;
@@ -1180,13 +1184,19 @@ static paging_interceptor_t *rc_create_interceptor(const char *plugin_id, const 
     st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
     rc_make_token(st);
 
-    /* Connect now, so that a wrong address shows at once; Redis down is a warning, not a failure. */
+    /* Connect now, so that a wrong address shows at once; Redis down is a warning, not a failure.
+     * A database Redis refuses is the config's mistake: it would count as down for ever. */
     pthread_mutex_lock(&st->conn_lock);
     if (rc_connect(st, 1)) {
         snprintf(msg, sizeof msg, "redis-cache: connected to Redis at %.300s", st->address);
         host->log(host, PAGING_LOG_DEBUG, msg);
     }
     pthread_mutex_unlock(&st->conn_lock);
+    if (st->select_refused[0] != '\0') {
+        snprintf(problem, sizeof problem, "config `database` %lld: Redis at %.300s has no such database (%.250s)",
+                 (long long)st->database, st->address, st->select_refused);
+        return rc_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
 
     st->interceptor.plugin_data = st;
     st->interceptor.intercept = rc_intercept;

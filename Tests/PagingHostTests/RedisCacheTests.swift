@@ -280,6 +280,21 @@ struct RedisCacheTests {
         }
     }
 
+    /// A database the running Redis does not have is the config's mistake, said at create: it
+    /// counted as Redis down, for ever, one warning a minute.
+    @Test func aDatabaseRedisLacks_isABadConfig() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        #expect {
+            _ = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+                config: .object([("address", .string(redis.address)), ("database", .int(99))]), sink: log.sink)
+        } throws: { error in
+            "\(error)".contains("config `database` 99: Redis at \(redis.address) has no such database (SELECT refused: ERR DB index is out of range)")
+        }
+        _ = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string(redis.address)), ("database", .int(15))]), sink: log.sink)
+    }
+
     @Test func anAddressFromTheEnvironment_andRedisDownAtCreate_areNotFailures() async throws {
         let redis = try await RedisServer.start()
         let address = redis.address
