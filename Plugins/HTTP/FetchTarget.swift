@@ -37,7 +37,7 @@ struct FetchTarget: Sendable {
         case .cursor, .header:
             text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
         case .link, .nextURL:
-            if key.utf8.starts(with: "http://".utf8, by: Self.sameLetter) || key.utf8.starts(with: "https://".utf8, by: Self.sameLetter) {
+            if ResponseParsing.startsIgnoringCase(key.utf8, with: "http://") || ResponseParsing.startsIgnoringCase(key.utf8, with: "https://") {
                 text = config.revealingSecrets(key)
             } else {
                 text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
@@ -50,11 +50,6 @@ struct FetchTarget: Sendable {
         // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
         chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key
         body = config.bodyTemplate?.render(key: config.pagination.keysAreURLs ? "" : key, pageSize: pageSize, offset: offset, params: request.params)
-    }
-
-    /// Byte `a` is `lower` (a lower-case pattern byte) or its capital: a URL's scheme.
-    private static func sameLetter(_ a: UInt8, _ lower: UInt8) -> Bool {
-        a == lower || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(a) && a + 32 == lower
     }
 
     /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)

@@ -179,7 +179,7 @@ enum ResponseParsing {
 
     /// `bytes` as text with ASCII letters in lower case (headers, schemes and host names are
     /// compared as libcurl reads them: byte by byte).
-    static func asciiLowercased(_ bytes: ArraySlice<UInt8>) -> String {
+    static func asciiLowercased(_ bytes: some Collection<UInt8>) -> String {
         String(decoding: bytes.map(asciiLowercased), as: UTF8.self)
     }
 
@@ -211,8 +211,8 @@ enum ResponseParsing {
         bytes.indices.first { bytes[$0...].starts(with: "://".utf8) }
     }
 
-    /// Whether `bytes` starts with the ASCII `prefix`, in any case.
-    private static func startsIgnoringCase(_ bytes: [UInt8], with prefix: StaticString) -> Bool {
+    /// Whether `bytes` starts with the ASCII `prefix` (lower case), in any case.
+    static func startsIgnoringCase(_ bytes: some Collection<UInt8>, with prefix: StaticString) -> Bool {
         let prefix = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
         guard bytes.count >= prefix.count else { return false }
         return zip(bytes, prefix).allSatisfy { asciiLowercased($0) == $1 }

@@ -107,13 +107,7 @@ struct TransportResponse {
                 continue
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            let name = String(unsafeUninitializedCapacity: colon - line.startIndex, initializingUTF8With: { lowered in
-                for (i, byte) in line[..<colon].enumerated() {
-                    lowered[i] = (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) ? byte + 32 : byte
-                }
-                return colon - line.startIndex
-            })
-            out.append((name, trimmed(line[(colon + 1)...])))
+            out.append((ResponseParsing.asciiLowercased(line[..<colon]), trimmed(line[(colon + 1)...])))
         }
         return out
     }

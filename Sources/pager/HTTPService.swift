@@ -80,21 +80,22 @@ final class HTTPService: @unchecked Sendable {
         var query: [(name: String, value: String?)] = []
         for index in 0..<paging_http_query_count(pointer) {
             // Not repaired: a byte that is not UTF-8 would become U+FFFD, another value.
+            // (`value`: nil for a name without "=", .some(nil) for bytes that are not UTF-8.)
             let name = paging_http_query_key(pointer, index).map { String(validatingCString: $0) } ?? ""
             let value = paging_http_query_value(pointer, index).map { String(validatingCString: $0) }
-            guard let name, value.map({ $0 != nil }) ?? true else {
-                let body = Array(#"{"error": "a query name or value is not valid UTF-8"}"#.utf8) + [0x0A]
-                body.withUnsafeBufferPointer { paging_http_respond(pointer, 400, "application/json", $0.baseAddress, $0.count) }
+            guard let name, value != .some(nil) else {
+                Self.respond(exchange, .error(400, "a query name or value is not valid UTF-8"))
                 return
             }
             query.append((name, value ?? nil))
         }
         let request = HTTPRequest(path: String(cString: paging_http_path(pointer)), query: query)
-        Task { [handler] in
-            let answer = await handler(request)
-            answer.body.withUnsafeBufferPointer { body in
-                paging_http_respond(exchange.pointer, UInt32(answer.status), answer.contentType, body.baseAddress, body.count)
-            }
+        Task { [handler] in Self.respond(exchange, await handler(request)) }
+    }
+
+    private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) {
+        answer.body.withUnsafeBufferPointer { body in
+            paging_http_respond(exchange.pointer, UInt32(answer.status), answer.contentType, body.baseAddress, body.count)
         }
     }
 }
