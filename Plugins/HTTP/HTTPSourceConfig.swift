@@ -216,8 +216,9 @@ struct HTTPSourceConfig: Sendable {
     var maxRequestsPerSecond: Double?
     /// Top-level members each item keeps (nil: the whole item).
     var fields: [String]?
-    /// Fetch the next page while a page is handed out, when its key is known (GET only).
-    var prefetch = false
+    /// How many pages to fetch ahead while a page is handed out, when their keys are known (GET
+    /// only; 0: none).
+    var prefetchPages = 0
     /// The certificates https servers are verified with, instead of the system's (`ca_file`).
     var caFile: String?
 

@@ -82,6 +82,8 @@ enum Auth: Sendable {
 
 extension HTTPSourceConfig {
     static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "ca_file"]
+    /// Pages fetched ahead by default (`"prefetch": true`), and at most.
+    static let prefetchPages = 2, maxPrefetchPages = 4
 
     /// Parses method, body, auth, max_requests_per_second, fields, prefetch and ca_file.
     mutating func parseOptions(_ root: [String: ConfigValue], environment: [String: String]) throws(PluginFailure) {
@@ -120,11 +122,13 @@ extension HTTPSourceConfig {
             caFile = try Self.certificateFile(value)
         }
         if let value = root["prefetch"] {
-            guard let flag = value.bool else { throw .invalidConfig("prefetch: expected true or false, got \(value)") }
-            guard !flag || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
-            prefetch = flag
+            guard let pages = value.bool.map({ $0 ? Self.prefetchPages : 0 }) ?? value.integer, (0...Self.maxPrefetchPages).contains(pages) else {
+                throw .invalidConfig("prefetch: expected true, false or a number of pages from 0 to \(Self.maxPrefetchPages), got \(value)")
+            }
+            guard pages == 0 || method == "GET" else { throw .invalidConfig("prefetch: only with \"method\": \"GET\" (a POST is not fetched ahead)") }
+            prefetchPages = pages
         } else {
-            prefetch = method == "GET"
+            prefetchPages = method == "GET" ? Self.prefetchPages : 0
         }
     }
 

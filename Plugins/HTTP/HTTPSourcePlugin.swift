@@ -35,7 +35,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let projection: ScanPlan?
     private let pacer: Pacer
     private let tokens: TokenCache?
-    private let prefetcher = Prefetcher<Exchange>()
+    private let prefetcher: Prefetcher<Exchange>
     let refreshKey: [UInt8]
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
@@ -54,6 +54,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         projection = parsed.fields.map { ScanPlan($0.map { JSONPointer(member: $0) }) }
         client = try TransportClient()
         pacer = Pacer(perSecond: parsed.maxRequestsPerSecond)
+        prefetcher = Prefetcher(depth: parsed.prefetchPages)
         tokens = parsed.auth.flatMap { auth in
             if case .clientCredentials(let url, let id, let secret, let scope) = auth {
                 return TokenCache(tokenURL: url, clientID: id, clientSecret: secret, scope: scope)
@@ -97,9 +98,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         let exchange = Exchange(target: target, kind: request.kind, completion: completion, request: request)
-        if config.prefetch {
+        if config.prefetchPages > 0 {
             let (claim, dropped) = prefetcher.claim(url: target.url, body: target.body, waiter: exchange)
-            if let dropped { client.cancel(dropped) }
+            dropped.forEach(client.cancel)
             switch claim {
             case .ready(let stored):
                 stored.withResponse { received($0, exchange, url: target.url, hops: []) }
@@ -206,7 +207,7 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
         if exchange.ahead {
-            aheadEnded(exchange.target.url, nil)
+            aheadEnded(exchange, nil)
             return
         }
         var message = config.redact(failure.message)
@@ -219,7 +220,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         if exchange.ahead {
             let usable: Bool
             if case .response = response.outcome { usable = (200..<300).contains(response.status) } else { usable = false }
-            aheadEnded(url, usable ? response : nil)
+            aheadEnded(exchange, usable ? response : nil)
             return
         }
         if case .cancelled = response.outcome { return }
@@ -263,8 +264,9 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     // MARK: - The next page, fetched ahead
 
-    /// Sends the request for the page after `exchange`'s, whose key `next` is known, unless one
-    /// is already ahead: its response waits for the fetch that asks for it.
+    /// Sends the request ahead for the page of key `next`, built from `exchange`'s request,
+    /// unless that page is ahead already or `prefetch` pages are: its response waits for the
+    /// fetch that asks for it.
     private func fetchAhead(_ next: [UInt8], after exchange: Exchange) {
         var request = exchange.request
         request.kind = .append
@@ -278,9 +280,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         send(ahead, url: target.url, hops: [])
     }
 
-    /// The request ahead for `url` ended with a 2xx `response`, or nil (any other answer or a
-    /// failure: the fetch that asks for it sends its own request, which reports what goes wrong).
-    private func aheadEnded(_ url: String, _ response: TransportResponse?) {
+    /// The request `ahead` ended with a 2xx `response`, or nil (any other answer or a failure:
+    /// the fetch that asks for it sends its own request, which reports what goes wrong).
+    private func aheadEnded(_ ahead: Exchange, _ response: TransportResponse?) {
+        let url = ahead.target.url
         switch prefetcher.arrived(url: url, usable: response != nil) {
         case .waiter(let waiter):
             if let response {
@@ -291,12 +294,27 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .keep:
             guard let response else { return }
             let stored = StoredResponse(response, scannedWith: plan)
-            if let waiter = prefetcher.store(url: url, stored) {
+            let next = stored.withResponse { nextKey(after: $0, ahead) }
+            if let waiter = prefetcher.store(url: url, stored, next: next) {
                 stored.withResponse { received($0, waiter, url: url, hops: []) }
+            } else if let key = prefetcher.keyToFetch(after: nil) {
+                fetchAhead(key, after: ahead)
             }
         case .drop:
             return
         }
+    }
+
+    /// The key of the page after the page ahead in `response`, to fetch ahead in turn: nil when
+    /// it is the last, its keys are malformed, its next key goes round the chain, or the server
+    /// said the rate limit is spent (the fetch that claims the page pauses for it).
+    private func nextKey(after response: TransportResponse, _ ahead: Exchange) -> [UInt8]? {
+        guard response.header("x-ratelimit-remaining") != "0",
+              case .success(let scan)? = response.scanned, scan.itemsPathProblem == nil,
+              let keys = try? pageKeys(scan, response, ahead.target, url: ahead.target.url), !keys.isLast,
+              let next = keys.nextKey,
+              !chains.withLock({ $0.goesRound(from: ahead.target.chainKey, to: String(decoding: next, as: UTF8.self)) }) else { return nil }
+        return next
     }
 
     /// A 3xx: the next hop, if it is http(s), not a loop, and within 10 hops. Headers for the
@@ -364,9 +382,10 @@ final class HTTPSourcePlugin: SourcePlugin {
             chains.record(keys, of: chainKey, kind: kind, url: url)
             return keys.nextKey.map { chains.refusal(of: String(decoding: $0, as: UTF8.self), kind: .append) != nil } ?? false
         }
-        // After an append the caller is paging on: the next append is likely (after a refresh
+        // After an append the caller is paging on: the next appends are likely (after a refresh
         // it may be the only page wanted, and a request ahead would be spent for nothing).
-        if config.prefetch, kind == .append, !keys.isLast, !nextGoesRound, let next = keys.nextKey {
+        if config.prefetchPages > 0, kind == .append, !keys.isLast, !nextGoesRound,
+           let next = prefetcher.keyToFetch(after: keys.nextKey) {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
@@ -514,6 +533,13 @@ struct KeyChains {
         if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
             Self.link(&before, &repeatsBefore, from: key, to: prev, direction: "previous", url: url)
         }
+    }
+
+    /// Whether the page of `key`, once loaded as an append, would link round the chain to
+    /// `next` (what `record` would then find): a page fetched ahead is recorded only when it is
+    /// asked for.
+    func goesRound(from key: String, to next: String) -> Bool {
+        next == key || repeatsAfter[next] != nil || after[next].map { $0 != key } ?? false
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.

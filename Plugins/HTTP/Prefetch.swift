@@ -1,4 +1,4 @@
-// The next page, fetched while the current one is handed out: when a page's next key is known,
+// The next pages, fetched while the current one is handed out: when a page's next key is known,
 // its request goes out at once, and the fetch that asks for it next finds the response there
 // (and completes on its own thread, without waiting for the network) or waits for it.
 import Synchronization
@@ -35,7 +35,11 @@ final class StoredResponse: @unchecked Sendable {
     }
 }
 
-/// The one request fetched ahead of an instance, and the fetch waiting for it, if any.
+/// The pages fetched ahead of an instance, oldest first, and the fetch waiting for the oldest,
+/// if any. Each request ahead is for the page after the one before it, and one goes out at a
+/// time: the page after an unclaimed response is asked for when that response comes (up to
+/// `depth` pages ahead), so that the requests keep going while the fetches that hand pages out
+/// are busy, without a thread switch to start each one.
 ///
 /// # Thread safety
 /// Every method may be called from any thread; state is kept under a lock.
@@ -45,6 +49,8 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
         var body: [UInt8]?
         var transfer: UInt64?
         var response: StoredResponse?
+        /// The key of the page after this one, known once its response came (nil: none to fetch).
+        var next: [UInt8]?
         var waiter: Waiter?
     }
 
@@ -57,41 +63,49 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
         case waiting
     }
 
-    private let state = Mutex<Ahead?>(nil)
+    /// The most pages ahead.
+    let depth: Int
+    private let state = Mutex<[Ahead]>([])
 
-    /// Claims what was fetched ahead for `url` and `body`; anything else fetched ahead is
-    /// dropped, and its transfer returned to cancel.
-    func claim(url: String, body: [UInt8]?, waiter: Waiter) -> (Claim, cancel: UInt64?) {
-        state.withLock { ahead in
-            guard let current = ahead else { return (.none, nil) }
+    init(depth: Int) {
+        self.depth = depth
+    }
+
+    /// Claims what was fetched ahead for `url` and `body`; when that is not the oldest page
+    /// ahead, every page ahead is dropped, and the transfers still running are returned to cancel.
+    func claim(url: String, body: [UInt8]?, waiter: Waiter) -> (Claim, cancel: [UInt64]) {
+        state.withLock { queue in
+            guard let oldest = queue.first else { return (.none, []) }
             // Claimed already: it stays its waiter's.
-            guard current.waiter == nil else { return (.none, nil) }
-            guard current.url == url, current.body == body else {
-                ahead = nil
-                return (.none, current.response == nil ? current.transfer : nil)
+            guard oldest.waiter == nil else { return (.none, []) }
+            guard oldest.url == url, oldest.body == body else {
+                let running = queue.compactMap { $0.response == nil ? $0.transfer : nil }
+                queue = []
+                return (.none, running)
             }
-            if let response = current.response {
-                ahead = nil
-                return (.ready(response), nil)
+            if let response = oldest.response {
+                queue.removeFirst()
+                return (.ready(response), [])
             }
-            ahead?.waiter = waiter
-            return (.waiting, nil)
+            queue[0].waiter = waiter
+            return (.waiting, [])
         }
     }
 
-    /// Records a request about to go out ahead; false when one is already ahead.
+    /// Records a request about to go out ahead; false when `depth` pages are ahead already or
+    /// this one is among them.
     func begin(url: String, body: [UInt8]?) -> Bool {
-        state.withLock { ahead in
-            guard ahead == nil else { return false }
-            ahead = Ahead(url: url, body: body)
+        state.withLock { queue in
+            guard queue.count < depth, !queue.contains(where: { $0.url == url && $0.body == body }) else { return false }
+            queue.append(Ahead(url: url, body: body))
             return true
         }
     }
 
     /// Records the transfer of the request ahead for `url` (to cancel it if it is not claimed).
     func attach(url: String, transfer: UInt64) {
-        state.withLock { ahead in
-            if ahead?.url == url { ahead?.transfer = transfer }
+        state.withLock { queue in
+            if let index = queue.firstIndex(where: { $0.url == url }) { queue[index].transfer = transfer }
         }
     }
 
@@ -101,39 +115,52 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
         case waiter(Waiter)
         /// Nobody asked yet: make the copy to keep, then `store` it.
         case keep
-        /// Nothing to keep (not the request ahead, or no usable response).
+        /// Nothing to keep (not a request ahead, or no usable response).
         case drop
     }
 
     /// The request ahead for `url` ended, with a usable response or not. Outside the lock, the
     /// caller then copies and scans a response to `keep`: a fetch that claims it meanwhile
-    /// waits for `store`.
+    /// waits for `store`. (No page is ahead after one without a response: its request goes out
+    /// when that response is stored.)
     func arrived(url: String, usable: Bool) -> Arrival {
-        state.withLock { ahead in
-            guard let current = ahead, current.url == url else { return .drop }
-            if let waiter = current.waiter {
-                ahead = nil
+        state.withLock { queue in
+            guard let index = queue.firstIndex(where: { $0.url == url }) else { return .drop }
+            if let waiter = queue[index].waiter {
+                queue.remove(at: index)
                 return .waiter(waiter)
             }
             guard usable else {
-                ahead = nil
+                queue.remove(at: index)
                 return .drop
             }
             return .keep
         }
     }
 
-    /// Keeps `response` for its claimer; returns the fetch that claimed it while it was being
-    /// made, if one did (it gets `response` now).
-    func store(url: String, _ response: StoredResponse) -> Waiter? {
-        state.withLock { ahead in
-            guard let current = ahead, current.url == url else { return nil }
-            if let waiter = current.waiter {
-                ahead = nil
+    /// Keeps `response`, and the key of the page after it, for its claimer; returns the fetch
+    /// that claimed it while it was being made, if one did (it gets `response` now).
+    func store(url: String, _ response: StoredResponse, next: [UInt8]?) -> Waiter? {
+        state.withLock { queue in
+            guard let index = queue.firstIndex(where: { $0.url == url }) else { return nil }
+            if let waiter = queue[index].waiter {
+                queue.remove(at: index)
                 return waiter
             }
-            ahead?.response = response
+            queue[index].response = response
+            queue[index].next = next
             return nil
+        }
+    }
+
+    /// The key of the page to fetch ahead now: `next` (the page after the one just handed out)
+    /// when nothing is ahead, else the page after the newest one ahead once its response came;
+    /// nil when `depth` pages are ahead.
+    func keyToFetch(after next: [UInt8]?) -> [UInt8]? {
+        state.withLock { queue in
+            guard queue.count < depth else { return nil }
+            guard let newest = queue.last else { return next }
+            return newest.response == nil ? nil : newest.next
         }
     }
 }

@@ -517,7 +517,11 @@ struct HTTPSourcePluginTests {
         }
         #expect(failure(#"{"url": "http://x/{key}", "bogus": 1}"#).hasPrefix("bogus: unknown key"))
         #expect(failure(#"{"url": "http://x/{key}", "method": "POST", "prefetch": true}"#).hasPrefix("prefetch: only with \"method\": \"GET\""))
-        #expect(failure(#"{"url": "http://x/{key}", "prefetch": 1}"#).hasPrefix("prefetch: expected true or false"))
+        #expect(failure(#"{"url": "http://x/{key}", "method": "POST", "prefetch": 1}"#).hasPrefix("prefetch: only with \"method\": \"GET\""))
+        for bad in ["5", "-1", "1.5", #""yes""#, "null"] {
+            #expect(failure(#"{"url": "http://x/{key}", "prefetch": \#(bad)}"#).hasPrefix("prefetch: expected true, false or a number of pages from 0 to 4, got "), "\(bad)")
+        }
+        #expect(failure(#"{"url": "http://x/{key}", "method": "POST", "prefetch": 0}"#) == "created")
         #expect(failure(#"{}"#).hasPrefix("url: required"))
         #expect(failure(#"{"url": "ftp://x/{key}"}"#).hasPrefix("url: expected an absolute http(s) URL"))
         #expect(failure(#"{"url": "http://x/{nope}"}"#).hasPrefix("url: unknown placeholder {nope}"))

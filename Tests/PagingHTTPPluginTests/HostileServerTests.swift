@@ -220,6 +220,54 @@ struct HostileServerTests {
         #expect(manager.output.values.count == 4)
     }
 
+    /// The `prefetch` depth: the pages ahead go out one after another before anyone asks for
+    /// them, up to that many; each page is requested once, those ahead handed out without a
+    /// request of their own. (The /items pages never end.)
+    @Test(arguments: [
+        (nil, [1, 2, 3, 4], [1, 2, 3, 4, 5, 6]),
+        ("1", [1, 2, 3], [1, 2, 3, 4, 5]),
+        ("4", [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 7, 8]),
+        ("false", [1, 2], [1, 2, 3, 4]),
+    ] as [(String?, [Int], [Int])])
+    func thePagesAhead_goOutUpToThePrefetchDepth_eachOnce(_ prefetch: String?, _ afterTwo: [Int], _ afterFour: [Int]) async throws {
+        defer { server.stop() }
+        let option = prefetch.map { #", "prefetch": \#($0)"# } ?? ""
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items"\#(option)}"#)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 2)
+        func requested() async throws -> [Int] {
+            try await server.seen().map { try #require(($0["query"] as? String).flatMap { Int($0.dropFirst("page=".count)) }) }
+        }
+        var page = try await pager.load(pager.refreshRequest(params: params))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try await eventually { try await requested() == afterTwo })
+        for _ in 0..<2 { page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params)) }
+        #expect(try ids(page.values) == [40, 41])
+        #expect(try await eventually { try await requested() == afterFour })
+        #expect(try await requested() == afterFour)
+    }
+
+    /// A page ahead saying the rate limit is spent sends nothing after it: the fetch that claims
+    /// it pauses for the reset (here longer than the timeout: the next load fails at once).
+    @Test func aPageAheadSayingTheLimitIsSpent_stopsThePagesAhead() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/limited-third?page={key}", "items": "/items"}"#)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 2)
+        var page = try await pager.load(pager.refreshRequest(params: params))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try await eventually { try await server.seen().count == 3 })
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try ids(page.values) == [30, 31])
+        do {
+            _ = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+            Issue.record("page 4 loaded while the rate limit held")
+        } catch let error as PluginError {
+            #expect(error.status == .transient, "\(error)")
+        }
+        #expect(try await server.seen().compactMap { $0["query"] as? String } == ["page=1", "page=2", "page=3"])
+    }
+
     // MARK: Loops and schemes
 
     @Test func aRedirectLoop_failsNamingTheHops() async throws {
