@@ -9,7 +9,8 @@
 //                load fails, with a warning) or "stale-while-revalidate" (a held page answers at
 //                once; a stale one is then loaded again in the background)
 // Pages are kept under the request's identity (key, page size, params but hard_refresh). A
-// request with the param hard_refresh = "true" empties the cache and goes to the source.
+// request with the param hard_refresh = "true" goes to the source; its page, once loaded,
+// replaces everything cached (a failed load leaves the cache as it was).
 import Paging
 import PagingPluginKit
 

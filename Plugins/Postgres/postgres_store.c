@@ -24,8 +24,9 @@
  *                      often a connection is tried again (loads in between go straight on).
  *
  * Behaviour: as sqlite-store. A lookup reads the page's row (one statement: one snapshot) and,
- * when it is whole, answers by the policy; a hard refresh deletes the namespace's rows (one
- * statement) and proceeds; handle() writes the page with one INSERT ... ON CONFLICT DO UPDATE
+ * when it is whole, answers by the policy; a hard refresh proceeds, and its page replaces the
+ * namespace's rows in the statement that writes it (a failed load leaves them); handle() writes
+ * the page with one INSERT ... ON CONFLICT DO UPDATE
  * (one transaction a page): concurrent writers of a namespace lose nothing, and a page is
  * replaced whole or not at all, never half. Rows are read in binary and checked (lengths, the
  * array's shape, the item count); a row that does not check out is a miss with a warning.
@@ -473,26 +474,12 @@ static uint32_t pg_answer(void *context, paging_intercept_out_t *out)
     return d->result;
 }
 
-/* Deletes every page of the namespace (one statement). */
-static void pg_clear_namespace(pg_state *st)
-{
-    const char *values[1];
-    PGresult *r;
-    values[0] = st->ns;
-    pthread_mutex_lock(&st->conn_lock);
-    r = pg_exec(st, "hard refresh: cannot clear the namespace", "DELETE FROM paging_pages WHERE namespace = $1",
-                1, NULL, values, NULL, NULL, 0, PGRES_COMMAND_OK);
-    pthread_mutex_unlock(&st->conn_lock);
-    PQclear(r);
-}
-
 /* The plugin's thread: a queued job. */
 static void pg_run(void *owner, pstore_job *job)
 {
     pg_state *st = (pg_state *)owner;
     pg_decision d;
-    if (job->hard_refresh) {
-        pg_clear_namespace(st);
+    if (job->hard_refresh) { /* to the source: its page replaces the namespace's (pg_handle) */
         memset(&d, 0, sizeof d);
         d.st = st;
         d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
@@ -526,10 +513,7 @@ static uint32_t pg_intercept(paging_interceptor_t *self, const paging_request_t 
         result = pstore_queue_defer(&st->queue, st->async, request, out);
         if (result != 0) return result;
     }
-    if (pstore_is_hard_refresh(request)) {
-        pg_clear_namespace(st);
-        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-    }
+    if (pstore_is_hard_refresh(request)) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     job = (pstore_job *)calloc(1, sizeof *job + request->identity.len);
     if (job == NULL) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     job->page_size = request->page_size;
@@ -541,6 +525,13 @@ static uint32_t pg_intercept(paging_interceptor_t *self, const paging_request_t 
     free(job);
     return result;
 }
+
+/* Writes a page: namespace, identity, prev and next keys, flags, item count, when, items. */
+#define PG_PUT_PAGE \
+    "INSERT INTO paging_pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at, items)" \
+    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (namespace, identity) DO UPDATE SET" \
+    " prev_key = EXCLUDED.prev_key, next_key = EXCLUDED.next_key, flags = EXCLUDED.flags," \
+    " item_count = EXCLUDED.item_count, stored_at = EXCLUDED.stored_at, items = EXCLUDED.items"
 
 static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
 {
@@ -599,11 +590,12 @@ static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
     lens[4] = lens[5] = lens[6] = 0;
     values[7] = (const char *)array; lens[7] = (int)total;
     pthread_mutex_lock(&st->conn_lock);
+    /* The page of a hard refresh replaces every page of the namespace, in the same statement
+     * (a failed load left them). */
     r = pg_exec(st, "write: page not stored",
-                "INSERT INTO paging_pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at, items)"
-                " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (namespace, identity) DO UPDATE SET"
-                " prev_key = EXCLUDED.prev_key, next_key = EXCLUDED.next_key, flags = EXCLUDED.flags,"
-                " item_count = EXCLUDED.item_count, stored_at = EXCLUDED.stored_at, items = EXCLUDED.items",
+                pstore_is_hard_refresh(req)
+                ? "WITH cleared AS (DELETE FROM paging_pages WHERE namespace = $1 AND identity <> $2) " PG_PUT_PAGE
+                : PG_PUT_PAGE,
                 8, types, values, lens, formats, 0, PGRES_COMMAND_OK);
     pthread_mutex_unlock(&st->conn_lock);
     PQclear(r);

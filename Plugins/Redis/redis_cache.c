@@ -50,8 +50,8 @@
  *   the lease itself, or waits on for the new holder) or lease_ms have passed since it began to
  *   wait (it proceeds: a holder killed mid-fetch never makes others wait past the lease).
  *   Network-first takes no lease (every load goes to the source).
- *   A hard refresh deletes the namespace's pages (SCAN + UNLINK: pages written meanwhile may
- *   stay) and proceeds.
+ *   A hard refresh proceeds; its page, once loaded, replaces the namespace's pages (SCAN +
+ *   UNLINK, then SET: pages written meanwhile may stay); a failed load leaves them.
  *   A reply larger than max_page_bytes + 1 MiB, or of more than 1,048,576 values, is not read on:
  *   the connection is dropped and Redis counts as unavailable (a broken or hostile server cannot
  *   make the process allocate without end; hiredis alone would buffer any reply whole).
@@ -800,8 +800,7 @@ static void rc_run(void *owner, pstore_job *job)
 {
     rc_state *st = (rc_state *)owner;
     rc_decision d;
-    if (job->hard_refresh) {
-        rc_clear_namespace(st);
+    if (job->hard_refresh) { /* to the source: its page replaces the namespace's (rc_handle) */
         memset(&d, 0, sizeof d);
         d.st = st;
         d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
@@ -880,7 +879,6 @@ static uint32_t rc_intercept(paging_interceptor_t *self, const paging_request_t 
     job->identity_len = request->identity.len;
     if (request->identity.len) memcpy(job->identity, request->identity.data, request->identity.len);
     if (pstore_is_hard_refresh(request)) {
-        rc_clear_namespace(st);
         result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     } else {
         rc_decide(st, job, &d);
@@ -912,6 +910,8 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
         st->host->log(st->host, PAGING_LOG_WARNING, "redis-cache: a page larger than max_page_bytes (or out of memory); not stored");
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)st->ttl_ms);
+    /* The page of a hard refresh replaces the namespace's pages (a failed load left them). */
+    if (value != NULL && key != NULL && pstore_is_hard_refresh(req)) rc_clear_namespace(st);
     pthread_mutex_lock(&st->conn_lock);
     if (value != NULL && key != NULL) {
         argv[0] = "SET"; lens[0] = 3;

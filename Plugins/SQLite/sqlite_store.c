@@ -40,8 +40,9 @@
  *   Pages are stored under (namespace, the request's identity): its key, page size and every
  *   param but hard_refresh (paging_request_t.identity), so a page loaded for one query is never
  *   served for another.
- *   intercept(): a REFRESH request with param hard_refresh = "true" deletes every page of the
- *   namespace (one transaction) and proceeds. Otherwise the page stored under the request's
+ *   intercept(): a REFRESH request with param hard_refresh = "true" proceeds (its page, once
+ *   loaded, replaces every page of the namespace; a failed load leaves them). Otherwise the
+ *   page stored under the request's
  *   identity, when it is complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
  *   the last page is complete even when short; or it names its next page: a page a filter after
  *   the source made short), answers by the policy: COMPLETE (fresh),
@@ -56,8 +57,9 @@
  *   cancel() drops a lookup still queued; destroy() stops and joins the reader, dropping the
  *   lookups it had not started (the host ends them). Without the extension intercept() reads on
  *   the caller's thread.
- *   handle(): stores the page, replacing the one with the same namespace and identity. A write
- *   error (disk full, lock timeout) is logged at ERROR and the page is simply not stored.
+ *   handle(): stores the page, replacing the one with the same namespace and identity (the
+ *   page of a hard refresh: every page of the namespace), in one transaction. A write error
+ *   (disk full, lock timeout) is logged at ERROR and the store is left as it was.
  *
  * File format, schema version 2 (a version 1 file is upgraded in place: its pages are dropped,
  * with a WARNING, because version 1 did not record the params each page was loaded with;
@@ -306,25 +308,6 @@ static int sqls_buffer_column(sqls_state *st, sqlite3_stmt *stmt, int col, size_
 
 /* ---- intercept ------------------------------------------------------------------------- */
 
-/* Deletes every page of the namespace in one transaction. */
-static void sqls_clear_namespace(sqls_state *st)
-{
-    int rc = sqls_exec(st->begin_write);
-    if (rc == SQLITE_DONE) {
-        sqlite3_bind_text(st->clear_items, 1, st->ns, -1, SQLITE_STATIC);
-        sqlite3_bind_text(st->clear_pages, 1, st->ns, -1, SQLITE_STATIC);
-        rc = sqls_exec(st->clear_items);
-        if (rc == SQLITE_DONE) rc = sqls_exec(st->clear_pages);
-        sqlite3_clear_bindings(st->clear_items);
-        sqlite3_clear_bindings(st->clear_pages);
-        if (rc == SQLITE_DONE) rc = sqls_exec(st->commit);
-    }
-    if (rc != SQLITE_DONE) {
-        sqls_log(st, PAGING_LOG_ERROR, "hard refresh: cannot clear the namespace");
-        sqls_abort(st);
-    }
-}
-
 /* Reads the page stored under `identity` for pages of `page_size` into the buffer: span 0 =
  * prev key, 1 = next key, 2.. = items. Returns 1 when a complete page was read, 0 when there is
  * none (or it is incomplete), -1 on a read error (already logged). Both statements run in one
@@ -534,12 +517,9 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
     sqls_state *st = (sqls_state *)self;
     sqls_found found;
 
-    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true")) {
-        pthread_mutex_lock(&st->db_lock);
-        sqls_clear_namespace(st);
-        pthread_mutex_unlock(&st->db_lock);
+    /* A hard refresh goes to the source; its page replaces the namespace's (handle). */
+    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true"))
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-    }
     if (st->async != NULL) {
         uint32_t deferred = sqls_defer_lookup(st, request, out);
         if (deferred != 0) return deferred;
@@ -568,6 +548,8 @@ static void sqls_cancel(void *self, uint64_t id)
 /* ---- handle ---------------------------------------------------------------------------- */
 
 /* Writes `page` in one transaction. [under db_lock] */
+/* Stores the page, replacing the one under its identity; the page of a hard refresh replaces
+ * every page of the namespace. One transaction: a failure leaves the store as it was. */
 static void sqls_store_page(sqls_state *st, const paging_page_t *page)
 {
     const paging_request_t *req = page->request;
@@ -575,8 +557,16 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
     int rc = sqls_exec(st->begin_write);
     if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
 
+    if (req->kind == PAGING_REQUEST_REFRESH && sqls_param_is(req, "hard_refresh", "true")) {
+        sqlite3_bind_text(st->clear_items, 1, st->ns, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st->clear_pages, 1, st->ns, -1, SQLITE_STATIC);
+        rc = sqls_exec(st->clear_items);
+        if (rc == SQLITE_DONE) rc = sqls_exec(st->clear_pages);
+        sqlite3_clear_bindings(st->clear_items);
+        sqlite3_clear_bindings(st->clear_pages);
+    }
     /* Replace: drop the old page's items, then write the page row and the new items. */
-    rc = sqls_bind_page_id(st, st->del_items, req->identity);
+    if (rc == SQLITE_DONE) rc = sqls_bind_page_id(st, st->del_items, req->identity);
     if (rc == SQLITE_OK) rc = sqls_exec(st->del_items);
     sqlite3_clear_bindings(st->del_items);
 

@@ -15,8 +15,9 @@ public enum FreshnessPolicy: String, Sendable, CaseIterable {
 /// A page is cached under its request's ``PagingRequestIdentity``. A cached page is fresh for
 /// ``timeToLive``; the ``policy`` says what is served when (``FreshnessPolicy``; with
 /// `.cacheFirst`, the default, a stale page is dropped). Beyond ``maxEntries`` the least
-/// recently used page is evicted. A request with a hard refresh (``PagingRequestParams/isHardRefresh``) empties
-/// the cache and goes on to the source. Every request costs O(1), whatever the cache holds.
+/// recently used page is evicted. A request with a hard refresh (``PagingRequestParams/isHardRefresh``) goes on
+/// to the source, and its page, once loaded, replaces everything cached (a failed load leaves the cache as it
+/// was). Every request costs O(1), whatever the cache holds.
 ///
 /// # Thread safety
 /// Safe to share between any number of concurrent loads.
@@ -91,8 +92,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         interceptCore(self, request)
     }
 
-    /// The fresh cached page answering `request`, or `nil` on a miss. A hard refresh empties
-    /// the cache and misses.
+    /// The fresh cached page answering `request`, or `nil` on a miss. A hard refresh misses.
     public func cachedPage(for request: PagingRequest<Key>) -> Page<Key, Value>? {
         lookupCore(self, request)
     }
@@ -109,10 +109,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
 
     @inlinable
     func lookUp(_ request: PagingRequest<Key>) -> Page<Key, Value>? {
-        if request.params.isHardRefresh {
-            cache.withLock { $0.removeAll() }
-            return nil
-        }
+        if request.params.isHardRefresh { return nil }
         let key = request.identity
         let now = clock.now()
         guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
@@ -122,10 +119,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     /// The cached page for `request` whatever its age, and whether it is fresh.
     @inlinable
     func lookUpKeepingStale(_ request: PagingRequest<Key>) -> (Page<Key, Value>, isFresh: Bool)? {
-        if request.params.isHardRefresh {
-            cache.withLock { $0.removeAll() }
-            return nil
-        }
+        if request.params.isHardRefresh { return nil }
         let key = request.identity
         let now = clock.now()
         guard let (cached, isFresh) = cache.withLock({ $0.valueKeepingStale(for: key, now: now) }) else { return nil }
@@ -133,9 +127,13 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     }
 
     @inlinable
+    /// Caches `page`; the page of a hard refresh replaces everything cached.
     func insert(_ page: Page<Key, Value>) {
-        let key = page.request.identity
+        let key = page.request.identity, replacesAll = page.request.params.isHardRefresh
         let now = clock.now()
-        cache.withLock { $0.insert(page, for: key, now: now) }
+        cache.withLock { cache in
+            if replacesAll { cache.removeAll() }
+            cache.insert(page, for: key, now: now)
+        }
     }
 }

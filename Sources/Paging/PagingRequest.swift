@@ -26,8 +26,9 @@ extension PagingRequestKind {
 
 /// Well-known keys of ``PagingRequestParams/userInfo``.
 public enum PagingUserInfoKey {
-    /// `"true"` asks persistent stores and caches to drop what they hold before loading
-    /// (a hard refresh) instead of serving the request from what they hold.
+    /// `"true"` asks stores and caches to load the request from the source instead of serving
+    /// it from what they hold, and to replace all they hold with its page (a hard refresh): a
+    /// load that fails leaves them as they were.
     public static let hardRefresh = "hard_refresh"
 }
 

@@ -104,7 +104,7 @@ public struct Manifest: Sendable {
         if let info = top["user_info"] {
             for (key, value) in try reader.object(info, at: "$.user_info", allowed: nil) {
                 guard key != PagingUserInfoKey.hardRefresh else {
-                    throw ManifestError(file: file, path: "$.user_info.\(key)", message: "a hard refresh empties every store and cache "
+                    throw ManifestError(file: file, path: "$.user_info.\(key)", message: "a hard refresh replaces what every store and cache holds "
                                         + "on each refresh, so it is asked for on the command line only: use `pager run --hard-refresh`")
                 }
                 guard case .string(let text) = value else { throw reader.expected("a string", value, at: "$.user_info.\(key)") }

@@ -16,7 +16,8 @@ struct RunCommand {
 
     steps (in the order given; default: --refresh):
       --refresh         load the first page, replacing everything
-      --hard-refresh    the same, asking stores and caches to drop what they hold first
+      --hard-refresh    the same, from the source: its page replaces what stores and caches
+                        hold (should it fail, they keep it)
       --append N        load N pages after the last one (stops early at the end of the data)
       --prepend N       load N pages before the first one
       --retry           load again where the last load failed

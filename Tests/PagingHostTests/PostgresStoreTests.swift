@@ -26,7 +26,7 @@ struct PostgresStoreTests {
 
     func items(_ range: Range<Int>) -> [String] { range.map { #"{"n":\#($0)}"# } }
 
-    @Test func pagesStoredByOneHost_areServedToAnother_andAHardRefreshClearsItsNamespaceOnly() async throws {
+    @Test func pagesStoredByOneHost_areServedToAnother_andAHardRefreshReplacesItsNamespaceOnly() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
         let upstream = CountingPluginSource(count: 95)
@@ -45,6 +45,13 @@ struct PostgresStoreTests {
 
         _ = try await load(second, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
         #expect(try await postgres.psql("SELECT namespace, count(*) FROM paging_pages GROUP BY 1 ORDER BY 1") == "other|3\ntest|1")
+        // A hard refresh whose load fails loses nothing (before, the namespace was emptied first).
+        upstream.fail(true)
+        await #expect(throws: (any Error).self) {
+            try await load(other, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        }
+        #expect(try await postgres.psql("SELECT namespace, count(*) FROM paging_pages GROUP BY 1 ORDER BY 1") == "other|3\ntest|1")
+        #expect(try await load(other, "90") == items(90..<95))
     }
 
     /// Four `pager run` processes store the same 20 pages into one namespace at once: every page

@@ -228,7 +228,7 @@ struct RedisCacheTests {
         await #expect { try await load(forged, "0") } throws: { "\($0)".contains("item 0 is not valid JSON") }
     }
 
-    @Test func aHardRefresh_clearsItsNamespaceOnly() async throws {
+    @Test func aHardRefresh_replacesItsNamespaceOnly_andOneThatFailsLeavesIt() async throws {
         let redis = try await RedisServer.start()
         defer { redis.stop() }
         let upstream = CountingPluginSource()
@@ -242,6 +242,13 @@ struct RedisCacheTests {
         #expect(upstream.fetches == 7)
         #expect(redis.command("KEYS", "swiftpaging:a:p:*").hasPrefix("*1"), "only the refreshed page is back")
         #expect(redis.command("KEYS", "swiftpaging:b:p:*").hasPrefix("*3"))
+        // A hard refresh whose load fails loses nothing (before, the namespace was emptied first).
+        upstream.fail(true)
+        await #expect(throws: (any Error).self) {
+            try await load(b, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        }
+        #expect(redis.command("KEYS", "swiftpaging:b:p:*").hasPrefix("*3"))
+        #expect(try await load(b, "20").count == 10)
     }
 
     @Test func freshness_staleWhileRevalidate_answersAtOnce_andStoresTheFreshPage() async throws {

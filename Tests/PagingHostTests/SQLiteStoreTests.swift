@@ -72,21 +72,35 @@ struct SQLiteStoreTests {
         }
     }
 
-    @Test func namespaces_areApart_andAHardRefreshClearsOnlyItsOwn() async throws {
+    @Test func namespaces_areApart_andAHardRefreshReplacesOnlyItsOwn() async throws {
         let folder = scratchFolder()
-        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--refresh"])
+        _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--refresh", "--append", "2"])
         _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "b"), "--refresh"])
-        let cleared = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--hard-refresh"])
-        #expect(cleared.code == 0)
+        let replaced = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--hard-refresh"])
+        #expect(replaced.code == 0)
 
         let b = try storeOnly(folder: folder, namespace: "b")
         #expect(try await b.load(b.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
-        // The hard refresh stored its fresh page again; nothing else of "a" is left.
+        // The hard refresh stored its fresh page; nothing else of "a" is left.
         let a = try storeOnly(folder: folder, namespace: "a")
         #expect(try await a.load(a.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
-        let hard = a.request(.refresh, key: "0", params: params(pageSize: 10, userInfo: [PagingUserInfoKey.hardRefresh: "true"]))
-        await #expect(throws: PluginError.self) { try await a.load(hard) }
-        await #expect(throws: PluginError.self) { try await a.load(a.request(.refresh, key: "0", params: params(pageSize: 10))) }
+        await #expect(throws: PluginError.self) { try await a.load(a.request(.append, key: "10", params: params(pageSize: 10))) }
+    }
+
+    /// A hard refresh whose load fails loses nothing: the pages stored still answer (before, the
+    /// namespace was emptied before the load, and an offline hard refresh lost it all).
+    @Test func aHardRefreshThatFails_leavesTheStoreAsItWas() async throws {
+        let folder = scratchFolder()
+        let manifest = try storeManifest(folder: folder, count: 25)
+        _ = try await run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        // The source's lines are no longer JSON: a load from it fails.
+        try String(repeating: "not JSON\n", count: 25).write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        let failed = try await run(pager, ["run", manifest, "--hard-refresh"])
+        #expect(failed.code == 1, "\(failed.stderr)")
+        #expect(failed.stderr.contains("is not valid JSON"), "\(failed.stderr)")
+        let served = try await run(pager, ["run", manifest, "--refresh", "--append", "2"])
+        #expect(served.code == 0, "\(served.stderr)")
+        #expect(served.stdout.split(separator: "\n") == (0..<25).map { #"{"n":\#($0)}"#[...] })
     }
 
     /// Pages are stored under the request's identity: the same key with other user info (another

@@ -84,7 +84,7 @@ struct CacheInterceptorTests {
         #expect(try await pager.load(request(1)).values == [9, 9, 9], "the fresh page was cached")
     }
 
-    @Test func hardRefresh_emptiesTheCache_andGoesToTheSource() async throws {
+    @Test func hardRefresh_goesToTheSource_andItsPageReplacesTheCache() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>()
         let pager = Pager(source: source, interceptors: [cache])
@@ -95,6 +95,24 @@ struct CacheInterceptorTests {
         #expect(cache.keysByRecency == [0])
         // The page stored by the hard refresh serves ordinary requests.
         _ = try await pager.load(request(0))
+        #expect(source.fetchCount == 3)
+    }
+
+    /// A hard refresh that fails loses nothing: what was cached still answers (before, the
+    /// cache was emptied before the load).
+    @Test func hardRefresh_thatFails_leavesTheCacheAsItWas() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cache = CacheInterceptor<Int, Int>()
+        let pager = Pager(source: source, interceptors: [cache])
+        _ = try await pager.load(request(0))
+        _ = try await pager.load(request(1))
+        source.script(key: 0, .fail(ScriptedError("offline", isRetryable: false)))
+        await #expect(throws: ScriptedError.self) {
+            try await pager.load(request(0, userInfo: [PagingUserInfoKey.hardRefresh: "true"]))
+        }
+        #expect(cache.keysByRecency == [1, 0])
+        #expect(try await pager.load(request(0)).values == [0, 1, 2])
+        #expect(try await pager.load(request(1)).values == [3, 4, 5])
         #expect(source.fetchCount == 3)
     }
 

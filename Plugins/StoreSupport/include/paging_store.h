@@ -83,7 +83,7 @@ typedef struct pstore_job {
     struct pstore_job *next;
     uint64_t id;              /* the deferred intercept to answer */
     uint32_t page_size;
-    uint32_t hard_refresh;    /* 1: clear the namespace, then proceed */
+    uint32_t hard_refresh;    /* 1: proceed (its page replaces the namespace's in handle) */
     int64_t waiting_since_ms; /* when the job began to wait (redis-cache's lease) */
     int64_t mark_ms;          /* the plugin's: redis-cache keeps the stored_at of a stale page here */
     size_t identity_len;
