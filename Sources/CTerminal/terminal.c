@@ -1,6 +1,7 @@
 #define _DEFAULT_SOURCE
 #include "paging_terminal.h"
 
+#include <errno.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 
 static struct termios saved;
 static volatile sig_atomic_t entered = 0;
+static volatile sig_atomic_t resumed = 0;
 
 static const char enter_sequence[] = "\033[?1049h\033[?25l";
 static const char leave_sequence[] = "\033[?25h\033[?1049l";
@@ -29,8 +31,10 @@ static void on_signal(int signal_number) {
     raise(signal_number);
 }
 
-int paging_terminal_enter(void) {
-    if (!isatty(0) || tcgetattr(0, &saved) != 0) return -1;
+/* Raw mode and the alternate screen, the terminal's settings saved first. Async-signal-safe
+ * (on_stop calls it when the process is continued). */
+static int enter_raw(void) {
+    if (tcgetattr(0, &saved) != 0) return -1;
     struct termios raw = saved;
     raw.c_iflag &= ~(unsigned)(BRKINT | ICRNL | INPCK | ISTRIP | IXON);
     raw.c_oflag &= ~(unsigned)(OPOST);
@@ -40,17 +44,55 @@ int paging_terminal_enter(void) {
     raw.c_cc[VTIME] = 0;
     if (tcsetattr(0, TCSANOW, &raw) != 0) return -1;
     entered = 1;
-    struct sigaction action;
-    memset(&action, 0, sizeof action);
-    action.sa_handler = on_signal;
-    sigemptyset(&action.sa_mask);
-    sigaction(SIGINT, &action, NULL);
-    sigaction(SIGTERM, &action, NULL);
-    sigaction(SIGHUP, &action, NULL);
-    sigaction(SIGQUIT, &action, NULL);
     ssize_t ignored = write(1, enter_sequence, sizeof enter_sequence - 1);
     (void)ignored;
     return 0;
+}
+
+static void install(int signal_number, void (*handler)(int)) {
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal_number, &action, NULL);
+}
+
+/* SIGTSTP (ctrl-z, which browse raises, or a kill): the terminal as it was, then stopped as by
+ * default; once continued (fg), raw mode and the alternate screen again, and `resumed` set so
+ * that the screen is drawn anew. Only async-signal-safe calls. */
+static void on_stop(int signal_number) {
+    int was_entered = entered;
+    paging_terminal_restore();
+    signal(signal_number, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, signal_number);
+    sigprocmask(SIG_UNBLOCK, &set, NULL); /* blocked while its handler runs */
+    raise(signal_number);                 /* stops here until SIGCONT */
+    install(signal_number, on_stop);
+    if (was_entered && enter_raw() == 0) resumed = 1;
+}
+
+int paging_terminal_enter(void) {
+    if (!isatty(0) || enter_raw() != 0) return -1;
+    install(SIGINT, on_signal);
+    install(SIGTERM, on_signal);
+    install(SIGHUP, on_signal);
+    install(SIGQUIT, on_signal);
+    install(SIGTSTP, on_stop);
+    return 0;
+}
+
+void paging_terminal_suspend(void) {
+    /* To the process, not this thread: Dispatch's threads block signals, and a signal raised on
+     * one of them would wait there for ever. */
+    kill(getpid(), SIGTSTP);
+}
+
+int paging_terminal_take_resumed(void) {
+    if (!resumed) return 0;
+    resumed = 0;
+    return 1;
 }
 
 int paging_terminal_size(int *rows, int *columns) {
@@ -64,7 +106,9 @@ int paging_terminal_size(int *rows, int *columns) {
 int paging_terminal_read(unsigned char *buffer, int capacity, int timeout_ms) {
     struct pollfd descriptor = { 0, POLLIN, 0 };
     int ready = poll(&descriptor, 1, timeout_ms);
+    if (ready < 0 && errno == EINTR) return 0; /* a signal (a stop and continue, say): no input */
     if (ready <= 0) return ready == 0 ? 0 : -1;
     ssize_t count = read(0, buffer, (size_t)capacity);
+    if (count < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
     return count > 0 ? (int)count : -1;
 }

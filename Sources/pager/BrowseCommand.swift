@@ -19,12 +19,13 @@ struct BrowseCommand {
       space, pgdn   next screen        b, pgup      previous screen
       g             first item         G            last item
       r             refresh            R            retry the load that failed
+      ctrl-z        suspend (fg to come back)
       q, ctrl-c     quit
 
     The status line shows what is loading, the last error, the end of the data, and why the
     list cannot scroll back when its first pages were dropped (max_size) by a source that gives
     no previous keys.
-    The terminal is restored on exit, on ctrl-c and on SIGTERM/SIGHUP.
+    The terminal is restored on exit, on ctrl-c, on SIGTERM/SIGHUP, and while suspended.
     --isolate-all runs every plugin in a child process of its own, as if each said
     "isolation": "process": a plugin's crash fails its loads, not pager.
 
@@ -83,6 +84,7 @@ struct BrowseCommand {
             if case .key(let key) = event {
                 switch key {
                 case .quit: return ExitCode.success
+                case .suspend: paging_terminal_suspend()
                 case .refresh: manager.refresh()
                 case .retry: manager.retry()
                 case .move(let delta): screen.move(by: delta == .max ? screen.listHeight : delta == .min ? -screen.listHeight : delta, count: output.values.count)
@@ -110,10 +112,12 @@ struct BrowseCommand {
         /// The manager's output changed.
         case output
         case key(Key)
+        /// The process was stopped and continued: the screen is drawn anew.
+        case resumed
     }
 
     enum Key: Sendable {
-        case quit, refresh, retry, top, bottom
+        case quit, suspend, refresh, retry, top, bottom
         /// Lines to move; `.max`/`.min` for a screen down/up.
         case move(Int)
 
@@ -136,6 +140,7 @@ struct BrowseCommand {
                 }
                 switch bytes[index] {
                 case UInt8(ascii: "q"), 0x03, 0x04: keys.append(.quit)
+                case 0x1A: keys.append(.suspend)
                 case UInt8(ascii: "r"): keys.append(.refresh)
                 case UInt8(ascii: "R"): keys.append(.retry)
                 case UInt8(ascii: "j"): keys.append(.move(1))
@@ -173,6 +178,7 @@ private final class KeyReader: Sendable {
                     break
                 }
                 for key in BrowseCommand.Key.parse(Array(buffer[..<Int(count)])) { input.yield(.key(key)) }
+                if paging_terminal_take_resumed() != 0 { input.yield(.resumed) }
             }
             finished.signal()
         }

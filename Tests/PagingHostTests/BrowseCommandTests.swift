@@ -155,6 +155,31 @@ struct BrowseCommandTests {
         #expect(screen.contains("\u{1B}[?1049l"))
     }
 
+    /// Ctrl-z stops browse with the terminal restored, as the shell's job control expects; `fg`
+    /// brings it back in raw mode, the screen drawn anew, the keys working. (Run under a shell
+    /// with job control: a process group without one is never stopped.)
+    @Test func ctrlZ_suspendsWithTheTerminalRestored_andFgBringsItBack() async throws {
+        let shell = "bash --norc --noprofile -c 'set -m; \(pager) browse \(try manifest(items: 35)); echo stopped-$?; fg; echo exited-$?'"
+        let terminal = try Terminal(shell)
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true })
+        terminal.type("j\u{1A}")
+        #expect(await terminal.waitForScreen { $0.contains("stopped-148") }, "\(terminal.screen.suffix(300))")
+        let stopped = terminal.screen
+        let left = stopped.range(of: "\u{1B}[?1049l", options: .backwards)
+        #expect(left != nil && left!.lowerBound < stopped.range(of: "stopped-148")!.lowerBound, "the terminal is restored before the stop")
+        // Continued: the alternate screen again and a frame with the cursor where it was.
+        #expect(await terminal.waitForScreen { screen in
+            guard let resumed = screen.range(of: "stopped-148") else { return false }
+            let after = String(screen[resumed.upperBound...])
+            return after.contains("\u{1B}[?1049h") && Terminal.Frame.last(in: after)?.cursorLine?.hasSuffix(#"2. {"n":1}"#) == true
+        }, "\(terminal.screen.suffix(300))")
+        terminal.type("j")
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"3. {"n":2}"#) == true })
+        terminal.type("q")
+        #expect(await terminal.waitForScreen { $0.contains("exited-0") }, "\(terminal.screen.suffix(300))")
+        #expect(await terminal.exit().code == 0)
+    }
+
     @Test func withoutATerminal_itExitsWith2() async throws {
         let result = try await run(pager, ["browse", try manifest(items: 5)], input: "q")
         #expect(result.code == 2)
@@ -218,6 +243,16 @@ private final class Terminal: @unchecked Sendable {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let frame = lastFrame, condition(frame) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// Waits until `condition` holds for all the command wrote so far, for up to a minute.
+    func waitForScreen(_ condition: (String) -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while ContinuousClock.now < deadline {
+            if condition(screen) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
