@@ -177,6 +177,11 @@ enum ResponseParsing {
         }
     }
 
+    /// Whether `bytes` hold a control character (below 0x20, or DEL): a NUL among them.
+    static func hasControlCharacter(_ bytes: some Sequence<UInt8>) -> Bool {
+        bytes.contains { $0 < 0x20 || $0 == 0x7F }
+    }
+
     /// `bytes` as text with ASCII letters in lower case (headers, schemes and host names are
     /// compared as libcurl reads them: byte by byte).
     static func asciiLowercased(_ bytes: some Collection<UInt8>) -> String {

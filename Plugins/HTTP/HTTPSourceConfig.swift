@@ -626,7 +626,9 @@ struct URLParts: Equatable {
     /// after an "@" in the path was taken for the URL's).
     init?(_ url: String) {
         let bytes = Array(url.utf8)
-        guard let colon = ResponseParsing.schemeEnd(bytes) else { return nil }
+        // libcurl gets the URL as a C string (cut at a NUL): a URL with a control character is
+        // not one this reading and libcurl's would agree on.
+        guard !ResponseParsing.hasControlCharacter(bytes), let colon = ResponseParsing.schemeEnd(bytes) else { return nil }
         scheme = ResponseParsing.asciiLowercased(bytes[..<colon])
         let rest = bytes[(colon + 3)...]
         let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex

@@ -487,6 +487,9 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .nextURL(let pointer):
             guard let next = try text(slots.next, pointer) else { return keys(prev: nil, next: nil) }
             let resolved = ResponseParsing.resolve(next, base: url)
+            guard !ResponseParsing.hasControlCharacter(resolved.utf8) else {
+                throw .invalidRequest("refusing the next URL \(next.debugDescription) from \(url): it holds a control character")
+            }
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }

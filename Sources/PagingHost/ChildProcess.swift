@@ -241,7 +241,35 @@ final class ChildProcess: Sendable {
     /// calls it fails.
     func killHung(because reason: String) {
         killedBecause.withLock { $0 = $0 ?? reason }
-        kill(-pid, SIGKILL)
+        signalEverything(SIGKILL)
+    }
+
+    /// SIGKILLs every descendant of the child, in its process group or not (a daemon the plugin
+    /// detached is still one: the child adopts what its descendants orphan), then sends `signal`
+    /// to the child's group. Nothing once the child is reaped: its pid may be another's then.
+    private func signalEverything(_ signal: Int32) {
+        reaped.withLock { reaped in
+            guard !reaped else { return }
+            paging_isolation_kill_descendants(pid, 4)
+            kill(-pid, signal)
+        }
+    }
+
+    /// Set when the child is reaped.
+    private let reaped = Locked(false)
+
+    /// Reaps the child if it has ended, or once it has with `blocking`: its wait status.
+    private func reapChild(blocking: Bool) -> Int32? {
+        if blocking {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        }
+        return reaped.withLock { reaped in
+            var status: Int32 = 0
+            guard waitpid(pid, &status, WNOHANG) == pid else { return nil }
+            reaped = true
+            return status
+        }
     }
 
     /// Tells the child to cancel call `id` (best effort).
@@ -318,7 +346,7 @@ final class ChildProcess: Sendable {
             return !stopping
         }
         if first {
-            kill(-pid, SIGTERM)
+            signalEverything(SIGTERM)
             shutdown(socket.fd, Int32(SHUT_RDWR))
         }
         // Without a reader (a child that never finished loading), reap here.
@@ -333,23 +361,22 @@ final class ChildProcess: Sendable {
     /// Waits for the child, kills what is left of its group, closes the socket; how it ended.
     private func reap() -> String {
         if let how = howItEnded.withLock({ $0 }) { return how }
-        var status: Int32 = 0
+        var waitStatus: Int32?
         if stopping.withLock({ $0 }) {
             let deadline = ContinuousClock.now + .milliseconds(200)
-            while waitpid(pid, &status, WNOHANG) == 0 {
-                if ContinuousClock.now >= deadline {
-                    kill(-pid, SIGKILL)
-                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-                    break
-                }
-                usleep(1_000)
+            while waitStatus == nil, ContinuousClock.now < deadline {
+                waitStatus = reapChild(blocking: false)
+                if waitStatus == nil { usleep(1_000) }
             }
-        } else {
-            // The socket closed: the child is ending or has ended (a kill changes no status
-            // already decided), or it closed fd 3 itself and is of no more use.
-            kill(-pid, SIGKILL)
-            while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         }
+        if waitStatus == nil {
+            // Not ended after SIGTERM; or the socket closed: the child is ending or has ended
+            // (a kill changes no status already decided), or it closed fd 3 itself and is of
+            // no more use.
+            signalEverything(SIGKILL)
+            waitStatus = reapChild(blocking: true)
+        }
+        let status = waitStatus ?? 0
         // Whatever the plugin forked ends with its group.
         kill(-pid, SIGKILL)
         let signal = status & 0x7F

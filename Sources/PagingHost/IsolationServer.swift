@@ -15,6 +15,8 @@ package enum IsolationServer {
             writeToStandardError("pager __isolate: the parent process is gone or was not named\n")
             exit(70)
         }
+        // What the plugin forks and detaches stays this process's descendant, for the host to end.
+        _ = paging_isolation_adopt_orphans()
         let socket = WireSocket(fd: 3)
         let writer = Locked(())
         let send: @Sendable ([UInt8]) -> Void = { frame in

@@ -292,6 +292,17 @@ struct HostileServerTests {
         #expect(try await server.seen().count == 1)
     }
 
+    /// A next URL with a NUL is refused: libcurl would read it only up to the NUL, another host
+    /// than the one the credentials were checked against (before, it was followed with them).
+    @Test func aNextURLWithANul_isRefused() async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-nul-1234")
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/next-nul", "items": "/items", "pagination": {"type": "next_url", "next": "/next"}, "auth": {"type": "bearer", "token": "${HOSTILE_TEST_TOKEN}"}}"#)
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("it holds a control character"), "\(error.message)")
+        #expect(try await server.seen().count == 1)
+    }
+
     /// The page whose link goes round keeps its items (page 3 of 1 -> 2 -> 3 -> 2 was dropped
     /// with the error); the load of the repeated key fails, and it is not fetched ahead.
     @Test(arguments: [

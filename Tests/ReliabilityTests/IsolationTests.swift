@@ -170,6 +170,25 @@ struct IsolationTests {
         #expect(await waitUntil { liveMembers(ofGroup: group) == 0 }, "processes of group \(group) outlived the pipeline")
     }
 
+    /// A daemon the plugin starts (fork, setsid, fork: a session and process group of its own,
+    /// its parent gone) ends with the child too: the child adopts what its descendants orphan,
+    /// and the host ends all of its descendants (before, the daemon outlived the host).
+    @Test(.timeLimit(.minutes(1)))
+    func destroyingThePipeline_endsADaemonThePluginStarted() async throws {
+        let pidFile = scratchFolder() + "/daemon.pid"
+        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)"}"#)
+        _ = try #require(pipeline?.isolatedSource?.childPID)
+        var daemon: Int32?
+        #expect(await waitUntil {
+            daemon = (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+            return daemon != nil
+        })
+        let pid = try #require(daemon)
+        #expect(isLive(pid))
+        pipeline = nil
+        #expect(await waitUntil { !isLive(pid) }, "the daemon \(pid) outlived the pipeline")
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func isolatedInterceptor_passesLoadsThrough() async throws {
         let folder = scratchFolder()
@@ -315,6 +334,12 @@ func liveMembers(ofGroup group: Int32) -> Int {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group
     }.count
+}
+
+/// Whether process `pid` runs (exists and is not a zombie).
+func isLive(_ pid: Int32) -> Bool {
+    guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = stat.lastIndex(of: ")") else { return false }
+    return stat[stat.index(after: close)...].split(separator: " ").first != "Z"
 }
 
 /// Polls `condition` (every few milliseconds, for up to 10 s) until it holds.

@@ -13,6 +13,17 @@
  * took effect). Returns 0, or -1 when the parent is already gone. */
 int paging_isolation_die_with_parent(pid_t parent);
 
+/* Makes this process the reaper of what its descendants orphan (PR_SET_CHILD_SUBREAPER): a
+ * process the plugin forks and detaches (a daemon: fork, setsid, fork again) stays among this
+ * process's descendants, where the host finds it (paging_isolation_kill_descendants). Returns 0
+ * or -1. */
+int paging_isolation_adopt_orphans(void);
+
+/* SIGKILLs every descendant of `root` (not `root` itself), found through /proc, whatever its
+ * process group or session; looks again, up to `rounds` times, while one is found (a process
+ * may fork while the others are killed). Returns how many were killed. */
+int paging_isolation_kill_descendants(pid_t root, int rounds);
+
 /* Adds to `actions` the closing of every descriptor from `from` on (glibc's
  * posix_spawn_file_actions_addclosefrom_np, which Swift's Glibc module does not show).
  * Returns 0 or an error number. */

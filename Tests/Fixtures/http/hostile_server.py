@@ -30,6 +30,8 @@ Paths (query strings are ignored unless said):
   /redirect-port?to=P  302 to http://127.0.0.1:P/items?page=1 (&scheme=https for https)
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
+  /next-nul            items and {"next": "http://127.0.0.1:1\u0000@127.0.0.1:PORT/items?page=2"}: a
+                       NUL before an "@" (libcurl, reading up to the NUL, would go to port 1)
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
   /bad-third?page=N    items with a Link rel="next" on pages 1 and 2; page 3 is truncated JSON
                        (the page fetched ahead after the first append)
@@ -189,6 +191,9 @@ class Handler(loopback.Handler):
             self.send(302, headers=[("Location", f"{scheme}://127.0.0.1:{to}/items?page=1")])
         elif path == "/link-file":
             self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
+        elif path == "/next-nul":
+            nxt = f"http://127.0.0.1:1\u0000@127.0.0.1:{port}/items?page=2"
+            self.send(200, json.dumps({"items": [{"id": 1}], "next": nxt}).encode())
         elif path == "/link-gopher":
             self.send(200, items_body(1), headers=[("Link", '<gopher://127.0.0.1/1>; rel="next"')])
         elif path == "/link-cycle":

@@ -8,6 +8,9 @@
  *   hang:          never completes a fetch, and never returns from it (true/false);
  *   hang_every N:  never returns from every Nth fetch (0: never);
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
+ *   daemon_pid_file: in create, starts a daemon that sleeps forever (fork, setsid, fork: in a
+ *                  session and process group of its own, its parent gone) and writes its pid
+ *                  to this file (a path);
  *   log_on_create: logs "created" (info) in create, before it returns (true/false);
  *   frame_bomb:    in fetch, writes to fd 3 (an isolated child's socket to the host) the header
  *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false);
@@ -15,11 +18,12 @@
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
  *                  frame length of 3 bytes (0: neither).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
- * log_on_create, frame_bomb, frame_garbage.
+ * daemon_pid_file, log_on_create, frame_bomb, frame_garbage.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "paging/paging.h"
@@ -112,6 +116,21 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
+    }
+    const char *daemon_pid_file = host->config_string(config, "daemon_pid_file");
+    if (daemon_pid_file != NULL) {
+        pid_t first = fork();
+        if (first == 0) {
+            setsid();
+            if (fork() != 0) _exit(0);
+            FILE *out = fopen(daemon_pid_file, "w");
+            if (out != NULL) {
+                fprintf(out, "%ld\n", (long)getpid());
+                fclose(out);
+            }
+            for (;;) pause();
+        }
+        if (first > 0) waitpid(first, NULL, 0);
     }
     s->base.plugin_data = s;
     s->base.refresh_key = cs_refresh_key;
