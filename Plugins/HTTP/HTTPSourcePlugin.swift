@@ -317,7 +317,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         return next
     }
 
-    /// A 3xx: the next hop, if it is http(s), not a loop, and within 10 hops. Headers for the
+    /// A 3xx: the next hop, if it is http(s), not a loop, within 10 hops, and holds no secret
+    /// when it goes to a host not trusted with them. Headers for the
     /// new URL are chosen again by its host (`send`). A POST goes on as a GET after a 301, 302 or
     /// 303 (as user agents do; RFC 9110 asks it of a 303), and as a POST with its body after a 307
     /// or 308, to a trusted host only: the body may hold the config's secrets.
@@ -327,6 +328,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         let target = config.withoutQueryKey(target)
+        // A server that moved keeps the query, and a `${...}` of the url with it.
+        guard config.isTrusted(target) || config.redact(target) == target else {
+            fail(exchange, .invalidRequest("refusing the HTTP \(status) redirect from \(url) to \(target): it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"))
+            return
+        }
         var exchange = exchange
         if config.method == "POST", !exchange.asGet {
             if [301, 302, 303].contains(status) {

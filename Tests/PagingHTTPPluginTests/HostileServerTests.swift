@@ -41,6 +41,24 @@ struct HostileServerTests {
         #expect(second["x-api-key"] is NSNull)
     }
 
+    /// A server moved to another host keeps the query, and with it a secret the `url` holds:
+    /// that redirect is refused, and goes on where `allowed_hosts` trusts the host.
+    @Test func aRedirectCarryingASecretOfTheURL_toAnotherHost_isRefused() async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_URL_SECRET", "url-secret-789")
+        func config(_ extra: String) -> String {
+            #"{"url": "\#(server.baseURL)/redirect-query-other?page=1&token=${HOSTILE_URL_SECRET}", "items": "/items"\#(extra)}"#
+        }
+        let error = try await refreshError(config(""))
+        #expect(error.status == .invalidRequest)
+        #expect(error.message.contains("refusing the HTTP 302 redirect from \(server.baseURL)/redirect-query-other?page=1&token=*** to http://localhost:\(server.port)/items?page=1&token=***: it carries a secret of the config to another host"), "\(error.message)")
+        #expect(try await server.seen().allSatisfy { ($0["host"] as? String)?.hasPrefix("localhost") != true })
+
+        #expect(await loadError(try makeSource(config(#", "allowed_hosts": ["localhost"]"#))) == nil)
+        let moved = try #require(try await server.seen().first { $0["path"] as? String == "/items" })
+        #expect(moved["query"] as? String == "page=1&token=url-secret-789", "\(moved)")
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

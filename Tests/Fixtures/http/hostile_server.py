@@ -65,6 +65,8 @@ Paths (query strings are ignored unless said):
                        lower case (pages 1 and 2)
   /redirect-key        302 to /items?page=1&api_key=<the query's api_key, in lower case hex>
   /redirect-key-other  the same, to http://localhost:PORT/items (another host name)
+  /redirect-query-other  302 to http://localhost:PORT/items?<the whole query, as received> (a
+                       server moved to another host that keeps the query)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -171,6 +173,8 @@ class Handler(loopback.Handler):
             self.send(200, b'{"items": {"id": 1}}')
         elif path == "/redirect-other":
             self.send(302, headers=[("Location", f"http://localhost:{port}/items?page=1")])
+        elif path == "/redirect-query-other":
+            self.send(302, headers=[("Location", f"http://localhost:{port}/items?{raw_query}")])
         elif path == "/redirect-loop-a":
             self.send(302, headers=[("Location", "/redirect-loop-b")])
         elif path == "/redirect-loop-b":
