@@ -34,6 +34,17 @@ enum Pagination: Sendable, Equatable {
         }
     }
 
+    /// What a page lacks when it has no next key, for a message.
+    var nextKeyMissing: String {
+        switch self {
+        case .page, .offset: "the page has no next key"
+        case .cursor(let next, _, _): "there is no cursor at \(next) (missing, null or \"\")"
+        case .link: "there is no Link rel=\"next\""
+        case .nextURL(let next): "there is no next URL at \(next) (missing, null or \"\")"
+        case .header(let name, _): "there is no \(name) header (or it is empty)"
+        }
+    }
+
     /// Keys are URLs (fetched as they are), not values for the template.
     var keysAreURLs: Bool {
         switch self {
@@ -394,6 +405,9 @@ struct HTTPSourceConfig: Sendable {
         // pagination
         pagination = try Self.pagination(root["pagination"])
         stop = try StopRules(root["pagination"])
+        if stop.total != nil || stop.totalHeader != nil, pagination.typeName != "page", pagination.typeName != "offset" {
+            throw .invalidConfig("pagination.\(stop.total != nil ? "total" : "total_header"): a total count ends page and offset pagination only; \(pagination.typeName) pagination ends where its next key does (has_more may end it too)")
+        }
         if url.usesOffset, case .cursor = pagination {
             throw .invalidConfig("url: {offset} is not available with pagination type \"cursor\"; use {key}")
         }

@@ -427,11 +427,17 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
     /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
+    /// A has_more that is true goes on past a short page (a server may cap the page size), and
+    /// fails a page that has items but no next key: paging would end there without a word.
     private func pageKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
-        var page = try paginationKeys(scan, response, target, url: url)
         let count = scan.itemCount
-        var last = count == 0
-        if let slot = slots.hasMore, let pointer = config.stop.hasMore, try !Self.more(scan.value(slot), at: pointer, url: url) { last = true }
+        var more: Bool?
+        if let slot = slots.hasMore, let pointer = config.stop.hasMore { more = try Self.more(scan.value(slot), at: pointer, url: url) }
+        var page = try paginationKeys(scan, response, target, url: url, moreSaid: more == true)
+        if more == true, count > 0, page.nextKey == nil {
+            throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
+        }
+        var last = count == 0 || more == false
         let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
             ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingSpaces) } }
         if let total {
@@ -452,9 +458,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         return page
     }
 
-    private func paginationKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
+    private func paginationKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String,
+                                moreSaid: Bool) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
-        let short = count < target.pageSize || count == 0
+        let short = count == 0 || (count < target.pageSize && !moreSaid)
         /// The cursor at `slot`: a string or a number; null, "" or no member ends paging; an
         /// object, an array or a boolean is a malformed body (it ended paging without a word).
         func text(_ slot: Int?, _ pointer: JSONPointer?) throws(PluginFailure) -> String? {

@@ -528,6 +528,12 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "items": "items"}"#).hasPrefix("items: expected a JSON pointer"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor"}}"#).hasPrefix("pagination.next: required"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "page", "next": "/n"}}"#).hasPrefix("pagination.next: unknown key"))
+        // A total was ignored by these types: now refused, saying what ends them.
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "header", "next": "X-Next-Page", "total_header": "X-Total"}}"#)
+            .hasPrefix("pagination.total_header: a total count ends page and offset pagination only; header pagination ends where its next key does"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor", "next": "/n", "total": "/t"}}"#)
+            .hasPrefix("pagination.total: a total count ends page and offset pagination only; cursor pagination"))
+        #expect(failure(#"{"url": "http://x/", "pagination": {"type": "link", "total": "/t"}}"#).hasPrefix("pagination.total: a total count ends page"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "pages"}}"#).hasPrefix("pagination.type: expected"))
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": "5"}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": true}"#).hasPrefix("timeout_ms: expected a positive integer"))

@@ -613,6 +613,19 @@ struct HostileServerTests {
         #expect(try ids(try await pageToEnd(try makeSource(config("null")), pageSize: 1).output.values) == [1])
     }
 
+    /// A has_more that is true goes on past a page shorter than asked for (a server that caps
+    /// the page size ended paging after its first page), and fails a page that has no next
+    /// key (paging ended there with exit 0).
+    @Test func aHasMoreThatIsTrue_goesPastAShortPage_andFailsAPageWithoutANextKey() async throws {
+        defer { server.stop() }
+        let capped = #"{"url": "\#(server.baseURL)/has-more?case=numbers&page={key}", "items": "/items", "pagination": {"type": "page", "has_more": "/has_more"}}"#
+        #expect(try ids(try await pageToEnd(try makeSource(capped), pageSize: 5).output.values) == [1, 2])
+        let noCursor = try await refreshError(#"{"url": "\#(server.baseURL)/has-more?case=numbers&c={key}", "items": "/items", "pagination": {"type": "cursor", "next": "/next", "has_more": "/has_more"}}"#)
+        #expect(noCursor.message.contains(#"malformed page from \#(server.baseURL)/has-more?case=numbers&c=: has_more at "/has_more" is true, but there is no cursor at "/next" (missing, null or "")"#), "\(noCursor.message)")
+        let noLink = try await refreshError(#"{"url": "\#(server.baseURL)/has-more?case=numbers", "items": "/items", "pagination": {"type": "link", "has_more": "/has_more"}}"#)
+        #expect(noLink.message.contains(#"has_more at "/has_more" is true, but there is no Link rel="next""#), "\(noLink.message)")
+    }
+
     /// A first page whose previous link is itself loads (the refresh failed, printing nothing);
     /// the prepend of it fails as a cycle.
     @Test func aPageLinkingBackToItself_loads_andThePrependFails() async throws {
