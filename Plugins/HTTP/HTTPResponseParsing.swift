@@ -193,11 +193,15 @@ enum ResponseParsing {
         (65...90).contains(byte) ? byte | 0x20 : byte
     }
 
-    /// A URL reference resolved against `base`. Absolute http(s) URLs and absolute paths, the
-    /// usual ones, are done here on the bytes; anything else is left to Foundation's URL (a
-    /// whole parse).
+    /// A URL reference resolved against `base`, without its fragment. Absolute http(s) URLs
+    /// and absolute paths, the usual ones, are done here on the bytes; anything else is left to
+    /// Foundation's URL (a whole parse).
     static func resolve(_ target: String, base: String) -> String {
-        let bytes = Array(target.utf8)
+        // The fragment never goes to the server: without it, a link that only changes its
+        // fragment is the same key (and a cycle found as one).
+        var bytes = Array(target.utf8)
+        if let hash = bytes.firstIndex(of: UInt8(ascii: "#")) { bytes.removeSubrange(hash...) }
+        let target = String(decoding: bytes, as: UTF8.self)
         if startsIgnoringCase(bytes, with: "http://") || startsIgnoringCase(bytes, with: "https://") { return target }
         let baseBytes = Array(base.utf8)
         if bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/"),

@@ -325,6 +325,8 @@ struct HostileServerTests {
     /// with the error); the load of the repeated key fails, and it is not fetched ahead.
     @Test(arguments: [
         (#""pagination": {"type": "link"}"#, "/link-cycle?page=1", [10, 11, 20, 21, 30, 31]),
+        // A fragment never reaches the server: a new one each time hid the cycle.
+        (#""pagination": {"type": "link"}"#, "/link-fragment?page=1", [10, 11, 20, 21, 30, 31]),
         (#""pagination": {"type": "cursor", "next": "/next"}"#, "/cursor-cycle?c={key}", nil),
     ] as [(String, String, [Int]?)])
     func aCycleLongerThanOneStep_failsInsteadOfRepeating(_ pagination: String, _ path: String, _ expectedIDs: [Int]?) async throws {

@@ -33,6 +33,7 @@ Paths (query strings are ignored unless said):
   /next-nul            items and {"next": "http://127.0.0.1:1\u0000@127.0.0.1:PORT/items?page=2"}: a
                        NUL before an "@" (libcurl, reading up to the NUL, would go to port 1)
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
+  /link-fragment?page=N  the same cycle, each link with a fragment no link had before (#v1, #v2, ...)
   /bad-third?page=N    items with a Link rel="next" on pages 1 and 2; page 3 is truncated JSON
                        (the page fetched ahead after the first append)
   /cursor-cycle?c=X    items; {"next": ...}: "" -> "a" -> "b" -> "a"
@@ -200,9 +201,10 @@ class Handler(loopback.Handler):
             self.send(200, json.dumps({"items": [{"id": 1}], "next": nxt}).encode())
         elif path == "/link-gopher":
             self.send(200, items_body(1), headers=[("Link", '<gopher://127.0.0.1/1>; rel="next"')])
-        elif path == "/link-cycle":
+        elif path in ("/link-cycle", "/link-fragment"):
             nxt = {1: 2, 2: 3, 3: 2}[page]
-            self.send(200, items_body(page), headers=[("Link", f'</link-cycle?page={nxt}>; rel="next"')])
+            fragment = f"#v{len(seen)}" if path == "/link-fragment" else ""
+            self.send(200, items_body(page), headers=[("Link", f'<{path}?page={nxt}{fragment}>; rel="next"')])
         elif path == "/bad-third":
             if page == 3:
                 self.send(200, b'{"items":[{"id":1},{"id":')
