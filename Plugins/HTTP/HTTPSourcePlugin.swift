@@ -218,9 +218,7 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     private func received(_ response: TransportResponse, _ exchange: Exchange, url: String, hops: [String]) {
         if exchange.ahead {
-            let usable: Bool
-            if case .response = response.outcome { usable = (200..<300).contains(response.status) } else { usable = false }
-            aheadEnded(exchange, usable ? response : nil)
+            aheadEnded(exchange, response)
             return
         }
         if case .cancelled = response.outcome { return }
@@ -280,13 +278,17 @@ final class HTTPSourcePlugin: SourcePlugin {
         send(ahead, url: target.url, hops: [])
     }
 
-    /// The request `ahead` ended with a 2xx `response`, or nil (any other answer or a failure:
-    /// the fetch that asks for it sends its own request, which reports what goes wrong).
+    /// The request `ahead` ended with `response`, or nil when it was not sent. A fetch waiting
+    /// for it takes a 2xx as its page, and a transfer that failed (a timeout) as its failure: its
+    /// own request would have it wait as long again. Any other answer, and any but a 2xx for a
+    /// fetch that asks later, is dropped: the fetch sends its own request, which reports it.
     private func aheadEnded(_ ahead: Exchange, _ response: TransportResponse?) {
         let url = ahead.target.url
-        switch prefetcher.arrived(url: url, usable: response != nil) {
+        var usable = false
+        if let response, case .response = response.outcome { usable = (200..<300).contains(response.status) }
+        switch prefetcher.arrived(url: url, usable: usable) {
         case .waiter(let waiter):
-            if let response {
+            if let response, usable || response.failedInTransfer {
                 received(response, waiter, url: url, hops: [])
             } else {
                 send(waiter, url: url, hops: [])

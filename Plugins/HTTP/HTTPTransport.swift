@@ -35,6 +35,14 @@ struct TransportResponse {
     }
 
     var outcome: Outcome
+    /// The transfer ended without a whole response, and not by a cancel (a timeout, a body
+    /// too large, a reply that is not HTTP).
+    var failedInTransfer: Bool {
+        switch outcome {
+        case .response, .cancelled: false
+        default: true
+        }
+    }
     var status: Int
     var body: UnsafeBufferPointer<UInt8>
     /// The header lines of the final response, names lower-cased.

@@ -238,6 +238,21 @@ struct HostileServerTests {
         #expect(manager.output.values.count == 4)
     }
 
+    /// A fetch waiting for a page ahead whose transfer times out fails with that timeout: its
+    /// own request sent then made it wait as long again.
+    @Test func aPageAheadThatTimesOut_failsTheFetchWaitingForIt_withoutAskingAgain() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/then-slow?page=1", "items": "/items", "pagination": {"type": "link"}, "timeout_ms": 3000}"#)
+        let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 2))
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.values.count == 4)
+        await manager.append().value
+        let error = try #require(manager.output.appendState.error as? PluginError)
+        #expect(error.message.contains("\(server.baseURL)/then-slow?page=3") && error.message.contains("3000 ms"), "\(error.message)")
+        #expect(try await server.seen().filter { $0["query"] as? String == "page=3" }.count == 1)
+    }
+
     /// The `prefetch` depth: the pages ahead go out one after another before anyone asks for
     /// them, up to that many; each page is requested once, those ahead handed out without a
     /// request of their own. (The /items pages never end.)
