@@ -26,7 +26,7 @@ int paging_signals_to_pipe(void) {
     action.sa_handler = on_signal;
     action.sa_flags = SA_RESTART;
     sigemptyset(&action.sa_mask);
-    if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0) {
+    if (sigaction(SIGINT, &action, NULL) != 0 || sigaction(SIGTERM, &action, NULL) != 0 || sigaction(SIGHUP, &action, NULL) != 0) {
         int saved = errno;
         paging_signals_restore();
         errno = saved;
@@ -38,4 +38,5 @@ int paging_signals_to_pipe(void) {
 void paging_signals_restore(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
 }

@@ -3,9 +3,10 @@ import FoundationEssentials
 import Glibc
 import Paging
 
-/// Removes a scratch folder when the process is interrupted (SIGINT) or asked to end (SIGTERM),
-/// then exits with 128 + the signal's number (130, 143), as a shell reports a process that
-/// signal ended. A `defer` alone never runs then: by default either signal ends the process
+/// Removes a scratch folder when the process is interrupted (SIGINT), asked to end (SIGTERM) or
+/// loses its terminal (SIGHUP), then exits with 128 + the signal's number (130, 143, 129), as a
+/// shell reports a process that signal ended. A `defer` alone never runs then: by default each
+/// signal ends the process
 /// where it stands, and the folder stays in the temporary directory.
 ///
 /// While this object is live (until ``cancel()``) the signals arrive as bytes on a pipe
@@ -22,7 +23,7 @@ final class InterruptCleanup: Sendable {
     init(removing folder: String, command: String, before: @escaping @Sendable () -> Void) {
         let signals = paging_signals_to_pipe()
         guard signals >= 0 else {
-            Output.error("pager: \(command): cannot handle SIGINT and SIGTERM (\(String(cString: strerror(errno)))); "
+            Output.error("pager: \(command): cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno)))); "
                          + "an interrupted run leaves \(folder)")
             return
         }
@@ -53,7 +54,7 @@ final class InterruptCleanup: Sendable {
     }
 }
 
-/// SIGINT and SIGTERM as they come on `paging_signals_to_pipe()`'s pipe.
+/// SIGINT, SIGTERM and SIGHUP as they come on `paging_signals_to_pipe()`'s pipe.
 enum Signals {
     /// Waits, on a thread of its own, for the next signal on the pipe `fd`.
     static func next(on fd: Int32) async -> Int32 {
@@ -68,5 +69,11 @@ enum Signals {
         }
     }
 
-    static func name(_ signal: Int32) -> String { signal == SIGINT ? "SIGINT" : "SIGTERM" }
+    static func name(_ signal: Int32) -> String {
+        switch signal {
+        case SIGINT: "SIGINT"
+        case SIGHUP: "SIGHUP"
+        default: "SIGTERM"
+        }
+    }
 }

@@ -36,11 +36,11 @@ struct RunCommand {
     by the last successful run as {state.NAME}, and after a run in which every load succeeded
     the highest value of its cursor field among the items loaded is kept in the state file.
 
-    interrupted (SIGINT, SIGTERM): the load in flight is cancelled and the items loaded are
-    printed; a second signal ends pager at once.
+    interrupted (SIGINT, SIGTERM, SIGHUP): the load in flight is cancelled and the items loaded
+    are printed; a second signal ends pager at once. Each page is written out as it is printed.
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
-    2 bad arguments, manifest or plugin; 130 or 143 (128 + the signal's number) interrupted
+    2 bad arguments, manifest or plugin; 130, 143 or 129 (128 + the signal's number) interrupted
     """
 
     enum Step: Equatable {
@@ -240,7 +240,7 @@ private struct IncrementalRun {
     }
 }
 
-/// SIGINT and SIGTERM during a run: the first cancels the loading task (the run goes on to
+/// SIGINT, SIGTERM and SIGHUP during a run: the first cancels the loading task (the run goes on to
 /// print what it loaded), and gives the signals their default action back, so that a second
 /// one ends the process at once.
 private final class Interrupt: Sendable {
@@ -294,6 +294,8 @@ private struct ItemPrinter {
             items += page.values.count - printed
         }
         last = (page.key, max(printed, page.values.count))
+        // Written out now: a run ended by SIGKILL has printed every page it reported.
+        writer.flush()
     }
 
     mutating func finish() { writer.flush() }

@@ -19,7 +19,7 @@ struct ServeCommand {
                                   plugin calls, failures, latency, counters and gauges
     Cursors are signed (HMAC-SHA256) with the secret in $PAGER_SERVE_SECRET or --secret-file
     (at least 16 bytes; the same on every host behind one address), else a random one: cursors
-    then work on this process only. SIGTERM or SIGINT stops accepting connections, lets the
+    then work on this process only. SIGTERM, SIGINT or SIGHUP stops accepting connections, lets the
     requests in flight finish, and exits 0.
 
     options:
@@ -76,7 +76,7 @@ struct ServeCommand {
         let timeout = options.requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
         let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
-        guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT and SIGTERM (\(String(cString: strerror(errno))))") }
+        guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: .init()) { request in await pages.answer(request) }
         let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")

@@ -1,6 +1,6 @@
 /*
  * Terminal control for `pager browse`: raw mode that is restored on exit and on signals; and
- * SIGINT/SIGTERM as bytes on a pipe, for a command that cleans up before it ends (signals.c).
+ * SIGINT/SIGTERM/SIGHUP as bytes on a pipe, for a command that cleans up before it ends (signals.c).
  * (Part of the pager host, not of the plugin ABI.)
  */
 #ifndef PAGING_TERMINAL_H
@@ -36,13 +36,13 @@ int paging_terminal_read(unsigned char *buffer, int capacity, int timeout_ms);
  * thread that does not block it takes the signal first, and it is lost (or ends the process). A
  * sigaction handler runs on whichever thread takes the signal. */
 
-/* From now on SIGINT and SIGTERM no longer end the process: each writes its number, one byte,
+/* From now on SIGINT, SIGTERM and SIGHUP (the terminal went away) no longer end the process: each writes its number, one byte,
  * to a pipe, whose read end is returned (close-on-exec, so child processes do not hold it).
  * The handler only calls write(). Returns -1 (errno set) when the pipe or a handler cannot be
  * made. Call it once; a second call returns the same read end. */
 int paging_signals_to_pipe(void);
 
-/* Gives SIGINT and SIGTERM their default action back. The pipe stays open. */
+/* Gives SIGINT, SIGTERM and SIGHUP their default action back. The pipe stays open. */
 void paging_signals_restore(void);
 
 #endif
