@@ -54,7 +54,7 @@ extension Conformance {
     private static func wrongTyped(_ value: JSONValue) -> JSONValue {
         switch value {
         case .string: .int(12_345)
-        case .int, .double: .string("not a number")
+        case .int, .double, .number: .string("not a number")
         case .bool: .string("yes")
         case .null: .array([.null])
         case .array, .object: .int(7)

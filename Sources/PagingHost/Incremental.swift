@@ -57,9 +57,8 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
     var json: JSONValue {
         switch self {
         case .string(let text): .string(text)
-        case .number(let text, let value):
-            // An integer as it was written: as a Double, ids above 2^53 would be rounded.
-            if let integer = Int64(text) { .int(integer) } else if let integer = Int64(exactly: value) { .int(integer) } else { .double(value) }
+        // As it was written: as a Double, ids above 2^53 would be rounded.
+        case .number(let text, _): JSONValue(number: text) ?? .string(text)
         }
     }
 
@@ -69,6 +68,7 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
         case .string(let text): self = .string(text)
         case .int(let number): self = .number(String(number), Double(number))
         case .double(let number): self = .number(JSONValue.double(number).jsonText, number)
+        case .number(let text): self = .number(text, Double(text) ?? 0)
         default: return nil
         }
     }
@@ -80,13 +80,30 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// An integer's sign and digits (without leading zeros, as JSON writes them); nil for a
+    /// fraction or an exponent.
+    private static func integerDigits(_ text: String) -> (negative: Bool, digits: Substring)? {
+        let negative = text.hasPrefix("-")
+        let digits = text.dropFirst(negative ? 1 : 0)
+        guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+        return (negative && digits != "0", digits)
+    }
+
+    /// `a > b` for integers of any length.
+    private static func isHigher(_ a: (negative: Bool, digits: Substring), than b: (negative: Bool, digits: Substring)) -> Bool {
+        guard a.negative == b.negative else { return b.negative }
+        guard a.digits != b.digits else { return false }
+        let larger = a.digits.count == b.digits.count ? a.digits > b.digits : a.digits.count > b.digits.count
+        return a.negative ? !larger : larger
+    }
+
     /// Whether `self` is higher than `other` of the same kind; nil when their kinds differ.
     package func isHigher(than other: IncrementalValue) -> Bool? {
         switch (self, other) {
         case let (.string(a), .string(b)): b.utf8.lexicographicallyPrecedes(a.utf8)
         case let (.number(a, x), .number(b, y)):
             // Integers exactly (ids above 2^53 differ where their Doubles do not).
-            if let a = Int64(a), let b = Int64(b) { a > b } else { x > y }
+            if let a = Self.integerDigits(a), let b = Self.integerDigits(b) { Self.isHigher(a, than: b) } else { x > y }
         default: nil
         }
     }

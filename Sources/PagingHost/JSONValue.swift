@@ -6,6 +6,10 @@ public enum JSONValue: Sendable, Equatable {
     case bool(Bool)
     case int(Int64)
     case double(Double)
+    /// A number neither `int` nor `double` holds as written, kept as its JSON text: an integer
+    /// outside Int64 (an id above 2^63), or a fraction or exponent with more than 15 significant
+    /// digits (a Double may print another value back).
+    case number(String)
     case string(String)
     case array([JSONValue])
     case object([(key: String, value: JSONValue)])
@@ -16,10 +20,35 @@ public enum JSONValue: Sendable, Equatable {
         case let (.bool(a), .bool(b)): a == b
         case let (.int(a), .int(b)): a == b
         case let (.double(a), .double(b)): a == b
+        case let (.number(a), .number(b)): a == b
         case let (.string(a), .string(b)): a == b
         case let (.array(a), .array(b)): a == b
         case let (.object(a), .object(b)): a.map(\.key) == b.map(\.key) && a.map(\.value) == b.map(\.value)
         default: false
+        }
+    }
+
+    /// The JSON number `text` (already checked to be one) as `int`, `double` or, when neither
+    /// holds it as written, `number`; nil when it is beyond Double's range.
+    init?(number text: String) {
+        if let value = Int64(text) {
+            self = .int(value)
+            return
+        }
+        guard let value = Double(text), value.isFinite else { return nil }
+        let mantissa = text.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
+        let isInteger = mantissa.count == text.utf8.count && !mantissa.contains(UInt8(ascii: "."))
+        let significantDigits = mantissa.filter { (0x30...0x39).contains($0) }.drop { $0 == 0x30 }.count
+        self = isInteger || significantDigits > 15 ? .number(text) : .double(value)
+    }
+
+    /// A number's value as a Double (rounded for `number`); nil for anything else.
+    public var doubleValue: Double? {
+        switch self {
+        case .int(let number): Double(number)
+        case .double(let number): number
+        case .number(let text): Double(text)
+        default: nil
         }
     }
 
@@ -35,7 +64,7 @@ public enum JSONValue: Sendable, Equatable {
         case .null: "null"
         case .bool: "a boolean"
         case .int: "an integer"
-        case .double: "a number"
+        case .double, .number: "a number"
         case .string: "a string"
         case .array: "an array"
         case .object: "an object"
@@ -55,6 +84,7 @@ public enum JSONValue: Sendable, Equatable {
         case .bool(let value): out += value ? "true" : "false"
         case .int(let value): out += String(value)
         case .double(let value): out += value.isFinite ? "\(value)" : "null"
+        case .number(let text): out += text
         case .string(let value): Self.writeString(value, to: &out)
         case .array(let values):
             out += "["
@@ -270,7 +300,6 @@ private struct JSONParser {
 
     mutating func parseNumber() throws(JSONParseError) -> JSONValue {
         let start = index
-        var isInteger = true
         if peek(UInt8(ascii: "-")) { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else { throw error("expected a digit") }
         if bytes[index] == UInt8(ascii: "0") {
@@ -280,22 +309,19 @@ private struct JSONParser {
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         if peek(UInt8(ascii: ".")) {
-            isInteger = false
             index += 1
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("expected a digit after '.'") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         if peek(UInt8(ascii: "e")) || peek(UInt8(ascii: "E")) {
-            isInteger = false
             index += 1
             if peek(UInt8(ascii: "+")) || peek(UInt8(ascii: "-")) { index += 1 }
             guard index < bytes.count, isDigit(bytes[index]) else { throw error("expected a digit in the exponent") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
-        if isInteger, let value = Int64(text) { return .int(value) }
-        guard let value = Double(text), value.isFinite else { throw error("the number \(text) is out of range", at: start) }
-        return .double(value)
+        guard let value = JSONValue(number: text) else { throw error("the number \(text) is out of range", at: start) }
+        return value
     }
 
     mutating func expectWord(_ word: String) throws(JSONParseError) {

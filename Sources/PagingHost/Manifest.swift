@@ -246,6 +246,9 @@ private struct Reader {
 
     func int(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>) throws(ManifestError) -> Int? {
         guard let value else { return nil }
+        if case .number(let text) = value, !text.contains(where: { ".eE".contains($0) }) {
+            throw ManifestError(file: file, path: path, message: "\(text) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
+        }
         guard case .int(let number) = value else { throw expected("an integer", value, at: path) }
         guard let result = Int(exactly: number), range.contains(result) else {
             throw ManifestError(file: file, path: path, message: "\(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
@@ -255,12 +258,7 @@ private struct Reader {
 
     func number(_ value: JSONValue?, at path: String, in range: ClosedRange<Double>) throws(ManifestError) -> Double? {
         guard let value else { return nil }
-        let number: Double
-        switch value {
-        case .int(let integer): number = Double(integer)
-        case .double(let double): number = double
-        default: throw expected("a number", value, at: path)
-        }
+        guard let number = value.doubleValue else { throw expected("a number", value, at: path) }
         guard range.contains(number) else {
             throw ManifestError(file: file, path: path, message: "\(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
         }

@@ -44,7 +44,7 @@ package final class PluginConfig {
         case .null: PAGING_CONFIG_NULL
         case .bool: PAGING_CONFIG_BOOL
         case .int: PAGING_CONFIG_INT
-        case .double: PAGING_CONFIG_DOUBLE
+        case .double, .number: PAGING_CONFIG_DOUBLE
         case .string: PAGING_CONFIG_STRING
         case .array: PAGING_CONFIG_ARRAY
         case .object: PAGING_CONFIG_OBJECT
@@ -75,11 +75,7 @@ package final class PluginConfig {
     }
 
     func double(for key: String) -> Double? {
-        switch value[key] {
-        case .int(let number): Double(number)
-        case .double(let number): number
-        default: nil
-        }
+        value[key]?.doubleValue
     }
 
     private func retain(_ text: String) -> UnsafePointer<CChar> {

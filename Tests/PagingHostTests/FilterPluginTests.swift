@@ -106,6 +106,13 @@ struct FilterPluginTests {
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 0}]}"#, big)) == [1, 2, 4])
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 0}]}"#, big)) == [3])
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "less_than": -1e299}]}"#, big)) == [5])
+        // Beyond 64 bits and 17 digits: the manifest's number reaches the filter as written
+        // (it was rounded to a Double on the way, and matched nothing).
+        let huge = [#"{"id":1,"v":123456789012345678901234}"#, #"{"id":2,"v":123456789012345678901235}"#,
+                    #"{"id":3,"v":0.12345678901234567891}"#, #"{"id":4,"v":0.12345678901234567892}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 123456789012345678901234}]}"#, huge)) == [1])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 123456789012345678901234}]}"#, huge)) == [2])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 0.12345678901234567892}]}"#, huge)) == [4])
         // Values sharing their leading digits.
         let close = [#"{"id":1,"v":1.2}"#, #"{"id":2,"v":1.25}"#, #"{"id":3,"v":12}"#, #"{"id":4,"v":0.12e1}"#]
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 1.2}]}"#, close)) == [1, 4])

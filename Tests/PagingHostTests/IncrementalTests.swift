@@ -94,6 +94,16 @@ struct IncrementalTests {
         // Two ids one Double apart from neither: the higher is higher.
         let (lower, higher) = (IncrementalValue(.int(1_234_567_890_123_456_700))!, IncrementalValue(.int(1_234_567_890_123_456_895))!)
         #expect(higher.isHigher(than: lower) == true && lower.isHigher(than: higher) == false)
+        // Beyond 64 bits, as written and compared exactly (they went through a Double).
+        let items = try ["123456789012345678901234", "123456789012345678901235", "-123456789012345678901235", "7"].map {
+            try #require(IncrementalValue(try JSONValue.parse(Array($0.utf8))))
+        }
+        #expect(items.map(\.description) == ["123456789012345678901234", "123456789012345678901235", "-123456789012345678901235", "7"])
+        #expect(items[1].isHigher(than: items[0]) == true && items[0].isHigher(than: items[1]) == false)
+        #expect(items[0].isHigher(than: items[2]) == true && items[2].isHigher(than: items[3]) == false && items[0].isHigher(than: items[3]) == true)
+        #expect(try file.store(items[1], name: "id", namespace: "a") == items[1])
+        #expect(try file.store(items[0], name: "id", namespace: "a") == items[1])
+        #expect(try file.values(namespace: "a")["id"]?.description == "123456789012345678901235")
 
         try file.store(.string("2024-12-31"), name: "day", namespace: "a")
         #expect(try file.store(.string("2024-06-01"), name: "day", namespace: "a") == .string("2024-12-31"))
