@@ -32,9 +32,11 @@
  *                      for another process holding the write lock.
  *   Any other key fails create naming it, as does a key of the wrong type; so does a `path` that
  *   is a folder, a FIFO, a socket or a device.
- *   crash_after_items  integer, optional (default -1). TEST HOOK for the durability test only:
- *                      when >= 0, handle() calls _exit(137) right after inserting that many items
- *                      of a page, inside the open write transaction. Never set it in production.
+ *
+ * Test hook (the durability test only): with the environment variable
+ * PAGING_SQLITE_STORE_TEST_CRASH_AFTER_ITEMS=N at create, handle() calls _exit(137) right after
+ * inserting N items of a page, inside the open write transaction. It is not a config key, so
+ * no manifest can set it.
  *
  * Behaviour:
  *   Pages are stored under (namespace, the request's identity): its key, page size and every
@@ -867,7 +869,7 @@ static int sqls_known_keys(const paging_host_t *host, const paging_config_t *con
 {
     static const char *const sql =
         "SELECT key FROM json_each(?1) WHERE key NOT IN"
-        " ('path', 'namespace', 'policy', 'max_age_seconds', 'busy_timeout_ms', 'crash_after_items') LIMIT 1";
+        " ('path', 'namespace', 'policy', 'max_age_seconds', 'busy_timeout_ms') LIMIT 1";
     sqlite3 *db = NULL;
     sqlite3_stmt *stmt = NULL;
     char msg[400];
@@ -891,7 +893,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
 {
     char msg[1400];
     struct stat info;
-    const char *path, *ns;
+    const char *path, *ns, *crash_after;
     sqls_state *st;
     int64_t busy;
     sqlite3_stmt *stmt = NULL;
@@ -943,7 +945,8 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     st->host = host;
     st->async = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
     st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
-    st->crash_after_items = host->config_int(config, "crash_after_items", -1);
+    crash_after = getenv("PAGING_SQLITE_STORE_TEST_CRASH_AFTER_ITEMS");
+    st->crash_after_items = crash_after && *crash_after ? strtoll(crash_after, NULL, 10) : -1;
     if (!sqls_configure_freshness(st, config)) return NULL;
 
     rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);

@@ -80,13 +80,12 @@ private func identityKey(_ identity: String) -> String {
 struct DurabilityTests {
     /// A folder with ~5,000 lines of data and a manifest writing every page to the store; each
     /// run starts with a hard refresh (`--hard-refresh`), so every run rewrites the pages.
-    func setUp(crashAfterItems: Int? = nil) async throws -> (folder: String, manifest: String, db: String) {
+    func setUp() async throws -> (folder: String, manifest: String, db: String) {
         let folder = scratchFolder()
         writeJSONLines(count: 5_000, to: folder + "/data.jsonl")
-        let crash = crashAfterItems.map { #", "crash_after_items": \#($0)"# } ?? ""
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "pages.db"\(crash)}}],
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "pages.db"}}],
          "page_size": 20}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return (folder, folder + "/m.json", folder + "/pages.db")
@@ -128,22 +127,26 @@ struct DurabilityTests {
         #expect(final.isSound && final.pages == 250 && final.items == 5_000, "\(final)")
     }
 
-    /// The plugin's test hook `crash_after_items` exits (137) inside the open write transaction:
-    /// after 7 of a page's 20 items, and after all 20 just before COMMIT. The page is absent.
+    /// The plugin's test hook (PAGING_SQLITE_STORE_TEST_CRASH_AFTER_ITEMS) exits (137) inside
+    /// the open write transaction: after 7 of a page's 20 items, and after all 20 just before
+    /// COMMIT. The page is absent. A manifest cannot set the hook: as a config key it is unknown.
     @Test(arguments: [7, 20])
     func crashInsideTheWriteTransaction_leavesThePageAbsent(_ crashAfter: Int) async throws {
-        let (folder, manifest, db) = try await setUp(crashAfterItems: crashAfter)
-        let crashed = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "3", "--quiet"])
+        let (folder, manifest, db) = try await setUp()
+        let crashed = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "3", "--quiet"],
+                                    environment: ["PAGING_SQLITE_STORE_TEST_CRASH_AFTER_ITEMS": String(crashAfter)])
         #expect(crashed.code == 137 && !crashed.signaled, "exit \(crashed.code): \(crashed.stderr)")
         let inspection = inspectStore(db)
         #expect(inspection.isSound, "\(inspection)")
         #expect(inspection.pages == 0 && inspection.items == 0, "\(inspection)")
         // Without the hook, the same file takes pages again.
-        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #", "crash_after_items": \#(crashAfter)"#, with: "")
-            .write(toFile: folder + "/m2.json", atomically: true, encoding: .utf8)
-        let again = try await run(pagerBinary, ["run", folder + "/m2.json", "--hard-refresh", "--append", "3", "--quiet"])
+        let again = try await run(pagerBinary, ["run", manifest, "--hard-refresh", "--append", "3", "--quiet"])
         #expect(again.code == 0, "\(again.stderr)")
         let stored = inspectStore(db)
         #expect(stored.isSound && stored.pages == 4 && stored.items == 80, "\(stored)")
+        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #""path": "pages.db""#, with: #""path": "pages.db", "crash_after_items": 7"#)
+            .write(toFile: folder + "/hooked.json", atomically: true, encoding: .utf8)
+        let refused = try await run(pagerBinary, ["run", folder + "/hooked.json", "--quiet"])
+        #expect(refused.code == 2 && refused.stderr.contains(#"unknown"#) && refused.stderr.contains("crash_after_items"), "\(refused.stderr)")
     }
 }
