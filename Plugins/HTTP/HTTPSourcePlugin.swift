@@ -222,7 +222,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         if case .cancelled = response.outcome { return }
-        if let failure = config.failure(of: response.outcome, url: url) {
+        if let failure = config.failure(of: response, url: url) {
             fail(exchange, failure)
             return
         }
@@ -367,22 +367,27 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetches.finish(exchange.completion.id) { _ = exchange.completion.succeed(keys) }
             return
         }
+        /// A body that is not a page, with what came: the status and the first 200 bytes.
+        func malformed(_ failure: PluginFailure) {
+            fail(exchange, PluginFailure(failure.status, "\(failure.message) (HTTP \(response.status), \(response.body.count) bytes: \(config.snippet(response.body)))",
+                                         retryAfter: failure.retryAfter))
+        }
         let scan: BodyScan
         do {
             scan = try (response.scanned ?? Result { () throws(ScanError) in try plan.scan(response.body) }).get()
         } catch {
-            fail(exchange, .internal("malformed body from \(url): not JSON: \(error.message) (\(response.body.count) bytes: \(config.snippet(response.body, limit: 80)))"))
+            malformed(.internal("malformed body from \(url): not JSON: \(error.message)"))
             return
         }
         if let problem = scan.itemsPathProblem {
-            fail(exchange, .internal("malformed body from \(url): the items pointer \(config.items) \(ResponseParsing.unresolved(config.items, problem))"))
+            malformed(.internal("malformed body from \(url): the items pointer \(config.items) \(ResponseParsing.unresolved(config.items, problem))"))
             return
         }
         let keys: PageContent
         do {
             keys = try pageKeys(scan, response, exchange.target, url: url)
         } catch {
-            fail(exchange, error)
+            malformed(error)
             return
         }
         let chainKey = exchange.target.chainKey, kind = exchange.kind
@@ -731,14 +736,16 @@ public func pagingPluginEntry() -> UnsafeRawPointer { PluginExport.entry(HTTPSou
 extension HTTPSourceConfig {
     /// Why a transfer to `url` gave no response to read, or nil when it did (`.response`).
     /// A cancelled transfer is reported as such; callers that cancel it themselves drop it first.
-    func failure(of outcome: TransportResponse.Outcome, url: String) -> PluginFailure? {
-        switch outcome {
+    func failure(of response: TransportResponse, url: String) -> PluginFailure? {
+        // The status, when the headers came before the transfer failed.
+        let status = response.status > 0 ? " (HTTP \(response.status))" : ""
+        switch response.outcome {
         case .response:
             return nil
         case .cancelled:
             return PluginFailure(PAGING_ERR_CANCELLED, "the request to \(url) was cancelled")
         case .bodyTooLarge:
-            return .internal("the body from \(url) is larger than max_page_bytes (\(maxPageBytes) bytes, after decompression); reading stopped")
+            return .internal("the body from \(url)\(status) is larger than max_page_bytes (\(maxPageBytes) bytes, after decompression); reading stopped")
         case .headersTooLarge:
             return .internal("the response headers from \(url) are larger than max_header_bytes (\(maxHeaderBytes) bytes); reading stopped")
         case .headerLineTooLarge:
@@ -746,11 +753,11 @@ extension HTTPSourceConfig {
         case .notHTTP(let prefix):
             return .internal("the reply from \(url) is not HTTP: it begins with \(ResponseParsing.quoted(prefix))")
         case .failed(let code, let message):
-            return networkFailure(code: code, message: message, url: url)
+            return networkFailure(code: code, message: message, url: url, status: status)
         }
     }
 
-    private func networkFailure(code: Int32, message: String, url: String) -> PluginFailure {
+    private func networkFailure(code: Int32, message: String, url: String, status: String) -> PluginFailure {
         switch code {
         case 28: return PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(timeoutMilliseconds) ms fetching \(url) (\(message))")
         case 7: return .transient("cannot connect to the server (connection refused) fetching \(url): \(message)")
@@ -758,7 +765,7 @@ extension HTTPSourceConfig {
         case 52: return .transient("the server closed the connection without a reply fetching \(url)")
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
-        case 61: return .internal("the body from \(url) cannot be decompressed: \(message)")
+        case 61: return .internal("the body from \(url)\(status) cannot be decompressed: \(message)")
         case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) "
                                        + (caFile == nil ? "(a private certificate authority needs ca_file)" : "(ca_file's authorities do not vouch for it)"))
         case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")

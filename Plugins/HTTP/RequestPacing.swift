@@ -103,7 +103,7 @@ final class TokenCache: Sendable {
     }
 
     private func tokenResult(_ response: TransportResponse, config: HTTPSourceConfig) -> Result<(String, Int?), PluginFailure> {
-        if let failure = config.failure(of: response.outcome, url: tokenURL) {
+        if let failure = config.failure(of: response, url: tokenURL) {
             return .failure(PluginFailure(failure.status, "the OAuth2 token request failed: \(failure.message)"))
         }
         guard (200..<300).contains(response.status) else {

@@ -31,7 +31,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance] id, timeout in
-            instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout)"))
+            instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)"))
         }
         var out = KeysOut()
         let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }

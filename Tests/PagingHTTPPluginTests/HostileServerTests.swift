@@ -131,7 +131,15 @@ struct HostileServerTests {
         defer { server.stop() }
         let error = try await refreshError(#"{"url": "\#(server.baseURL)/endless", "items": "/items", "max_page_bytes": 1048576}"#)
         #expect(error.status == .internal)
-        #expect(error.message.contains("the body from \(server.baseURL)/endless is larger than max_page_bytes (1048576 bytes"))
+        #expect(error.message.contains("the body from \(server.baseURL)/endless (HTTP 200) is larger than max_page_bytes (1048576 bytes"))
+    }
+
+    /// A body that says gzip and is not: the error names the URL and the status.
+    @Test func aBodyThatIsNotTheGzipItSays_failsNamingTheStatus() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/fake-gzip", "items": "/items"}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("the body from \(server.baseURL)/fake-gzip (HTTP 200) cannot be decompressed"), "\(error.message)")
     }
 
     @Test func aGzipBomb_stopsAtMaxPageBytes_countedAfterDecompression() async throws {
@@ -214,13 +222,14 @@ struct HostileServerTests {
     }
 
     @Test(arguments: [
-        ("/not-json", "not JSON: unexpected '<' at byte 0"),
-        ("/truncated", "the body ends early at byte 25"),
-        ("/not-array", "the items pointer \"/items\" resolves to an object, not an array"),
+        ("/not-json", "not JSON: unexpected '<' at byte 0, where a value was expected (HTTP 200, 39 bytes: <html><body>Service moved</body></html>)"),
+        ("/truncated", #"the body ends early at byte 25, inside an array or object (truncated JSON) (HTTP 200, 25 bytes: {"items":[{"id":1},{"id":)"#),
+        ("/not-array", #"the items pointer "/items" resolves to an object, not an array (HTTP 200, 20 bytes: {"items": {"id": 1}})"#),
+        ("/cursor-object", #"the cursor at "/next" is an object, not a string or a number (HTTP 200, "#),
     ])
-    func aBodyThatIsNotTheItems_isInternal_sayingWhere(_ path: String, _ expected: String) async throws {
+    func aBodyThatIsNotTheItems_isInternal_sayingWhereWithStatusAndBody(_ path: String, _ expected: String) async throws {
         defer { server.stop() }
-        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items"}"#)
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "pagination": {"type": "cursor", "next": "/next"}}"#)
         #expect(error.status == .internal)
         #expect(error.message.contains("malformed body from \(server.baseURL)\(path)"))
         #expect(error.message.contains(expected), "\(error.message)")

@@ -10,6 +10,7 @@ Paths (query strings are ignored unless said):
   /items?page=N        a well-formed page {"items": [...]} of 2 items
   /endless             200, no length, then '{"items":[' and items forever (until the peer goes)
   /gzip-bomb           200, Content-Encoding: gzip, a body inflating to 256 MiB of spaces
+  /fake-gzip           200, Content-Encoding: gzip, and a body that is plain JSON
   /huge-header         200 with one 1 MiB header line
   /many-headers        200 with 20,000 headers of 60 bytes (1.2 MB)
   /slow                200, Content-Length 1000, then 1 byte a second
@@ -138,6 +139,8 @@ class Handler(loopback.Handler):
         elif path == "/gzip-bomb":
             body = gzip_bomb()
             self.send(200, body, headers=[("Content-Encoding", "gzip")])
+        elif path == "/fake-gzip":
+            self.send(200, items_body(1), headers=[("Content-Encoding", "gzip")])
         elif path == "/huge-header":
             self.send(200, items_body(1), headers=[("X-Huge", "a" * (1 << 20))])
         elif path == "/many-headers":
