@@ -211,7 +211,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         var message = config.redact(failure.message)
-        for token in tokens?.issued ?? [] where message.contains(token) { message = message.replacing(token, with: "***") }
+        for token in tokens?.issued ?? [] { message = token.replacing(in: message, with: "***") }
         let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
         fetches.finish(exchange.completion.id) { exchange.completion.fail(redacted) }
     }

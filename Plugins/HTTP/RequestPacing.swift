@@ -53,8 +53,8 @@ final class TokenCache: Sendable {
         var refreshAt: UInt64 = 0
         var waiters: [@Sendable (Result<String, PluginFailure>) -> Void] = []
         var fetching = false
-        /// Every token handed out, for redaction.
-        var issued: [String] = []
+        /// The last tokens handed out, for redaction (an older one has long expired).
+        var issued: [EncodedSecret] = []
     }
 
     private let tokenURL: String
@@ -69,8 +69,9 @@ final class TokenCache: Sendable {
         form = Array(fields.joined(separator: "&").utf8)
     }
 
-    /// Tokens handed out so far (to redact from messages).
-    var issued: [String] { state.withLock { $0.issued } }
+    /// The last tokens handed out (to redact from messages), those long enough to redact (as
+    /// the config's secrets: replacing every "a" would garble every message).
+    var issued: [EncodedSecret] { state.withLock { $0.issued } }
 
     /// Forgets `token` when it is the cached one (a server refused it), so the next request
     /// fetches a new one.
@@ -129,7 +130,9 @@ final class TokenCache: Sendable {
                 let life = UInt64(min(max(1, lifetime ?? 3600), 366 * 86_400)) * 1_000_000_000
                 state.token = token
                 state.refreshAt = now + life - min(life / 10, 60_000_000_000)
-                state.issued.append(token)
+                if token.utf8.count >= HTTPSourceConfig.shortestRedacted {
+                    state.issued = state.issued.suffix(7) + [EncodedSecret(token)]
+                }
             }
             return state.waiters
         }

@@ -410,6 +410,10 @@ struct HostileServerTests {
         let error = try await refreshError(config("/token-crlf"))
         #expect(error.message.contains("has an access_token that cannot go in a header"), "\(error.message)")
         #expect(try await server.seen().allSatisfy { $0["x-injected"] is NSNull })
+
+        // A token of one letter is too short to redact: every "a" of a message was "***".
+        let short = try await refreshError(config("/token-short").replacingOccurrences(of: "/items?page={key}", with: "/not-array"))
+        #expect(short.message.contains("/not-array: the items pointer \"/items\" resolves to an object, not an array"), "\(short.message)")
     }
 
     /// A POST's body may hold the config's secrets: a 307 to another host is refused, a 307 to

@@ -42,6 +42,7 @@ Paths (query strings are ignored unless said):
   /reset-huge          403 with X-RateLimit-Remaining: 0 and X-RateLimit-Reset: 9223372036854775807
   POST /token-huge     {"access_token": "tok-huge-1", "expires_in": 1000000000000}
   POST /token-crlf     {"access_token": "tok-crlf" CR LF "X-Injected: yes"}
+  POST /token-short    {"access_token": "a"}
   POST /post-307-other 307 to http://localhost:PORT/items?page=1 (another host name)
   POST /post-307-same  307 to /items?page=1 (the same host)
   POST /post-303       303 to /items?page=1
@@ -225,6 +226,8 @@ class Handler(loopback.Handler):
                       headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "9223372036854775807")])
         elif path == "/token-huge":
             self.send(200, json.dumps({"access_token": "tok-huge-1", "expires_in": 1000000000000}).encode())
+        elif path == "/token-short":
+            self.send(200, b'{"access_token": "a"}')
         elif path == "/token-crlf":
             self.send(200, json.dumps({"access_token": "tok-crlf\r\nX-Injected: yes"}).encode())
         elif path == "/post-307-other":
