@@ -285,23 +285,29 @@ public struct IncrementalStateFile: Sendable {
         } catch {
             throw failure(error.message)
         }
+        // An empty file (made by hand, say) holds no value yet.
+        guard bytes.contains(where: { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }) else { return [:] }
+        /// A file that is not state: it is never replaced, so that what it holds can be mended.
+        func notState(_ problem: String) -> IncrementalError {
+            failure("\(problem). Fix it, or remove it to start again from each state's initial value (`--full` ignores the value kept, not the file)")
+        }
         let root: JSONValue
         do {
             root = try JSONValue.parse(bytes)
         } catch {
-            throw failure("not valid JSON (\(error)); expected {\"NAMESPACE\": {\"NAME\": value}}. Fix or remove it (`pager run --full` loads everything again)")
+            throw notState("not valid JSON (\(error)); expected {\"NAMESPACE\": {\"NAME\": value}}")
         }
         guard case .object(let namespaces) = root else {
-            throw failure("expected an object of namespaces, got \(root.kindDescription)")
+            throw notState("expected an object of namespaces, got \(root.kindDescription)")
         }
         var all: [String: [String: IncrementalValue]] = [:]
         for (namespace, entry) in namespaces {
             guard case .object(let members) = entry else {
-                throw failure("\(namespace): expected an object of state names to values, got \(entry.kindDescription)")
+                throw notState("\(namespace): expected an object of state names to values, got \(entry.kindDescription)")
             }
             for (name, value) in members {
                 guard let kept = IncrementalValue(value) else {
-                    throw failure("\(namespace).\(name): expected a string or a number, got \(value.kindDescription)")
+                    throw notState("\(namespace).\(name): expected a string or a number, got \(value.kindDescription)")
                 }
                 all[namespace, default: [:]][name] = kept
             }

@@ -77,6 +77,15 @@ struct IncrementalTests {
         try "[]".write(toFile: file.path, atomically: true, encoding: .utf8)
         #expect(throws: IncrementalError.self) { try file.store(.string("z"), name: "since", namespace: "a") }
         #expect(try String(contentsOfFile: file.path, encoding: .utf8) == "[]", "a file it cannot read is not replaced")
+        #expect { try file.values(namespace: "a") } throws: { error in
+            "\(error)".hasSuffix("expected an object of namespaces, got an array. Fix it, or remove it to start again from each state's initial value (`--full` ignores the value kept, not the file)")
+        }
+        // An empty file (touched by hand) holds no value yet, and takes one (it failed every
+        // run, --full too, as not JSON).
+        try " \n".write(toFile: file.path, atomically: true, encoding: .utf8)
+        #expect(try file.values(namespace: "a").isEmpty)
+        try file.store(.string("z"), name: "since", namespace: "a")
+        #expect(try file.values(namespace: "a") == ["since": .string("z")])
     }
 
     /// Found by a hostile probe: an id above 2^53 was compared and written as a Double (kept
