@@ -686,9 +686,11 @@ static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_conf
                                                const char *path, const char *what, const char *error)
 {
     char msg[1600];
+    int code = st->db ? sqlite3_errcode(st->db) : SQLITE_NOMEM;
     snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
              error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory");
-    st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+    /* Another process holding the file locked past busy_timeout_ms: not the config's fault. */
+    st->host->config_fail(config, error == NULL && (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return NULL;
 }

@@ -187,11 +187,16 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
     public let file: String
     public let path: String?
     public let message: String
+    /// The manifest is sound, but a plugin could not start for now: its create failed as
+    /// TRANSIENT or TIMEOUT (a database another process holds locked, say). Trying again later
+    /// may succeed.
+    public let isTransient: Bool
 
-    public init(file: String, path: String?, message: String) {
+    public init(file: String, path: String?, message: String, isTransient: Bool = false) {
         self.file = file
         self.path = path
         self.message = message
+        self.isTransient = isTransient
     }
 
     /// One line, whatever the manifest holds: control characters (a key or a plugin name with an

@@ -228,10 +228,12 @@ public final class Pipeline: Sendable {
 
 extension Manifest {
     func error(at reference: PluginReference, _ error: PluginLoadError) -> ManifestError {
-        self.error(at: reference, message: error.description)
+        var isTransient = false
+        if case .createFailed(_, _, let status, _) = error { isTransient = status == .transient || status == .timeout }
+        return self.error(at: reference, message: error.description, isTransient: isTransient)
     }
 
-    func error(at reference: PluginReference, message: String) -> ManifestError {
-        ManifestError(file: file, path: "\(reference.jsonPath) (plugin \"\(reference.plugin)\")", message: message)
+    func error(at reference: PluginReference, message: String, isTransient: Bool = false) -> ManifestError {
+        ManifestError(file: file, path: "\(reference.jsonPath) (plugin \"\(reference.plugin)\")", message: message, isTransient: isTransient)
     }
 }

@@ -52,7 +52,7 @@ enum PagerCommand {
         } catch let error as ManifestError {
             // Escaped and cut in one pass: the line's note counts the bytes of the message.
             Output.problem("pager: \(error.text)")
-            return ExitCode.badInput
+            return error.isTransient ? ExitCode.failure : ExitCode.badInput
         } catch {
             Output.problem("pager: \(error)")
             return ExitCode.failure

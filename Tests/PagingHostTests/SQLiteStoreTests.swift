@@ -183,6 +183,28 @@ struct SQLiteStoreTests {
         for load in loads { #expect(try await load.value) }
     }
 
+    /// A file another process holds locked past busy_timeout_ms when pager starts is a failure
+    /// at run time (exit 1, TRANSIENT), not bad input (exit 2): the manifest is sound, and a
+    /// later run may succeed.
+    @Test func aFileLockedAtStart_isATransientFailure_notBadInput() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        let manifest = folder + "/busy.json"
+        try String(contentsOfFile: folder + "/test.json", encoding: .utf8)
+            .replacingOccurrences(of: #""namespace": "test""#, with: #""namespace": "test", "busy_timeout_ms": 100"#)
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        // python3 holds the file locked (BEGIN EXCLUSIVE) while pager runs.
+        let locked = try await run("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, subprocess, sys
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("BEGIN EXCLUSIVE")
+            sys.exit(subprocess.run(sys.argv[2:]).returncode)
+            """, folder + "/store.db", pager, "run", manifest])
+        #expect(locked.code == 1, "\(locked.stderr)")
+        #expect(locked.stderr.contains("could not be created: transient: sqlite-store: config `path` '\(folder)/store.db': cannot lock the database: database is locked"), "\(locked.stderr)")
+        #expect(try await run(pager, ["run", manifest]).code == 0)
+    }
+
     /// Runs python3's sqlite3 on the database at `path`: `script` (SQL) first, then prints its
     /// schema objects, user_version and journal mode, a line each.
     func sqlite(_ path: String, _ script: String = "") async throws -> String {
