@@ -188,8 +188,8 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
     public let path: String?
     public let message: String
     /// The manifest is sound, but a plugin could not start for now: its create failed as
-    /// TRANSIENT or TIMEOUT (a database another process holds locked, say). Trying again later
-    /// may succeed.
+    /// TRANSIENT (a database another process holds locked, say). Trying again later may
+    /// succeed. (A create the host timed out is the plugin's fault: bad input.)
     public let isTransient: Bool
 
     public init(file: String, path: String?, message: String, isTransient: Bool = false) {

@@ -229,7 +229,7 @@ public final class Pipeline: Sendable {
 extension Manifest {
     func error(at reference: PluginReference, _ error: PluginLoadError) -> ManifestError {
         var isTransient = false
-        if case .createFailed(_, _, let status, _) = error { isTransient = status == .transient || status == .timeout }
+        if case .createFailed(_, _, let status, _) = error { isTransient = status == .transient }
         return self.error(at: reference, message: error.description, isTransient: isTransient)
     }
 
