@@ -22,6 +22,7 @@ static struct {
     __typeof__(&MHD_quiesce_daemon) quiesce_daemon;
     __typeof__(&MHD_get_daemon_info) get_daemon_info;
     __typeof__(&MHD_get_connection_values_n) get_connection_values_n;
+    __typeof__(&MHD_get_connection_info) get_connection_info;
     __typeof__(&MHD_suspend_connection) suspend_connection;
     __typeof__(&MHD_resume_connection) resume_connection;
     __typeof__(&MHD_create_response_from_buffer) create_response_from_buffer;
@@ -50,6 +51,7 @@ static void mhd_load(void)
     MHD_SYMBOL(quiesce_daemon, "MHD_quiesce_daemon")
     MHD_SYMBOL(get_daemon_info, "MHD_get_daemon_info")
     MHD_SYMBOL(get_connection_values_n, "MHD_get_connection_values_n")
+    MHD_SYMBOL(get_connection_info, "MHD_get_connection_info")
     MHD_SYMBOL(suspend_connection, "MHD_suspend_connection")
     MHD_SYMBOL(resume_connection, "MHD_resume_connection")
     MHD_SYMBOL(create_response_from_buffer, "MHD_create_response_from_buffer")
@@ -57,6 +59,15 @@ static void mhd_load(void)
     MHD_SYMBOL(queue_response, "MHD_queue_response")
     MHD_SYMBOL(destroy_response, "MHD_destroy_response")
 }
+
+/* An open connection, while it waits for a request's line and headers: since it opened, or
+ * since its last response was sent (keep-alive). */
+typedef struct tracked_connection {
+    struct tracked_connection *prev, *next;
+    int fd;
+    int awaiting_headers;
+    uint64_t since_ms;
+} tracked_connection;
 
 struct paging_http_server {
     struct MHD_Daemon *daemon;
@@ -68,7 +79,103 @@ struct paging_http_server {
     pthread_mutex_t lock;
     pthread_cond_t completed;
     size_t open;
+    /* Every open connection (under `lock`), and the thread that shuts down those whose
+     * headers take longer than header_timeout_ms, however steadily they trickle in: the idle
+     * timeout alone let a byte every few seconds hold a connection for ever. */
+    tracked_connection connections;
+    unsigned header_timeout_ms;
+    pthread_t reaper;
+    int reaper_running;
+    int stopping;
+    pthread_cond_t stop_reaper;
 };
+
+static uint64_t now_ms(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000u + (uint64_t)now.tv_nsec / 1000000u;
+}
+
+/* The connection's tracking record, set when it opened. */
+static tracked_connection *tracked(struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info != NULL ? info->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    paging_http_server *server = cls;
+    tracked_connection *entry = *socket_context;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        entry = calloc(1, sizeof *entry);
+        if (entry == NULL || info == NULL) {
+            free(entry);
+            return;
+        }
+        entry->fd = info->connect_fd;
+        entry->awaiting_headers = 1;
+        entry->since_ms = now_ms();
+        pthread_mutex_lock(&server->lock);
+        entry->next = server->connections.next;
+        entry->prev = &server->connections;
+        entry->next->prev = entry;
+        server->connections.next = entry;
+        pthread_mutex_unlock(&server->lock);
+        *socket_context = entry;
+    } else if (entry != NULL) {
+        pthread_mutex_lock(&server->lock);
+        entry->prev->next = entry->next;
+        entry->next->prev = entry->prev;
+        pthread_mutex_unlock(&server->lock);
+        free(entry);
+        *socket_context = NULL;
+    }
+}
+
+/* Marks the connection's request as arrived whole (1) or its response as sent (0: the next
+ * request's headers are awaited from now). */
+static void headers_arrived(paging_http_server *server, struct MHD_Connection *connection, int arrived)
+{
+    tracked_connection *entry = tracked(connection);
+    if (entry == NULL) return;
+    pthread_mutex_lock(&server->lock);
+    entry->awaiting_headers = !arrived;
+    entry->since_ms = now_ms();
+    pthread_mutex_unlock(&server->lock);
+}
+
+/* Shuts down, a few times a second, each connection whose headers are late: the server's
+ * thread then reads the end of the stream and closes it. */
+static void *reap_slow_headers(void *cls)
+{
+    paging_http_server *server = cls;
+    unsigned period_ms = server->header_timeout_ms / 4 > 250 ? 250 : server->header_timeout_ms / 4 + 1;
+    pthread_mutex_lock(&server->lock);
+    while (!server->stopping) {
+        struct timespec wake;
+        tracked_connection *entry;
+        uint64_t now = now_ms();
+        for (entry = server->connections.next; entry != &server->connections; entry = entry->next) {
+            if (entry->awaiting_headers && now - entry->since_ms > server->header_timeout_ms) {
+                shutdown(entry->fd, SHUT_RDWR);
+                entry->awaiting_headers = 0;
+            }
+        }
+        clock_gettime(CLOCK_REALTIME, &wake);
+        wake.tv_nsec += (long)period_ms * 1000000L;
+        if (wake.tv_nsec >= 1000000000L) {
+            wake.tv_sec++;
+            wake.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&server->stop_reaper, &server->lock, &wake);
+    }
+    pthread_mutex_unlock(&server->lock);
+    return NULL;
+}
 
 typedef struct query_argument { char *key; char *value; } query_argument;
 
@@ -157,6 +264,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         exchange->method = copy(method);
         exchange->path = copy(url);
         *state = exchange;
+        headers_arrived(server, connection, 1);
         if (exchange->method == NULL || exchange->path == NULL) return MHD_NO;
         return MHD_YES;
     }
@@ -190,10 +298,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
 static void on_completed(void *cls, struct MHD_Connection *connection, void **state, enum MHD_RequestTerminationCode code)
 {
     paging_http_exchange *exchange = *state;
-    paging_http_server *server;
-    (void)cls; (void)connection; (void)code;
+    paging_http_server *server = cls;
+    (void)code;
+    headers_arrived(server, connection, 0);
     if (exchange == NULL) return;
-    server = exchange->server;
     /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
     free_exchange(exchange);
     *state = NULL;
@@ -238,17 +346,29 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->context = context;
     pthread_mutex_init(&server->lock, NULL);
     pthread_cond_init(&server->completed, NULL);
+    pthread_cond_init(&server->stop_reaper, NULL);
+    server->connections.next = server->connections.prev = &server->connections;
+    server->header_timeout_ms = limits.header_timeout_ms;
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
                                       MHD_OPTION_CONNECTION_LIMIT, limits.connections,
                                       MHD_OPTION_CONNECTION_TIMEOUT, limits.idle_timeout_seconds,
                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes,
-                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                                      MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
+                                      MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
                                       MHD_OPTION_END);
+    if (server->daemon != NULL && server->header_timeout_ms > 0) {
+        server->reaper_running = pthread_create(&server->reaper, NULL, reap_slow_headers, server) == 0;
+        if (!server->reaper_running) {
+            mhd.stop_daemon(server->daemon);
+            server->daemon = NULL;
+        }
+    }
     if (server->daemon == NULL) {
         snprintf(error, error_size, "cannot listen on %s port %u: %s", address, (unsigned)port,
                  errno != 0 ? strerror(errno) : "the server could not start");
+        pthread_cond_destroy(&server->stop_reaper);
         pthread_cond_destroy(&server->completed);
         pthread_mutex_destroy(&server->lock);
         free(server);
@@ -279,8 +399,12 @@ void paging_http_stop(paging_http_server *server, unsigned wait_ms)
     }
     pthread_mutex_lock(&server->lock);
     while (server->open > 0 && pthread_cond_timedwait(&server->completed, &server->lock, &deadline) == 0) {}
+    server->stopping = 1;
+    pthread_cond_signal(&server->stop_reaper);
     pthread_mutex_unlock(&server->lock);
+    if (server->reaper_running) pthread_join(server->reaper, NULL);
     mhd.stop_daemon(server->daemon);
+    pthread_cond_destroy(&server->stop_reaper);
     pthread_cond_destroy(&server->completed);
     pthread_mutex_destroy(&server->lock);
     free(server);

@@ -32,6 +32,10 @@ final class HTTPService: @unchecked Sendable {
         var idleTimeoutSeconds: UInt32 = 15
         /// A request's line and headers at most; a larger one is refused with a 4xx.
         var requestBytes = 32 << 10
+        /// A request's line and headers must arrive within this, from the connection's start or
+        /// its last response: a client that trickles a byte every few seconds, never silent for
+        /// the idle timeout, held its connection for ever (1,024 of them, every connection).
+        var headerTimeoutMilliseconds: UInt32 = 10_000
     }
 
     private var server: OpaquePointer?
@@ -42,7 +46,7 @@ final class HTTPService: @unchecked Sendable {
         self.handler = handler
         var error = [CChar](repeating: 0, count: 256)
         let cLimits = paging_http_limits(connections: limits.connections, idle_timeout_seconds: limits.idleTimeoutSeconds,
-                                         request_bytes: limits.requestBytes)
+                                         request_bytes: limits.requestBytes, header_timeout_ms: limits.headerTimeoutMilliseconds)
         // The server outlives no request of its own: `stop()` ends it before this object goes.
         let context = Unmanaged.passUnretained(self).toOpaque()
         server = paging_http_start(address, port, cLimits, { context, exchange in

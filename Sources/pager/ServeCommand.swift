@@ -28,6 +28,8 @@ struct ServeCommand {
       --max-requests N          requests served at once (default 64); more get 503
       --request-timeout-ms N    a request not answered by then gets 504 (default: the manifest's
                                 timeout_ms, times its retries + 1)
+      --header-timeout-ms N     a request's line and headers must arrive within this, however
+                                steadily they trickle in (default 10000), or the connection closes
       --secret-file PATH        the cursors' secret
       --isolate-all             run every plugin in a child process of its own
     \(LogOptions.help)
@@ -41,6 +43,7 @@ struct ServeCommand {
         var address = "127.0.0.1"
         var maxRequests = 64
         var requestTimeout: Duration?
+        var limits = HTTPService.Limits()
         var secretFile: String?
         var isolateAll = false
         var log = LogOptions()
@@ -58,6 +61,7 @@ struct ServeCommand {
             case "--bind": options.address = try arguments.value(for: argument)
             case "--max-requests": options.maxRequests = try arguments.count(for: argument, in: 1...100_000)
             case "--request-timeout-ms": options.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
+            case "--header-timeout-ms": options.limits.headerTimeoutMilliseconds = UInt32(try arguments.count(for: argument, in: 1...86_400_000))
             case "--secret-file": options.secretFile = try arguments.value(for: argument)
             case "--isolate-all": options.isolateAll = true
             default: return false
@@ -77,7 +81,7 @@ struct ServeCommand {
         let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
-        let service = try HTTPService(address: options.address, port: options.port, limits: .init()) { request in await pages.answer(request) }
+        let service = try HTTPService(address: options.address, port: options.port, limits: options.limits) { request in await pages.answer(request) }
         let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")
         if secret.isRandom {

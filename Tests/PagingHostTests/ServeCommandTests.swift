@@ -111,6 +111,37 @@ struct ServeCommandTests {
         #expect(try numbers(try server.get("/pages")) == Array(0..<20))
     }
 
+    /// A client that trickles its request line a byte at a time, never silent for the idle
+    /// timeout, is closed once --header-timeout-ms has passed (it held its connection for ever,
+    /// and 1,024 such clients every connection); other clients are answered meanwhile.
+    @Test(.timeLimit(.minutes(2)))
+    func aClientTricklingItsHeaders_isClosedAfterTheHeaderTimeout() throws {
+        let server = try ServeProcess([try manifest(), "--header-timeout-ms", "500"], environment: Self.secret)
+        let slow = try connectLoopback(port: server.port)
+        defer { close(slow) }
+        let request = Array(("GET /pages?tag=" + String(repeating: "x", count: 5_000)).utf8)
+        var closed = false
+        // A byte every 50 ms, until the server ends the connection or 30 s have passed.
+        for byte in request.prefix(600) {
+            var one = byte
+            guard send(slow, &one, 1, Int32(MSG_NOSIGNAL)) == 1 else {
+                closed = true
+                break
+            }
+            var ready = pollfd(fd: slow, events: Int16(POLLIN), revents: 0)
+            if poll(&ready, 1, 50) > 0 {
+                var answer = [UInt8](repeating: 0, count: 512)
+                if recv(slow, &answer, answer.count, 0) <= 0 {
+                    closed = true
+                    break
+                }
+            }
+        }
+        #expect(closed, "a client trickling its headers for 30 s kept its connection")
+        #expect(try server.get("/healthz").status == 200)
+        #expect(try numbers(try server.get("/pages")) == Array(0..<20))
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func healthz_saysWhichPluginCannotServe() throws {
         let healthy = try ServeProcess([try manifest()], environment: Self.secret)

@@ -20,6 +20,8 @@ typedef struct paging_http_limits {
     unsigned connections;          /* open connections at most; more are refused */
     unsigned idle_timeout_seconds; /* a connection silent this long is closed (a slow client) */
     size_t request_bytes;          /* a request's line and headers at most (larger: 4xx) */
+    unsigned header_timeout_ms;    /* a request's line and headers must arrive within this, from
+                                    * the connection's start or the last response (0: no limit) */
 } paging_http_limits;
 
 /* Listens on `address` (an IPv4 or IPv6 literal) and `port` (0: any free port). NULL on
