@@ -154,8 +154,8 @@ package struct PageBuilder: Sendable {
 
     /// Why an item of `length` bytes does not fit within the limits, or `nil` when it does.
     private func room(for length: Int, limits: PluginLimits) -> String? {
-        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page" }
-        guard length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page" }
+        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
+        guard length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
         return nil
     }
 

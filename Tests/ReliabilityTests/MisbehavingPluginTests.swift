@@ -70,7 +70,7 @@ struct MisbehavingPluginTests {
             try await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
         }
         #expect(error?.status == .invalidArgument)
-        #expect(error?.message.contains("more than 8388608 bytes in one page") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("more than 8388608 bytes in one page (max_page_bytes)") == true, "\(String(describing: error))")
         let growth = peakResidentBytes() - before
         report("enormous page (source, 2 GiB tried, 8 MiB limit): \(error.map(\.description) ?? "no error"); peak RSS grew \(growth >> 20) MiB")
         #expect(growth < 512 << 20, "peak memory grew by \(growth >> 20) MiB")
@@ -86,7 +86,7 @@ struct MisbehavingPluginTests {
         let error = await #expect(throws: PluginError.self) {
             try await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
         }
-        #expect(error?.message.contains("more than 10000 items in one page") == true, "\(String(describing: error))")
+        #expect(error?.message.contains("more than 10000 items in one page (max_items_per_page)") == true, "\(String(describing: error))")
     }
 
     /// A runaway plugin that ignores the refusals and keeps adding: every later call is refused
