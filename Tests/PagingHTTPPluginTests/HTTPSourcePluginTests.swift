@@ -364,7 +364,7 @@ struct HTTPSourcePluginTests {
         #expect(!error.isRetryable)
         // Logged once the host's refusal returns to the plugin, perhaps after the load ended.
         let expected = "malformed body from \(server.baseURL)/bad-item?page=1: not JSON: unexpected '}'"
-        #expect(try await eventually { log.entries.contains { $0.level == .error && $0.message.contains(expected) } }, "\(log.messages)")
+        #expect(await eventually { log.entries.contains { $0.level == .error && $0.message.contains(expected) } }, "\(log.messages)")
 
         let projected = try makeSource(#"{"url": "\#(server.baseURL)/bad-item?page={key}", "items": "/items", "fields": ["id"]}"#)
         let error2 = try #require(await loadError(projected) as? PluginError)
@@ -555,8 +555,8 @@ struct HTTPSourcePluginTests {
         let folder = NSTemporaryDirectory() + "http-secrets-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        FileManager.default.createFile(atPath: folder + "/big", contents: Data(repeating: 0x61, count: 100_000))
-        FileManager.default.createFile(atPath: folder + "/nul", contents: Data("abcd\u{0}efgh\n".utf8))
+        #expect(FileManager.default.createFile(atPath: folder + "/big", contents: Data(repeating: 0x61, count: 100_000)))
+        #expect(FileManager.default.createFile(atPath: folder + "/nul", contents: Data("abcd\u{0}efgh\n".utf8)))
         for file in [folder + "/big", "/dev/zero"] {
             #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(file)}"}}"#)
                 .hasPrefix("auth.token: cannot read the secret file \"\(file)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)"))

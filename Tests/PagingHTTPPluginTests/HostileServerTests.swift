@@ -574,7 +574,7 @@ struct HostileServerTests {
                                     limits: PluginLimits(maxItemsPerPage: 1))
         #expect(await loadError(source) != nil)
         // The plugin logs it once the host's call returns, which may be after the load failed.
-        #expect(try await eventually {
+        #expect(await eventually {
             log.entries.contains { $0.level == .error && $0.message == "the host refused the page from \(server.baseURL)/items?page=1 (2 items, 35 bytes)" }
         }, "\(log.messages)")
     }

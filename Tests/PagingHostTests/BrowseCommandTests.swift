@@ -126,7 +126,7 @@ struct BrowseCommandTests {
             }
         }
         #expect(terminal.lastFrame?.cursorLine?.hasSuffix(#"26. {"n":25}"#) == true)
-        FileManager.default.createFile(atPath: trigger, contents: nil)
+        #expect(FileManager.default.createFile(atPath: trigger, contents: nil))
         let kept = await terminal.waitFor { frame in
             guard let line = frame.cursorLine else { return false }
             return line.hasSuffix(#"{"n":25}"#) && !line.hasSuffix(#"26. {"n":25}"#)

@@ -247,7 +247,7 @@ struct SQLiteStoreTests {
 
     @Test func anEmptyDatabaseFile_becomesAStore() async throws {
         let folder = scratchFolder()
-        FileManager.default.createFile(atPath: folder + "/store.db", contents: nil)
+        #expect(FileManager.default.createFile(atPath: folder + "/store.db", contents: nil))
         let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
         #expect(stored.code == 0, "\(stored.stderr)")
         let served = try storeOnly(folder: folder)

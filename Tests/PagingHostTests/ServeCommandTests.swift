@@ -198,7 +198,7 @@ struct ServeCommandTests {
 
         /// Lets the request go on; its answer.
         func release() -> HTTPReply? {
-            FileManager.default.createFile(atPath: resume, contents: Data())
+            #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
             done.wait()
             return reply.withLock { $0 }
         }

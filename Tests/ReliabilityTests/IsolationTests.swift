@@ -250,7 +250,7 @@ struct IsolationTests {
         let manifest = folder + "/m.json"
         let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"crash_every": 2, "count": 100}}, "#
             + #""page_size": 10, "retry": {"max_retries": 3, "initial_backoff_ms": 1, "jitter": 0}}"#
-        FileManager.default.createFile(atPath: manifest, contents: Data(text.utf8))
+        #expect(FileManager.default.createFile(atPath: manifest, contents: Data(text.utf8)))
         let result = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "9", "--isolate-all"])
         #expect(result.code == 0 && !result.signaled, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n").count == 100)
