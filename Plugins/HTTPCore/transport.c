@@ -108,8 +108,13 @@ static size_t on_header(char *data, size_t size, size_t count, void *user) {
         return 0;
     }
     // After the blank line that ends a response's headers (a 100 Continue's, say), a status
-    // line starts the headers of the next response: only the final one's are kept.
-    if (t->head_ended) t->head.len = 0;
+    // line starts the headers of the next response: only the final one's are kept. Any other
+    // line there is a trailer of a chunked body, which libcurl hands here too: not kept (it
+    // replaced the headers, and with them the Link to the next page).
+    if (t->head_ended) {
+        if (n < 5 || memcmp(data, "HTTP/", 5) != 0) return n;
+        t->head.len = 0;
+    }
     t->head_ended = (n == 2 && data[0] == '\r' && data[1] == '\n') || (n == 1 && data[0] == '\n');
     return buffer_append(&t->head, data, n) == 0 ? n : 0;
 }

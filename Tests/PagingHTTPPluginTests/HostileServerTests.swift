@@ -255,6 +255,14 @@ struct HostileServerTests {
         #expect(manager.output.values.count == 4)
     }
 
+    /// A trailer after a chunked body is not a header of the response: it replaced them, and
+    /// with them the Link to the next page (paging ended after the first page, exit 0).
+    @Test func aTrailerAfterAChunkedBody_keepsTheResponseHeaders() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/trailer?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(try ids(try await pageToEnd(source, pageSize: 2).output.values) == [10, 11, 20, 21, 30, 31])
+    }
+
     /// A fetch waiting for a page ahead whose transfer times out fails with that timeout: its
     /// own request sent then made it wait as long again.
     @Test func aPageAheadThatTimesOut_failsTheFetchWaitingForIt_withoutAskingAgain() async throws {

@@ -33,6 +33,8 @@ Paths (query strings are ignored unless said):
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /next-nul            items and {"next": "http://127.0.0.1:1\u0000@127.0.0.1:PORT/items?page=2"}: a
                        NUL before an "@" (libcurl, reading up to the NUL, would go to port 1)
+  /trailer?page=N      items, chunked, with a Link rel="next" (pages 1 and 2) and a trailer
+                       (X-Checksum) after the last chunk
   /link-cycle?page=N   items; Link rel="next" page 1 -> 2 -> 3 -> 2 (a cycle two steps long)
   /link-fragment?page=N  the same cycle, each link with a fragment no link had before (#v1, #v2, ...)
   /bad-third?page=N    items with a Link rel="next" on pages 1 and 2; page 3 is truncated JSON
@@ -205,6 +207,12 @@ class Handler(loopback.Handler):
             self.send(200, json.dumps({"items": [{"id": 1}], "next": nxt}).encode())
         elif path == "/link-gopher":
             self.send(200, items_body(1), headers=[("Link", '<gopher://127.0.0.1/1>; rel="next"')])
+        elif path == "/trailer":
+            body = items_body(page)
+            link = f'Link: </trailer?page={page + 1}>; rel="next"\r\n' if page < 3 else ""
+            self.wfile.write(("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                              + link + "Trailer: X-Checksum\r\n\r\n").encode()
+                             + b"%x\r\n" % len(body) + body + b"\r\n0\r\nX-Checksum: abc\r\n\r\n")
         elif path in ("/link-cycle", "/link-fragment"):
             nxt = {1: 2, 2: 3, 3: 2}[page]
             fragment = f"#v{len(seen)}" if path == "/link-fragment" else ""
