@@ -109,6 +109,8 @@ extension HTTPSourceConfig {
             guard let list = value.strings, !list.isEmpty, !list.contains("") else {
                 throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(value)")
             }
+            // The scanner finds at most 64 members in one pass (more made every item `{}`).
+            guard list.count <= 64 else { throw .invalidConfig("fields: at most 64 member names, got \(list.count)") }
             // Each would be written: an item with a member twice.
             if let twice = list.enumerated().first(where: { list[..<$0.offset].contains($0.element) })?.element {
                 throw .invalidConfig("fields: \"\(twice)\" is listed twice")

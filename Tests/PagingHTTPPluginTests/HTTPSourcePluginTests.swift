@@ -528,6 +528,8 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "items": "items"}"#).hasPrefix("items: expected a JSON pointer"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor"}}"#).hasPrefix("pagination.next: required"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "page", "next": "/n"}}"#).hasPrefix("pagination.next: unknown key"))
+        let manyFields = (0..<65).map { "\"f\($0)\"" }.joined(separator: ", ")
+        #expect(failure(#"{"url": "http://x/{key}", "fields": [\#(manyFields)]}"#) == "fields: at most 64 member names, got 65")
         // A total was ignored by these types: now refused, saying what ends them.
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "header", "next": "X-Next-Page", "total_header": "X-Total"}}"#)
             .hasPrefix("pagination.total_header: a total count ends page and offset pagination only; header pagination ends where its next key does"))
