@@ -84,13 +84,13 @@ final class HTTPSourcePlugin: SourcePlugin {
         do {
             target = try FetchTarget(request, config: config)
         } catch {
-            completion.fail(PluginFailure(error.status, config.redact(error.message)))
+            completion.fail(PluginFailure(error.status, redact(error.message)))
             return
         }
         // A refresh starts the chains again; a key the chain already reached in this direction
         // (its page linked back) is the cycle.
         if let refusal = chains.withLock({ $0.begin(target.chainKey, kind: request.kind) }) {
-            completion.fail(PluginFailure(refusal.status, config.redact(refusal.message)))
+            completion.fail(PluginFailure(refusal.status, redact(refusal.message)))
             return
         }
         guard fetches.register(completion) else {
@@ -205,14 +205,28 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
     }
 
+    /// `text` with every secret replaced by "***", however it is written there: the config's,
+    /// and the OAuth2 tokens issued (for every message and log line).
+    private func redact(_ text: String) -> String {
+        var out = config.redact(text)
+        for token in tokens?.issued ?? [] { out = token.replacing(in: out, with: "***") }
+        return out
+    }
+
+    /// Whether a request to `url` (a redirect, a next link) may go: to a host trusted with the
+    /// secrets, or holding none of them (a server may echo a token or key in a link).
+    private func maySend(_ url: String) -> Bool {
+        config.isTrusted(url) || redact(url) == url
+    }
+
+    static let carriesSecret = "it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"
+
     private func fail(_ exchange: Exchange, _ failure: PluginFailure) {
         if exchange.ahead {
             aheadEnded(exchange, nil)
             return
         }
-        var message = config.redact(failure.message)
-        for token in tokens?.issued ?? [] { message = token.replacing(in: message, with: "***") }
-        let redacted = PluginFailure(failure.status, message, retryAfter: failure.retryAfter)
+        let redacted = PluginFailure(failure.status, redact(failure.message), retryAfter: failure.retryAfter)
         fetches.finish(exchange.completion.id) { exchange.completion.fail(redacted) }
     }
 
@@ -231,7 +245,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         case 200..<300:
             if response.header("x-ratelimit-remaining") == "0", let wait = ResponseParsing.rateLimitWait(response), wait > 0 {
                 pacer.pause(seconds: min(wait, 3600))
-                host.log(.info, config.redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(wait) s for the reset"))
+                host.log(.info, redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(wait) s for the reset"))
             }
             deliver(response, exchange, url: url)
         case 300..<400 where response.redirectURL != nil:
@@ -247,7 +261,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         case 401 where exchange.token != nil && !exchange.renewedToken:
             // The token was revoked or expired early: fetch a new one and try once more.
             tokens?.invalidate(exchange.token!)
-            host.log(.info, config.redact("HTTP 401 from \(url) with a cached OAuth2 token: fetching a new token and trying once more"))
+            host.log(.info, redact("HTTP 401 from \(url) with a cached OAuth2 token: fetching a new token and trying once more"))
             var again = exchange
             again.renewedToken = true
             send(again, url: url, hops: hops)
@@ -331,8 +345,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         let target = config.withoutQueryKey(target)
         // A server that moved keeps the query, and a `${...}` of the url with it.
-        guard config.isTrusted(target) || config.redact(target) == target else {
-            fail(exchange, .invalidRequest("refusing the HTTP \(status) redirect from \(url) to \(target): it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"))
+        guard maySend(target) else {
+            fail(exchange, .invalidRequest("refusing the HTTP \(status) redirect from \(url) to \(target): \(Self.carriesSecret)"))
             return
         }
         var exchange = exchange
@@ -411,9 +425,9 @@ final class HTTPSourcePlugin: SourcePlugin {
         if !handed {
             do {
                 if !plan.checksItems { _ = try plan.scan(response.body, checkingItems: true) }
-                host.log(.error, config.redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
+                host.log(.error, redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
             } catch {
-                host.log(.error, config.redact("malformed body from \(url): not JSON: \(error.message)"))
+                host.log(.error, redact("malformed body from \(url): not JSON: \(error.message)"))
             }
         }
     }
@@ -513,12 +527,17 @@ final class HTTPSourcePlugin: SourcePlugin {
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
-            return keys(prev: nil, next: config.hidingSecrets(resolved))
+            let key = config.hidingSecrets(resolved)
+            guard let key, maySend(key) else { throw .invalidRequest("refusing the next URL \(resolved) from \(url): \(Self.carriesSecret)") }
+            return keys(prev: nil, next: key)
         case .link:
             let links = response.headerList("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
                 guard URLParts(link)?.isHTTP == true else {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
+                }
+                guard let key = config.hidingSecrets(link), maySend(key) else {
+                    throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): \(Self.carriesSecret)")
                 }
             }
             return keys(prev: config.hidingSecrets(links["prev"]), next: config.hidingSecrets(links["next"]))

@@ -59,6 +59,24 @@ struct HostileServerTests {
         #expect(moved["query"] as? String == "page=1&token=url-secret-789", "\(moved)")
     }
 
+    /// A server that echoes the credentials it was sent (an OAuth2 token, a bearer token) in a
+    /// redirect or a next link to another host: the request there is refused (the OAuth2 token
+    /// went along, its config secret being no config value, and a Link was never checked).
+    @Test(arguments: ["redirect", "link"])
+    func credentialsEchoedInAURLToAnotherHost_areNotSentThere(_ via: String) async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-echoed-777")
+        let bearer = #"{"url": "\#(server.baseURL)/echo-auth?via=\#(via)&page=1", "items": "/items", "pagination": {"type": "link"}, "auth": {"type": "bearer", "token": "${HOSTILE_TEST_TOKEN}"}}"#
+        let oauth = #"{"url": "\#(server.baseURL)/echo-auth?via=\#(via)&page=1", "items": "/items", "pagination": {"type": "link"}, "auth": {"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/token-huge", "client_id": "cid", "client_secret": "${HOSTILE_TEST_TOKEN}"}}"#
+        for config in [bearer, oauth] {
+            let error = try #require(await loadError(try makeSource(config), pageSize: 2) as? PluginError)
+            #expect(error.status == .invalidRequest)
+            #expect(error.message.contains("it carries a secret of the config to another host"), "\(error.message)")
+            #expect(!error.message.contains("tok-"), "\(error.message)")
+        }
+        #expect(try await server.seen().allSatisfy { ($0["host"] as? String)?.hasPrefix("localhost") != true })
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

@@ -72,6 +72,9 @@ Paths (query strings are ignored unless said):
   /redirect-key-other  the same, to http://localhost:PORT/items (another host name)
   /redirect-query-other  302 to http://localhost:PORT/items?<the whole query, as received> (a
                        server moved to another host that keeps the query)
+  /echo-auth?via=V&page=N  echoes the bearer token it was sent as access_token=<token> in a
+                       URL on another host name (http://localhost:PORT/items?page=2&...): V is
+                       "link" (page 1's items and a Link rel="next" to it) or "redirect" (a 302 to it)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -283,6 +286,13 @@ class Handler(loopback.Handler):
             else:
                 host = f"http://localhost:{port}" if path.endswith("other") else ""
                 self.send(302, headers=[("Location", f"{host}/items?page=1&api_key={lower}")])
+        elif path == "/echo-auth":
+            token = (headers.get("authorization") or "").partition(" ")[2]
+            target = f"http://localhost:{port}/items?page=2&access_token={quote(token, safe='')}"
+            if query.get("via") == "redirect":
+                self.send(302, headers=[("Location", target)])
+            else:
+                self.send(200, items_body(1), headers=[("Link", f'<{target}>; rel="next"')])
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
