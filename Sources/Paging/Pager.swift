@@ -13,7 +13,8 @@ import Synchronization
 ///   ``Deduplication``).
 /// - A refresh supersedes the prepends and appends in flight: their pages are dropped, never
 ///   published, and their callers get ``PagingError/supersededByRefresh``. Those started with
-///   ``send(_:)`` are cancelled outright.
+///   ``send(_:)`` are cancelled outright. (Unless ``refreshSupersedes`` is false: a pager that
+///   serves many independent readers, each paging on its own.)
 ///
 /// # Thread safety
 /// Every method may be called from any task, concurrently.
@@ -25,6 +26,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public let source: any PagingSource<Key, Value>
     public let interceptors: [any PagingInterceptor<Key, Value>]
     public let deduplication: Deduplication
+    /// Whether a refresh supersedes the prepends and appends in flight (the default: one list,
+    /// which a refresh starts again). False for a pager whose requests come from independent
+    /// readers (`pager serve`'s clients, each with its own cursor): a refresh is then a load of
+    /// the first page like any other, shared with an identical one in flight, and cancels none.
+    public let refreshSupersedes: Bool
 
     // The hot path (load → register → run → passInterceptors → fetch → finish) is @inlinable so
     // that it is specialized for the caller's Key and Value: unspecialized, about half of a
@@ -40,11 +46,13 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public init(
         source: some PagingSource<Key, Value>,
         interceptors: [any PagingInterceptor<Key, Value>] = [],
-        deduplication: Deduplication = .inFlight
+        deduplication: Deduplication = .inFlight,
+        refreshSupersedes: Bool = true
     ) {
         self.source = source
         self.interceptors = interceptors
         self.deduplication = deduplication
+        self.refreshSupersedes = refreshSupersedes
     }
 
     /// A stream of every state from now on. Any number of consumers can iterate their own
@@ -118,7 +126,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     @inlinable
     func register(_ request: PagingRequest<Key>, _ identity: PagingRequest<Key>.SharingKey?) -> Ticket {
-        let isRefresh = request.kind.isRefresh
+        let isRefresh = request.kind.isRefresh && refreshSupersedes
         // Nothing to share or reuse: an append or prepend only needs the generation.
         guard let identity else {
             return isRefresh ? registerRefresh() : .owner(nil, generation: generation.load(ordering: .acquiring))

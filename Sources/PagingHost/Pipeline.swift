@@ -37,6 +37,8 @@ public final class Pipeline: Sendable {
     ///   - extraInterceptors: in-process interceptors placed before the manifest's.
     ///   - recordsStats: time every plugin call and count outcomes (``stats``).
     ///   - isolateAll: run every plugin in a child process, as if each said `"isolation": "process"`.
+    ///   - refreshSupersedes: the pager's ``Pager/refreshSupersedes`` (false when independent
+    ///     readers share the pipeline).
     public init(
         manifest: Manifest,
         searchPath: PluginSearchPath? = nil,
@@ -44,7 +46,8 @@ public final class Pipeline: Sendable {
         logLevel: PluginLogLevel = .trace,
         extraInterceptors: [any PagingInterceptor<PluginKey, PluginItem>] = [],
         recordsStats: Bool = false,
-        isolateAll: Bool = false
+        isolateAll: Bool = false,
+        refreshSupersedes: Bool = true
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
         let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
@@ -133,7 +136,7 @@ public final class Pipeline: Sendable {
         isolatedInterceptors = isolatedOnes
         interceptorOrder = order
         self.manifest = manifest
-        pager = Pager(source: pagingSource, interceptors: chain)
+        pager = Pager(source: pagingSource, interceptors: chain, refreshSupersedes: refreshSupersedes)
     }
 
     deinit {

@@ -76,7 +76,9 @@ struct ServeCommand {
         let manifest = try Manifest.load(path: manifestPath)
         let secret = try Self.secret(file: options.secretFile)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: options.log.level), logLevel: options.log.level,
-                                    recordsStats: true, isolateAll: options.isolateAll)
+                                    recordsStats: true, isolateAll: options.isolateAll,
+                                    // Each client pages on its own: one's first page cancels no other's load.
+                                    refreshSupersedes: false)
         let timeout = options.requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
         let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()

@@ -173,12 +173,30 @@ struct ServeCommandTests {
         }
     }
 
-    /// A server whose first page waits in a deferring interceptor until ``WaitingServer/release()``.
+    /// A server whose loads each wait in a deferring interceptor until ``WaitingServer/resumeOne()``.
     struct WaitingServer {
         let server: ServeProcess
         let resume: String
-        private let reply = Locked<HTTPReply?>(nil)
-        private let done = DispatchSemaphore(value: 0)
+
+        /// A request sent on a thread of its own.
+        final class Request: Sendable {
+            private let reply = Locked<HTTPReply?>(nil)
+            private let done = DispatchSemaphore(value: 0)
+
+            init(_ server: ServeProcess, _ target: String) {
+                Thread.detachNewThread { [reply, done] in
+                    reply.withLock { $0 = try? server.get(target) }
+                    done.signal()
+                }
+            }
+
+            /// Its answer, once it came.
+            func answer() -> HTTPReply? {
+                done.wait()
+                done.signal()
+                return reply.withLock { $0 }
+            }
+        }
 
         init(_ test: ServeCommandTests, options: [String]) throws {
             resume = scratchFolder() + "/resume"
@@ -187,20 +205,21 @@ struct ServeCommandTests {
             server = try ServeProcess([try test.manifest(interceptors: waiting), "-v"] + options, environment: ServeCommandTests.secret)
         }
 
-        /// Sends GET /pages on a thread of its own; returns once the interceptor holds it.
-        func startRequest() -> Bool {
-            Thread.detachNewThread { [server, reply, done] in
-                reply.withLock { $0 = try? server.get("/pages") }
-                done.signal()
-            }
-            return server.waitFor("deferred ")
+        /// How many times stderr says `text`.
+        private func count(_ text: String, in stderr: String) -> Int { stderr.components(separatedBy: text).count - 1 }
+
+        /// Sends GET `target`; returns it once the interceptor holds it (nil if it never does).
+        func startRequest(_ target: String = "/pages") -> Request? {
+            let held = count("deferred ", in: server.stderr)
+            let request = Request(server, target)
+            return server.waitFor { count("deferred ", in: $0) > held } ? request : nil
         }
 
-        /// Lets the request go on; its answer.
-        func release() -> HTTPReply? {
+        /// Lets one of the loads held go on; returns once it has.
+        func resumeOne() {
+            let resumed = count("late resume", in: server.stderr)
             #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
-            done.wait()
-            return reply.withLock { $0 }
+            #expect(server.waitFor { count("late resume", in: $0) > resumed }, "\(server.stderr)")
         }
     }
 
@@ -208,10 +227,11 @@ struct ServeCommandTests {
     @Test(.timeLimit(.minutes(2)))
     func limits_refuseWhatIsTooMuch_with503And504() throws {
         let waiting = try WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
-        #expect(waiting.startRequest(), "\(waiting.server.stderr)")
+        let held = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
         let busy = try waiting.server.get("/healthz")
         #expect(busy.status == 503 && busy.text.contains("answering 1 requests already"), "\(busy.text)")
-        #expect(waiting.release()?.status == 200)
+        waiting.resumeOne()
+        #expect(held.answer()?.status == 200)
 
         let folder = scratchFolder()
         let hanging = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 60000}"#
@@ -226,13 +246,33 @@ struct ServeCommandTests {
     func sigterm_drainsTheRequestsInFlight_thenExits0() throws {
         let waiting = try WaitingServer(self, options: [])
         let server = waiting.server
-        #expect(waiting.startRequest(), "\(server.stderr)")
+        let held = try #require(waiting.startRequest(), "\(server.stderr)")
         kill(server.pid, SIGTERM)
         #expect(server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
         #expect(throws: ServeStartError.self) { _ = try connectLoopback(port: server.port) }
-        #expect(try numbers(try #require(waiting.release())) == Array(0..<20))
+        waiting.resumeOne()
+        #expect(try numbers(try #require(held.answer())) == Array(0..<20))
         #expect(server.stop() == 0, "\(server.stderr)")
         #expect(server.stderr.contains("pager serve: stopped"))
+    }
+
+    /// Clients page on their own: a client's first page, asked while another client's next page
+    /// is loading, cancels nothing (that client got a 502).
+    @Test(.timeLimit(.minutes(2)))
+    func aClientsFirstPage_leavesAnotherClientsPageInFlight() throws {
+        let waiting = try WaitingServer(self, options: [])
+        let first = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
+        waiting.resumeOne()
+        let firstPage = try #require(first.answer())
+        let next = try #require(try firstPage.json()["next"] as? String)
+        let second = try #require(waiting.startRequest("/pages?cursor=\(next)"), "\(waiting.server.stderr)")
+        let other = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
+        waiting.resumeOne()
+        waiting.resumeOne()
+        let page = try #require(second.answer())
+        #expect(page.status == 200, "\(page.text)")
+        #expect(try numbers(page) == Array(20..<40))
+        #expect(try numbers(try #require(other.answer())) == Array(0..<20))
     }
 
     @Test

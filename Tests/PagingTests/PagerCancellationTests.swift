@@ -21,6 +21,26 @@ struct PagerCancellationTests {
         #expect(states.map(\.label) == ["loading 1", "loading 0", "loaded 0", "cancelled 1"])
     }
 
+    /// A pager of independent readers (`refreshSupersedes: false`, as `pager serve`): one
+    /// reader's refresh neither drops nor cancels another's append in flight (a client's first
+    /// page failed every other client's cursor request in flight with 502).
+    @Test func aRefreshThatSupersedesNothing_leavesTheAppendsInFlight() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        source.script(key: 2, .suspend)
+        let pager = Pager(source: source, refreshSupersedes: false)
+        async let append = Result { try await pager.load(pager.request(.append, key: 1, params: params())) }
+        let sent = pager.send(pager.request(.append, key: 2, params: params()))
+        #expect(await eventually { source.suspendedCount == 2 })
+        let refreshed = try await pager.load(pager.refreshRequest(params: params()))
+        #expect(refreshed.values == [0, 1, 2])
+        source.release(key: 1)
+        source.release(key: 2)
+        #expect(try await append.get().values == [3, 4, 5])
+        #expect(try await sent.value.values == [6, 7, 8])
+        #expect(!sent.isCancelled)
+    }
+
     @Test func refresh_cancelsTheFetchOfASentAppend() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspend)

@@ -127,6 +127,11 @@ public final class ServeProcess: @unchecked Sendable {
         process.waitFor(text, deadline: deadline)
     }
 
+    /// Returns once `found` holds for stderr, or false after `deadline`.
+    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) -> Bool {
+        process.waitFor(deadline: deadline, found)
+    }
+
     /// Sends `signal` and waits for the process to end; its exit status.
     @discardableResult
     public func stop(_ signal: Int32 = SIGTERM) -> Int32 { process.stop(signal) }
