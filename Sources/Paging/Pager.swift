@@ -366,9 +366,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// Waits for the loads running in the background (a stale page's revalidation) to end, also
     /// those they start; call it before the process exits so that their pages are stored.
+    /// Cancelling the caller cancels them (their pages are not stored); it returns once they end.
     public func backgroundLoadsFinished() async {
-        while let task = registry.withLock({ $0.backgroundLoads.values.first }) {
-            await task.value
+        await withTaskCancellationHandler {
+            while let task = registry.withLock({ $0.backgroundLoads.values.first }) {
+                // One started after the cancellation.
+                if Task.isCancelled { task.cancel() }
+                await task.value
+            }
+        } onCancel: {
+            registry.withLock { $0.backgroundLoads.values.forEach { $0.cancel() } }
         }
     }
 

@@ -37,7 +37,8 @@ struct RunCommand {
     the highest value of its cursor field among the items loaded is kept in the state file.
 
     interrupted (SIGINT, SIGTERM, SIGHUP): the load in flight is cancelled and the items loaded
-    are printed; a second signal ends pager at once. Each page is written out as it is printed.
+    are printed (or, once they are, the loads of stale pages in the background are cancelled);
+    a second signal ends pager at once. Each page is written out as it is printed.
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
     2 bad arguments, manifest or plugin; 130, 143 or 129 (128 + the signal's number) interrupted
@@ -102,8 +103,9 @@ struct RunCommand {
         var configuration = pipeline.managerConfiguration
         configuration.maxSize = streams ? 1 : nil
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
+        let interrupt = Interrupt()
         let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter() : nil) }
-        let interrupt = Interrupt(stopping: loading)
+        interrupt.stops(loading)
         let (failed, streamed) = await loading.value
         let output = manager.output
         var printer = streamed ?? ItemPrinter()
@@ -111,10 +113,12 @@ struct RunCommand {
         printer.finish()
         Output.error("\(printer.items) items in \(printer.pages) pages; "
                      + "prepend: \(printer.firstPrependState ?? output.prependState), append: \(output.appendState)")
-        let signal = interrupt.signal
         // Stale pages served by a store are being loaded again in the background: let them be
-        // stored (unless the run was told to stop).
-        if signal == nil { await pipeline.pager.backgroundLoadsFinished() }
+        // stored, unless the run is told to stop (then they are cancelled).
+        let settling = Task { await pipeline.pager.backgroundLoadsFinished() }
+        interrupt.stops(settling)
+        await settling.value
+        let signal = interrupt.signal
         if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
         if let signal {
             // Nothing kept: what was loaded is not all the run was asked to load.
@@ -240,26 +244,38 @@ private struct IncrementalRun {
     }
 }
 
-/// SIGINT, SIGTERM and SIGHUP during a run: the first cancels the loading task (the run goes on to
-/// print what it loaded), and gives the signals their default action back, so that a second
-/// one ends the process at once.
+/// SIGINT, SIGTERM and SIGHUP during a run: the first cancels the tasks the run said it
+/// ``stops(_:)`` (the loading; then the wait for background loads), and gives the signals their
+/// default action back, so that a second one ends the process at once.
 private final class Interrupt: Sendable {
-    private let received = Locked<Int32?>(nil)
+    private let state = Locked<(signal: Int32?, tasks: [@Sendable () -> Void])>((nil, []))
 
-    init<Result: Sendable>(stopping loading: Task<Result, Never>) {
+    init() {
         let pipe = paging_signals_to_pipe()
         // Without the pipe, a signal ends the run as it always did.
         guard pipe >= 0 else { return }
-        Task { [received] in
+        Task { [state] in
             let signal = await Signals.next(on: pipe)
-            received.withLock { $0 = signal }
+            let cancels = state.withLock { state in
+                state.signal = signal
+                return state.tasks
+            }
             paging_signals_restore()
-            loading.cancel()
+            cancels.forEach { $0() }
         }
     }
 
+    /// Cancels `task` when a signal comes, or now if one came.
+    func stops<Result: Sendable>(_ task: Task<Result, Never>) {
+        let came = state.withLock { state in
+            if state.signal == nil { state.tasks.append { task.cancel() } }
+            return state.signal != nil
+        }
+        if came { task.cancel() }
+    }
+
     /// The signal that came, if one did.
-    var signal: Int32? { received.withLock { $0 } }
+    var signal: Int32? { state.withLock { $0.signal } }
 }
 
 /// Prints a run's items as JSON Lines, and counts them.

@@ -9,14 +9,17 @@ import Testing
 struct FreshnessTests {
     let pager = pagerCommand
 
-    /// What the server answers: one page of three items tagged with `version`, or a 500.
+    /// What the server answers: one page of three items tagged with `version`, or a 500; or,
+    /// while `holding`, nothing until ``release()``.
     final class Upstream: Sendable {
-        let state = Locked((version: 1, failing: false))
+        let state = Locked((version: 1, failing: false, holding: false))
         let server: LoopbackHTTPServer
+        private let held = DispatchSemaphore(value: 0)
 
         init() throws {
-            let state = self.state
+            let (state, held) = (self.state, self.held)
             server = try LoopbackHTTPServer { _ in
+                if state.withLock({ $0.holding }) { _ = held.wait(timeout: .now() + 120) }
                 let (version, failing) = state.withLock { ($0.version, $0.failing) }
                 if failing { return .json(#"{"message":"down"}"#, status: 500) }
                 return .json("[" + (0..<3).map { #"{"v":\#(version),"n":\#($0)}"# }.joined(separator: ",") + "]")
@@ -29,6 +32,17 @@ struct FreshnessTests {
                 if let version { $0.version = version }
                 $0.failing = failing
             }
+        }
+
+        /// Requests from now on get no answer until ``release()``.
+        func hold() {
+            state.withLock { $0.holding = true }
+        }
+
+        /// Answers the requests held, and those to come.
+        func release() {
+            state.withLock { $0.holding = false }
+            for _ in 0..<server.requestCount { held.signal() }
         }
     }
 
@@ -96,6 +110,28 @@ struct FreshnessTests {
         upstream.set(failing: true)
         let next = try await run(pager, ["run", path])
         #expect(versions(next.stdout) == [#"{"v":2"#], "the fresh page was stored")
+    }
+
+    /// Interrupted while it waits for a stale page's load in the background, `pager run` cancels
+    /// it and ends with 128 + the signal (it waited for the load's timeout, signals or not).
+    @Test func staleWhileRevalidate_aSignalWhileTheFreshPageLoads_endsTheRun() async throws {
+        let upstream = try Upstream()
+        defer {
+            upstream.release()
+            upstream.server.stop()
+        }
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.hold()
+        let run = try PagerProcess(["run", path])
+        #expect(run.waitFor("3 items in 1 pages"), "\(run.stderr)")
+        #expect(await eventually { upstream.server.requestCount == 2 }, "the page is loaded again in the background")
+        let start = ContinuousClock.now
+        #expect(run.stop(SIGINT) == 128 + SIGINT, "\(run.stderr)")
+        #expect(run.stderr.contains("stopped by SIGINT"), "\(run.stderr)")
+        #expect(versions(run.stdout) == [#"{"v":1"#], "the stored page answered at once")
+        // Done, not waiting for the load's timeout (the source's 30 s).
+        #expect(ContinuousClock.now - start < .seconds(20))
     }
 
     /// max_age_seconds 0 means every stored page is stale: one stored by a host whose clock is

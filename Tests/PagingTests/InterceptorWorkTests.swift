@@ -181,6 +181,29 @@ struct BrokenTransform: PagingInterceptor {
         #expect(second.values.first == 25 && second.prevKey == 0 && second.nextKey == 50)
     }
 
+    /// Cancelling the wait for the loads in the background cancels them: it returns without
+    /// waiting for their source, and the interceptor that asked for the load hears it failed.
+    @Test(.timeLimit(.minutes(1))) func cancellingTheWaitForBackgroundLoads_cancelsThem() async throws {
+        struct Stale: PagingInterceptor {
+            let journal: Journal
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .completeThenRevalidate(Page(request: request, values: [-1]))
+            }
+            func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("stale.failed") }
+        }
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(1))
+        source.script(key: 0, .suspend)
+        let pager = Pager(source: source, interceptors: [Stale(journal: journal)])
+        #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
+        #expect(await eventually { source.suspendedCount == 1 })
+        let waiting = Task { await pager.backgroundLoadsFinished() }
+        waiting.cancel()
+        await waiting.value
+        #expect(journal.all == ["stale.failed"])
+        source.release(key: 0)
+    }
+
     /// A background revalidation whose transform fails is heard by the interceptor that asked
     /// for it, never by those before it: for them the load succeeded (with the stored page).
     @Test func failedRevalidation_isNotHeardByTheInterceptorsBeforeTheOneThatAskedForIt() async throws {
