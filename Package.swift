@@ -38,7 +38,7 @@ let package = Package(
         .target(name: "PagingJSONLines", dependencies: ["CPaging"], path: "Plugins/JSONLines"),
         .target(name: "PagingLoggingPlugin", dependencies: ["PagingPluginKit"], path: "Plugins/Logging"),
         .target(name: "PagingCachePlugin", dependencies: ["Paging", "PagingPluginKit"], path: "Plugins/Cache"),
-        .target(name: "PagingSQLiteStore", dependencies: ["CPaging"], path: "Plugins/SQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "PagingSQLiteStore", dependencies: ["CPaging", "PagingStoreSupport"], path: "Plugins/SQLite", linkerSettings: [.linkedLibrary("sqlite3")]),
         .target(name: "PagingRateLimit", dependencies: ["CPaging"], path: "Plugins/RateLimit"),
         .target(name: "PagingHTTPPlugin", dependencies: ["PagingPluginKit", "CHTTPCore"], path: "Plugins/HTTP"),
         .target(name: "CHTTPCore", path: "Plugins/HTTPCore", cSettings: [.unsafeFlags(["-O2"])], linkerSettings: [.linkedLibrary("curl")]),

@@ -109,12 +109,9 @@
 #include <sqlite3.h>
 
 #include "paging/paging.h"
+#include "paging_store.h"
 
 #define SQLS_SCHEMA_VERSION 2
-
-#define SQLS_CACHE_FIRST 0
-#define SQLS_NETWORK_FIRST 1
-#define SQLS_STALE_WHILE_REVALIDATE 2
 
 typedef struct sqls_span {
     size_t offset; /* into sqls_state.buf */
@@ -130,13 +127,10 @@ typedef struct sqls_lookup {
     uint8_t identity[];       /* identity_len bytes */
 } sqls_lookup;
 
-/* What sqls_read_page found, for sqls_answer. */
+/* What sqls_read_page found, for sqls_answer: the page's views point into the read buffer. */
 typedef struct sqls_found {
     int result;               /* sqls_read_page's */
-    uint32_t flags;
-    size_t count;
-    int has_prev, has_next;
-    int64_t stored_at;
+    pstore_page page;
 } sqls_found;
 
 typedef struct sqls_state {
@@ -152,8 +146,7 @@ typedef struct sqls_state {
     sqlite3 *db;
     char *ns;                 /* namespace, NUL-terminated */
     int64_t crash_after_items;
-    int policy;               /* SQLS_CACHE_FIRST... */
-    int64_t max_age_ms;       /* -1: pages never go stale */
+    pstore_freshness freshness;
     /* prepared once at create, reused */
     sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
     sqlite3_stmt *get_page, *get_items;
@@ -163,6 +156,7 @@ typedef struct sqls_state {
     uint8_t *buf;
     size_t buf_cap;
     sqls_span *spans;
+    paging_bytes_t *views;    /* the spans as views into buf, once a page is read whole */
     size_t span_cap;
     /* The reader thread and its queue, guarded by queue_lock. */
     pthread_mutex_t queue_lock;
@@ -248,34 +242,20 @@ static void sqls_done(sqlite3_stmt *stmt)
     sqlite3_clear_bindings(stmt);
 }
 
-static int64_t sqls_now_ms(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return 0;
-    return (int64_t)ts.tv_sec * 1000 + (int64_t)(ts.tv_nsec / 1000000);
-}
-
-static int sqls_param_is(const paging_request_t *req, const char *name, const char *value)
-{
-    size_t i, nlen = strlen(name), vlen = strlen(value);
-    for (i = 0; i < req->param_count; i++) {
-        const paging_param_t *p = &req->params[i];
-        if (p->name.len == nlen && (nlen == 0 || memcmp(p->name.data, name, nlen) == 0))
-            return p->value.len == vlen && (vlen == 0 || memcmp(p->value.data, value, vlen) == 0);
-    }
-    return 0;
-}
-
 /* Appends bytes to the read buffer as span `index`; returns 0 when out of memory. */
 static int sqls_buffer(sqls_state *st, size_t index, size_t used, const void *data, size_t len)
 {
     if (index >= st->span_cap) {
         size_t ncap = st->span_cap ? st->span_cap * 2 : 64;
         sqls_span *ns;
+        paging_bytes_t *nv;
         while (ncap <= index) ncap *= 2;
         ns = (sqls_span *)realloc(st->spans, ncap * sizeof *ns);
         if (ns == NULL) return 0;
         st->spans = ns;
+        nv = (paging_bytes_t *)realloc(st->views, ncap * sizeof *nv);
+        if (nv == NULL) return 0;
+        st->views = nv;
         st->span_cap = ncap;
     }
     if (st->buf_cap - used < len) {
@@ -310,14 +290,13 @@ static int sqls_buffer_column(sqls_state *st, sqlite3_stmt *stmt, int col, size_
 
 /* ---- intercept ------------------------------------------------------------------------- */
 
-/* Reads the page stored under `identity` for pages of `page_size` into the buffer: span 0 =
- * prev key, 1 = next key, 2.. = items. Returns 1 when a complete page was read, 0 when there is
- * none (or it is incomplete), -1 on a read error (already logged). Both statements run in one
- * read transaction (one snapshot). [under db_lock] */
-static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page_size, uint32_t *flags,
-                          size_t *count, int *has_prev, int *has_next, int64_t *stored_at)
+/* Reads the page stored under `identity` for pages of `page_size` into the buffer (span 0 =
+ * prev key, 1 = next key, 2.. = items) and sets `page` to views of it. Returns 1 when a whole
+ * page was read, 0 when there is none (or it is not whole), -1 on a read error (already logged).
+ * Both statements run in one read transaction (one snapshot). [under db_lock] */
+static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page_size, pstore_page *page)
 {
-    size_t used = 0, n = 0;
+    size_t used = 0, n = 0, i;
     sqlite3_int64 item_count = 0;
     int rc, found = 0, nomem = 0;
 
@@ -327,16 +306,15 @@ static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page
     rc = sqls_bind_page_id(st, st->get_page, identity);
     if (rc == SQLITE_OK) rc = sqlite3_step(st->get_page);
     if (rc == SQLITE_ROW) {
-        *flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
+        page->flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
         item_count = sqlite3_column_int64(st->get_page, 3);
-        *stored_at = sqlite3_column_int64(st->get_page, 4);
-        /* Short but naming its next page, it is whole (the engine's rule: a filter dropped items
-         * after the source, or the server caps its page size); without, the last page may grow. */
-        if (item_count >= (sqlite3_int64)page_size || (*flags & PAGING_PAGE_NEXT_END)
-            || sqlite3_column_type(st->get_page, 1) != SQLITE_NULL) {
+        page->stored_at_ms = sqlite3_column_int64(st->get_page, 4);
+        page->count = item_count < 0 ? 0 : (size_t)item_count;
+        page->has_next = sqlite3_column_type(st->get_page, 1) != SQLITE_NULL;
+        if (pstore_page_is_whole(page, page_size)) {
             found = 1;
-            nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, has_prev)
-                    || !sqls_buffer_column(st, st->get_page, 1, 1, &used, has_next);
+            nomem = !sqls_buffer_column(st, st->get_page, 0, 0, &used, &page->has_prev)
+                    || !sqls_buffer_column(st, st->get_page, 1, 1, &used, &page->has_next);
         }
         rc = SQLITE_DONE;
     }
@@ -370,8 +348,17 @@ static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page
                       "sqlite-store: read: stored item count does not match the items; ignoring the page");
         return 0;
     }
-    *count = n;
-    return found;
+    if (!found) return 0;
+    /* The buffer is read whole: its spans are now views that stay where they are. */
+    for (i = 0; i < 2 + n; i++) {
+        st->views[i].data = st->buf + st->spans[i].offset;
+        st->views[i].len = st->spans[i].len;
+    }
+    page->prev = st->views[0];
+    page->next = st->views[1];
+    page->count = n;
+    page->items = st->views + 2;
+    return 1;
 }
 
 /* Looks the page up: sqls_read_page under db_lock. */
@@ -379,57 +366,25 @@ static void sqls_find(sqls_state *st, paging_bytes_t identity, uint32_t page_siz
 {
     memset(found, 0, sizeof *found);
     pthread_mutex_lock(&st->db_lock);
-    found->result = sqls_read_page(st, identity, page_size, &found->flags, &found->count,
-                                   &found->has_prev, &found->has_next, &found->stored_at);
+    found->result = sqls_read_page(st, identity, page_size, &found->page);
     pthread_mutex_unlock(&st->db_lock);
-}
-
-/* Adds 1 to the counter `name` the host reports (pager run --stats), when it takes counters. */
-static void sqls_count(const sqls_state *st, const char *name)
-{
-    if (st->metrics != NULL) st->metrics->counter_add(st->host, name, 1);
 }
 
 /* Answers a request with what sqls_find found: sets the page on `out` and returns the
  * PAGING_INTERCEPT_* value the policy says. Counts misses, pages held too old, and hits. */
 static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_intercept_out_t *out)
 {
-    const paging_host_t *h = st->host;
-    size_t i;
     int fresh;
-    paging_bytes_t b;
 
     if (found->result != 1) {
-        sqls_count(st, "misses");
+        pstore_count(st->host, st->metrics, "misses");
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     }
-    /* Fresh while younger than max_age; with 0, never: a page read in the millisecond it was
-     * stored, or stored by a clock ahead of this one, was. */
-    fresh = st->max_age_ms < 0 || (st->max_age_ms > 0 && sqls_now_ms() - found->stored_at < st->max_age_ms);
-    sqls_count(st, fresh ? "hits" : "stale_hits");
-    if (st->policy == SQLS_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-
-    /* The whole page is in the buffer: hand it over. */
-    for (i = 0; i < found->count; i++) {
-        b.data = st->buf + st->spans[2 + i].offset;
-        b.len = st->spans[2 + i].len;
-        if (h->out_add_item(out, b) != PAGING_OK) {
-            h->log(h, PAGING_LOG_WARNING, "sqlite-store: host refused an item; loading from the source");
-            return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-        }
-    }
-    if (found->has_prev) {
-        b.data = st->buf + st->spans[0].offset;
-        b.len = st->spans[0].len;
-        h->out_set_prev_key(out, &b);
-    }
-    if (found->has_next) {
-        b.data = st->buf + st->spans[1].offset;
-        b.len = st->spans[1].len;
-        h->out_set_next_key(out, &b);
-    }
-    h->out_set_flags(out, found->flags);
-    if (st->policy == SQLS_NETWORK_FIRST) return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK;
+    fresh = pstore_page_is_fresh(&st->freshness, &found->page);
+    pstore_count(st->host, st->metrics, fresh ? "hits" : "stale_hits");
+    if (st->freshness.policy == PSTORE_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (!pstore_put_page(st->host, "sqlite-store", &found->page, out)) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (st->freshness.policy == PSTORE_NETWORK_FIRST) return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK;
     return fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
 }
 
@@ -520,7 +475,7 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
     sqls_found found;
 
     /* A hard refresh goes to the source; its page replaces the namespace's (handle). */
-    if (request->kind == PAGING_REQUEST_REFRESH && sqls_param_is(request, "hard_refresh", "true"))
+    if (pstore_is_hard_refresh(request))
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     if (st->async != NULL) {
         uint32_t deferred = sqls_defer_lookup(st, request, out);
@@ -559,7 +514,7 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
     int rc = sqls_exec(st->begin_write);
     if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
 
-    if (req->kind == PAGING_REQUEST_REFRESH && sqls_param_is(req, "hard_refresh", "true")) {
+    if (pstore_is_hard_refresh(req)) {
         sqlite3_bind_text(st->clear_items, 1, st->ns, -1, SQLITE_STATIC);
         sqlite3_bind_text(st->clear_pages, 1, st->ns, -1, SQLITE_STATIC);
         rc = sqls_exec(st->clear_items);
@@ -578,7 +533,7 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
         if (rc == SQLITE_OK) rc = sqls_bind_opt_bytes(st->put_page, 4, page->next_key);
         if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 5, (sqlite3_int64)page->flags);
         if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 6, (sqlite3_int64)page->item_count);
-        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 7, (sqlite3_int64)sqls_now_ms());
+        if (rc == SQLITE_OK) rc = sqlite3_bind_int64(st->put_page, 7, (sqlite3_int64)pstore_now_ms());
         if (rc == SQLITE_OK) rc = sqls_exec(st->put_page);
         sqlite3_clear_bindings(st->put_page);
     }
@@ -672,6 +627,7 @@ static void sqls_destroy(paging_interceptor_t *self)
     if (st->db != NULL && !sqlite3_get_autocommit(st->db)) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     sqlite3_close(st->db);
     free(st->spans);
+    free(st->views);
     free(st->buf);
     free(st->ns);
     pthread_cond_destroy(&st->queue_wake);
@@ -837,32 +793,9 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
 /* Reads `policy` and `max_age_seconds`. Returns 1, or 0 after config_fail (st freed). */
 static int sqls_configure_freshness(sqls_state *st, const paging_config_t *config)
 {
-    const paging_host_t *host = st->host;
-    const char *policy = host->config_string(config, "policy");
-    uint32_t age_type = host->config_type(config, "max_age_seconds");
-    const char *problem = NULL;
-    int64_t age = -1;
-
-    if (policy == NULL && host->config_type(config, "policy") != PAGING_CONFIG_ABSENT)
-        problem = "sqlite-store: config `policy` must be a string: \"cache-first\", \"network-first\" or \"stale-while-revalidate\"";
-    else if (policy == NULL || strcmp(policy, "cache-first") == 0) st->policy = SQLS_CACHE_FIRST;
-    else if (strcmp(policy, "network-first") == 0) st->policy = SQLS_NETWORK_FIRST;
-    else if (strcmp(policy, "stale-while-revalidate") == 0) st->policy = SQLS_STALE_WHILE_REVALIDATE;
-    else problem = "sqlite-store: config `policy` must be \"cache-first\", \"network-first\" or \"stale-while-revalidate\"";
-
-    if (problem == NULL && age_type != PAGING_CONFIG_ABSENT) {
-        age = host->config_int(config, "max_age_seconds", -1);
-        if (age_type != PAGING_CONFIG_INT || age < 0 || age > INT64_MAX / 1000)
-            problem = "sqlite-store: config `max_age_seconds` must be a whole number of seconds >= 0";
-    }
-    if (problem != NULL) {
-        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, problem);
-        sqls_destroy(&st->interceptor);
-        return 0;
-    }
-    if (age < 0 && st->policy == SQLS_STALE_WHILE_REVALIDATE) age = 0;
-    st->max_age_ms = age < 0 ? -1 : age * 1000;
-    return 1;
+    if (pstore_read_freshness(st->host, config, "sqlite-store", &st->freshness)) return 1;
+    sqls_destroy(&st->interceptor);
+    return 0;
 }
 
 /* Whether the config has only keys this plugin reads; otherwise fails create naming the first
