@@ -35,7 +35,8 @@ struct FetchTarget: Sendable {
             key = String(number)
             text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
         case .cursor, .header:
-            text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
+            // A key holds the config's secrets as references (hidingSecrets).
+            text = config.revealingSecrets(config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params))
         case .link, .nextURL:
             if ResponseParsing.startsIgnoringCase(key.utf8, with: "http://") || ResponseParsing.startsIgnoringCase(key.utf8, with: "https://") {
                 text = config.revealingSecrets(key)
@@ -49,7 +50,8 @@ struct FetchTarget: Sendable {
         url = text
         // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
         chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key
-        body = config.bodyTemplate?.render(key: config.pagination.keysAreURLs ? "" : key, pageSize: pageSize, offset: offset, params: request.params)
+        let bodyKey = config.pagination.keysAreURLs ? "" : config.isTrusted(text) ? config.revealed(key) : key
+        body = config.bodyTemplate?.render(key: bodyKey, pageSize: pageSize, offset: offset, params: request.params)
     }
 
     /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)

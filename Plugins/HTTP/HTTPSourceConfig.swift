@@ -67,13 +67,10 @@ struct URLTemplate: Sendable {
     let text: String
     let parts: [Part]
 
-    /// The secrets of the template (`${NAME}`, `${file:PATH}`): each value and its reference.
-    private(set) var secretReferences: [(value: String, reference: String)] = []
-
     /// Parses `text`; throws a config error naming `url` for an unknown or unterminated
     /// placeholder, or a `${NAME}` whose variable is unset. A secret's value is inserted as
     /// written (it may hold any part of the URL) and added to `secrets`.
-    init(_ text: String, environment: [String: String] = [:], secrets: inout [String]) throws(PluginFailure) {
+    init(_ text: String, environment: [String: String] = [:], secrets: inout [NamedSecret]) throws(PluginFailure) {
         self.text = text
         var parts: [Part] = []
         var literal = ""
@@ -86,7 +83,6 @@ struct URLTemplate: Sendable {
                 switch try expandEnvironment(reference, key: "url", environment: environment, secrets: &secrets) {
                 case .value(let value):
                     literal += value
-                    secretReferences.append((value, reference))
                 case .missing(let variable):
                     throw .invalidConfig("url: environment variable \(variable) is not set (or empty); the url needs it")
                 }
@@ -161,6 +157,15 @@ struct URLTemplate: Sendable {
     }
 }
 
+/// `text` with `reference` replaced by `value`, and its percent-encoded form (a key that the
+/// url's {key} encoded) by `value` percent-encoded.
+func fillingIn(_ text: String, reference: String, with value: String) -> String {
+    var out = text
+    if out.hasUTF8("${") { out = out.replacing(reference, with: value) }
+    if out.hasUTF8("%24%7B") { out = out.replacing(percentEncode(reference), with: percentEncode(value)) }
+    return out
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters (a space becomes %20).
 func percentEncode(_ text: String) -> String {
     var out = ""
@@ -202,10 +207,15 @@ struct HTTPSourceConfig: Sendable {
     var allowedHosts: Set<String>
     /// Lines to log once the instance exists (e.g. a header omitted for a missing variable).
     var warnings: [String] = []
-    /// Values that came from the environment or a file, longest first: redacted from every
-    /// message (those of at least ``shortestRedacted`` bytes); a default header holding one
-    /// goes to trusted hosts only.
+    /// Values that came from the environment or a file (and basic auth's encoded credentials),
+    /// longest first: redacted from every message (those of at least ``shortestRedacted``
+    /// bytes); a default header holding one goes to trusted hosts only.
     var secrets: [String] = []
+    /// The values that came from the environment or a file, each with the `${...}` naming it.
+    var namedSecrets: [NamedSecret] = []
+    /// Those that keys hide: long enough to redact (hiding "1" would rewrite every 1 of a
+    /// link), one a value, longest first.
+    private(set) var keySecrets: [NamedSecret] = []
     /// The secrets redacted from messages (those of at least ``shortestRedacted`` bytes),
     /// longest first (so that a secret holding another is replaced whole), found however a
     /// server wrote them back (``EncodedSecret``).
@@ -270,13 +280,14 @@ struct HTTPSourceConfig: Sendable {
         return allowedHosts.contains(parts.host) || allowedHosts.contains("\(parts.host):\(port)")
     }
 
-    /// A URL from a response (a Link, a next URL) as a page key: the `url`'s secrets in it are
+    /// A key from a response (a Link, a next URL, a cursor): the config's secrets in it are
     /// written as their `${...}` references (however encoded), and the query parameter of an
     /// `api_key` in the query, which some APIs echo in their links, is dropped
-    /// (``withoutQueryKey(_:)``): keys (logged, stored) hold no secret.
-    func hidingSecrets(_ url: String?) -> String? {
-        guard var out = url.map(withoutQueryKey) else { return nil }
-        for (value, reference) in hiddenReferences { out = EncodedSecret(value).replacing(in: out, with: reference) }
+    /// (``withoutQueryKey(_:)``): keys (logged, stored, handed to `pager serve`'s clients)
+    /// hold no secret.
+    func hidingSecrets(_ key: String?) -> String? {
+        guard var out = key.map(withoutQueryKey) else { return nil }
+        for secret in keySecrets { out = secret.encoded.replacing(in: out, with: secret.reference) }
         return out
     }
 
@@ -296,19 +307,19 @@ struct HTTPSourceConfig: Sendable {
         return url[..<question] + (kept.isEmpty ? "" : "?" + kept.joined(separator: "&")) + url[end...]
     }
 
-    /// A key URL with the `url`'s `${...}` references filled in again, when it then names a
-    /// trusted host (a key naming another host keeps them: the secret never goes there).
+    /// A URL with the `${...}` references of the config's secrets filled in again, when it
+    /// then names a trusted host (a URL naming another host keeps them: the secret never goes
+    /// there).
     func revealingSecrets(_ url: String) -> String {
-        guard url.hasUTF8("${") else { return url }
-        var out = url
-        for (value, reference) in hiddenReferences { out = out.replacing(reference, with: value) }
-        return isTrusted(out) ? out : url
+        let out = revealed(url)
+        return out == url || isTrusted(out) ? out : url
     }
 
-    /// The `url`'s secrets that keys hide: those long enough to redact (hiding "1" would
-    /// rewrite every 1 of a link).
-    private var hiddenReferences: [(value: String, reference: String)] {
-        url.secretReferences.filter { $0.value.utf8.count >= Self.shortestRedacted }
+    /// `text` with the `${...}` references of the config's secrets filled in.
+    func revealed(_ text: String) -> String {
+        var out = text
+        for secret in keySecrets { out = fillingIn(out, reference: secret.reference, with: secret.value) }
+        return out
     }
 
     /// `text` with every secret replaced by "***", however it is written there.
@@ -361,8 +372,8 @@ struct HTTPSourceConfig: Sendable {
         guard let urlText = urlValue.string, !urlText.isEmpty else {
             throw .invalidConfig("url: expected a non-empty string (a URL template), got \(urlValue)")
         }
-        var secrets: [String] = []
-        url = try URLTemplate(urlText, environment: environment, secrets: &secrets)
+        var named: [NamedSecret] = []
+        url = try URLTemplate(urlText, environment: environment, secrets: &named)
         let sample = url.expand(key: "1", pageSize: 1, offset: 0, params: [:])
         guard let parsed = URL(string: sample), let scheme = parsed.scheme?.lowercased(),
               scheme == "http" || scheme == "https", parsed.host != nil, let parts = URLParts(sample) else {
@@ -442,7 +453,7 @@ struct HTTPSourceConfig: Sendable {
                 guard let raw = object[name]?.string else {
                     throw .invalidConfig("headers.\(name): expected a string, got \(object[name]!)")
                 }
-                switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment, secrets: &secrets) {
+                switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment, secrets: &named) {
                 case .value(let expanded):
                     guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else {
                         throw .invalidConfig("headers.\(name): the value may not contain a line break")
@@ -458,9 +469,12 @@ struct HTTPSourceConfig: Sendable {
         if !has("Accept") { headers.append(("Accept", "application/json")) }
         self.headers = headers
         self.warnings = warnings
-        self.secrets = secrets
+        namedSecrets = named
         try parseOptions(root, environment: environment)
-        self.secrets = self.secrets.filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        self.secrets = (self.secrets + namedSecrets.map(\.value)).filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        var hidden = Set<String>()
+        keySecrets = namedSecrets.filter { $0.value.utf8.count >= Self.shortestRedacted && hidden.insert($0.value).inserted }
+            .sorted { $0.value.utf8.count > $1.value.utf8.count }
         redactable = self.secrets.filter { $0.utf8.count >= Self.shortestRedacted }.map(EncodedSecret.init)
         if self.secrets.contains(where: { $0.utf8.count < Self.shortestRedacted }) {
             self.warnings.append("a value from the environment or a file is shorter than \(Self.shortestRedacted) characters: too short to redact from messages")
@@ -574,9 +588,23 @@ enum Expansion {
     case missing(String)
 }
 
-/// Expands each ${NAME} in `text` from `environment`; `.missing` names the first variable that
-/// is unset or empty.
-func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [String]) throws(PluginFailure) -> Expansion {
+/// A value from the environment or a file, and the `${...}` naming it in the config.
+struct NamedSecret: Sendable {
+    let value: String
+    let reference: String
+    /// The value however a server may write it back.
+    let encoded: EncodedSecret
+
+    init(_ value: String, reference: String) {
+        self.value = value
+        self.reference = reference
+        encoded = EncodedSecret(value)
+    }
+}
+
+/// Expands each ${NAME} in `text` from `environment`, adding the values to `secrets`; `.missing`
+/// names the first variable that is unset or empty.
+func expandEnvironment(_ text: String, key: String, environment: [String: String], secrets: inout [NamedSecret]) throws(PluginFailure) -> Expansion {
     var out = ""
     var rest = Substring(text)
     while let start = rest.firstRange(of: "${") {
@@ -599,7 +627,7 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
             guard !value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else {
                 throw .invalidConfig("\(key): the secret file \"\(path)\" holds a control character (only a final line break is dropped)")
             }
-            secrets.append(value)
+            secrets.append(NamedSecret(value, reference: "${\(name)}"))
             out += value
             rest = rest[rest.index(after: end)...]
             continue
@@ -608,7 +636,7 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
             throw .invalidConfig("\(key): \"${\(name)}\" is not an environment variable name; expected ${VARIABLE}")
         }
         guard let value = environment[name], !value.isEmpty else { return .missing(name) }
-        secrets.append(value)
+        secrets.append(NamedSecret(value, reference: "${\(name)}"))
         out += value
         rest = rest[rest.index(after: end)...]
     }

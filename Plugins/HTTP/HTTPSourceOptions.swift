@@ -160,7 +160,7 @@ extension HTTPSourceConfig {
             return nil
         }
         guard let text = value.string else { throw .invalidConfig("\(key): expected a string, got \(value)") }
-        switch try expandEnvironment(text, key: key, environment: environment, secrets: &secrets) {
+        switch try expandEnvironment(text, key: key, environment: environment, secrets: &namedSecrets) {
         case .value(let expanded):
             guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else { throw .invalidConfig("\(key): the value may not contain a line break") }
             return expanded

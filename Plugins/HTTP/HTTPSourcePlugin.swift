@@ -162,6 +162,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     private func transmit(_ exchange: Exchange, url: String, hops: [String], extraHeaders: [String]) {
         let trusted = config.isTrusted(url)
         var target = url
+        if trusted, let token = exchange.token { target = fillingIn(target, reference: Self.tokenReference, with: token) }
         if trusted, case .query(let name, let value) = config.auth {
             target += (url.hasUTF8("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
         }
@@ -217,6 +218,19 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// secrets, or holding none of them (a server may echo a token or key in a link).
     private func maySend(_ url: String) -> Bool {
         config.isTrusted(url) || redact(url) == url
+    }
+
+    /// What an OAuth2 token a server echoed in a key is written as there; the request fills in
+    /// the token it goes with (for a trusted host).
+    static let tokenReference = "${oauth2:access_token}"
+
+    /// A key read from a response, holding no secret: the config's as their `${...}`
+    /// references (``HTTPSourceConfig/hidingSecrets(_:)``), the OAuth2 tokens issued as
+    /// ``tokenReference``.
+    private func hidingSecrets(_ key: String?) -> String? {
+        guard var out = config.hidingSecrets(key) else { return nil }
+        for token in tokens?.issued ?? [] { out = token.replacing(in: out, with: Self.tokenReference) }
+        return out
     }
 
     static let carriesSecret = "it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"
@@ -514,10 +528,10 @@ final class HTTPSourcePlugin: SourcePlugin {
                                nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
         case .cursor(let next, let prev, _):
-            return keys(prev: try text(slots.prev, prev), next: try text(slots.next, next))
+            return keys(prev: hidingSecrets(try text(slots.prev, prev)), next: hidingSecrets(try text(slots.next, next)))
         case .header(let name, _):
             let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
-            return keys(prev: nil, next: next)
+            return keys(prev: nil, next: hidingSecrets(next))
         case .nextURL(let pointer):
             guard let next = try text(slots.next, pointer) else { return keys(prev: nil, next: nil) }
             let resolved = ResponseParsing.resolve(next, base: url)
@@ -527,20 +541,19 @@ final class HTTPSourcePlugin: SourcePlugin {
             guard URLParts(resolved)?.isHTTP == true else {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
-            let key = config.hidingSecrets(resolved)
-            guard let key, maySend(key) else { throw .invalidRequest("refusing the next URL \(resolved) from \(url): \(Self.carriesSecret)") }
-            return keys(prev: nil, next: key)
+            guard maySend(resolved) else { throw .invalidRequest("refusing the next URL \(redact(resolved)) from \(url): \(Self.carriesSecret)") }
+            return keys(prev: nil, next: hidingSecrets(resolved))
         case .link:
             let links = response.headerList("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
                 guard URLParts(link)?.isHTTP == true else {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
                 }
-                guard let key = config.hidingSecrets(link), maySend(key) else {
-                    throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): \(Self.carriesSecret)")
+                guard maySend(link) else {
+                    throw .invalidRequest("refusing the rel=\"\(rel)\" link \(redact(link)) from \(url): \(Self.carriesSecret)")
                 }
             }
-            return keys(prev: config.hidingSecrets(links["prev"]), next: config.hidingSecrets(links["next"]))
+            return keys(prev: hidingSecrets(links["prev"]), next: hidingSecrets(links["next"]))
         }
     }
 }

@@ -77,6 +77,37 @@ struct HostileServerTests {
         #expect(try await server.seen().allSatisfy { ($0["host"] as? String)?.hasPrefix("localhost") != true })
     }
 
+    /// A credential a server echoes in a next link or a cursor on its own host: the key holds
+    /// it as its reference (`${NAME}`, or the OAuth2 token's), never in clear (it reached log
+    /// lines, stores and `pager serve`'s cursors), and the next request sends it filled in.
+    @Test(arguments: ["link", "cursor"])
+    func credentialsEchoedInAKeyOnTheSameHost_stayReferences(_ via: String) async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-same-4242")
+        let pagination = via == "link" ? #"{"type": "link"}"# : #"{"type": "cursor", "next": "/next"}"#
+        let url = "\(server.baseURL)/echo-same?via=\(via)" + (via == "link" ? "&page=1" : "&cursor={key}")
+        let auths = [
+            (#"{"type": "bearer", "token": "${HOSTILE_TEST_TOKEN}"}"#, "tok-same-4242", "${HOSTILE_TEST_TOKEN}"),
+            (#"{"type": "api_key", "name": "X-Api-Key", "value": "${HOSTILE_TEST_TOKEN}"}"#, "tok-same-4242", "${HOSTILE_TEST_TOKEN}"),
+            (#"{"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/token-huge", "client_id": "cid", "client_secret": "${HOSTILE_TEST_TOKEN}"}"#,
+             "tok-huge-1", "${oauth2:access_token}"),
+        ]
+        for (auth, credential, reference) in auths {
+            let log = LogRecorder()
+            let source = try makeSource(#"{"url": "\#(url)", "items": "/items", "pagination": \#(pagination), "auth": \#(auth)}"#, log: log)
+            let pager = Pager(source: source)
+            let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+            let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+            #expect(key.contains(reference) && !key.contains(credential), "\(key)")
+            let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
+            #expect(second.values.count == 2)
+            let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
+            let query = try #require(sent["query"] as? String)
+            #expect(query.contains(credential), "the request for the key fills the credential in: \(query)")
+            #expect(!log.contains(credential), "\(log.messages)")
+        }
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

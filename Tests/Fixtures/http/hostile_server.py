@@ -75,6 +75,10 @@ Paths (query strings are ignored unless said):
   /echo-auth?via=V&page=N  echoes the bearer token it was sent as access_token=<token> in a
                        URL on another host name (http://localhost:PORT/items?page=2&...): V is
                        "link" (page 1's items and a Link rel="next" to it) or "redirect" (a 302 to it)
+  /echo-same?via=V&page=N  echoes the credential it was sent (the bearer token, else X-Api-Key)
+                       for page N+1 on the same host (pages 1 and 2): V is "link" (Link
+                       rel="next" to /echo-same?via=link&page=N+1&t=<credential>) or "cursor"
+                       (the body's "next" is "<N+1>-<credential>"; its page is the cursor's number)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -293,6 +297,16 @@ class Handler(loopback.Handler):
                 self.send(302, headers=[("Location", target)])
             else:
                 self.send(200, items_body(1), headers=[("Link", f'<{target}>; rel="next"')])
+        elif path == "/echo-same":
+            credential = (headers.get("authorization") or "").partition(" ")[2] or headers.get("x-api-key") or ""
+            if query.get("via") == "cursor":
+                page = int((query.get("cursor") or "1").partition("-")[0])
+                body = {"items": [{"id": page * 10 + i} for i in range(2)],
+                        "next": f"{page + 1}-{credential}" if page < 2 else None}
+                self.send(200, json.dumps(body).encode())
+            else:
+                links = [("Link", f'</echo-same?via=link&page={page + 1}&t={quote(credential, safe="")}>; rel="next"')] if page < 2 else []
+                self.send(200, items_body(page), headers=links)
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
