@@ -102,10 +102,12 @@ final class BodyScan: @unchecked Sendable {
         return (UnsafeBufferPointer(rebasing: body[range.start..<range.end]), result.item_has_space[index] != 0)
     }
 
-    /// The bytes of the last value pointer `index` matched (the last duplicate member wins).
+    /// The bytes of the last value pointer `index` matched (the last duplicate member wins);
+    /// through a "*", the last element's (nil when the last element has none: "/data/*/id"
+    /// is the last item's id, not an earlier item's).
     func value(_ index: Int) -> UnsafeBufferPointer<UInt8>? {
         let count = result.match_counts[index]
-        guard count > 0 else { return nil }
+        guard count > 0, result.not_in_last_element >> UInt64(index) & 1 == 0 else { return nil }
         let range = result.matches[index]![count - 1]
         return UnsafeBufferPointer(rebasing: body[range.start..<range.end])
     }

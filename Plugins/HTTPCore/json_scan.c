@@ -31,6 +31,13 @@ typedef struct scanner {
     size_t errlen;
     size_t spaces; // whitespace bytes skipped outside strings so far
     int check_items; // validate the items too (see hj_scan)
+    // For each pointer with a "*": the depth of its last "*" (SIZE_MAX: none), the serial
+    // number of the last element begun of an array that "*" goes through, and that of the
+    // element its last match is in.
+    size_t last_star[64];
+    uint64_t element[64];
+    uint64_t matched_in[64];
+    uint64_t serial;
 } scanner;
 
 static int fail_at(scanner *s, const char *what) {
@@ -249,6 +256,7 @@ static int items_token_is_star(const scanner *s, size_t depth) {
 static int record(scanner *s, size_t depth, uint64_t mask, size_t start) {
     for (size_t k = 0; k < s->nptr; k++) {
         if (!(mask >> k & 1) || s->ptrs[k].token_count != depth) continue;
+        s->matched_in[k] = s->element[k];
         if (push_range(&s->r->matches[k], &s->r->match_counts[k], &s->r->match_caps[k], (hj_range){start, s->i}) != 0) {
             snprintf(s->err, s->errlen, "out of memory while scanning");
             return -1;
@@ -400,6 +408,11 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
         if (must_enter) path_problem(s, HJ_PATH_MISSING, depth, opened);
         return 0;
     }
+    // The pointers whose last "*" goes through this array's elements.
+    uint64_t stars = 0;
+    for (size_t k = 0; mask && k < s->nptr; k++) {
+        if ((mask >> k & 1) && s->last_star[k] == depth) stars |= (uint64_t)1 << k;
+    }
     size_t index = 0;
     for (;;) {
         uint64_t child = 0;
@@ -410,6 +423,10 @@ static int array(scanner *s, size_t depth, uint64_t mask, int collect) {
             do { digits[--at] = (uint8_t)('0' + rest % 10); rest /= 10; } while (rest);
             child = child_mask(s, mask, depth, digits + at, sizeof digits - at, 1);
             entered |= (int)(child & 1);
+            if (stars) {
+                s->serial++;
+                for (uint64_t left = stars; left; left &= left - 1) s->element[__builtin_ctzll(left)] = s->serial;
+            }
         }
         size_t start = s->i, spaces = s->spaces;
         // An item no pointer enters is measured, not validated (the host checks it).
@@ -543,6 +560,12 @@ int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t 
         return -1;
     }
     scanner s = {text ? text : (const uint8_t *)"", len, 0, pointers, pointer_count, result, error, error_len, 0, check_items};
+    for (size_t k = 0; k < pointer_count; k++) {
+        s.last_star[k] = SIZE_MAX;
+        for (size_t t = 0; t < pointers[k].token_count; t++) {
+            if (pointers[k].token_lens[t] == 1 && pointers[k].tokens[t][0] == '*') s.last_star[k] = t;
+        }
+    }
     uint64_t mask = pointer_count == 64 ? ~(uint64_t)0 : (((uint64_t)1 << pointer_count) - 1);
     // A UTF-8 byte order mark is tolerated, as by most parsers.
     if (len >= 3 && text[0] == 0xEF && text[1] == 0xBB && text[2] == 0xBF) s.i = 3;
@@ -550,6 +573,9 @@ int hj_scan(const uint8_t *text, size_t len, const hj_pointer *pointers, size_t 
     if (value(&s, 0, mask) != 0) return -1;
     skip_ws(&s);
     if (s.i != len) return fail_at(&s, "after the JSON value (extra data)");
+    for (size_t k = 0; k < pointer_count; k++) {
+        if (s.element[k] != s.matched_in[k]) result->not_in_last_element |= (uint64_t)1 << k;
+    }
     return 0;
 }
 

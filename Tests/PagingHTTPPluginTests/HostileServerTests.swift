@@ -108,6 +108,16 @@ struct HostileServerTests {
         }
     }
 
+    /// A cursor "/data/*/id" is the last item's id: a last item without one is no cursor (an
+    /// earlier item's was taken, and the next page repeated items, exit 0).
+    @Test func aCursorThroughAStar_whoseLastItemHasNone_isNoCursor() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/cursor-last-no-id?starting_after={key}", "items": "/data", "#
+            + #""pagination": {"type": "cursor", "next": "/data/*/id", "has_more": "/has_more"}}"#, pageSize: 3)
+        #expect(error.message.contains(#"has_more at "/has_more" is true, but there is no cursor at "/data/*/id""#), "\(error.message)")
+        #expect(try await server.seen().count == 1)
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

@@ -15,7 +15,8 @@ private func scanError(_ json: String, _ pointers: [String] = [""], checkingItem
     scanResult(json, pointers, checkingItems: checkingItems).1
 }
 
-private typealias Found = (items: [String], hasSpace: [Bool], matches: [[String]], notArray: Bool, path: (problem: Int32, depth: Int, at: Int))
+private typealias Found = (items: [String], hasSpace: [Bool], matches: [[String]], notArray: Bool, path: (problem: Int32, depth: Int, at: Int),
+                            notInLastElement: UInt64)
 
 private func scanResult(_ json: String, _ pointers: [String], checkingItems: Bool = true) -> (Found?, String?) {
     let body = Array(json.utf8)
@@ -40,7 +41,7 @@ private func scanResult(_ json: String, _ pointers: [String], checkingItems: Boo
     let hasSpace = (0..<result.item_count).map { result.item_has_space[$0] != 0 }
     let matches = (0..<pointers.count).map { index in (0..<result.match_counts[index]).map { text(result.matches[index]![$0]) } }
     return ((items, hasSpace, matches, result.items_not_array != 0,
-             (result.items_path_problem, result.items_path_depth, result.items_path_at)), nil)
+             (result.items_path_problem, result.items_path_depth, result.items_path_at), result.not_in_last_element), nil)
 }
 
 /// Where the items pointer stops resolving in `json`: the problem, how many of its tokens
@@ -143,6 +144,22 @@ struct JSONScannerTests {
     /// bracket, quote and backslash that could end an item early or late is put at every
     /// position of a block, and the items found (and whether they hold whitespace) must be
     /// those the validating scan finds.
+    /// Through a "*", the scan says when the last element holds no match ("/data/*/id" is the
+    /// last item's id: an earlier item's, taken for it, repeated pages).
+    @Test func aStarPointer_saysWhetherTheLastElementHoldsItsMatch() throws {
+        let pointers = ["/data", "/data/*/id", "/groups/*/repos/*/id", "/has_more"]
+        func notInLast(_ json: String) throws -> [Int] {
+            let found = try #require(scanResult(json, pointers).0)
+            return (0..<pointers.count).filter { found.notInLastElement >> UInt64($0) & 1 != 0 }
+        }
+        #expect(try notInLast(#"{"data": [{"id": 1}, {"id": 2}], "has_more": true}"#) == [])
+        #expect(try notInLast(#"{"data": [{"id": 1}, {"uid": 2}], "has_more": true}"#) == [1])
+        #expect(try notInLast(#"{"data": [{"id": 1}, 7]}"#) == [1])
+        #expect(try notInLast(#"{"data": []}"#) == [])
+        #expect(try notInLast(#"{"groups": [{"repos": [{"id": 1}]}, {"repos": [{"id": 2}, {}]}]}"#) == [2])
+        #expect(try notInLast(#"{"groups": [{"repos": [{}]}, {"repos": [{"id": 2}]}]}"#) == [])
+    }
+
     @Test func itemsFoundByBrackets_areThoseTheValidatingScanFinds() throws {
         let tricky = [#"\""#, #"\\"#, #"\\\""#, "}", "]", "{", "[", #"\\\\"#, " ", "é"]
         for offset in 0..<70 {

@@ -112,6 +112,9 @@ typedef struct hj_result {
     int items_path_problem;
     size_t items_path_depth;
     size_t items_path_at;
+    /// Bit k: pointer k has a "*", and its last match (if any) is not in the last element of
+    /// the arrays its last "*" goes through ("/data/*/id" when the last item has no "id").
+    uint64_t not_in_last_element;
     size_t pointer_count;
     size_t items_cap;
     size_t flags_cap;

@@ -79,6 +79,8 @@ Paths (query strings are ignored unless said):
                        for page N+1 on the same host (pages 1 and 2): V is "link" (Link
                        rel="next" to /echo-same?via=link&page=N+1&t=<credential>) or "cursor"
                        (the body's "next" is "<N+1>-<credential>"; its page is the cursor's number)
+  /cursor-last-no-id?starting_after=X  Stripe-style pages of 3 ("data", "has_more": true, the
+                       cursor "/data/*/id"), whose last item has no "id" on the first page
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -307,6 +309,10 @@ class Handler(loopback.Handler):
             else:
                 links = [("Link", f'</echo-same?via=link&page={page + 1}&t={quote(credential, safe="")}>; rel="next"')] if page < 2 else []
                 self.send(200, items_body(page), headers=links)
+        elif path == "/cursor-last-no-id":
+            pages = {"": [{"id": "a"}, {"id": "b"}, {"uid": "c"}], "b": [{"id": "d"}], "c": [{"id": "e"}]}
+            data = pages.get(query.get("starting_after", ""), [])
+            self.send(200, json.dumps({"data": data, "has_more": True}).encode())
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
