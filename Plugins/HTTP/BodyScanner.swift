@@ -159,6 +159,14 @@ enum JSONScalar: Equatable {
         default: nil
         }
     }
+
+    /// The text of a number or a string (a count written either way), nil for anything else.
+    var countText: String? {
+        switch self {
+        case .number(let text), .string(let text): text
+        default: nil
+        }
+    }
 }
 
 /// Copies the valid JSON `bytes` into `out` (at least as large) without whitespace outside

@@ -460,6 +460,16 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
     }
 
+    /// What a total count says: a whole number of items, written as JSON writes one (4, 4.0,
+    /// 4e0), bare or in a string. Missing, or anything else, is a malformed page: paging went
+    /// on past the total without a word, as a typo in the pointer would.
+    private static func count(_ text: String??, _ what: String, url: String) throws(PluginFailure) -> Int {
+        guard let found = text else { throw .internal("malformed page from \(url): \(what) is missing") }
+        if let text = found, let count = Int(text), count >= 0 { return count }
+        if let text = found, let value = Double(text), value >= 0, value < 0x1p63, value.rounded() == value { return Int(value) }
+        throw .internal("malformed page from \(url): \(what) is \(found.map { "\"\($0)\", " } ?? "")not a whole number of items")
+    }
+
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
     /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
     /// A has_more that is true goes on past a short page (a server may cap the page size), and
@@ -473,8 +483,12 @@ final class HTTPSourcePlugin: SourcePlugin {
             throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
         }
         var last = count == 0 || more == false
-        let total = slots.total.flatMap { scan.value($0).flatMap { JSONScalar($0).integer } }
-            ?? config.stop.totalHeader.flatMap { response.header($0).flatMap { Int($0.trimmingSpaces) } }
+        var total: Int?
+        if let slot = slots.total, let pointer = config.stop.total {
+            total = try Self.count(scan.value(slot).map { JSONScalar($0).countText }, "the total at \(pointer)", url: url)
+        } else if let name = config.stop.totalHeader {
+            total = try Self.count(response.header(name).map { $0.trimmingSpaces }, "the total header \(name)", url: url)
+        }
         if let total {
             switch config.pagination {
             case .page(let first):

@@ -118,6 +118,28 @@ struct HostileServerTests {
         #expect(try await server.seen().count == 1)
     }
 
+    /// A total written as a whole number in any JSON form ends paging there; one that is
+    /// missing or no whole number fails the page (paging went on past it, repeating the last
+    /// page of a server that clamps, exit 0).
+    @Test func aTotal_endsPagingWhateverItsForm_andOneThatIsNoCount_failsThePage() async throws {
+        defer { server.stop() }
+        for (total, place) in [("4.0", #""total": "/total""#), ("4e0", #""total": "/total""#), ("%224%22", #""total": "/total""#),
+                               ("4.0", #""total_header": "X-Total-Count""#)] {
+            let source = try makeSource(#"{"url": "\#(server.baseURL)/clamp-total?total=\#(total)&page={key}", "items": "/items", "#
+                + #""pagination": {"type": "page", \#(place)}}"#)
+            let manager = try await pageToEnd(source, pageSize: 2)
+            #expect(manager.output.values.count == 4, "\(total) at \(place)")
+        }
+        for (total, place, expected) in [("4", #""total": "/totl""#, #"the total at "/totl" is missing"#),
+                                         ("4.5", #""total": "/total""#, #"the total at "/total" is "4.5", not a whole number of items"#),
+                                         ("null", #""total": "/total""#, #"the total at "/total" is not a whole number of items"#),
+                                         ("-1", #""total_header": "X-Total-Count""#, #"the total header x-total-count is "-1""#)] {
+            let error = try await refreshError(#"{"url": "\#(server.baseURL)/clamp-total?total=\#(total)&page={key}", "items": "/items", "#
+                + #""pagination": {"type": "page", \#(place)}}"#)
+            #expect(error.message.contains(expected), "\(error.message)")
+        }
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

@@ -81,6 +81,8 @@ Paths (query strings are ignored unless said):
                        (the body's "next" is "<N+1>-<credential>"; its page is the cursor's number)
   /cursor-last-no-id?starting_after=X  Stripe-style pages of 3 ("data", "has_more": true, the
                        cursor "/data/*/id"), whose last item has no "id" on the first page
+  /clamp-total?total=T&page=N  items 2 a page of 4 (a page past 2 repeats page 2, as APIs that
+                       clamp do) with "total": T (JSON text) in the body and X-Total-Count: T
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -313,6 +315,10 @@ class Handler(loopback.Handler):
             pages = {"": [{"id": "a"}, {"id": "b"}, {"uid": "c"}], "b": [{"id": "d"}], "c": [{"id": "e"}]}
             data = pages.get(query.get("starting_after", ""), [])
             self.send(200, json.dumps({"data": data, "has_more": True}).encode())
+        elif path == "/clamp-total":
+            total = query.get("total", "4")
+            body = '{"items": %s, "total": %s}' % (json.dumps([{"id": min(page, 2) * 10 + i} for i in range(2)]), total)
+            self.send(200, body.encode(), headers=[("X-Total-Count", total)])
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
