@@ -258,8 +258,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         switch status {
         case 200..<300:
             if response.header("x-ratelimit-remaining") == "0", let wait = ResponseParsing.rateLimitWait(response), wait > 0 {
-                pacer.pause(seconds: min(wait, 3600))
-                host.log(.info, redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(wait) s for the reset"))
+                let pause = min(wait, Pacer.longestPause)
+                pacer.pause(seconds: pause)
+                host.log(.info, redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(pause) s for the reset"
+                                       + (pause < wait ? " (the server said \(wait) s; a day at most)" : "")))
             }
             deliver(response, exchange, url: url)
         case 300..<400 where response.redirectURL != nil:

@@ -38,9 +38,12 @@ final class Pacer: Sendable {
         return until > now ? .nanoseconds(Int64(until - now)) : nil
     }
 
-    /// No request starts for `seconds` (at most a day).
+    /// The longest pause: a day.
+    static let longestPause = 86_400
+
+    /// No request starts for `seconds` (at most ``longestPause``).
     func pause(seconds: Int) {
-        let until = DispatchTime.now().uptimeNanoseconds + UInt64(min(max(0, seconds), 86_400)) * 1_000_000_000
+        let until = DispatchTime.now().uptimeNanoseconds + UInt64(min(max(0, seconds), Self.longestPause)) * 1_000_000_000
         state.withLock { $0.pausedUntil = max($0.pausedUntil, until) }
     }
 }

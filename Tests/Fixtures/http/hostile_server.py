@@ -63,7 +63,7 @@ Paths (query strings are ignored unless said):
   /no-content          204 No Content
   /cursor-object       items; {"next": {"after": 2}} (a cursor that is an object)
   /cursor-long         items; {"next": <a cursor of 100,000 characters>}
-  /limited-long        items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset 1,000 s ahead
+  /limited-long?ahead=S  items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset S s ahead (1,000)
   /limited-third?page=N  items; page 3 says X-RateLimit-Remaining: 0, the reset 1,000 s ahead
   /echo-key-lower      400 {"error": "bad key <the api_key of the query, percent-encoded in lower case>"}
   /link-key-lower?page=N  items; Link rel="next" with the api_key of the query percent-encoded in
@@ -334,7 +334,7 @@ class Handler(loopback.Handler):
         elif path == "/cursor-long":
             self.send(200, json.dumps({"items": [{"id": 1}], "next": "x" * 100000}).encode())
         elif path == "/limited-long":
-            reset = str(int(time.time()) + 1000)
+            reset = str(int(time.time()) + int(query.get("ahead", "1000")))
             self.send(200, items_body(page), headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", reset)])
         elif path == "/limited-third":
             spent = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", str(int(time.time()) + 1000))]
