@@ -135,6 +135,15 @@ final class HTTPSourcePlugin: SourcePlugin {
         var ahead = false
         /// A POST redirected with 301, 302 or 303: the hops from there on are GETs without a body.
         var asGet = false
+        /// When `timeout_ms` is up for the whole exchange, its redirects included (set as its
+        /// first request goes).
+        var deadline: ContinuousClock.Instant?
+
+        func until(_ deadline: ContinuousClock.Instant) -> Exchange {
+            var exchange = self
+            exchange.deadline = deadline
+            return exchange
+        }
     }
 
     /// Sends one hop of `exchange`: after the request budget allows, with the credentials a
@@ -160,6 +169,15 @@ final class HTTPSourcePlugin: SourcePlugin {
     static let maxURLBytes = 64 << 10
 
     private func transmit(_ exchange: Exchange, url: String, hops: [String], extraHeaders: [String]) {
+        // timeout_ms is the whole transfer: a redirect's hop has what its first request left.
+        let now = ContinuousClock.now
+        let deadline = exchange.deadline ?? now + .milliseconds(config.timeoutMilliseconds)
+        let exchange = exchange.until(deadline)
+        let left = (deadline - now) / .milliseconds(1)
+        guard left >= 1 else {
+            fail(exchange, PluginFailure(PAGING_ERR_TIMEOUT, "timed out after \(config.timeoutMilliseconds) ms (timeout_ms) following redirects from \(hops.first ?? url) (\(hops.count) hops, the next to \(url))"))
+            return
+        }
         let trusted = config.isTrusted(url)
         var target = url
         if trusted, let token = exchange.token { target = fillingIn(target, reference: Self.tokenReference, with: token) }
@@ -187,7 +205,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             return
         }
         let request = TransportRequest(url: target, method: method, headers: headers, body: body,
-                                       timeoutMilliseconds: config.timeoutMilliseconds,
+                                       timeoutMilliseconds: Int(left),
                                        maxBodyBytes: config.maxPageBytes, maxHeaderBytes: config.maxHeaderBytes, caFile: config.caFile)
         pacer.whenAllowed { [weak self] in
             guard let self else { return }

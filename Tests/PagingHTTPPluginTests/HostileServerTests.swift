@@ -140,6 +140,16 @@ struct HostileServerTests {
         }
     }
 
+    /// timeout_ms is the whole transfer, its redirects included: 8 hops of 0.4 s each with
+    /// timeout_ms 1,000 time out (each hop had timeout_ms of its own: 3.2 s, loaded).
+    @Test func timeoutMs_boundsTheRedirectsToo() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/slow-redirect?n=1", "items": "/items", "timeout_ms": 1000}"#)
+        #expect(error.status == .timeout, "\(error.message)")
+        #expect(error.message.contains("timed out after 1000 ms"), "\(error.message)")
+        #expect(try await server.seen().count < 8)
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

@@ -83,6 +83,7 @@ Paths (query strings are ignored unless said):
                        cursor "/data/*/id"), whose last item has no "id" on the first page
   /clamp-total?total=T&page=N  items 2 a page of 4 (a page past 2 repeats page 2, as APIs that
                        clamp do) with "total": T (JSON text) in the body and X-Total-Count: T
+  /slow-redirect?n=K   waits 0.4 s, then a 302 to n=K+1, up to n=8, which answers items
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -319,6 +320,13 @@ class Handler(loopback.Handler):
             total = query.get("total", "4")
             body = '{"items": %s, "total": %s}' % (json.dumps([{"id": min(page, 2) * 10 + i} for i in range(2)]), total)
             self.send(200, body.encode(), headers=[("X-Total-Count", total)])
+        elif path == "/slow-redirect":
+            n = int(query.get("n", "1"))
+            time.sleep(0.4)
+            if n < 8:
+                self.send(302, headers=[("Location", f"/slow-redirect?n={n + 1}")])
+            else:
+                self.send(200, items_body(1))
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
