@@ -111,8 +111,13 @@ final class TokenCache: Sendable {
             return .failure(PluginFailure(failure.status, "the OAuth2 token request failed: \(failure.message)"))
         }
         guard (200..<300).contains(response.status) else {
-            let status: paging_status_t = response.status >= 500 || response.status == 429 ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG
-            return .failure(PluginFailure(status, "the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))"))
+            guard response.status >= 500 || response.status == 429 else {
+                return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))"))
+            }
+            // Busy or rate limited: the host's retry policy waits as the server says, as for a page.
+            let wait = ResponseParsing.rateLimitWait(response)
+            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status)\(wait.map { " (retry after \($0) s)" } ?? ""): \(config.snippet(response.body))",
+                                       retryAfter: wait.map { .seconds($0) }))
         }
         guard let scan = try? plan.scan(response.body), let token = scan.value(0).flatMap({ JSONScalar($0).cursorText }) else {
             return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token: \(config.snippet(response.body, limit: 80))"))

@@ -150,6 +150,27 @@ struct HostileServerTests {
         #expect(try await server.seen().count < 8)
     }
 
+    /// A token endpoint that says 429 with Retry-After: the load fails as transient with the
+    /// wait as its retry hint, as a page's 429 does (the hint was dropped, and the host's retries
+    /// asked the endpoint again at once).
+    @Test func aTokenEndpointRateLimiting_givesItsRetryHint() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items", "items": "/items", "#
+            + #""auth": {"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/token-429", "client_id": "cid", "client_secret": "s3cret-x"}}"#)
+        let error = try #require(await loadError(source, pageSize: 2) as? PluginError)
+        #expect(error.status == .transient)
+        #expect(error.message.contains("HTTP 429 (retry after 120 s)"), "\(error.message)")
+        #expect(error.retryAfter == .seconds(120))
+        // A retry policy whose longest wait is shorter gives up at once.
+        let retried = await loadError(source, retry: RetryPolicy(maxRetries: 3, backoff: .immediate), pageSize: 2)
+        guard case .retryAfterBeyondBackoff(let hint, _, _) = retried as? PagingError else {
+            Issue.record("\(String(describing: retried))")
+            return
+        }
+        #expect(hint == .seconds(120))
+        #expect(try await server.seen().filter { $0["path"] as? String == "/token-429" }.count == 2)
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

@@ -84,6 +84,7 @@ Paths (query strings are ignored unless said):
   /clamp-total?total=T&page=N  items 2 a page of 4 (a page past 2 repeats page 2, as APIs that
                        clamp do) with "total": T (JSON text) in the body and X-Total-Count: T
   /slow-redirect?n=K   waits 0.4 s, then a 302 to n=K+1, up to n=8, which answers items
+  POST /token-429      429 with Retry-After: 120 (a token endpoint rate limiting)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -327,6 +328,8 @@ class Handler(loopback.Handler):
                 self.send(302, headers=[("Location", f"/slow-redirect?n={n + 1}")])
             else:
                 self.send(200, items_body(1))
+        elif path == "/token-429":
+            self.send(429, b'{"error":"slow down"}', headers=[("Retry-After", "120")])
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
