@@ -832,6 +832,9 @@ extension HTTPSourceConfig {
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
         case 61: return .internal("the body from \(url)\(status) cannot be decompressed: \(message)")
+        // Not this source's writing (its limits say so themselves): libcurl's decoder refusing
+        // what follows a compressed body (trailing bytes, a second gzip member).
+        case 23: return .internal("the body from \(url)\(status) cannot be decompressed: the decoder stopped (\(message))")
         case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) "
                                        + (caFile == nil ? "(a private certificate authority needs ca_file)" : "(ca_file's authorities do not vouch for it)"))
         case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")

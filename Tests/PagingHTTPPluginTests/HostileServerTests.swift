@@ -171,6 +171,19 @@ struct HostileServerTests {
         #expect(try await server.seen().filter { $0["path"] as? String == "/token-429" }.count == 2)
     }
 
+    /// A gzip body libcurl's decoder stops on (bytes after it, a second member) cannot be
+    /// decompressed, and no retry helps (it was a transient "failed writing received data to
+    /// disk", asked again by every retry).
+    @Test(arguments: [1, 2])
+    func aGzipBodyWithMoreAfterIt_cannotBeDecompressed(_ members: Int) async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/gzip-trailing?members=\#(members)", "items": "/items"}"#)
+        let error = try #require(await loadError(source, retry: RetryPolicy(maxRetries: 2, backoff: .immediate), pageSize: 2) as? PluginError)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("cannot be decompressed"), "\(error.message)")
+        #expect(try await server.seen().count == 1)
+    }
+
     @Test func allowedHosts_letConfiguredHeadersFollow() async throws {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_TOKEN", "tok-allowed-456")

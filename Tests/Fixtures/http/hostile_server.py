@@ -85,6 +85,8 @@ Paths (query strings are ignored unless said):
                        clamp do) with "total": T (JSON text) in the body and X-Total-Count: T
   /slow-redirect?n=K   waits 0.4 s, then a 302 to n=K+1, up to n=8, which answers items
   POST /token-429      429 with Retry-After: 120 (a token endpoint rate limiting)
+  /gzip-trailing?members=M  gzip bodies: M=1 a gzip body then bytes that are no gzip, M=2 two
+                       gzip members (the items, then a space)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -330,6 +332,9 @@ class Handler(loopback.Handler):
                 self.send(200, items_body(1))
         elif path == "/token-429":
             self.send(429, b'{"error":"slow down"}', headers=[("Retry-After", "120")])
+        elif path == "/gzip-trailing":
+            tail = gzip.compress(b" ") if query.get("members") == "2" else b"GARBAGE-TRAILING-BYTES"
+            self.send(200, gzip.compress(items_body(1)) + tail, headers=[("Content-Encoding", "gzip")])
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
