@@ -203,7 +203,10 @@ enum ResponseParsing {
         if let hash = bytes.firstIndex(of: UInt8(ascii: "#")) { bytes.removeSubrange(hash...) }
         let target = String(decoding: bytes, as: UTF8.self)
         if startsIgnoringCase(bytes, with: "http://") || startsIgnoringCase(bytes, with: "https://") { return target }
-        let baseBytes = Array(base.utf8)
+        var baseBytes = Array(base.utf8)
+        if let hash = baseBytes.firstIndex(of: UInt8(ascii: "#")) { baseBytes.removeSubrange(hash...) }
+        // An empty reference is the base itself (RFC 3986 5.2.2).
+        if bytes.isEmpty { return String(decoding: baseBytes, as: UTF8.self) }
         if bytes.first == UInt8(ascii: "/"), bytes.dropFirst().first != UInt8(ascii: "/"),
            !zip(bytes, bytes.dropFirst()).contains(where: { $0 == UInt8(ascii: "/") && $1 == UInt8(ascii: ".") }),
            !bytes.contains(where: { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\\") }),

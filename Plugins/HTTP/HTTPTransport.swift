@@ -115,7 +115,10 @@ struct TransportResponse {
                 continue
             }
             guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { continue }
-            out.append((ResponseParsing.asciiLowercased(line[..<colon]), trimmed(line[(colon + 1)...])))
+            // "Link : <...>": RFC 9112 has no space there, but libcurl takes the line, and so does this.
+            var name = line[..<colon]
+            while let last = name.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { name.removeLast() }
+            out.append((ResponseParsing.asciiLowercased(name), trimmed(line[(colon + 1)...])))
         }
         return out
     }

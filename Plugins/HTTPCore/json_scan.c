@@ -526,6 +526,13 @@ static int value(scanner *s, size_t depth, uint64_t mask) {
         if (items_token_is_star(s, depth) ? c != '[' : !(c == '{' || (c == '[' && is_index)))
             path_problem(s, HJ_PATH_NOT_CONTAINER, depth, start);
     }
+    // A member named twice (duplicate names are valid JSON): the last one is the items, as the
+    // last is the value of any other pointer. Through a "*", every array is the items.
+    if (items_here && s->last_star[0] == SIZE_MAX) {
+        s->r->item_count = 0;
+        s->r->items_not_array = 0;
+        if (s->r->items_path_problem == HJ_PATH_NOT_ARRAY) s->r->items_path_problem = HJ_PATH_OK;
+    }
     int rc;
     int escaped;
     switch (s->p[s->i]) {

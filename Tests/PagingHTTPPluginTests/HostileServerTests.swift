@@ -816,4 +816,21 @@ struct HostileServerTests {
         #expect(error.message.contains("pagination cycle at \(server.baseURL)/self-prev: the previous key \"\(server.baseURL)/self-prev\" is the page itself"), "\(error.message)")
         #expect(try await server.seen().count == 1)
     }
+
+    /// `Link: <>` is the page itself (an empty reference is its base): its items load, the
+    /// append fails as a cycle (it failed the page as a link that is not http, shown empty).
+    /// `Link : <...>` (a space before the colon) is a Link all the same (it was ignored, and
+    /// paging ended after page 1, exit 0).
+    @Test func oddlyWrittenLinks_areReadAsTheyMean() async throws {
+        defer { server.stop() }
+        let empty = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=empty&page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        let manager = PaginationManager(pager: Pager(source: empty), configuration: .init(pageSize: 2))
+        await manager.refresh().value
+        #expect(try ids(manager.output.values) == [10, 11])
+        await manager.append().value
+        let error = try #require(manager.output.appendState.error as? PluginError)
+        #expect(error.message.contains("is the page itself"), "\(error.message)")
+        let spaced = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=spaced&page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(try ids(try await pageToEnd(spaced, pageSize: 2).output.values) == [10, 11, 20, 21])
+    }
 }

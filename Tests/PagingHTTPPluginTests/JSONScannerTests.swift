@@ -144,6 +144,16 @@ struct JSONScannerTests {
     /// bracket, quote and backslash that could end an item early or late is put at every
     /// position of a block, and the items found (and whether they hold whitespace) must be
     /// those the validating scan finds.
+    /// A member named twice: the last is the items, as the last is any other pointer's value
+    /// (the items of both were handed out); through a "*", every array's elements are items.
+    @Test func itemsNamedTwice_areTheLastOnes() throws {
+        #expect(try #require(scan(#"{"items": [1], "items": [2, 3]}"#, ["/items"])).items == ["2", "3"])
+        let notArray = try #require(scanResult(#"{"items": 1, "items": [2]}"#, ["/items"]).0)
+        #expect(notArray.items == ["2"] && !notArray.notArray && notArray.path.problem == Int32(HJ_PATH_OK))
+        #expect(try #require(scan(#"{"items": [1], "items": {}}"#, ["/items"])).notArray)
+        #expect(try #require(scan(#"{"g": [{"r": [1]}, {"r": [2, 3]}]}"#, ["/g/*/r"])).items == ["1", "2", "3"])
+    }
+
     /// Through a "*", the scan says when the last element holds no match ("/data/*/id" is the
     /// last item's id: an earlier item's, taken for it, repeated pages).
     @Test func aStarPointer_saysWhetherTheLastElementHoldsItsMatch() throws {

@@ -87,6 +87,8 @@ Paths (query strings are ignored unless said):
   POST /token-429      429 with Retry-After: 120 (a token endpoint rate limiting)
   /gzip-trailing?members=M  gzip bodies: M=1 a gzip body then bytes that are no gzip, M=2 two
                        gzip members (the items, then a space)
+  /odd-links?case=C&page=N  pages 1 and 2: C "empty" gives page 1 a Link <>; rel="next" (the
+                       page itself), C "spaced" a header "Link : <...?page=2>; rel="next""
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -335,6 +337,13 @@ class Handler(loopback.Handler):
         elif path == "/gzip-trailing":
             tail = gzip.compress(b" ") if query.get("members") == "2" else b"GARBAGE-TRAILING-BYTES"
             self.send(200, gzip.compress(items_body(1)) + tail, headers=[("Content-Encoding", "gzip")])
+        elif path == "/odd-links":
+            if query.get("case") == "empty":
+                self.send(200, items_body(page), headers=[("Link", '<>; rel="next"')])
+            elif page == 1:
+                self.send(200, items_body(page), headers=[("Link ", '</odd-links?case=spaced&page=2>; rel="next"')])
+            else:
+                self.send(200, items_body(page))
         elif path.startswith("/repos/"):
             self.send(200, items_body(page))
         elif path == "/self-prev":
