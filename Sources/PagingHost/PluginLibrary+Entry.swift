@@ -1,5 +1,6 @@
 import CPaging
 import FoundationEssentials
+import Glibc
 import Paging
 
 /// How many bytes of a plugin-owned struct its library says it wrote (version.h, rule 2): its
@@ -125,43 +126,66 @@ extension PluginLibrary {
     private static func runInit(
         _ initialize: @convention(c) (UnsafePointer<paging_library_info_t>?) -> paging_status_t, path: String
     ) throws(PluginLoadError) {
-        let identity = PluginHostIdentity.current
+        // Kept for as long as the process (never released): a library may keep the info past
+        // init() and call its log later, which is refused, not a read of freed memory.
         let log = InitLog(path: path)
-        let status = withExtendedLifetime(log) {
-            path.withCString { cPath in
-                identity.name.withCString { name in
-                    identity.version.withCString { hostVersion in
-                        var info = paging_library_info_t(
-                            struct_size: UInt32(MemoryLayout<paging_library_info_t>.size),
-                            host_abi_version: PluginABIVersion.host.cValue,
-                            library_path: cPath, host_name: name, host_version: hostVersion,
-                            host_data: Unmanaged.passUnretained(log).toOpaque(),
-                            log: { info, level, message in
-                                guard let data = info?.pointee.host_data else { return }
-                                Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue()
-                                    .write(PluginLogLevel(rawValue: level) ?? .info, string(message))
-                            })
-                        return initialize(&info)
-                    }
-                }
-            }
-        }
+        var info = paging_library_info_t(
+            struct_size: UInt32(MemoryLayout<paging_library_info_t>.size),
+            host_abi_version: PluginABIVersion.host.cValue,
+            library_path: log.path.c, host_name: log.hostName.c, host_version: log.hostVersion.c,
+            host_data: Unmanaged.passRetained(log).toOpaque(),
+            log: { info, level, message in
+                guard let data = info?.pointee.host_data else { return }
+                Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue()
+                    .write(PluginLogLevel(rawValue: level) ?? .info, string(message))
+            })
+        let status = initialize(&info)
+        let last = log.close()
         guard status == PAGING_OK else {
-            throw .initFailed(path: path, status: PluginStatus(failure: status), message: log.last ?? "init() gave no reason")
+            throw .initFailed(path: path, status: PluginStatus(failure: status), message: last ?? "init() gave no reason")
         }
     }
 
     /// What a library's `init()` logs: passed on to ``librarySink``, the last line kept as the
-    /// reason when it refuses to load.
-    private final class InitLog {
-        let path: String
-        var last: String?
+    /// reason when it refuses to load. Once init() has returned, a call is refused (said once).
+    private final class InitLog: Sendable {
+        /// A C string kept as long as its owner.
+        final class CString: Sendable {
+            nonisolated(unsafe) let c: UnsafeMutablePointer<CChar>
+            init(_ text: String) { c = strdup(text)! }
+            deinit { free(c) }
+        }
 
-        init(path: String) { self.path = path }
+        let path: CString, hostName: CString, hostVersion: CString
+        private let library: String
+        private let state = Locked<(last: String?, open: Bool, refused: Bool)>((nil, true, false))
+
+        init(path: String) {
+            library = path
+            self.path = CString(path)
+            hostName = CString(PluginHostIdentity.current.name)
+            hostVersion = CString(PluginHostIdentity.current.version)
+        }
 
         func write(_ level: PluginLogLevel, _ message: String) {
-            last = message
-            PluginLibrary.librarySink(level, path, message)
+            let (open, first) = state.withLock { state -> (Bool, Bool) in
+                if state.open { state.last = message }
+                defer { if !state.open { state.refused = true } }
+                return (state.open, !state.refused)
+            }
+            if open {
+                PluginLibrary.librarySink(level, library, message)
+            } else if first {
+                PluginLibrary.librarySink(.error, library, "init()'s log called after init() returned (the library info is for the init() call only): ignored")
+            }
+        }
+
+        /// init() returned: later calls are refused. The last line it logged.
+        func close() -> String? {
+            state.withLock { state in
+                state.open = false
+                return state.last
+            }
         }
     }
 

@@ -174,6 +174,25 @@ struct ABIContractTests {
         }
     }
 
+    /// The library info is for init() only: a library that keeps it and logs with it later
+    /// (at create, at deinit) has the call refused, said once, and pager runs on (it crashed
+    /// on freed memory, exit 139).
+    @Test func anInitInfoKeptPastInit_isRefused_neverACrash() async throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_keeps_info",
+                                      extraFlags: ["-DFIXTURE_KEEP_INIT_INFO"])
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(path)"}], "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/m.json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 3)
+        #expect(result.stderr.components(separatedBy: "init()'s log called after init() returned").count == 2, "\(result.stderr)")
+        #expect(!result.stderr.contains("with the init info"), "\(result.stderr)")
+    }
+
     // MARK: - Instance extensions
 
     @Test func health_isAskedOfPluginsThatOfferIt() async throws {

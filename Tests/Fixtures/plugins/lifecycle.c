@@ -5,6 +5,8 @@
  *     the path; built with -DFIXTURE_FAIL_INIT it logs "init: no licence here" and returns
  *     PAGING_ERR_INVALID_CONFIG instead.
  *   deinit() creates the file "<library path>.deinit".
+ *   Built with -DFIXTURE_KEEP_INIT_INFO, init() keeps a copy of the info, and create and deinit
+ *   call its log (which the host refuses: it is for the init() call only).
  * Interceptor "lifecycle": at create, logs "log-level <n>" from the host's paging.log-level/1
  *   (or "log-level absent"), "unknown extension NULL" when the host answers NULL for an id it
  *   cannot know, and "config <key> <type>" for the keys "s", "i", "d", "b", "n", "a", "o" and
@@ -19,6 +21,9 @@
 #include "paging/paging.h"
 
 static char library_path[4096];
+#ifdef FIXTURE_KEEP_INIT_INFO
+static paging_library_info_t kept;
+#endif
 
 static paging_status_t lc_init(const paging_library_info_t *info)
 {
@@ -31,6 +36,9 @@ static paging_status_t lc_init(const paging_library_info_t *info)
     snprintf(message, sizeof message, "init: host %s %s, ABI %u.%u, path %s", info->host_name, info->host_version,
              (unsigned)info->host_abi_version.major, (unsigned)info->host_abi_version.minor, info->library_path);
     info->log(info, PAGING_LOG_INFO, message);
+#ifdef FIXTURE_KEEP_INIT_INFO
+    kept = *info;
+#endif
     return PAGING_OK;
 }
 
@@ -38,6 +46,9 @@ static void lc_deinit(void)
 {
     char marker[4200];
     FILE *file;
+#ifdef FIXTURE_KEEP_INIT_INFO
+    kept.log(&kept, PAGING_LOG_INFO, "deinit: with the init info");
+#endif
     snprintf(marker, sizeof marker, "%s.deinit", library_path);
     file = fopen(marker, "w");
     if (file != NULL) fclose(file);
@@ -81,6 +92,9 @@ static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host
     size_t i;
     (void)id;
     if (self == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+#ifdef FIXTURE_KEEP_INIT_INFO
+    kept.log(&kept, PAGING_LOG_INFO, "create: with the init info");
+#endif
     if (PAGING_STRUCT_HAS(host, paging_host_t, get_extension)) {
         level = (const paging_ext_log_level_t *)host->get_extension(host, PAGING_EXT_LOG_LEVEL);
         if (host->get_extension(host, "paging.no-such-extension/1") == NULL) host->log(host, PAGING_LOG_INFO, "unknown extension NULL");
