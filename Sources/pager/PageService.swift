@@ -76,6 +76,10 @@ final class PageService: Sendable {
                 params.userInfo.merge(cursor.userInfo) { $1 }
                 pagingRequest = pager.request(cursor.kind, key: cursor.key, params: params)
             } else {
+                let size = query.userInfo.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+                guard size <= ServeCursor.maxUserInfoBytes else {
+                    return .error(400, "the parameters are \(size) bytes, more than the \(ServeCursor.maxUserInfoBytes) each cursor can carry")
+                }
                 params.userInfo.merge(query.userInfo) { $1 }
                 pagingRequest = pager.refreshRequest(params: params)
             }
@@ -103,10 +107,23 @@ final class PageService: Sendable {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             body += item.bytes
         }
-        func cursor(_ kind: PagingRequestKind, _ key: PluginKey?) -> String {
-            key.map { JSONValue.string(ServeCursor(kind: kind, key: $0, userInfo: userInfo).encoded(secret: secret)).jsonText } ?? "null"
+        // A cursor this server would refuse is never given out.
+        var cursors: [String] = []
+        for (kind, key) in [(PagingRequestKind.append, loaded.nextKey), (.prepend, loaded.prevKey)] {
+            guard let key else {
+                cursors.append("null")
+                continue
+            }
+            let cursor = ServeCursor(kind: kind, key: key, userInfo: userInfo).encoded(secret: secret)
+            guard cursor.utf8.count <= ServeCursor.maxLength else {
+                let which = kind == .append ? "next" : "previous"
+                Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): the \(which) page's key is \(key.bytes.count) bytes, "
+                               + "too long for a cursor of at most \(ServeCursor.maxLength) characters")
+                return .error(502, "the \(which) page's key is too long for a cursor of this server")
+            }
+            cursors.append(JSONValue.string(cursor).jsonText)
         }
-        body += Array("], \"next\": \(cursor(.append, loaded.nextKey)), \"prev\": \(cursor(.prepend, loaded.prevKey))}\n".utf8)
+        body += Array("], \"next\": \(cursors[0]), \"prev\": \(cursors[1])}\n".utf8)
         return HTTPAnswer(status: 200, body: body)
     }
 

@@ -10,8 +10,11 @@ struct ServeCursor: Equatable {
     var key: PluginKey
     var userInfo: [String: String]
 
-    /// The longest cursor accepted, in characters.
-    static let maxLength = 8_192
+    /// The longest cursor accepted (and given out), in characters: it fits the 16 KiB query.
+    static let maxLength = 16_000
+    /// The most bytes of parameters a first page may have (names and values): they travel in
+    /// each cursor, which must leave room for the key.
+    static let maxUserInfoBytes = 4_096
     private static let version: UInt8 = 1
     private static let macLength = 32
 

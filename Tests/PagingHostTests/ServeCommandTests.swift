@@ -275,6 +275,39 @@ struct ServeCommandTests {
         #expect(try numbers(try #require(other.answer())) == Array(0..<20))
     }
 
+    /// Every cursor given out is taken back: parameters too long to travel in cursors are
+    /// refused up front, a key that fits goes (one of 6.5 KB made a cursor this server refused,
+    /// every page after the first out of reach), and a key too long for any cursor fails the
+    /// page with 502.
+    @Test(.timeLimit(.minutes(2)))
+    func cursorsGivenOut_areAlwaysTakenBack() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        let long = try server.get("/pages?tag=" + String(repeating: "a", count: 6_200))
+        #expect(long.status == 400 && long.text.contains("more than the 4096 each cursor can carry"), "\(long.text)")
+        let fits = try server.get("/pages?tag=" + String(repeating: "a", count: 4_000))
+        let next = try #require(try fits.json()["next"] as? String)
+        #expect(try server.get("/pages?cursor=\(next)").status == 200)
+
+        let folder = scratchFolder()
+        for (padding, status) in [(6_500, 200), (14_000, 502)] {
+            let path = folder + "/keys\(padding).json"
+            try """
+            {"source": {"plugin": "\(try fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 45, "key_padding": \(padding)}},
+             "page_size": 20}
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            let keyed = try ServeProcess([path], environment: Self.secret)
+            let first = try keyed.get("/pages")
+            #expect(first.status == status, "\(first.text)")
+            if status == 200 {
+                let cursor = try #require(try first.json()["next"] as? String)
+                #expect(try numbers(try keyed.get("/pages?cursor=\(cursor)")) == Array(20..<40))
+            } else {
+                #expect(first.text.contains("the next page's key is too long for a cursor"), "\(first.text)")
+                #expect(keyed.waitFor("the next page's key is 14003 bytes"), "\(keyed.stderr)")
+            }
+        }
+    }
+
     @Test
     func aTakenPort_orABadAddressOrSecret_isBadInput() async throws {
         let manifest = try manifest()

@@ -36,6 +36,7 @@
  *     TRANSIENT with fetch_retry_after(retry_after_ms). With "invalidate_file", a thread looks
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
+ *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -55,7 +56,7 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms;
+    long count, fail_times, retry_after_ms, key_padding;
     pthread_mutex_t lock;
     char invalidate_file[512];
     char resume_file[512];
@@ -313,22 +314,30 @@ static paging_status_t wk_refresh_key(paging_source_t *self, paging_keys_out_t *
     return p->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
 }
 
+/* Sets key `which` to `offset` (padded with key_padding letters). */
+static void wk_set_key(const work_plugin *p, paging_keys_out_t *out, uint32_t which, unsigned long offset)
+{
+    char *text = (char *)malloc(32 + (size_t)p->key_padding);
+    paging_bytes_t b;
+    int n;
+    if (text == NULL) return;
+    n = snprintf(text, 32, "%lu", offset);
+    if (p->key_padding > 0) {
+        text[n] = '-';
+        memset(text + n + 1, 'k', (size_t)p->key_padding);
+        text[n + 1 + p->key_padding] = 0;
+    }
+    b = wk_text(text);
+    p->host->keys_set(out, which, &b);
+    free(text);
+}
+
 static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32_t page_size, paging_keys_out_t *out)
 {
     work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
     unsigned long offset = wk_offset(key);
-    char text[32];
-    paging_bytes_t b;
-    if (offset + page_size < (unsigned long)p->count) {
-        snprintf(text, sizeof text, "%lu", offset + page_size);
-        b = wk_text(text);
-        p->host->keys_set(out, PAGING_KEY_NEXT, &b);
-    }
-    if (offset > 0) {
-        snprintf(text, sizeof text, "%lu", offset > page_size ? offset - page_size : 0);
-        b = wk_text(text);
-        p->host->keys_set(out, PAGING_KEY_PREV, &b);
-    }
+    if (offset + page_size < (unsigned long)p->count) wk_set_key(p, out, PAGING_KEY_NEXT, offset + page_size);
+    if (offset > 0) wk_set_key(p, out, PAGING_KEY_PREV, offset > page_size ? offset - page_size : 0);
     return PAGING_OK;
 }
 
@@ -436,6 +445,8 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     mode = host->config_string(config, "mode");
     snprintf(p->mode, sizeof p->mode, "%s", mode != NULL ? mode : "");
     p->count = (long)host->config_int(config, "count", 100);
+    p->key_padding = (long)host->config_int(config, "key_padding", 0);
+    if (p->key_padding < 0 || p->key_padding > 1000000) p->key_padding = 0;
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
     mode = host->config_string(config, "resume_file");
