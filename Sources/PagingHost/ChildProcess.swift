@@ -111,8 +111,8 @@ final class ChildProcess: Sendable {
         return try result.get()
     }
 
-    /// The first frame, if it arrives within `timeout`.
-    func receive(within timeout: Duration) -> [UInt8]? {
+    /// What comes next on the socket, if something does within `timeout`.
+    func next(within timeout: Duration) -> WireSocket.Incoming? {
         var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
         let deadline = ContinuousClock.now + timeout
         while true {
@@ -120,7 +120,7 @@ final class ChildProcess: Sendable {
             let ready = poll(&poller, 1, left)
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0 else { return nil }
-            return socket.receive()
+            return socket.next()
         }
     }
 

@@ -34,6 +34,8 @@ package enum IsolationServer {
             frame.string("\(error)")
             frame.u64(UInt64.max)
             send(frame.finish())
+            // A library stuck in its constructors holds the loader's lock, which exit() waits for.
+            if PluginLibrary.isLoaderStuck { _exit(0) }
             exit(0)
         }
         var ready = WireWriter(.reply, call: start.call)
@@ -139,7 +141,7 @@ package enum IsolationServer {
             frame.string(message)
             send(frame.finish())
         }
-        let library = try PluginLibrary.open(path: path, sha256: sha256) { note in sink(.warning, path, note.description) }
+        let library = try PluginLibrary.open(path: path, sha256: sha256, within: limits.startTimeout) { note in sink(.warning, path, note.description) }
         if isSource { return .source(try library.makeSource(id: id, config: config, sink: sink, limits: limits)) }
         return .interceptor(try library.makeInterceptor(id: id, config: config, sink: sink, limits: limits))
     }

@@ -64,10 +64,10 @@ extension PluginLibrary {
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
         _ = try usable(descriptor, withholding: instance.limits.withheldExtensions)
         let pluginConfig = PluginConfig(config)
-        let timeout = instance.limits.callTimeout ?? max(instance.limits.fetchTimeout, .seconds(30))
+        let timeout = instance.limits.startTimeout
         let id = descriptor.id
         let body = UnsafeSendable { UnsafeSendable(id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }) }
-        let finished = LoadingGuard.during("plugin '\(id)' of \(path)") { CreateCall.run(body.value, within: timeout) }
+        let finished = LoadingGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
         guard let finished else {
             throw .createFailed(path: path, id: id, status: .timeout,
                                 message: "create did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")
@@ -80,20 +80,19 @@ extension PluginLibrary {
     }
 }
 
-/// One `create_*` call on a thread of its own, waited for at most a timeout.
-private enum CreateCall {
-    static func run<Result>(_ body: @escaping () -> Result, within timeout: Duration) -> Result? {
-        let done = DispatchSemaphore(value: 0)
-        let result = Locked<Result?>(nil)
-        let work = UnsafeSendable(body)
-        detachThread(named: "paging-create") {
-            let value = work.value()
-            result.withLock { $0 = value }
-            done.signal()
-        }
-        let (seconds, attoseconds) = timeout.components
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-        guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
-        return result.withLock { $0 }
+/// A call into a plugin's code on a thread of its own, waited for at most `timeout`: its
+/// result, or nil when it has not returned by then (the thread is left to the plugin).
+func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @escaping () -> Result) -> Result? {
+    let done = DispatchSemaphore(value: 0)
+    let result = Locked<Result?>(nil)
+    let work = UnsafeSendable(body)
+    detachThread(named: name) {
+        let value = work.value()
+        result.withLock { $0 = value }
+        done.signal()
     }
+    let (seconds, attoseconds) = timeout.components
+    let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+    return result.withLock { $0 }
 }

@@ -100,7 +100,7 @@ extension PluginLibrary {
     /// Checks the entry's version and size, runs the library's `init()`, and reads its
     /// descriptors, refusing any whose ABI major differs from the host's.
     static func readEntry(
-        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String
+        _ entry: UnsafePointer<paging_plugin_entry_t>, path: String, within timeout: Duration
     ) throws(PluginLoadError) -> (PluginABIVersion, [PluginDescriptor]) {
         let version = PluginABIVersion(entry.pointee.abi_version)
         guard paging_version_is_compatible(PluginABIVersion.host.cValue, entry.pointee.abi_version) != 0 else {
@@ -113,7 +113,7 @@ extension PluginLibrary {
         guard size.holds(\.`init`), let initialize = entry.pointee.`init` else {
             return (version, try readDescriptors(entry, path: path))
         }
-        try runInit(initialize, path: path)
+        try runInit(initialize, path: path, within: timeout)
         do {
             return (version, try readDescriptors(entry, path: path))
         } catch {
@@ -124,12 +124,15 @@ extension PluginLibrary {
     }
 
     private static func runInit(
-        _ initialize: @convention(c) (UnsafePointer<paging_library_info_t>?) -> paging_status_t, path: String
+        _ initialize: @convention(c) (UnsafePointer<paging_library_info_t>?) -> paging_status_t, path: String,
+        within timeout: Duration
     ) throws(PluginLoadError) {
-        // Kept for as long as the process (never released): a library may keep the info past
-        // init() and call its log later, which is refused, not a read of freed memory.
+        // Kept for as long as the process (never released), the info too: a library may keep
+        // it past init() and call its log later, which is refused, not a read of freed memory;
+        // an init() that does not return in time may still read it.
         let log = InitLog(path: path)
-        var info = paging_library_info_t(
+        let info = UnsafeMutablePointer<paging_library_info_t>.allocate(capacity: 1)
+        info.initialize(to: paging_library_info_t(
             struct_size: UInt32(MemoryLayout<paging_library_info_t>.size),
             host_abi_version: PluginABIVersion.host.cValue,
             library_path: log.path.c, host_name: log.hostName.c, host_version: log.hostVersion.c,
@@ -138,8 +141,11 @@ extension PluginLibrary {
                 guard let data = info?.pointee.host_data else { return }
                 Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue()
                     .write(PluginLogLevel(rawValue: level) ?? .info, string(message))
-            })
-        let status = initialize(&info)
+            }))
+        let call = UnsafeSendable((initialize, info))
+        guard let status = boundedCall(named: "paging-init", within: timeout, { call.value.0(call.value.1) }) else {
+            throw .loadTimedOut(path: path, timeout: timeout)
+        }
         let last = log.close()
         guard status == PAGING_OK else {
             throw .initFailed(path: path, status: PluginStatus(failure: status), message: last ?? "init() gave no reason")

@@ -86,6 +86,8 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
     case descriptorABIMismatch(path: String, id: String, plugin: PluginABIVersion, host: PluginABIVersion)
     case missingExtension(path: String, id: String, plugin: PluginABIVersion, host: PluginABIVersion, extension: String)
     case initFailed(path: String, status: PluginStatus, message: String)
+    /// Its constructors or init() did not return within `timeout`.
+    case loadTimedOut(path: String, timeout: Duration)
     case unknownPlugin(path: String, id: String, available: [String])
     case ambiguousPlugin(path: String, kind: PluginKind, available: [String])
     case wrongKind(path: String, id: String, expected: PluginKind, actual: PluginKind)
@@ -119,6 +121,8 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
             "\(path): plugin '\(id)' (built for plugin ABI \(plugin)) needs extension '\(needed)', which this host (ABI \(host)) does not offer"
         case .initFailed(let path, let status, let message):
             "\(path): the library's init() refused to load: \(status): \(message)"
+        case .loadTimedOut(let path, let timeout):
+            "\(path): loading the library did not finish within \(timeout) (its constructors or init() did not return; call_timeout_ms, without it timeout_ms but at least 30 s)"
         case .unknownPlugin(let path, let id, let available):
             "\(path): has no plugin '\(id)' (it has: \(available.isEmpty ? "none" : available.joined(separator: ", ")))"
         case .ambiguousPlugin(let path, let kind, let available):
@@ -241,14 +245,20 @@ public final class PluginLibrary: @unchecked Sendable {
     /// - Throws: a ``PluginLoadError`` naming the file: missing, a folder or another kind of
     ///   file than a regular one (a FIFO is refused without blocking), unreadable, not a shared
     ///   object, a checksum mismatch, or a library that fails to load or is no plugin.
+    /// Whether a library's constructors never returned from dlopen: the C library's loader
+    /// lock is then held for good, so no library loads in this process any more, and it must
+    /// end with `_exit` (`exit` runs the libraries' destructors, which waits for that lock).
+    public static var isLoaderStuck: Bool { stuckLoading.load(ordering: .relaxed) }
+    private static let stuckLoading = Atomic<Bool>(false)
+
     public static func open(
-        path: String, sha256: String? = nil, report: (OpenNote) -> Void = { _ in }
+        path: String, sha256: String? = nil, within timeout: Duration = PluginLimits().startTimeout, report: (OpenNote) -> Void = { _ in }
     ) throws(PluginLoadError) -> PluginLibrary {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         let pin = sha256?.lowercased()
         let (library, note) = try LoadingGuard.during("the library \(path)") { () throws(PluginLoadError) in
             try loader.withLock { (state: inout LoaderState) throws(PluginLoadError) in
-                try load(path: path, pin: pin, state: &state)
+                try load(path: path, pin: pin, within: timeout, state: &state)
             }
         }
         if let note { report(note) }
@@ -311,7 +321,7 @@ public final class PluginLibrary: @unchecked Sendable {
     private static let loader = Locked(LoaderState())
 
     private static func load(
-        path: String, pin: String?, state: inout LoaderState
+        path: String, pin: String?, within timeout: Duration, state: inout LoaderState
     ) throws(PluginLoadError) -> (PluginLibrary, OpenNote?) {
         // One stat decides whether the library already loaded from this path still stands for
         // the file; it also refuses a FIFO or a device before opening it.
@@ -343,7 +353,7 @@ public final class PluginLibrary: @unchecked Sendable {
             || state.loadedInodes[identity.fileID].map { $0 != identity } ?? false
         guard pin != nil || previous != nil || glibcHoldsAnother else {
             try file.checkELFHeader()
-            let library = try dlopenLibrary(path: path, loadFrom: path, loadedSHA256: nil) {
+            let library = try dlopenLibrary(path: path, loadFrom: path, loadedSHA256: nil, within: timeout) {
                 state.loadedByName[path] = identity
                 state.loadedInodes[identity.fileID] = identity
             }
@@ -360,7 +370,7 @@ public final class PluginLibrary: @unchecked Sendable {
             state.libraries[path]?.identity = identity
             return (previous.library, nil)
         }
-        let library = try dlopenLibrary(path: path, loadFrom: "/proc/self/fd/\(copy.fd)", loadedSHA256: copy.sha256) {
+        let library = try dlopenLibrary(path: path, loadFrom: "/proc/self/fd/\(copy.fd)", loadedSHA256: copy.sha256, within: timeout) {
             keepCopy = true
             state.memfds.append(copy.fd)
         }
@@ -371,13 +381,24 @@ public final class PluginLibrary: @unchecked Sendable {
     /// dlopens `loadFrom` and reads the plugin entry; `loaded` runs once dlopen succeeded, as
     /// the library then stays loaded whatever follows.
     private static func dlopenLibrary(
-        path: String, loadFrom: String, loadedSHA256: String?, loaded: () -> Void
+        path: String, loadFrom: String, loadedSHA256: String?, within timeout: Duration, loaded: () -> Void
     ) throws(PluginLoadError) -> PluginLibrary {
         func failure(_ reason: String) -> PluginLoadError {
             .loadFailed(path: path, reason: loadFrom == path ? reason : "\(reason) (loading its in-memory copy)")
         }
-        guard let handle = dlopen(loadFrom, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE) else {
-            throw failure(dlerror().map { String(cString: $0) } ?? "unknown error")
+        // Its constructors run in dlopen: one that never returns holds the C library's loader
+        // lock for good, and no other library can load in this process (nor can it exit
+        // normally: ``isLoaderStuck``).
+        let opened = boundedCall(named: "paging-load", within: timeout) { () -> UnsafeSendable<(OpaquePointer?, String?)> in
+            let handle = dlopen(loadFrom, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE).map(OpaquePointer.init)
+            return UnsafeSendable((handle, handle == nil ? dlerror().map { String(cString: $0) } : nil))
+        }
+        guard let opened else {
+            stuckLoading.store(true, ordering: .relaxed)
+            throw .loadTimedOut(path: path, timeout: timeout)
+        }
+        guard let handle = opened.value.0.map(UnsafeMutableRawPointer.init) else {
+            throw failure(opened.value.1 ?? "unknown error")
         }
         loaded()
         if let name = paging_unbound_function(handle) {
@@ -390,7 +411,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard let entry = entryFunction() else {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
         }
-        let (version, descriptors) = try readEntry(entry, path: path)
+        let (version, descriptors) = try readEntry(entry, path: path, within: timeout)
         return PluginLibrary(path: path, loadedFrom: loadFrom, loadedSHA256: loadedSHA256, entry: entry,
                              abiVersion: version, descriptors: descriptors)
     }

@@ -257,9 +257,21 @@ final class PluginProcess: Sendable {
         start.u32(spec.limits.logLevel.rawValue)
         start.bool(spec.limits.recordsStats)
         let child = try ChildProcess.spawn(PluginIsolation.executable)
-        guard child.socket.send(start.finish()), var reader = startAnswer(of: child) else {
-            let how = child.stop()
-            throw IsolationStartError(message: "the isolated plugin process \(how) while loading the plugin")
+        guard child.socket.send(start.finish()) else {
+            throw IsolationStartError(message: "the isolated plugin process \(child.stop()) while loading the plugin")
+        }
+        var reader: WireReader
+        switch startAnswer(of: child) {
+        case .answer(let answer):
+            reader = answer
+        case .ended:
+            throw IsolationStartError(message: "the isolated plugin process \(child.stop()) while loading the plugin")
+        case .silent(let wait):
+            child.stop()
+            throw IsolationStartError(message: "the isolated plugin process did not load the plugin within \(wait) and was stopped")
+        case .malformed(let problem):
+            child.stop()
+            throw IsolationStartError(message: "the isolated plugin process sent a malformed frame while loading the plugin (\(problem)) and was stopped")
         }
         do {
             guard reader.op == IsolationOp.reply.rawValue || reader.op == IsolationOp.failure.rawValue else {
@@ -298,17 +310,38 @@ final class PluginProcess: Sendable {
         return child
     }
 
+    /// What the child said to the start frame.
+    private enum StartAnswer {
+        case answer(WireReader)
+        /// It ended (or closed its socket).
+        case ended
+        /// Nothing within this long.
+        case silent(Duration)
+        case malformed(String)
+    }
+
     /// The child's answer to the start frame, the plugin's log lines before it passed on to the
-    /// sink; `nil` when the child ends, says nothing within the fetch timeout (at least 30 s: a
-    /// process starts slowly on a loaded machine), or sends a malformed frame.
-    private func startAnswer(of child: ChildProcess) -> WireReader? {
-        let deadline = ContinuousClock.now + max(spec.limits.fetchTimeout, .seconds(30))
-        while let body = child.receive(within: deadline - .now), var reader = try? WireReader(body) {
-            guard reader.op == IsolationOp.log.rawValue else { return reader }
-            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else { return nil }
+    /// sink. The child bounds the library's load and the create itself (``PluginLimits/startTimeout``
+    /// each, and says why); this waits for both, and 5 s more (a process starts slowly on a
+    /// loaded machine).
+    private func startAnswer(of child: ChildProcess) -> StartAnswer {
+        let wait = spec.limits.startTimeout * 2 + .seconds(5)
+        let deadline = ContinuousClock.now + wait
+        while true {
+            let body: [UInt8]
+            switch child.next(within: deadline - .now) {
+            case nil: return .silent(wait)
+            case .ended?: return .ended
+            case .malformed(let problem)?: return .malformed(problem)
+            case .frame(let frame)?: body = frame
+            }
+            guard var reader = try? WireReader(body) else { return .malformed("a frame that is not of the protocol") }
+            guard reader.op == IsolationOp.log.rawValue else { return .answer(reader) }
+            guard let level = try? reader.u32(), let plugin = try? reader.string(), let message = try? reader.string() else {
+                return .malformed("a log line cut short")
+            }
             sink(PluginLogLevel(rawValue: level) ?? .info, plugin, message)
         }
-        return nil
     }
 
     /// Ends the child (SIGTERM, then SIGKILL to its process group) and waits until it is reaped;

@@ -301,6 +301,19 @@ struct IsolationTests {
         #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
     }
 
+    /// A child that sends what is not a frame while it loads the plugin is stopped, and the load
+    /// says so (it said the child "crashed (SIGTERM)", the host's own signal).
+    @Test(.timeLimit(.minutes(1)))
+    func aChildSendingAMalformedFrameWhileLoading_isStopped_andTheLoadSaysWhy() async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"garbage_on_create": true}}}"#
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["validate", manifest])
+        #expect(result.code == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("the isolated plugin process sent a malformed frame while loading the plugin (a frame of "), "\(result.stderr)")
+        #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
+    }
+
     /// A child that announces a frame of 1 GiB and sends nothing more: the host reads it as the
     /// bytes come, so `pager run` stays small (it allocated the whole gigabyte at once: a peak of
     /// 1,064,712 KB) and the load fails at its timeout.

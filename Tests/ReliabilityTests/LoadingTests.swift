@@ -71,6 +71,19 @@ struct LoadingTests {
         #expect(result.code == 2)
         #expect(result.stderr.contains("plugin 'hangs' could not be created: timeout: create did not return within 0.3 seconds"), "\(result.stderr)")
     }
+
+    /// A constructor that never returns hung validate and run for ever: the load gets the same
+    /// timeout as create, in the process or in an isolated child (which said it "crashed
+    /// (SIGTERM)" when the host stopped it).
+    @Test(.timeLimit(.minutes(1)), arguments: [("validate", ""), ("run", ""), ("validate", #", "isolation": "process""#)])
+    func aConstructorThatNeverReturns_failsTheLoadAfterTheTimeout(_ command: String, _ isolation: String) async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try #"{"source": {"plugin": "\#(try fixturePlugin("ctor_hang"))"\#(isolation)}, "call_timeout_ms": 300}"#
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, [command, manifest])
+        #expect(result.code == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("libctor_hang.so: loading the library did not finish within 0.3 seconds"), "\(result.stderr)")
+    }
 }
 
 /// `pager check` contains what a plugin forks: each check runs in a process group of its own,

@@ -16,9 +16,10 @@
  *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false);
  *   frame_garbage: in fetch, writes to fd 3 what is not a frame of the protocol, and never
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
- *                  frame length of 3 bytes (0: neither).
+ *                  frame length of 3 bytes (0: neither);
+ *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
- * daemon_pid_file, log_on_create, frame_bomb, frame_garbage.
+ * daemon_pid_file, log_on_create, frame_bomb, frame_garbage, garbage_on_create.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -114,6 +115,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->frame_bomb = host->config_bool(config, "frame_bomb", 0);
     s->frame_garbage = (long)host->config_int(config, "frame_garbage", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
+    if (host->config_bool(config, "garbage_on_create", 0) && write(3, "JUNK\n", 5) != 5) exit(4);
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
         for (;;) pause();
     }
