@@ -35,7 +35,18 @@ int paging_signals_to_pipe(void) {
     return pipe_ends[0];
 }
 
+int paging_signals_include_sigpipe(void) {
+    if (pipe_ends[0] < 0) return -1;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = on_signal;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    return sigaction(SIGPIPE, &action, NULL);
+}
+
 void paging_signals_restore(void) {
+    signal(SIGPIPE, SIG_DFL);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);

@@ -58,8 +58,9 @@ struct CheckCommand {
       --help                this text
 
     exit codes: 0 every check passed (or was skipped); 1 a check failed; 2 bad input (no such
-    file, not a plugin library, unknown plugin, bad arguments); 130, 143 or 129 stopped by SIGINT,
-    SIGTERM or SIGHUP (the check running is killed and the scratch folder removed)
+    file, not a plugin library, unknown plugin, bad arguments); 130, 143, 129 or 141 stopped by
+    SIGINT, SIGTERM, SIGHUP or SIGPIPE (the reader of the output went away, as with | head; the
+    check running is killed and the scratch folder removed)
     """
 
     var libraryPath: String?

@@ -3,9 +3,9 @@ import FoundationEssentials
 import Glibc
 import Paging
 
-/// Removes a scratch folder when the process is interrupted (SIGINT), asked to end (SIGTERM) or
-/// loses its terminal (SIGHUP), then exits with 128 + the signal's number (130, 143, 129), as a
-/// shell reports a process that signal ended. A `defer` alone never runs then: by default each
+/// Removes a scratch folder when the process is interrupted (SIGINT), asked to end (SIGTERM),
+/// loses its terminal (SIGHUP) or the reader of its output (SIGPIPE), then exits with 128 + the
+/// signal's number (130, 143, 129, 141), as a shell reports a process that signal ended. A `defer` alone never runs then: by default each
 /// signal ends the process
 /// where it stands, and the folder stays in the temporary directory.
 ///
@@ -21,9 +21,10 @@ final class InterruptCleanup: Sendable {
     ///   - command: names the command in the line said on standard error.
     ///   - before: runs first (stopping child processes that write into `folder`).
     init(removing folder: String, command: String, before: @escaping @Sendable () -> Void) {
+        // SIGPIPE too: `pager check … | head` left the folder.
         let signals = paging_signals_to_pipe()
-        guard signals >= 0 else {
-            Output.error("pager: \(command): cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno)))); "
+        guard signals >= 0, paging_signals_include_sigpipe() == 0 else {
+            Output.error("pager: \(command): cannot handle SIGINT, SIGTERM, SIGHUP and SIGPIPE (\(String(cString: strerror(errno)))); "
                          + "an interrupted run leaves \(folder)")
             return
         }
@@ -73,6 +74,7 @@ enum Signals {
         switch signal {
         case SIGINT: "SIGINT"
         case SIGHUP: "SIGHUP"
+        case SIGPIPE: "SIGPIPE"
         default: "SIGTERM"
         }
     }

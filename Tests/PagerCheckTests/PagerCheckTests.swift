@@ -371,6 +371,20 @@ struct PagerCheckTests {
         #expect(Self.processes(mentioning: scratchPath).isEmpty, "check processes \(checks) still run")
     }
 
+    /// `pager check … | head -1`: the reader goes away, and the check ends by SIGPIPE with its
+    /// scratch folder removed (it was left in the temporary directory).
+    @Test func aReaderGoingAway_removesTheScratchFolder() async throws {
+        let temporary = scratchFolder() + "/tmp"
+        try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
+        let library = try compile("Tests/Fixtures/plugins/pass_through.c")
+        // head ends after the first row; the rows of the checks after it come later.
+        let result = try await run("/bin/sh", ["-c", "'\(pager)' check '\(library)' --cycles 2 | head -1"],
+                                   environment: ["TMPDIR": temporary + "/"])
+        #expect(result.stdout.hasPrefix("PLUGIN"), "\(result.stdout)")
+        #expect(result.stderr.contains("pager: check: stopped by SIGPIPE"), "\(result.stderr)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: temporary).isEmpty, "left in the temporary directory")
+    }
+
     /// Waits (up to 60 s) until `condition` holds, looking again every 10 ms.
     func waitUntil(_ condition: () -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(60)

@@ -42,7 +42,12 @@ int paging_terminal_read(unsigned char *buffer, int capacity, int timeout_ms);
  * made. Call it once; a second call returns the same read end. */
 int paging_signals_to_pipe(void);
 
-/* Gives SIGINT, SIGTERM and SIGHUP their default action back. The pipe stays open. */
+/* SIGPIPE (the reader of standard output went away, as `| head` does) goes to the pipe too,
+ * after paging_signals_to_pipe; returns -1 when its handler cannot be set. For a command whose
+ * clean-up matters more than its output (a scratch folder to remove). */
+int paging_signals_include_sigpipe(void);
+
+/* Gives SIGINT, SIGTERM, SIGHUP and SIGPIPE their default action back. The pipe stays open. */
 void paging_signals_restore(void);
 
 #endif
