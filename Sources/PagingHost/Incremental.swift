@@ -208,9 +208,13 @@ public struct IncrementalError: Error, Sendable, CustomStringConvertible {
 extension IncrementalSettings {
     /// The value the state file keeps for this namespace (nil before the first run). A state
     /// file that cannot be read or understood is bad input, named in the error.
+    /// Its folder must be one a run can write the file in: found out before a run loads
+    /// anything, not after (it ended with every item loaded and exit 1).
     public func keptValue() throws(ManifestError) -> IncrementalValue? {
         do {
-            return try IncrementalStateFile(path: stateFile).values(namespace: namespace)[state]
+            let file = IncrementalStateFile(path: stateFile)
+            try file.checkWritable()
+            return try file.values(namespace: namespace)[state]
         } catch {
             throw ManifestError(file: stateFile, path: nil, message: error.message)
         }
@@ -254,6 +258,20 @@ public struct IncrementalStateFile: Sendable {
         })
         try write(Array((json.jsonText + "\n").utf8), to: target)
         return value
+    }
+
+    /// Whether the file can be written (and its lock file made): its folder must exist and be
+    /// writable by this process.
+    public func checkWritable() throws(IncrementalError) {
+        let target = try target()
+        let folder = target.lastIndex(of: "/").map { target[..<$0].isEmpty ? "/" : String(target[..<$0]) } ?? "."
+        var info = stat()
+        guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            throw failure("its folder \(folder) does not exist (a run keeps the state there)")
+        }
+        guard access(folder, W_OK) == 0 else {
+            throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
+        }
     }
 
     /// The file to write: `path`, or the file its symbolic links name (renamed over, a link

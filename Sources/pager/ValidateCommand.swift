@@ -8,7 +8,8 @@ struct ValidateCommand {
 
     Reads the manifest, finds, checks (sha256 pins, ABI version, kind, required extensions) and
     creates every plugin with its config, asks each plugin that offers a health check whether it
-    can serve now, then prints a summary. Nothing is fetched.
+    can serve now, reads the incremental state file (if the manifest loads incrementally) as a
+    run would, then prints a summary with the value kept. Nothing is fetched.
 
     options:
     \(LogOptions.help)
@@ -31,6 +32,8 @@ struct ValidateCommand {
     func run() throws -> Int32 {
         guard let manifestPath else { throw UsageError("validate: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
+        // The state file a run would read and write: one it could not is bad input now too.
+        let kept = try manifest.incremental.map { settings throws(ManifestError) in (settings, try settings.keptValue()) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         // Plugins that offer paging.health/1 say whether they can serve now (in their child
         // processes when isolated).
@@ -41,6 +44,10 @@ struct ValidateCommand {
             Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(describe(health))")
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
+        if let (settings, value) = kept {
+            Output.line("  incremental: {state.\(settings.state)} = \"\(value ?? settings.initial)\" "
+                        + (value == nil ? "(initial; nothing kept yet in \(settings.stateFile))" : "(kept in \(settings.stateFile))"))
+        }
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }
 

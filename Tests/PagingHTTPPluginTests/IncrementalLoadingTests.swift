@@ -112,6 +112,34 @@ struct IncrementalLoadingTests {
         #expect(wrongKind.stderr.contains("\(stateFile): events.since: expected a string or a number, got an array"), "\(wrongKind.stderr)")
     }
 
+    /// `pager validate` reads the state file as a run would: it shows the value kept, and one
+    /// that is not state, or a folder a run could not keep it in, is bad input (it said ok, and
+    /// a run then loaded every item before failing with exit 1).
+    @Test func validate_showsTheValueKept_andRefusesAStateFileARunCouldNotUse() async throws {
+        defer { cleanUp() }
+        let fresh = try await run(pagerCommand, ["validate", manifest])
+        #expect(fresh.code == 0 && fresh.stdout.contains(#"incremental: {state.since} = "" (initial; nothing kept yet in \#(stateFile))"#), "\(fresh.stdout)")
+        #expect(try await pagerRun().code == 0)
+        let kept = try await run(pagerCommand, ["validate", manifest])
+        #expect(kept.stdout.contains(#"incremental: {state.since} = "2024-01-01T00:00:12Z" (kept in \#(stateFile))"#), "\(kept.stdout)")
+
+        try "[1]".write(toFile: stateFile, atomically: true, encoding: .utf8)
+        let corrupt = try await run(pagerCommand, ["validate", manifest])
+        #expect(corrupt.code == 2 && corrupt.stderr.contains(stateFile), "\(corrupt.stderr)")
+
+        let elsewhere = folder + "/elsewhere.json"
+        try String(contentsOfFile: manifest, encoding: .utf8)
+            .replacingOccurrences(of: #""namespace": "events"}"#, with: #""namespace": "events", "state_file": "no/such/folder/s.state"}"#)
+            .write(toFile: elsewhere, atomically: true, encoding: .utf8)
+        let before = try await sinceAsked().count
+        for command in ["validate", "run"] {
+            let missing = try await run(pagerCommand, [command, elsewhere])
+            #expect(missing.code == 2, "\(command): \(missing.stderr)")
+            #expect(missing.stderr.contains("its folder \(folder)/no/such/folder does not exist"), "\(missing.stderr)")
+        }
+        #expect(try await sinceAsked().count == before, "nothing is fetched")
+    }
+
     @Test func otherNamespaces_inTheStateFile_areKept() async throws {
         defer { cleanUp() }
         try #"{"other": {"since": 42}}"#.write(toFile: stateFile, atomically: true, encoding: .utf8)
