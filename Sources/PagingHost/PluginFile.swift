@@ -84,12 +84,44 @@ final class PluginFile {
     }
 
     private static func checkELFHeader(_ fd: Int32, path: String) throws(PluginLoadError) {
-        var magic = [UInt8](repeating: 0, count: 4)
+        var header = [UInt8](repeating: 0, count: 20)
         var count: Int
-        repeat { count = pread(fd, &magic, 4, 0) } while count < 0 && errno == EINTR
+        repeat { count = pread(fd, &header, header.count, 0) } while count < 0 && errno == EINTR
         guard count >= 0 else { throw .unreadable(path: path, reason: String(cString: strerror(errno))) }
-        guard count == 4, magic == [0x7F, 0x45, 0x4C, 0x46] else {
+        guard count >= 4, header[0..<4] == [0x7F, 0x45, 0x4C, 0x46] else {
             throw .notASharedObject(path: path, reason: count < 4 ? "the file is too short" : "no ELF header")
+        }
+        // e_machine, for a 64-bit little-endian ELF file (dlopen says only "cannot open shared
+        // object file: No such file or directory" of a library for another processor).
+        guard count == 20, header[4] == 2, header[5] == 1 else { return }
+        let machine = UInt16(header[18]) | UInt16(header[19]) << 8
+        if let host = ELFMachine.host, machine != host {
+            throw .notASharedObject(path: path, reason: "built for \(ELFMachine.name(machine)), this host is \(ELFMachine.name(host))")
+        }
+    }
+}
+
+/// ELF's e_machine values of the processors a library may be built for.
+enum ELFMachine {
+    #if arch(x86_64)
+    static let host: UInt16? = 62
+    #elseif arch(arm64)
+    static let host: UInt16? = 183
+    #else
+    static let host: UInt16? = nil
+    #endif
+
+    static func name(_ machine: UInt16) -> String {
+        switch machine {
+        case 3: "x86 (32-bit)"
+        case 40: "ARM (32-bit)"
+        case 62: "x86-64"
+        case 183: "AArch64 (ARM 64-bit)"
+        case 243: "RISC-V"
+        case 21: "PowerPC 64"
+        case 22: "IBM S/390"
+        case 8: "MIPS"
+        default: "ELF machine \(machine)"
         }
     }
 }

@@ -36,6 +36,22 @@ struct PluginLoaderTests {
         }
     }
 
+    /// A library built for another processor is named as such (dlopen said "No such file or
+    /// directory" of a file that is there).
+    @Test func aLibraryForAnotherProcessor_saysWhichItIsFor() async throws {
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try fixturePlugin("pass_through"))))
+        let host = UInt16(bytes[18]) | UInt16(bytes[19]) << 8
+        let other: UInt16 = host == 183 ? 62 : 183
+        bytes[18] = UInt8(other & 0xFF)
+        bytes[19] = UInt8(other >> 8)
+        let path = scratchFolder() + "/libforeign.so"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let names: [UInt16: String] = [62: "x86-64", 183: "AArch64 (ARM 64-bit)"]
+        #expect(throws: PluginLoadError.notASharedObject(path: path, reason: "built for \(names[other]!), this host is \(names[host]!)")) {
+            try PluginLibrary.open(path: path)
+        }
+    }
+
     @Test func libraryWithoutTheEntrySymbol_isRefused() async throws {
         let path = try fixturePlugin("no_entry")
         #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
