@@ -101,7 +101,10 @@ package enum HostExtensions {
     /// `paging.invalidation/1`: a source says its data changed.
     private nonisolated(unsafe) static let invalidation = table(paging_ext_invalidation_host_t(
         invalidate: { host in
-            PluginInstance.with(host) { $0.invalidation.invalidate() }
+            PluginInstance.with(host) { instance in
+                guard !instance.isAfterDestroy("invalidate") else { return }
+                instance.invalidation.invalidate()
+            }
         }))
 
     /// `paging.fetch-items/1`: a page's items in one call, the fetch looked up once.
@@ -202,6 +205,7 @@ public enum PluginHealth: Sendable, Equatable {
 extension PluginInstance {
     /// A plugin's `counter_add` or `gauge_set`; a refusal is logged (once when over the limit).
     func publish(_ function: String, _ name: UnsafePointer<CChar>?, counter delta: Int64? = nil, gauge value: Double? = nil) -> paging_status_t {
+        guard !isAfterDestroy(function) else { return PAGING_ERR_INVALID_ARGUMENT }
         guard let name, let text = String(validatingCString: name) else {
             log(.error, "\(function): a NULL name or one that is not UTF-8; refused")
             return PAGING_ERR_INVALID_ARGUMENT

@@ -87,6 +87,7 @@ package final class PluginInstance: Sendable {
     /// as it should after a cancel: their completion is expected, not misuse. Bounded.
     let abandoned = Locked<[UInt64: PluginStatus]>([:])
     package let destroyed = Atomic<Bool>(false)
+    private let saidAfterDestroy = Atomic<Bool>(false)
     nonisolated(unsafe) package private(set) var table: UnsafeMutablePointer<paging_host_t>!
     /// This instance's number in its call handles (``CallHandle``), and the count of its calls.
     nonisolated(unsafe) private(set) var serial: UInt32 = 0
@@ -106,6 +107,19 @@ package final class PluginInstance: Sendable {
     func log(_ level: PluginLogLevel, _ message: String) {
         sink(level, label, message)
     }
+
+    /// Whether `function` is called once destroy() has returned: the call is then dropped, and
+    /// said once (the host table is the plugin's until destroy returns).
+    func isAfterDestroy(_ function: String) -> Bool {
+        guard destroyed.load(ordering: .acquiring) else { return false }
+        if !saidAfterDestroy.exchange(true, ordering: .relaxed) {
+            log(.error, "\(function) \(Self.afterDestroy): ignored (the host table is the plugin's until destroy returns)")
+        }
+        return true
+    }
+
+    /// How a call after destroy() is said (``isAfterDestroy(_:)``).
+    package static let afterDestroy = "called after destroy() returned"
 
     /// Runs `body` with the instance of `host`, or returns `nil` for a NULL table.
     ///
@@ -279,7 +293,10 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.struct_size = UInt32(MemoryLayout<paging_host_t>.size)
 
     table.log = { host, level, message in
-        PluginInstance.with(host) { instance in instance.log(PluginLogLevel(rawValue: level) ?? .info, string(message)) }
+        PluginInstance.with(host) { instance in
+            guard !instance.isAfterDestroy("log") else { return }
+            instance.log(PluginLogLevel(rawValue: level) ?? .info, string(message))
+        }
     }
 
     table.config_json = { config in PluginConfig.from(config, "config_json")?.jsonCString }

@@ -1,0 +1,104 @@
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -pthread -Wl,-z,nodelete -I Sources/CPaging/include Tests/Fixtures/plugins/late_log.c -o liblate_log.so */
+/*
+ * Misbehaving fixture: source "late-log" answers each fetch at once (one item, the key as a JSON
+ * string, both END flags; refresh key "0"), and is otherwise well behaved, but a thread it
+ * starts at create waits for destroy() and, once it has returned, calls host->log: a call
+ * outside the lifetime host.h gives the host table, and nothing else.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "paging/paging.h"
+
+/* Shared by the instance and its thread; the thread frees it. */
+typedef struct shared {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int destroyed;
+    const paging_host_t *host;
+} shared;
+
+typedef struct late { paging_source_t base; shared *shared; } late;
+
+static void *ll_watch(void *arg)
+{
+    shared *s = (shared *)arg;
+    pthread_mutex_lock(&s->lock);
+    while (!s->destroyed) pthread_cond_wait(&s->changed, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    s->host->log(s->host, PAGING_LOG_INFO, "late-log: after destroy");
+    pthread_cond_destroy(&s->changed);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return NULL;
+}
+
+static paging_status_t ll_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    late *l = (late *)self;
+    paging_bytes_t key = { (const uint8_t *)"0", 1 };
+    return l->shared->host->keys_set(out, PAGING_KEY_CURRENT, &key);
+}
+
+static paging_status_t ll_key_chain(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out)
+{
+    (void)self; (void)key; (void)out;
+    return PAGING_OK;
+}
+
+static paging_status_t ll_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    const paging_host_t *h = ((late *)self)->shared->host;
+    paging_bytes_t item = { (const uint8_t *)"\"0\"", 3 };
+    (void)request;
+    h->fetch_add_item(h, id, item);
+    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    return h->fetch_complete(h, id);
+}
+
+static void ll_cancel(paging_source_t *self, uint64_t id) { (void)self; (void)id; }
+
+static void ll_destroy(paging_source_t *self)
+{
+    late *l = (late *)self;
+    shared *s = l->shared;
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = 1;
+    pthread_cond_signal(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+    free(l);
+}
+
+static paging_source_t *ll_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+{
+    late *l = (late *)calloc(1, sizeof *l);
+    shared *s = (shared *)calloc(1, sizeof *s);
+    pthread_t thread;
+    (void)id;
+    if (l == NULL || s == NULL) { free(l); free(s); host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    s->host = host;
+    l->shared = s;
+    l->base.struct_size = sizeof l->base;
+    l->base.refresh_key = ll_refresh_key;
+    l->base.key_chain = ll_key_chain;
+    l->base.fetch = ll_fetch;
+    l->base.cancel = ll_cancel;
+    l->base.destroy = ll_destroy;
+    if (pthread_create(&thread, NULL, ll_watch, s) != 0) { free(l); free(s); host->config_fail(config, PAGING_ERR_INTERNAL, "no thread"); return NULL; }
+    pthread_detach(thread);
+    return &l->base;
+}
+
+static const paging_plugin_descriptor_t ll_descriptor = {
+    PAGING_DESCRIPTOR_HEAD, "late-log", "Late log (fixture)", "1.0.0", "Logs after destroy.", PAGING_PLUGIN_SOURCE, 0, NULL
+};
+
+static uint32_t ll_count(void) { return 1; }
+static const paging_plugin_descriptor_t *ll_describe(uint32_t index) { return index == 0 ? &ll_descriptor : NULL; }
+
+static const paging_plugin_entry_t ll_entry = { PAGING_ENTRY_HEAD, ll_count, ll_describe, ll_create, NULL, NULL, NULL };
+
+PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &ll_entry; }
