@@ -25,6 +25,9 @@ extension Conformance {
             return .object([("level", .string("debug")), ("label", .string("check"))])
         case "cache":
             return .object([("ttl_seconds", .int(60)), ("max_entries", .int(100))])
+        case "rate-limit":
+            // Fast enough that the checks' hundreds of intercepts wait only now and then.
+            return .object([("per_second", .int(20_000)), ("burst", .int(100))])
         case "c-counter":
             return .object([("label", .string("check"))])
         default:
