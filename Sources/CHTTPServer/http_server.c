@@ -353,6 +353,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
                                       MHD_OPTION_CONNECTION_LIMIT, limits.connections,
+                                      MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits.connections_per_address,
                                       MHD_OPTION_CONNECTION_TIMEOUT, limits.idle_timeout_seconds,
                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes,
                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,

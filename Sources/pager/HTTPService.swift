@@ -27,6 +27,9 @@ final class HTTPService: @unchecked Sendable {
     struct Limits {
         /// Open connections at most.
         var connections: UInt32 = 1_024
+        /// Open connections from one address at most (0: no limit): a client holding half-open
+        /// connections took all 1,024, and every other client waited for the header timeout.
+        var connectionsPerAddress: UInt32 = 256
         /// A connection silent this long is closed: a client that sends a byte a minute holds
         /// no more than a connection, and not for long.
         var idleTimeoutSeconds: UInt32 = 15
@@ -45,7 +48,8 @@ final class HTTPService: @unchecked Sendable {
     init(address: String, port: UInt16, limits: Limits, handler: @escaping @Sendable (HTTPRequest) async -> HTTPAnswer) throws {
         self.handler = handler
         var error = [CChar](repeating: 0, count: 256)
-        let cLimits = paging_http_limits(connections: limits.connections, idle_timeout_seconds: limits.idleTimeoutSeconds,
+        let cLimits = paging_http_limits(connections: limits.connections, connections_per_address: limits.connectionsPerAddress,
+                                         idle_timeout_seconds: limits.idleTimeoutSeconds,
                                          request_bytes: limits.requestBytes, header_timeout_ms: limits.headerTimeoutMilliseconds)
         // The server outlives no request of its own: `stop()` ends it before this object goes.
         let context = Unmanaged.passUnretained(self).toOpaque()

@@ -30,6 +30,9 @@ struct ServeCommand {
                                 timeout_ms, times its retries + 1)
       --header-timeout-ms N     a request's line and headers must arrive within this, however
                                 steadily they trickle in (default 10000), or the connection closes
+      --max-connections-per-address N
+                                open connections from one client address at most (default 256
+                                of the 1024 in all; 0: no limit, as behind a load balancer)
       --secret-file PATH        the cursors' secret
       --isolate-all             run every plugin in a child process of its own
     \(LogOptions.help)
@@ -62,6 +65,7 @@ struct ServeCommand {
             case "--max-requests": options.maxRequests = try arguments.count(for: argument, in: 1...100_000)
             case "--request-timeout-ms": options.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
             case "--header-timeout-ms": options.limits.headerTimeoutMilliseconds = UInt32(try arguments.count(for: argument, in: 1...86_400_000))
+            case "--max-connections-per-address": options.limits.connectionsPerAddress = UInt32(try arguments.count(for: argument, in: 0...1_024))
             case "--secret-file": options.secretFile = try arguments.value(for: argument)
             case "--isolate-all": options.isolateAll = true
             default: return false

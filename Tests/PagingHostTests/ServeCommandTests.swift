@@ -275,6 +275,20 @@ struct ServeCommandTests {
         #expect(try numbers(try #require(other.answer())) == Array(0..<20))
     }
 
+    /// One client address holds at most --max-connections-per-address connections: one that
+    /// holds them half-open locks no other client out (1,024 took every connection, and every
+    /// client waited for the header timeout).
+    @Test(.timeLimit(.minutes(2)))
+    func oneAddress_cannotTakeEveryConnection() throws {
+        let server = try ServeProcess([try manifest(), "--max-connections-per-address", "3"], environment: Self.secret)
+        let held = try (0..<3).map { _ in try connectLoopback(port: server.port) }
+        defer { held.forEach { close($0) } }
+        for fd in held { _ = "GET /pa".withCString { send(fd, $0, 7, Int32(MSG_NOSIGNAL)) } }
+        // The same address gets no more (the connection is closed unanswered); another one is served.
+        #expect(throws: (any Error).self) { _ = try httpGet(port: server.port, "/healthz", timeout: .seconds(5)) }
+        #expect(try httpGet(port: server.port, "/healthz", from: "127.0.0.2").status == 200)
+    }
+
     /// Every cursor given out is taken back: parameters too long to travel in cursors are
     /// refused up front, a key that fits goes (one of 6.5 KB made a cursor this server refused,
     /// every page after the first out of reach), and a key too long for any cursor fails the

@@ -162,8 +162,9 @@ public struct HTTPReply: Sendable {
 
 /// A one-request HTTP/1.1 client over a plain socket (`Connection: close`), for tests of servers
 /// on loopback; `request` replaces the whole request when given (a malformed one, say).
-public func httpGet(port: UInt16, _ target: String, request: String? = nil, timeout: Duration = .seconds(60)) throws -> HTTPReply {
-    let fd = try connectLoopback(port: port)
+public func httpGet(port: UInt16, _ target: String, request: String? = nil, timeout: Duration = .seconds(60),
+                    from source: String = "127.0.0.1") throws -> HTTPReply {
+    let fd = try connectLoopback(port: port, from: source)
     defer { close(fd) }
     var seconds = timeval(tv_sec: Int(timeout.components.seconds), tv_usec: 0)
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &seconds, socklen_t(MemoryLayout<timeval>.size))
@@ -191,8 +192,15 @@ public func httpGet(port: UInt16, _ target: String, request: String? = nil, time
 }
 
 /// A TCP connection to 127.0.0.1:`port`.
-public func connectLoopback(port: UInt16) throws -> Int32 {
+public func connectLoopback(port: UInt16, from source: String = "127.0.0.1") throws -> Int32 {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    // Another loopback address (127.0.0.2) is another client to the server.
+    var local = sockaddr_in()
+    local.sin_family = sa_family_t(AF_INET)
+    local.sin_addr.s_addr = inet_addr(source)
+    _ = withUnsafePointer(to: &local) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_port = port.bigEndian

@@ -18,6 +18,8 @@ typedef void (*paging_http_handler)(void *context, paging_http_exchange *exchang
 
 typedef struct paging_http_limits {
     unsigned connections;          /* open connections at most; more are refused */
+    unsigned connections_per_address; /* open connections from one address at most (0: no
+                                    * limit): one client cannot take every connection */
     unsigned idle_timeout_seconds; /* a connection silent this long is closed (a slow client) */
     size_t request_bytes;          /* a request's line and headers at most (larger: 4xx) */
     unsigned header_timeout_ms;    /* a request's line and headers must arrive within this, from
