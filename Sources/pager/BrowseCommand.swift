@@ -263,10 +263,20 @@ private struct Screen {
         return parts.joined(separator: " · ")
     }
 
-    /// Cuts or pads a line to the screen's width (by characters).
+    /// Cuts or pads a line to the screen's width (by characters). Control characters (C0,
+    /// DEL, and C1, which some terminals read as ESC [: U+009B) never reach the terminal: an
+    /// item's text could otherwise move the cursor, clear the screen or retitle the window.
     private func fit(_ text: String) -> String {
-        let clean = text.map { $0.isNewline || $0 == "\t" ? " " : $0 }
-        return clean.count > columns ? String(clean.prefix(max(0, columns - 1))) + "…" : String(clean)
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            if scalar.properties.generalCategory != .control {
+                scalars.append(scalar)
+            } else {
+                scalars.append(scalar == "\t" || scalar == "\n" || scalar == "\r" ? " " : "\u{FFFD}")
+            }
+        }
+        let clean = String(scalars)
+        return clean.count > columns ? String(clean.prefix(max(0, columns - 1))) + "…" : clean
     }
 
     /// One line for an item: a repository's name, stars and description when it looks like

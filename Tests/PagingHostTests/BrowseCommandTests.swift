@@ -35,6 +35,22 @@ struct BrowseCommandTests {
         #expect(enter != nil && leave != nil && enter!.lowerBound < leave!.lowerBound, "the terminal is restored on exit")
     }
 
+    /// An item's control characters never reach the terminal, escaped in its JSON (a name
+    /// shown decoded) or raw (C1's U+009B is CSI to some terminals): each is drawn as U+FFFD.
+    @Test func controlCharactersOfItems_neverReachTheTerminal() async throws {
+        let folder = scratchFolder()
+        try #"{"name": "A\u001b[2JB"}"# .appending("\n{\"s\": \"C\u{9B}2JD\"}\n")
+            .write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let terminal = try Terminal("\(pager) browse \(folder)/m.json")
+        #expect(await terminal.waitForScreen { $0.contains("A\u{FFFD}[2JB") && $0.contains("C\u{FFFD}2JD") }, "\(terminal.screen)")
+        terminal.type("q")
+        let (code, screen) = await terminal.exit()
+        #expect(code == 0)
+        #expect(!screen.contains("\u{1B}[2J") && !screen.contains("\u{9B}"), "\(screen)")
+    }
+
     @Test func withMaxSize_theCursorStaysOnItsItem_asPagesAreDropped() async throws {
         let terminal = try Terminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))")
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
