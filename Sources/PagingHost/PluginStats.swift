@@ -76,6 +76,8 @@ public final class PluginStats: Sendable {
             return "a name of \(name.utf8.count) bytes (1 to \(Self.maxNameBytes) expected)"
         }
         if let value, !value.isFinite { return "'\(name)': the value is not a finite number" }
+        // A counter only goes up (Prometheus reads a fall as a restart).
+        if let delta, delta < 0 { return "'\(name)': a counter only goes up; the delta \(delta) is refused" }
         return published.withLock { published -> String? in
             let known = published.counters[name] != nil || published.gauges[name] != nil
             if !known && published.counters.count + published.gauges.count >= Self.maxNames {
@@ -83,7 +85,10 @@ public final class PluginStats: Sendable {
                 defer { published.refused = true }
                 return published.refused ? "" : "more than \(Self.maxNames) names; '\(name)' and later ones are ignored"
             }
-            if let delta { published.counters[name, default: 0] &+= delta }
+            if let delta {
+                let (sum, overflow) = published.counters[name, default: 0].addingReportingOverflow(delta)
+                published.counters[name] = overflow ? Int64.max : sum
+            }
             if let value { published.gauges[name] = value }
             return nil
         }

@@ -62,6 +62,8 @@ struct StatsTests {
         #expect(bad.code == 2 && bad.stderr.contains("--stats: unknown format 'xml' (expected text or json)"))
     }
 
+    /// And a counter never goes down: a negative delta is refused, and one at INT64_MAX stays
+    /// there (they wrapped and went negative, which Prometheus reads as a restart).
     @Test func publishing_tooLongANameOrTooManyNames_isRefused_theFirstOverflowSaidOnce() async throws {
         let log = LogRecorder()
         let listener = try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
@@ -72,7 +74,8 @@ struct StatsTests {
             _ = try await pager.load(pager.request(.append, key: PluginKey(key), params: params(pageSize: 10)))
         }
         #expect(listener.stats.counters.count + listener.stats.gauges.count == 64)
-        #expect(listener.stats.counters["c0"] == 2 && listener.stats.counters["c69"] == nil)
+        #expect(listener.stats.counters["c0"] == Int64.max && listener.stats.counters["c1"] == 2 && listener.stats.counters["c69"] == nil)
+        #expect(log.count(containing: "counter_add: 'c1': a counter only goes up; the delta -1 is refused") == 2, "\(log.messages)")
         #expect(log.count(containing: "counter_add: more than 64 names; 'c62' and later ones are ignored") == 1, "\(log.messages)")
         #expect(log.count(containing: "counter_add: a name of 65 bytes (1 to 64 expected)") == 2)
         #expect(log.count(containing: "gauge_set: 'page_size': the value is not a finite number") == 2)

@@ -25,8 +25,8 @@
  *                  appears and logs "late resume: <status>" (the instance may be destroyed by then)
  *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
  *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
- *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, and sets the gauge
- *     "page_size" to NaN.
+ *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, INT64_MAX more to
+ *     "c0" and -1 to "c1", and sets the gauge "page_size" to NaN.
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
@@ -271,6 +271,8 @@ static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *r
         memset(name, 'x', 65);
         name[65] = 0;
         metrics->counter_add(p->host, name, 1);
+        metrics->counter_add(p->host, "c0", INT64_MAX);
+        metrics->counter_add(p->host, "c1", -1);
         metrics->gauge_set(p->host, "page_size", 0.0 / 0.0);
     }
     return PAGING_INTERCEPT_PROCEED;

@@ -205,7 +205,9 @@ typedef struct paging_ext_retry_hint_host {
 #define PAGING_EXT_METRICS "paging.metrics/1"
 
 typedef struct paging_ext_metrics_host {
-    /* Adds `delta` to the counter `name` (NUL-terminated; created at 0). [any-thread] */
+    /* Adds `delta` (>= 0: a counter only goes up; a negative one is refused with
+     * PAGING_ERR_INVALID_ARGUMENT) to the counter `name` (NUL-terminated; created at 0; it stays
+     * at INT64_MAX once there). [any-thread] */
     paging_status_t (*counter_add)(const paging_host_t *host, const char *name, int64_t delta);
     /* Sets the gauge `name` (NUL-terminated) to `value`. [any-thread] */
     paging_status_t (*gauge_set)(const paging_host_t *host, const char *name, double value);
