@@ -141,7 +141,7 @@ public struct Manifest: Sendable {
     /// The bytes of a manifest (or, as `kind`, another file: "state file"), at most 16 MiB. A
     /// FIFO is read as it is written (`pager run <(...)`) and one without a writer reads as
     /// empty, never waited on; `regularOnly` refuses anything but a regular file.
-    static func readFile(_ path: String, kind: String = "manifest", regularOnly: Bool = false) throws(ManifestError) -> [UInt8] {
+    public static func readFile(_ path: String, kind: String = "manifest", regularOnly: Bool = false) throws(ManifestError) -> [UInt8] {
         func failure(_ message: String) -> ManifestError { ManifestError(file: path, path: nil, message: message) }
         let file = kind == "manifest" ? "manifest file" : kind
         // Opened without blocking: opening a FIFO waits for a writer otherwise.
@@ -156,7 +156,8 @@ public struct Manifest: Sendable {
             throw failure("is \(type == S_IFIFO ? "a FIFO" : type == S_IFSOCK ? "a socket" : "a device"), expected a regular \(file)")
         }
         guard info.st_size <= 16 << 20 else { throw failure("is \(info.st_size) bytes; a \(kind) is at most 16 MiB") }
-        // A FIFO's reads then wait for its writer (one with no writer left reads as its end).
+        // A FIFO's reads then wait for its writer (one with no writer left reads as its end;
+        // so does one no writer has opened yet, which is said: it is never waited for).
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65_536)
@@ -166,7 +167,10 @@ public struct Manifest: Sendable {
                 if errno == EINTR { continue }
                 throw failure(String(cString: strerror(errno)))
             }
-            if count == 0 { return bytes }
+            if count == 0 {
+                if bytes.isEmpty, type == S_IFIFO { throw failure("is a FIFO that nothing wrote to (a writer must be there first)") }
+                return bytes
+            }
             bytes.append(contentsOf: buffer[..<count])
             if bytes.count > 16 << 20 { throw failure("is larger than 16 MiB; a \(kind) is at most 16 MiB") }
         }

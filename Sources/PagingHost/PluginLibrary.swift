@@ -134,7 +134,7 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
         case .checksumMismatch(let path, let expected, let actual):
             "\(path): sha256 is \(actual), the manifest pins \(expected)"
         case .pluginNotFound(let name, let searched):
-            "plugin '\(name)': lib\(name).so not found in \(searched.joined(separator: ", "))"
+            "plugin '\(name)': \(name.hasSuffix(".so") ? name : "lib\(name).so") not found in \(searched.joined(separator: ", "))"
         }
     }
 }

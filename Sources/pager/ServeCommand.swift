@@ -113,8 +113,13 @@ struct ServeCommand {
         let text: String
         let origin: String
         if let file {
-            guard let data = FileManager.default.contents(atPath: file) else { throw UsageError("serve: --secret-file \(file): cannot be read") }
-            text = String(decoding: data, as: UTF8.self).trimmingWhitespace
+            let bytes: [UInt8]
+            do {
+                bytes = try Manifest.readFile(file, kind: "secret file")
+            } catch {
+                throw UsageError("serve: --secret-file \(file): \(error.message)")
+            }
+            text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace
             origin = "--secret-file \(file)"
         } else if let value = ProcessInfo.processInfo.environment["PAGER_SERVE_SECRET"] {
             text = value

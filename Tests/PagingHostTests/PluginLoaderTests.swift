@@ -172,5 +172,8 @@ struct PluginLoaderTests {
         #expect(throws: PluginLoadError.pluginNotFound(name: "absent", searched: ["/nonexistent", productsFolder])) {
             try searchPath.resolve("absent", relativeTo: "/tmp")
         }
+        // The file searched for, as named ("liblibx.so.so not found" said a name ending in .so).
+        #expect(PluginLoadError.pluginNotFound(name: "absent", searched: ["/a"]).description == "plugin 'absent': libabsent.so not found in /a")
+        #expect(PluginLoadError.pluginNotFound(name: "libx.so", searched: ["/a"]).description == "plugin 'libx.so': libx.so not found in /a")
     }
 }

@@ -332,5 +332,10 @@ struct ServeCommandTests {
         #expect(address.code == 2 && address.stderr.contains("'localhost' is not an IPv4 or IPv6 address"), "\(address.stderr)")
         let short = try await run(pagerCommand, ["serve", manifest], environment: ["PAGER_SERVE_SECRET": "short"])
         #expect(short.code == 2 && short.stderr.contains("PAGER_SERVE_SECRET: the secret must be at least 16 bytes, got 5"), "\(short.stderr)")
+        // A secret file that cannot be read says why (it said only "cannot be read").
+        for (file, reason) in [("/nonexistent/secret", "No such file or directory"), ("/tmp", "is a folder, expected a secret file")] {
+            let unread = try await run(pagerCommand, ["serve", manifest, "--secret-file", file])
+            #expect(unread.code == 2 && unread.stderr.contains("--secret-file \(file): \(reason)"), "\(unread.stderr)")
+        }
     }
 }
