@@ -82,7 +82,10 @@ enum Output {
     static func pluginLog(minimum: PluginLogLevel) -> PluginLogSink {
         { level, plugin, message in
             guard level >= minimum else { return }
-            error("[\(level)] \(OneLine.escape(id(plugin), limit: nameLimit)): \(OneLine.escape(message, limit: messageLimit))")
+            let name = id(plugin)
+            // A message that names its plugin itself (as a create error must) is not named twice.
+            let text = message.hasPrefix(name + ": ") ? message.dropFirst(name.count + 2) : message[...]
+            error("[\(level)] \(OneLine.escape(name, limit: nameLimit)): \(OneLine.escape(String(text), limit: messageLimit))")
         }
     }
 

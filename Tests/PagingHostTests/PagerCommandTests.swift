@@ -43,6 +43,19 @@ struct PagerCommandTests {
     /// pager links FoundationEssentials only; a Swift plugin that links Foundation (the example
     /// delay, answering from a Dispatch timer) once left the run waiting for ever after its
     /// summary, to resume on a main queue no one served any more.
+    /// A plugin's log line that names the plugin itself is not prefixed with its name again
+    /// ("[error] jsonlines: jsonlines: the host refused ...").
+    @Test func aPluginsLogLine_namesItOnce() async throws {
+        let folder = scratchFolder()
+        try "{\"n\":1}\nnot json\n".write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json"])
+        #expect(result.code == 1)
+        #expect(result.stderr.contains("] jsonlines: the host refused the page"), "\(result.stderr)")
+        #expect(!result.stderr.contains("jsonlines: jsonlines:"), "\(result.stderr)")
+    }
+
     @Test func aPluginThatBringsFoundationIn_doesNotStallTheRun() async throws {
         let delay = #"[{"plugin": "example-plugins", "id": "delay", "config": {"delay_ms": 5}}]"#
         let result = try await run(pager, ["run", try manifest(items: 5, pageSize: 5, interceptors: delay)], deadline: .seconds(60))
