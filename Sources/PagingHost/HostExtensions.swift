@@ -21,14 +21,14 @@ package enum HostExtensions {
         },
         set_prev_key: { out, key in
             TransformOut.update(out, "set_prev_key") { out in
-                guard let key = copyKey(key) else { return "a key with NULL data" }
+                guard let key = copyKey(key) else { return keyRefusal(key) }
                 out.page.prevKey = key
                 return nil
             }
         },
         set_next_key: { out, key in
             TransformOut.update(out, "set_next_key") { out in
-                guard let key = copyKey(key) else { return "a key with NULL data" }
+                guard let key = copyKey(key) else { return keyRefusal(key) }
                 out.page.nextKey = key
                 return nil
             }

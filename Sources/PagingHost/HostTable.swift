@@ -224,10 +224,22 @@ func copyBytes(_ bytes: paging_bytes_t) -> [UInt8]? {
     return Array(UnsafeBufferPointer(start: data, count: Int(bytes.len)))
 }
 
-/// Copies an optional borrowed key: `.cleared` for NULL, `nil` for invalid bytes.
+/// The longest key the host takes: a cursor or a URL, not a page (a plugin's 200 MB key cost
+/// the host a gigabyte as it was copied along).
+let maxKeyBytes = 1 << 20
+
+/// Copies an optional borrowed key: `.cleared` for NULL, `nil` for invalid bytes or a key
+/// longer than ``maxKeyBytes`` (``keyRefusal(_:)`` says which).
 func copyKey(_ key: UnsafePointer<paging_bytes_t>?) -> KeyOverride? {
     guard let key else { return .cleared }
+    guard key.pointee.len <= maxKeyBytes else { return nil }
     return copyBytes(key.pointee).map { .key(PluginKey(bytes: $0)) }
+}
+
+/// Why ``copyKey(_:)`` refused `key`.
+func keyRefusal(_ key: UnsafePointer<paging_bytes_t>?) -> String {
+    guard let length = key?.pointee.len, length > maxKeyBytes else { return "a key with NULL data" }
+    return "a key of \(length) bytes (at most \(maxKeyBytes))"
 }
 
 func string(_ message: UnsafePointer<CChar>?) -> String {
@@ -343,14 +355,14 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.out_set_prev_key = { out, key in
         InterceptOut.update(out, "out_set_prev_key") { out in
-            guard let key = copyKey(key) else { return "a key with NULL data" }
+            guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.prevKey = key
             return nil
         }
     }
     table.out_set_next_key = { out, key in
         InterceptOut.update(out, "out_set_next_key") { out in
-            guard let key = copyKey(key) else { return "a key with NULL data" }
+            guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.nextKey = key
             return nil
         }
@@ -371,7 +383,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.keys_set = { out, slot, key in
         KeysOut.update(out, "keys_set") { out in
             guard slot <= PAGING_KEY_NEXT else { return "unknown slot \(slot)" }
-            guard let key = copyKey(key) else { return "a key with NULL data" }
+            guard let key = copyKey(key) else { return keyRefusal(key) }
             out.keys[Int(slot)] = key
             return nil
         }
@@ -385,7 +397,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.fetch_set_prev_key = { host, id, key in
         PluginInstance.with(host) { instance in
             instance.updateFetch(id, "fetch_set_prev_key") { fetch in
-                guard let key = copyKey(key) else { return "a key with NULL data" }
+                guard let key = copyKey(key) else { return keyRefusal(key) }
                 fetch.builder.prevKey = key
                 return nil
             }
@@ -394,7 +406,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.fetch_set_next_key = { host, id, key in
         PluginInstance.with(host) { instance in
             instance.updateFetch(id, "fetch_set_next_key") { fetch in
-                guard let key = copyKey(key) else { return "a key with NULL data" }
+                guard let key = copyKey(key) else { return keyRefusal(key) }
                 fetch.builder.nextKey = key
                 return nil
             }

@@ -165,10 +165,22 @@ struct InterceptorExtensionTests {
         #expect(await log.waitFor("deferred "))
         deferring.destroy()
         await #expect(throws: PluginError.self) { try await task.value }
-        // Only now does the plugin's thread resume.
+        // Only now does the plugin's thread resume (its log line, past destroy, is dropped).
         _ = FileManager.default.createFile(atPath: resume, contents: nil)
-        #expect(await log.waitFor("late resume: 1"), "\(log.messages)") // PAGING_ERR_CANCELLED
+        #expect(await eventually { (try? String(contentsOfFile: resume + ".status", encoding: .utf8)) == "1" }) // PAGING_ERR_CANCELLED
+        #expect(await log.waitFor("log called after destroy() returned: ignored"), "\(log.messages)")
         #expect(!log.contains("resume for unknown or finished"))
+    }
+
+    /// A key longer than 1 MiB is refused, naming its length: a source's 200 MB key cost the
+    /// host a gigabyte as it was copied along. One just under goes.
+    @Test func aKeyOverAMebibyte_isRefused() async throws {
+        let fits = try offsets([("key_padding", .int(1_000_000))])
+        let page = try await load([], source: fits)
+        #expect(page.nextKey?.bytes.count == 1_000_002)
+        let source = try offsets([("key_padding", .int(1_100_000))])
+        let error = await #expect(throws: PluginError.self) { try await load([], source: source) }
+        #expect(error?.message.contains("a key of 1100002 bytes (at most 1048576)") == true, "\(String(describing: error))")
     }
 
     // MARK: paging.load-outcome/1

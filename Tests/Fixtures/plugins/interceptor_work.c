@@ -22,7 +22,8 @@
  *     "sync"       defers, then answers PROCEED from intercept() itself
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
  *     "late"       defers (logging "deferred <id>"); a thread resumes once the file "resume_file"
- *                  appears and logs "late resume: <status>" (the instance may be destroyed by then)
+ *                  appears, writes the resume's status to "<resume_file>.status" and logs "late
+ *                  resume: <status>" (the instance may be destroyed by then: the host drops the line)
  *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
  *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
  *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, INT64_MAX more to
@@ -36,7 +37,8 @@
  *     TRANSIENT with fetch_retry_after(retry_after_ms). With "invalidate_file", a thread looks
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
- *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys).
+ *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys),
+ *     and fetch sets its page's next key so too.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -160,10 +162,17 @@ static void wk_sleep_ms(long milliseconds)
 static void *wk_resume_late(void *argument)
 {
     wk_resumption *r = (wk_resumption *)argument;
-    char line[64];
+    char line[600];
+    FILE *out;
     paging_status_t status;
     while (remove(r->resume_file) != 0) wk_sleep_ms(5);
     status = r->async_host->resume(r->host, r->id, wk_answer_proceed, NULL);
+    snprintf(line, sizeof line, "%s.status", r->resume_file);
+    out = fopen(line, "w");
+    if (out != NULL) {
+        fprintf(out, "%u", (unsigned)status);
+        fclose(out);
+    }
     snprintf(line, sizeof line, "late resume: %u", (unsigned)status);
     r->host->log(r->host, PAGING_LOG_INFO, line);
     free(r);
@@ -316,19 +325,27 @@ static paging_status_t wk_refresh_key(paging_source_t *self, paging_keys_out_t *
     return p->host->keys_set(out, PAGING_KEY_CURRENT, &zero);
 }
 
-/* Sets key `which` to `offset` (padded with key_padding letters). */
-static void wk_set_key(const work_plugin *p, paging_keys_out_t *out, uint32_t which, unsigned long offset)
+/* The key of `offset` (padded with key_padding letters), to free; NULL when out of memory. */
+static char *wk_key_text(const work_plugin *p, unsigned long offset)
 {
     char *text = (char *)malloc(32 + (size_t)p->key_padding);
-    paging_bytes_t b;
     int n;
-    if (text == NULL) return;
+    if (text == NULL) return NULL;
     n = snprintf(text, 32, "%lu", offset);
     if (p->key_padding > 0) {
         text[n] = '-';
         memset(text + n + 1, 'k', (size_t)p->key_padding);
         text[n + 1 + p->key_padding] = 0;
     }
+    return text;
+}
+
+/* Sets key `which` to the key of `offset`. */
+static void wk_set_key(const work_plugin *p, paging_keys_out_t *out, uint32_t which, unsigned long offset)
+{
+    char *text = wk_key_text(p, offset);
+    paging_bytes_t b;
+    if (text == NULL) return;
     b = wk_text(text);
     p->host->keys_set(out, which, &b);
     free(text);
@@ -400,6 +417,15 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
         snprintf(item, sizeof item, "{\"n\":%lu%s}", i, tag);
         h->fetch_add_item(h, id, wk_text(item));
     }
+    if (p->key_padding > 0 && offset + request->page_size < (unsigned long)p->count) {
+        char *text = wk_key_text(p, offset + request->page_size);
+        paging_bytes_t next;
+        if (text != NULL) {
+            next = wk_text(text);
+            h->fetch_set_next_key(h, id, &next);
+            free(text);
+        }
+    }
     h->fetch_complete(h, id);
     return PAGING_OK;
 }
@@ -448,7 +474,7 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     snprintf(p->mode, sizeof p->mode, "%s", mode != NULL ? mode : "");
     p->count = (long)host->config_int(config, "count", 100);
     p->key_padding = (long)host->config_int(config, "key_padding", 0);
-    if (p->key_padding < 0 || p->key_padding > 1000000) p->key_padding = 0;
+    if (p->key_padding < 0 || p->key_padding > 100000000) p->key_padding = 0;
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
     mode = host->config_string(config, "resume_file");
