@@ -50,8 +50,11 @@ struct FetchTarget: Sendable {
         url = text
         // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
         chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key
-        let bodyKey = config.pagination.keysAreURLs ? "" : config.isTrusted(text) ? config.revealed(key) : key
-        body = config.bodyTemplate?.render(key: bodyKey, pageSize: pageSize, offset: offset, params: request.params)
+        body = config.bodyTemplate.map { template in
+            // The body goes where the URL does: its key's references filled in for a trusted host.
+            let bodyKey = config.pagination.keysAreURLs ? "" : config.isTrusted(text) ? config.revealed(key) : key
+            return template.render(key: bodyKey, pageSize: pageSize, offset: offset, params: request.params)
+        }
     }
 
     /// The `{offset}` of a page or offset key, refusing a key from outside (a store, a caller)

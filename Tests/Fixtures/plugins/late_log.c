@@ -2,12 +2,14 @@
 /*
  * Misbehaving fixture: source "late-log" answers each fetch at once (one item, the key as a JSON
  * string, both END flags; refresh key "0"), and is otherwise well behaved, but a thread it
- * starts at create waits for destroy() and, once it has returned, calls host->log: a call
- * outside the lifetime host.h gives the host table, and nothing else.
+ * starts at create waits for destroy() to begin, then calls host->log every 5 ms, 40 times:
+ * once destroy() has returned, those are calls outside the lifetime host.h gives the host
+ * table, and nothing else.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "paging/paging.h"
 
@@ -27,7 +29,11 @@ static void *ll_watch(void *arg)
     pthread_mutex_lock(&s->lock);
     while (!s->destroyed) pthread_cond_wait(&s->changed, &s->lock);
     pthread_mutex_unlock(&s->lock);
-    s->host->log(s->host, PAGING_LOG_INFO, "late-log: after destroy");
+    for (int i = 0; i < 40; i++) {
+        struct timespec pause = { 0, 5000000 };
+        s->host->log(s->host, PAGING_LOG_INFO, "late-log: after destroy");
+        nanosleep(&pause, NULL);
+    }
     pthread_cond_destroy(&s->changed);
     pthread_mutex_destroy(&s->lock);
     free(s);
