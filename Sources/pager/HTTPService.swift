@@ -97,8 +97,16 @@ final class HTTPService: @unchecked Sendable {
             }
             query.append((name, value ?? nil))
         }
-        let request = HTTPRequest(path: String(cString: paging_http_path(pointer)), query: query)
+        let request = HTTPRequest(path: Self.originForm(String(cString: paging_http_path(pointer))), query: query)
         Task { [handler] in Self.respond(exchange, await handler(request)) }
+    }
+
+    /// The path of a request target in absolute form ("http://host:port/pages", which a server
+    /// must take, RFC 9112 3.2.2, as a proxy sends it); other targets as they are.
+    static func originForm(_ target: String) -> String {
+        guard let scheme = target.firstRange(of: "://"), target[..<scheme.lowerBound].allSatisfy({ $0.isLetter }) else { return target }
+        let rest = target[scheme.upperBound...]
+        return rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
     }
 
     private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) {

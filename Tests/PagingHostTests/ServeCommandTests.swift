@@ -154,6 +154,16 @@ struct ServeCommandTests {
         #expect(reply.status == 503 && reply.text.contains("lifecycle: transient"), "\(reply.text)")
     }
 
+    /// A request target in absolute form (as a proxy sends it) is its path (it was a 404).
+    @Test(.timeLimit(.minutes(2)))
+    func anAbsoluteFormTarget_isItsPath() throws {
+        let server = try ServeProcess([try manifest()], environment: Self.secret)
+        let request = "GET http://127.0.0.1:\(server.port)/pages?tag=abs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        let reply = try httpGet(port: server.port, "", request: request)
+        #expect(reply.status == 200, "\(reply.text)")
+        #expect(try numbers(reply) == Array(0..<20))
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func metrics_countRequestsAndUpstreamFetches_inPrometheusText() throws {
         let server = try ServeProcess([try manifest()], environment: Self.secret)
