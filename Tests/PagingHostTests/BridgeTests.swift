@@ -130,8 +130,9 @@ struct BridgeTests {
             #expect(error.isRetryable)
         }
         // It ends (a fetch never completed would hang forever); how soon depends on how busy
-        // the machine's few threads are.
-        #expect(clock.now - start < .seconds(30))
+        // the machine's few threads are: under the whole suite, tests that block the test
+        // process's two pool threads delayed the timeout's task past 30 s.
+        #expect(clock.now - start < .seconds(120))
     }
 
     @Test func nullDataWithALength_failsTheLoad_withoutBeingRead() async throws {
