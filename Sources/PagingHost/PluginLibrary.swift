@@ -232,6 +232,12 @@ public final class PluginLibrary: @unchecked Sendable {
         self.descriptors = descriptors
     }
 
+    /// Whether a library's constructors never returned from dlopen: the C library's loader
+    /// lock is then held for good, so no library loads in this process any more, and it must
+    /// end with `_exit` (`exit` runs the libraries' destructors, which waits for that lock).
+    public static var isLoaderStuck: Bool { stuckLoading.load(ordering: .relaxed) }
+    private static let stuckLoading = Atomic<Bool>(false)
+
     /// Opens the library at `path` and reads its descriptors.
     ///
     /// - Parameters:
@@ -240,17 +246,13 @@ public final class PluginLibrary: @unchecked Sendable {
     ///     different checksum throws ``PluginLoadError/checksumMismatch(path:expected:actual:)``
     ///     and loads nothing. A library already loaded from this path is reused only when the
     ///     file is unchanged and its bytes are known to have this checksum.
+    ///   - timeout: how long its constructors and its `init()` may take, each (then
+    ///     ``PluginLoadError/loadTimedOut(path:timeout:)``).
     ///   - report: receives what the user should be told, such as a file that changed since it
     ///     was first loaded (after the library is loaded, on the calling thread).
     /// - Throws: a ``PluginLoadError`` naming the file: missing, a folder or another kind of
     ///   file than a regular one (a FIFO is refused without blocking), unreadable, not a shared
     ///   object, a checksum mismatch, or a library that fails to load or is no plugin.
-    /// Whether a library's constructors never returned from dlopen: the C library's loader
-    /// lock is then held for good, so no library loads in this process any more, and it must
-    /// end with `_exit` (`exit` runs the libraries' destructors, which waits for that lock).
-    public static var isLoaderStuck: Bool { stuckLoading.load(ordering: .relaxed) }
-    private static let stuckLoading = Atomic<Bool>(false)
-
     public static func open(
         path: String, sha256: String? = nil, within timeout: Duration = PluginLimits().startTimeout, report: (OpenNote) -> Void = { _ in }
     ) throws(PluginLoadError) -> PluginLibrary {

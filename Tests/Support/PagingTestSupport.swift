@@ -170,15 +170,21 @@ public func compileCPlugin(
     headers: String = "\(repositoryRoot)/Sources/CPaging/include"
 ) throws -> String {
     let name = name ?? URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
-    return try compiledPlugins.withLock { compiled in
-        if let path = compiled[name] { return path }
+    let slot = compiledPlugins.withLock { compiled in
+        if let slot = compiled[name] { return slot }
+        let slot = Locked<String?>(nil)
+        compiled[name] = slot
+        return slot
+    }
+    return try slot.withLock { compiled in
+        if let path = compiled { return path }
         let output = "\(compiledFolder)/lib\(name).so"
         let result = try runBlocking("/usr/bin/env", [
             "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
             "-Wl,-z,nodelete", "-I", headers,
         ] + extraFlags + [source, "-o", output])
         guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
-        compiled[name] = output
+        compiled = output
         return output
     }
 }
@@ -194,7 +200,10 @@ public struct CompileError: Error, CustomStringConvertible {
 }
 
 private let compiledFolder = scratchFolder()
-private let compiledPlugins = Locked<[String: String]>([:])
+/// Each fixture's compiled library, by name: compiled once, fixtures of different names at the
+/// same time (one lock over every compilation had each test wait for every other fixture's
+/// compiler, its pool thread held all the while).
+private let compiledPlugins = Locked<[String: Locked<String?>]>([:])
 
 /// Collects plugin log lines (the first `limit`; beyond, it only counts them).
 public final class LogRecorder: Sendable {
