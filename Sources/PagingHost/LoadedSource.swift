@@ -54,7 +54,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     /// The plugin's key chain, or no neighbours when it has no `key_chain` (its pages carry
-    /// their keys) or the call fails (logged).
+    /// their keys) or the call fails (logged, and the fetch of that key then fails saying so:
+    /// a page without its neighbours' keys ended paging without a word).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
         return chain(around: key) { [plugin] bytes, out in keyChain(plugin, bytes, out) }
@@ -69,9 +70,23 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     private func chain(around key: PluginKey, _ call: (paging_bytes_t, OpaquePointer) -> paging_status_t) -> PagingKeyChain<PluginKey> {
-        let keys = callForKeys("key_chain(\(key))") { out in CView.withBytes(key.bytes) { call($0, out) } }
+        var failure: PluginError?
+        let keys = callForKeys("key_chain(\(key))", failure: &failure) { out in CView.withBytes(key.bytes) { call($0, out) } }
+        if let failure {
+            failedChains.withLock { failed in
+                if failed.count >= 64 { failed.removeAll() }
+                failed[key] = failure
+            }
+            hasFailedChains.store(true, ordering: .releasing)
+        } else if hasFailedChains.load(ordering: .acquiring) {
+            failedChains.withLock { _ = $0.removeValue(forKey: key) }
+        }
         return PagingKeyChain(key: key, prevKey: keys?.key(PAGING_KEY_PREV), nextKey: keys?.key(PAGING_KEY_NEXT))
     }
+
+    /// Keys whose key_chain failed (until it succeeds for them), with why: their fetch fails too.
+    private let failedChains = Locked<[PluginKey: PluginError]>([:])
+    private let hasFailedChains = Atomic<Bool>(false)
 
     /// Signalled when the plugin says its data changed (`paging.invalidation/1`).
     public var invalidation: PagingInvalidation? { instance.invalidation }
@@ -94,11 +109,20 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// Runs a call that answers keys, with a keys handle, serialized with the others; `nil` when
     /// it failed (logged, naming `what`).
     private func callForKeys(_ what: String, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
+        var failure: PluginError?
+        return callForKeys(what, failure: &failure, call)
+    }
+
+    /// ``callForKeys(_:_:)``, saying in `failure` why it failed.
+    private func callForKeys(_ what: String, failure: inout PluginError?, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
         var out = KeysOut()
         let token = CallHandle.token(for: instance)
         let status = calls.runExclusive { out.withHandle(token, call) }
         guard status == PAGING_OK, out.misuse == nil else {
-            instance.log(.warning, "\(what) failed: \(out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description)")
+            let reason = out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description
+            instance.log(.warning, "\(what) failed: \(reason)")
+            failure = PluginError(out.misuse == nil ? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL) : .invalidArgument,
+                                  "\(what) failed: \(reason); the page's neighbours are unknown", plugin: instance.label)
             return nil
         }
         return out
@@ -122,6 +146,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     @inline(__always)
     private func load(_ request: PluginRequest) async throws -> PluginPage {
+        if hasFailedChains.load(ordering: .acquiring), let failure = failedChains.withLock({ $0[request.key] }) { throw failure }
         let id = PluginInstance.nextCallID.add(1, ordering: .relaxed).oldValue
         instance.fetches.withLock { $0[id] = PendingFetch() }
         let status = calls.run { [plugin] () -> UInt32? in

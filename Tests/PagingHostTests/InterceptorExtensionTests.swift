@@ -172,6 +172,15 @@ struct InterceptorExtensionTests {
         #expect(!log.contains("resume for unknown or finished"))
     }
 
+    /// A key chain that fails fails the fetch of its key, saying so: the page came without its
+    /// neighbours' keys, and paging ended there with a warning only.
+    @Test func aFailedKeyChain_failsTheLoad_notPagingsEnd() async throws {
+        let source = try offsets([("chain_fails", .bool(true))])
+        let error = await #expect(throws: PluginError.self) { try await load([], source: source) }
+        #expect(error?.status == .transient)
+        #expect(error?.message.contains("key_chain(0) failed: transient; the page's neighbours are unknown") == true, "\(String(describing: error))")
+    }
+
     /// A key longer than 1 MiB is refused, naming its length: a source's 200 MB key cost the
     /// host a gigabyte as it was copied along. One just under goes.
     @Test func aKeyOverAMebibyte_isRefused() async throws {

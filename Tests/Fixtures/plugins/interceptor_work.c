@@ -38,7 +38,8 @@
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
  *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys),
- *     and fetch sets its page's next key so too.
+ *     and fetch sets its page's next key so too. With "chain_fails" true, its key chain fails
+ *     (TRANSIENT) and its fetches succeed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -59,6 +60,7 @@ typedef struct work_plugin {
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
     long count, fail_times, retry_after_ms, key_padding;
+    int chain_fails;
     pthread_mutex_t lock;
     char invalidate_file[512];
     char resume_file[512];
@@ -355,6 +357,7 @@ static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32
 {
     work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
     unsigned long offset = wk_offset(key);
+    if (p->chain_fails) return PAGING_ERR_TRANSIENT;
     if (offset + page_size < (unsigned long)p->count) wk_set_key(p, out, PAGING_KEY_NEXT, offset + page_size);
     if (offset > 0) wk_set_key(p, out, PAGING_KEY_PREV, offset > page_size ? offset - page_size : 0);
     return PAGING_OK;
@@ -474,6 +477,7 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     snprintf(p->mode, sizeof p->mode, "%s", mode != NULL ? mode : "");
     p->count = (long)host->config_int(config, "count", 100);
     p->key_padding = (long)host->config_int(config, "key_padding", 0);
+    p->chain_fails = host->config_bool(config, "chain_fails", 0);
     if (p->key_padding < 0 || p->key_padding > 100000000) p->key_padding = 0;
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);

@@ -42,7 +42,9 @@ struct paging_source {
     /* Computes the keys around `key`: sets PAGING_KEY_PREV / PAGING_KEY_NEXT on `out` through
      * host->keys_set (NULL or unset = no page in that direction). May be NULL: keys then come
      * with each page (host->fetch_set_prev_key/next_key/flags). `key` and `out` are owned by
-     * the host and valid for this call only (`out` on this thread only). [serialized] */
+     * the host and valid for this call only (`out` on this thread only). A call that fails
+     * (or sets a key the host refuses) fails the load of `key` with its status: the page's
+     * neighbours would be unknown. [serialized] */
     paging_status_t (*key_chain)(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out);
 
     /* Starts loading the page for `request` and returns at once. PAGING_OK = accepted: the
