@@ -184,17 +184,10 @@ struct BrokenTransform: PagingInterceptor {
     /// Cancelling the wait for the loads in the background cancels them: it returns without
     /// waiting for their source, and the interceptor that asked for the load hears it failed.
     @Test(.timeLimit(.minutes(1))) func cancellingTheWaitForBackgroundLoads_cancelsThem() async throws {
-        struct Stale: PagingInterceptor {
-            let journal: Journal
-            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
-                .completeThenRevalidate(Page(request: request, values: [-1]))
-            }
-            func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("stale.failed") }
-        }
         let journal = Journal()
         let source = ScriptedPagingSource(pages: numberedPages(1))
         source.script(key: 0, .suspend)
-        let pager = Pager(source: source, interceptors: [Stale(journal: journal)])
+        let pager = Pager(source: source, interceptors: [StaleInterceptor(journal: journal)])
         #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
         #expect(await eventually { source.suspendedCount == 1 })
         let waiting = Task { await pager.backgroundLoadsFinished() }
@@ -207,20 +200,23 @@ struct BrokenTransform: PagingInterceptor {
     /// A background revalidation whose transform fails is heard by the interceptor that asked
     /// for it, never by those before it: for them the load succeeded (with the stored page).
     @Test func failedRevalidation_isNotHeardByTheInterceptorsBeforeTheOneThatAskedForIt() async throws {
-        struct Stale: PagingInterceptor {
-            let journal: Journal
-            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
-                .completeThenRevalidate(Page(request: request, values: [-1]))
-            }
-            func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("stale.failed") }
-        }
         let journal = Journal()
         let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(1)), interceptors: [
-            FailureListener("a", journal: journal), Stale(journal: journal), BrokenTransform(),
+            FailureListener("a", journal: journal), StaleInterceptor(journal: journal), BrokenTransform(),
         ])
         let page = try await pager.load(pager.request(.refresh, key: 0, params: params()))
         #expect(page.values == [-1])
         await pager.backgroundLoadsFinished()
         #expect(journal.all == ["a.intercept(0)", "stale.failed"])
     }
+}
+
+/// Answers every request with a stale page [-1] and has it loaded again in the background;
+/// journals "stale.failed" when that load fails.
+private struct StaleInterceptor: PagingInterceptor {
+    let journal: Journal
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .completeThenRevalidate(Page(request: request, values: [-1]))
+    }
+    func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("stale.failed") }
 }
