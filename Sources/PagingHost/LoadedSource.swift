@@ -119,10 +119,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         let token = CallHandle.token(for: instance)
         let status = calls.runExclusive { out.withHandle(token, call) }
         guard status == PAGING_OK, out.misuse == nil else {
-            let reason = out.misuse ?? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL).description
+            let code = out.misuse == nil ? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL) : .invalidArgument
+            let reason = out.misuse ?? code.description
             instance.log(.warning, "\(what) failed: \(reason)")
-            failure = PluginError(out.misuse == nil ? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL) : .invalidArgument,
-                                  "\(what) failed: \(reason); the page's neighbours are unknown", plugin: instance.label)
+            failure = PluginError(code, "\(what) failed: \(reason); the page's neighbours are unknown", plugin: instance.label)
             return nil
         }
         return out

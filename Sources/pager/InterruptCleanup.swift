@@ -5,9 +5,9 @@ import Paging
 
 /// Removes a scratch folder when the process is interrupted (SIGINT), asked to end (SIGTERM),
 /// loses its terminal (SIGHUP) or the reader of its output (SIGPIPE), then exits with 128 + the
-/// signal's number (130, 143, 129, 141), as a shell reports a process that signal ended. A `defer` alone never runs then: by default each
-/// signal ends the process
-/// where it stands, and the folder stays in the temporary directory.
+/// signal's number (130, 143, 129, 141), as a shell reports a process that signal ended. A
+/// `defer` alone never runs then: by default each signal ends the process where it stands, and
+/// the folder stays in the temporary directory.
 ///
 /// While this object is live (until ``cancel()``) the signals arrive as bytes on a pipe
 /// (`paging_terminal.h` says why not a Dispatch signal source); a thread of its own reads them
