@@ -1,5 +1,6 @@
 // Checks that a byte string is exactly one JSON value (RFC 8259) in valid UTF-8, without
 // building anything: what the host asks of every item a plugin hands it.
+import CJSONCheck
 
 /// Checks items: one JSON value (RFC 8259), optionally surrounded by whitespace (space, tab,
 /// CR, LF), in well-formed UTF-8.
@@ -14,14 +15,30 @@
 ///
 /// One pass over the bytes, linear in their number; no tree, no recursion, no allocation (the
 /// open containers are a bit stack of `maxDepth` bits on the thread's stack), so a megabyte of
-/// `[[[[…` costs a refusal at byte `maxDepth`, not a crash. Runs of plain ASCII inside strings
-/// are skipped 8 bytes at a time.
+/// `[[[[…` costs a refusal at byte `maxDepth`, not a crash.
+///
+/// Items pass through `paging_json_check` (CJSONCheck), the same grammar in C that skips runs
+/// of plain ASCII 16 bytes at a time and says only yes or no; this pass, which says what and
+/// where, reads the items it refuses.
 package enum JSONValidator {
     /// How deep arrays and objects may nest: `[[1]]` is 2 deep.
     package static let maxDepth = 512
 
     /// Why `bytes` is not one JSON value in valid UTF-8, or `nil` when it is.
     package static func validate(_ bytes: UnsafeRawBufferPointer) -> JSONValidationError? {
+        if let base = bytes.baseAddress, paging_json_check(base, bytes.count, maxDepth) == 1 { return nil }
+        return explain(bytes)
+    }
+
+    /// Whether the C check takes `bytes` (what ``validate(_:)`` asks first).
+    package static func passesFastCheck(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress else { return false }
+        return paging_json_check(base, bytes.count, maxDepth) == 1
+    }
+
+    /// Why `bytes` is not one JSON value in valid UTF-8, or `nil` when it is, by this file's
+    /// pass alone.
+    package static func explain(_ bytes: UnsafeRawBufferPointer) -> JSONValidationError? {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return JSONValidationError(.empty, at: 0) }
         return withUnsafeTemporaryAllocation(of: UInt64.self, capacity: stackWords) { stack in
             stack.initialize(repeating: 0)
