@@ -22,11 +22,22 @@ public func shippedPlugin(_ name: String) -> String { "\(productsFolder)/lib\(na
 /// The built `pager` command.
 public var pagerCommand: String { productsFolder + "/pager" }
 
-/// A new scratch folder.
+/// A new scratch folder, removed with everything in it when the test process exits.
 public func scratchFolder() -> String {
     let path = NSTemporaryDirectory() + "paging-tests-\(getpid())-\(UUID().uuidString.prefix(8))"
     try! FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    scratchFolders.withLock { folders in
+        if folders.isEmpty { atexit { removeScratchFolders() } }
+        folders.append(path)
+    }
     return path
+}
+
+/// The scratch folders this process made.
+private let scratchFolders = Locked<[String]>([])
+
+private func removeScratchFolders() {
+    for path in scratchFolders.withLock({ $0 }) { try? FileManager.default.removeItem(atPath: path) }
 }
 
 /// What a program did.
