@@ -58,12 +58,17 @@ public func run(
     _ program: String, _ arguments: [String], environment: [String: String] = [:], input: String? = nil,
     deadline: Duration = .seconds(300), killAfter: Duration? = nil
 ) async throws -> ProgramResult {
+    try await onAThreadOfItsOwn {
+        try runBlocking(program, arguments, environment: environment, input: input, deadline: deadline, killAfter: killAfter)
+    }
+}
+
+/// Runs `body` (blocking, or busy for long: a fuzzer's loop) on a thread of its own rather
+/// than on one of the few threads that run tasks, where it would hold back the other tests'
+/// tasks and make their timeouts fire late.
+public func onAThreadOfItsOwn<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        Thread.detachNewThread {
-            continuation.resume(with: Result {
-                try runBlocking(program, arguments, environment: environment, input: input, deadline: deadline, killAfter: killAfter)
-            })
-        }
+        Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
     }
 }
 
