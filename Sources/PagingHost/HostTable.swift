@@ -319,7 +319,9 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.config_double = { config, key, fallback in PluginConfig.from(config, "config_double")?.double(for: string(key)) ?? fallback }
     table.config_fail = { config, code, message in
-        PluginConfig.from(config, "config_fail")?.failure = (PluginStatus(failure: code), string(message))
+        // At most once: a second call does not replace the reason given first.
+        guard let config = PluginConfig.from(config, "config_fail"), config.failure == nil else { return }
+        config.failure = (PluginStatus(failure: code), string(message))
     }
     table.config_type = { config, key in
         PluginConfig.from(config, "config_type")?.type(for: string(key)) ?? PAGING_CONFIG_ABSENT

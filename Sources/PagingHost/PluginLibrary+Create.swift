@@ -51,14 +51,15 @@ extension PluginLibrary {
     }
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
-    /// plugin reported through `config_fail`. A plugin that requires an extension the instance's
-    /// limits withhold is refused first.
+    /// plugin reported through `config_fail`, and so is an instance returned after it (which is
+    /// destroyed: the plugin refused its config). A plugin that requires an
+    /// extension the instance's limits withhold is refused first.
     ///
     /// The call runs on a thread of its own and is waited for at most the instance's call
     /// timeout (or, without one, its fetch timeout but at least 30 s): a `create_*` that never
     /// returns fails with a timeout instead of hanging the host (the thread, and whatever it
     /// creates, are left to the plugin). A plugin that ends the process meanwhile is reported (``LoadingGuard``).
-    package func create<Plugin>(
+    package func create<Plugin: PluginTable>(
         _ descriptor: PluginDescriptor, _ config: JSONValue, _ instance: PluginInstance,
         _ call: @escaping (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
@@ -75,6 +76,10 @@ extension PluginLibrary {
         guard let created = finished.value else {
             let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
             throw .createFailed(path: path, id: id, status: status, message: message)
+        }
+        if let (status, message) = pluginConfig.failure {
+            Plugin.destroy(created)
+            throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
         }
         return created
     }
@@ -95,4 +100,17 @@ func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @
     let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
     guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
     return result.withLock { $0 }
+}
+
+/// A plugin's function table, which its destroy() frees.
+package protocol PluginTable {
+    static func destroy(_ table: UnsafeMutablePointer<Self>)
+}
+
+extension paging_source_t: PluginTable {
+    package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
+}
+
+extension paging_interceptor_t: PluginTable {
+    package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
 }

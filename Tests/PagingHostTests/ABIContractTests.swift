@@ -174,6 +174,24 @@ struct ABIContractTests {
         }
     }
 
+    /// config_fail says create is about to return NULL: a plugin that returns an instance
+    /// after it has its config refused all the same, with the reason it gave first, and the
+    /// instance destroyed (it was taken, and run with a config its plugin refused).
+    @Test func anInstanceReturnedAfterConfigFail_isDestroyed_andTheFirstReasonStands() async throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fail_then_return",
+                                      extraFlags: ["-DFIXTURE_FAIL_THEN_RETURN"])
+        let library = try PluginLibrary.open(path: path)
+        let log = LogRecorder()
+        do {
+            _ = try library.makeInterceptor(sink: log.sink)
+            Issue.record("an instance returned after config_fail was taken")
+        } catch {
+            #expect(error == .createFailed(path: library.path, id: "lifecycle", status: .invalidConfig,
+                                           message: "create: no such mode (create called config_fail, then returned an instance)"))
+        }
+        #expect(log.count(containing: "destroyed") == 1)
+    }
+
     /// The library info is for init() only: a library that keeps it and logs with it later
     /// (at create, at deinit) has the call refused, said once, and pager runs on (it crashed
     /// on freed memory, exit 139).

@@ -7,6 +7,9 @@
  *   deinit() creates the file "<library path>.deinit".
  *   Built with -DFIXTURE_KEEP_INIT_INFO, init() keeps a copy of the info, and create and deinit
  *   call its log (which the host refuses: it is for the init() call only).
+ *   Built with -DFIXTURE_FAIL_THEN_RETURN, create calls config_fail twice (INVALID_CONFIG
+ *   "create: no such mode", then INTERNAL "create: a second reason") and returns the instance
+ *   all the same; destroy logs "destroyed".
  * Interceptor "lifecycle": at create, logs "log-level <n>" from the host's paging.log-level/1
  *   (or "log-level absent"), "unknown extension NULL" when the host answers NULL for an id it
  *   cannot know, and "config <key> <type>" for the keys "s", "i", "d", "b", "n", "a", "o" and
@@ -81,7 +84,14 @@ static const void *lc_get_extension(paging_interceptor_t *self, const char *id)
     return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &lc_health_ext : NULL;
 }
 
-static void lc_destroy(paging_interceptor_t *self) { free(self); }
+static void lc_destroy(paging_interceptor_t *self)
+{
+#ifdef FIXTURE_FAIL_THEN_RETURN
+    const paging_host_t *host = ((lifecycle *)self)->host;
+    host->log(host, PAGING_LOG_WARNING, "destroyed");
+#endif
+    free(self);
+}
 
 static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host, const paging_config_t *config)
 {
@@ -112,6 +122,10 @@ static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host
     self->base.destroy = lc_destroy;
     self->base.get_extension = lc_get_extension;
     self->base.struct_size = (uint32_t)sizeof self->base;
+#ifdef FIXTURE_FAIL_THEN_RETURN
+    host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "create: no such mode");
+    host->config_fail(config, PAGING_ERR_INTERNAL, "create: a second reason");
+#endif
     return &self->base;
 }
 

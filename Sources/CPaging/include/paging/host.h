@@ -109,7 +109,8 @@ struct paging_host {
 
     /* Records why create_* is about to return NULL: `code` (PAGING_ERR_*) and `message`
      * (NUL-terminated, borrowed; the host copies it). Call it at most once, then return NULL.
-     * A NULL return without it is reported as PAGING_ERR_INTERNAL. [create-only] */
+     * A NULL return without it is reported as PAGING_ERR_INTERNAL; a second call is ignored;
+     * an instance returned after it is destroyed, and create fails all the same. [create-only] */
     void (*config_fail)(const paging_config_t *config, paging_status_t code, const char *message);
 
     /* ---- intercept result builder - during the intercept() that received `out`, on its thread ---- */
