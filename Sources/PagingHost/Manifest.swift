@@ -122,6 +122,9 @@ public struct Manifest: Sendable {
                 guard name != "cursor", name != PagingUserInfoKey.hardRefresh else {
                     throw ManifestError(file: file, path: path, message: "'\(name)' cannot be set by a client")
                 }
+                if let first = serveParams.firstIndex(of: name) {
+                    throw ManifestError(file: file, path: path, message: "'\(name)' is listed already, at $.serve_params[\(first)]")
+                }
                 serveParams.append(name)
             }
         }

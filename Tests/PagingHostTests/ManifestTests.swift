@@ -73,6 +73,8 @@ struct ManifestTests {
         #expect(error(#"{"source": {"plugin": "x", "config": []}}"#) == "/srv/app/m.json: $.source.config: expected an object, got an array")
         #expect(error(#"{"source": {"plugin": "x"}, "source": {"plugin": "y"}}"#) == "/srv/app/m.json: $.source: the key appears twice")
         #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"q": 1}}"#) == "/srv/app/m.json: $.user_info.q: expected a string, got an integer")
+        #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["q", "tag", "q"]}"#)
+                == "/srv/app/m.json: $.serve_params[2]: 'q' is listed already, at $.serve_params[0]")
     }
 
     @Test func invalidUTF8_isAnError_withItsPlace() {
