@@ -26,8 +26,7 @@ package enum JSONValidator {
 
     /// Why `bytes` is not one JSON value in valid UTF-8, or `nil` when it is.
     package static func validate(_ bytes: UnsafeRawBufferPointer) -> JSONValidationError? {
-        if let base = bytes.baseAddress, paging_json_check(base, bytes.count, maxDepth) == 1 { return nil }
-        return explain(bytes)
+        passesFastCheck(bytes) ? nil : explain(bytes)
     }
 
     /// Whether the C check takes `bytes` (what ``validate(_:)`` asks first).
