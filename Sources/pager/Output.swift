@@ -54,6 +54,10 @@ enum Output {
         }
     }
 
+    /// Whether a data write failed (a reader that went away included): not everything written
+    /// since reached standard output.
+    static var dataFailed: Bool { data.withLock { $0.failure != nil } }
+
     /// `code`, or the failure of a command whose data could not all be written: then one line
     /// on standard error says why, and the code is 1. A reader that went away (EPIPE, as with
     /// `| head -1`) is no failure: the command ends quietly with its own code.

@@ -127,6 +127,12 @@ struct RunCommand {
             return 128 + signal
         }
         if let incremental, !failed {
+            // The items were loaded but not all of them reached standard output: keeping the
+            // state would have the next run start after items no one received.
+            guard !Output.dataFailed else {
+                Output.error("incremental: the state is left as it was: not every item loaded reached standard output")
+                return ExitCode.failure
+            }
             do {
                 try incremental.keep()
             } catch {
@@ -159,7 +165,8 @@ struct RunCommand {
     ) async -> (failed: Bool, printer: ItemPrinter?) {
         var printer = printer
         var failed = false
-        for step in steps where !Task.isCancelled {
+        // Once standard output fails, nothing more is loaded: it would not reach the reader.
+        for step in steps where !Task.isCancelled && !Output.dataFailed {
             switch step {
             case .retry:
                 guard failed else { continue }
@@ -172,7 +179,7 @@ struct RunCommand {
                 failed = await load(.refresh, manager, printer: &printer, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
-                for _ in 0..<count where !failed && !Task.isCancelled {
+                for _ in 0..<count where !failed && !Task.isCancelled && !Output.dataFailed {
                     if manager.output[kind].isEndReached {
                         Output.error("\(kind): end of data reached")
                         break

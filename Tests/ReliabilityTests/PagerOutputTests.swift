@@ -9,11 +9,11 @@ import Testing
 @Suite("pager's output")
 struct PagerOutputTests {
     /// A folder with `m.json`: the source `plugin` with `config`, and `interceptors`.
-    func manifest(_ plugin: String, config: String = "{}", interceptors: String = "") throws -> String {
+    func manifest(_ plugin: String, config: String = "{}", interceptors: String = "", more: String = "") throws -> String {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
         try """
-        {"source": {"plugin": "\(plugin)", "config": \(config)}, "interceptors": [\(interceptors)], "page_size": 10}
+        {"source": {"plugin": "\(plugin)", "config": \(config)}, "interceptors": [\(interceptors)], "page_size": 10\(more)}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return folder + "/m.json"
     }
@@ -47,6 +47,29 @@ struct PagerOutputTests {
         #expect(result.status == 0 && !result.signaled, "\(result.status) signaled: \(result.signaled)\n\(result.stderr)")
         #expect(!result.stderr.contains("cannot write"), "\(result.stderr)")
         #expect(result.stderr.contains("10 items in 1 pages"), "\(result.stderr)")
+    }
+
+    /// Items that did not reach standard output were not received: an incremental run keeps
+    /// no state for them (the next run would start after them; it kept it, exit 1 or even 0),
+    /// and nothing more is loaded once a write failed (every page was).
+    @Test(arguments: [">/dev/full", ">&-", "broken pipe"])
+    func incrementalRun_whoseItemsDoNotAllReachStandardOutput_keepsNoState_andStopsLoading(_ output: String) async throws {
+        let file = try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#, more: #", "incremental": {"cursor": "/n"}"#)
+        let arguments = ["run", file, "--refresh", "--append", "2"]
+        let (code, stderr): (Int32, String)
+        if output == "broken pipe" {
+            let result = try await runWithBrokenPipe(arguments)
+            #expect(!result.signaled)
+            (code, stderr) = (result.status, result.stderr)
+        } else {
+            let result = try await runRedirected(output, arguments)
+            #expect(!result.signaled)
+            (code, stderr) = (result.code, result.stderr)
+        }
+        #expect(code == 1, "\(stderr)")
+        #expect(stderr.contains("incremental: the state is left as it was: not every item loaded reached standard output"), "\(stderr)")
+        #expect(!FileManager.default.fileExists(atPath: file + ".state"), "\(stderr)")
+        #expect(!stderr.contains("append: +"), "loads went on after the output failed:\n\(stderr)")
     }
 
     // MARK: - Plugins that print
