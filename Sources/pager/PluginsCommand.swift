@@ -96,7 +96,7 @@ struct PluginsCommand {
             case .failure(let failure)?:
                 Output.problem("\(path): \(failure.reason)")
             case nil:
-                Output.error("\(path): not listed")
+                Output.problem("\(path): not listed")
             }
         }
         Output.error("\(found) plugins")

@@ -111,7 +111,8 @@ struct RunCommand {
         var printer = streamed ?? ItemPrinter()
         if streamed == nil { printer.print(output.values) }
         printer.finish()
-        Output.error("\(printer.items) items in \(printer.pages) pages; "
+        // The states hold the failures' text, which comes from plugins and servers: escaped.
+        Output.problem("\(printer.items) items in \(printer.pages) pages; "
                      + "prepend: \(printer.firstPrependState ?? output.prependState), append: \(output.appendState)")
         // Stale pages served by a store are being loaded again in the background: let them be
         // stored, unless the run is told to stop (then they are cancelled).
@@ -239,14 +240,15 @@ private struct IncrementalRun {
         kept = try settings.keptValue()
         start = full ? settings.initial : kept ?? settings.initial
         cursor = IncrementalCursor(settings, start: kept)
-        Output.error("incremental: {state.\(settings.state)} = \"\(start)\"\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
+        // Values read from items and the state file: escaped.
+        Output.problem("incremental: {state.\(settings.state)} = \"\(start)\"\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
     }
 
     /// Writes the highest value seen when it is higher than the value kept.
     func keep() throws(IncrementalError) {
         guard let value = cursor.value, value != kept else { return }
         let stored = try file.store(value, name: settings.state, namespace: settings.namespace)
-        Output.error("incremental: kept {state.\(settings.state)} = \"\(stored)\" in \(settings.stateFile)"
+        Output.problem("incremental: kept {state.\(settings.state)} = \"\(stored)\" in \(settings.stateFile)"
                      + (stored == value ? "" : " (another run kept it; this run's highest was \"\(value)\")"))
     }
 }

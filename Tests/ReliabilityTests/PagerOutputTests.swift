@@ -147,7 +147,14 @@ struct PagerOutputTests {
         #expect(refused.code == 2)
         #expect(refused.stderr.hasSuffix("could not be created: invalid config: \(forged)\n"), "\(refused.stderr)")
 
-        for result in [logged, failed, refused] {
+        // An append that fails: its line, and the run's last line, which names the states.
+        let appendFailed = try await run(pagerBinary, ["run", try manifest(plugin, config: #"{"fail": "\#(forged)", "fail_appends": true}"#),
+                                                       "--refresh", "--append", "1"])
+        #expect(appendFailed.code == 1)
+        #expect(appendFailed.stderr.contains("append failed: hostile-text (\(plugin)): internal: \(forged)\n"), "\(appendFailed.stderr)")
+        #expect(appendFailed.stderr.contains("append: failed(hostile-text (\(plugin)): internal: \(forged))\n"), "\(appendFailed.stderr)")
+
+        for result in [logged, failed, refused, appendFailed] {
             #expect(!result.stderr.split(separator: "\n").contains { $0.hasPrefix("[info] other-plugin") }, "\(result.stderr)")
             #expect(!result.stderr.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" || $0 == "\u{9B}" })
         }

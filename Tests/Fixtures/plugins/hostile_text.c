@@ -9,6 +9,8 @@
  *   create_fail_bytes  integer, default 0: create fails with a message of this many bytes
  *   fail               string: every fetch fails (INTERNAL) with this message
  *   fail_bytes         integer, default 0: every fetch fails with a message of this many bytes
+ *   fail_appends       boolean, default false: only appends fail (`fail`, `fail_bytes`); the
+ *                      first page then has a next key
  *   items              "pretty" (default): 3 items, one JSON value each, with CR and LF
  *                      between their tokens; "raw_newline": an item with a raw newline inside
  *                      a string (not JSON)
@@ -31,6 +33,7 @@ typedef struct ht_source {
     paging_source_t base;
     const paging_host_t *host;
     char *fail;
+    int fail_appends;
     int raw_newline;
 } ht_source;
 
@@ -72,8 +75,8 @@ static paging_status_t ht_fetch(paging_source_t *self, const paging_request_t *r
     const paging_host_t *h = s->host;
     paging_bytes_t item;
     size_t i;
-    (void)request;
-    if (s->fail != NULL) return h->fetch_fail(h, id, PAGING_ERR_INTERNAL, s->fail);
+    if (s->fail != NULL && (!s->fail_appends || request->kind == PAGING_REQUEST_APPEND))
+        return h->fetch_fail(h, id, PAGING_ERR_INTERNAL, s->fail);
     if (s->raw_newline) {
         item.data = (const uint8_t *)"{\"s\":\"a\nb\"}";
         item.len = strlen((const char *)item.data);
@@ -85,7 +88,13 @@ static paging_status_t ht_fetch(paging_source_t *self, const paging_request_t *r
             h->fetch_add_item(h, id, item);
         }
     }
-    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    if (s->fail_appends) {
+        paging_bytes_t next = { (const uint8_t *)"1", 1 };
+        h->fetch_set_next_key(h, id, &next);
+        h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END);
+    } else {
+        h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    }
     return h->fetch_complete(h, id);
 }
 
@@ -124,6 +133,7 @@ static paging_source_t *ht_create(const char *id, const paging_host_t *host, con
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
     s->fail = ht_text(host, config, "fail", "fail_bytes");
+    s->fail_appends = host->config_bool(config, "fail_appends", 0) != 0;
     s->raw_newline = items != NULL && strcmp(items, "raw_newline") == 0;
     s->base.plugin_data = s;
     s->base.refresh_key = ht_refresh_key;
