@@ -238,8 +238,12 @@ func copyKey(_ key: UnsafePointer<paging_bytes_t>?) -> KeyOverride? {
 
 /// Why ``copyKey(_:)`` refused `key`.
 func keyRefusal(_ key: UnsafePointer<paging_bytes_t>?) -> String {
-    guard let length = key?.pointee.len, length > maxKeyBytes else { return "a key with NULL data" }
-    return "a key of \(length) bytes (at most \(maxKeyBytes))"
+    key.flatMap { keyLengthRefusal($0.pointee.len) } ?? "a key with NULL data"
+}
+
+/// Why a key of `length` bytes is refused (longer than ``maxKeyBytes``), or nil.
+func keyLengthRefusal(_ length: Int) -> String? {
+    length > maxKeyBytes ? "a key of \(length) bytes (at most \(maxKeyBytes))" : nil
 }
 
 func string(_ message: UnsafePointer<CChar>?) -> String {
@@ -333,6 +337,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
 
     table.out_set_key = { out, key in
         InterceptOut.update(out, "out_set_key") { out in
+            if let refusal = keyLengthRefusal(key.len) { return refusal }
             guard let bytes = copyBytes(key) else { return "a key with NULL data and length \(key.len)" }
             out.key = PluginKey(bytes: bytes)
             return nil

@@ -192,7 +192,19 @@ struct InterceptorExtensionTests {
         #expect(error?.message.contains("a key of 1100002 bytes (at most 1048576)") == true, "\(String(describing: error))")
     }
 
-    // MARK: paging.load-outcome/1
+    /// An interceptor's rewrite of the request's key is held to the same 1 MiB (it went
+    /// through, 200 MB too): refused, named, and the load fails as misuse; 1 MiB goes.
+    @Test func aRewrittenKeyOverAMebibyte_isRefused() async throws {
+        // The source cannot read a key of a million digits: the rewrite itself went through.
+        _ = try? await load([try interceptor("listener", mode: "key-\(1 << 20)")])
+        #expect(log.contains("set key: 0"), "\(log.messages)")
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("listener", mode: "key-\((1 << 20) + 1)")])
+        }
+        #expect(log.contains("set key: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
+        #expect(error?.message.contains("a key of 1048577 bytes (at most 1048576)") == true, "\(String(describing: error))")
+    }
+
 
     @Test func failedLoad_isHeardByAnInterceptorThatLetItProceed() async throws {
         let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(1))])

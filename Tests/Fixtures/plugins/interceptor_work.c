@@ -27,7 +27,8 @@
  *   listener (interceptor, paging.load-outcome/1, paging.metrics/1): proceeds, adding 1 to the
  *     counter "proceeded" and setting the gauge "page_size"; logs "failed <code> <message>". Mode
  *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, INT64_MAX more to
- *     "c0" and -1 to "c1", and sets the gauge "page_size" to NaN.
+ *     "c0" and -1 to "c1", and sets the gauge "page_size" to NaN. Mode "key-<N>" sets the
+ *     request's key to N bytes '1' (out_set_key) and logs "set key: <status>".
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
@@ -267,7 +268,6 @@ static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *r
     work_plugin *p = (work_plugin *)self->plugin_data;
     const paging_ext_metrics_host_t *metrics =
         (const paging_ext_metrics_host_t *)p->host->get_extension(p->host, PAGING_EXT_METRICS);
-    (void)out;
     if (metrics != NULL) {
         metrics->counter_add(p->host, "proceeded", 1);
         metrics->gauge_set(p->host, "page_size", (double)request->page_size);
@@ -285,6 +285,17 @@ static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *r
         metrics->counter_add(p->host, "c0", INT64_MAX);
         metrics->counter_add(p->host, "c1", -1);
         metrics->gauge_set(p->host, "page_size", 0.0 / 0.0);
+    }
+    if (strncmp(p->mode, "key-", 4) == 0) {
+        size_t length = (size_t)strtoul(p->mode + 4, NULL, 10);
+        uint8_t *bytes = (uint8_t *)malloc(length + 1);
+        paging_bytes_t key;
+        if (bytes == NULL) return PAGING_INTERCEPT_PROCEED;
+        memset(bytes, '1', length);
+        key.data = bytes;
+        key.len = length;
+        wk_log(p, "set key: %llu%s", (unsigned long long)p->host->out_set_key(out, key), "");
+        free(bytes);
     }
     return PAGING_INTERCEPT_PROCEED;
 }
