@@ -235,15 +235,63 @@ static void free_exchange(paging_http_exchange *exchange)
     free(exchange);
 }
 
-static enum MHD_Result answer_now(struct MHD_Connection *connection, unsigned status, const char *body)
+static enum MHD_Result answer_now(struct MHD_Connection *connection, unsigned status, const char *body, int close)
 {
     struct MHD_Response *response = mhd.create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result result;
     if (response == NULL) return MHD_NO;
     mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (close) mhd.add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     result = mhd.queue_response(connection, status, response);
     mhd.destroy_response(response);
     return result;
+}
+
+/* How a request says where its body ends: its Content-Length headers and Transfer-Encodings. */
+typedef struct body_framing {
+    unsigned content_lengths;
+    int content_length_valid; /* every value is 1 to 18 digits, and all are the same */
+    char first[24];
+    unsigned transfer_encodings;
+} body_framing;
+
+static enum MHD_Result note_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                    const char *value, size_t value_size)
+{
+    body_framing *framing = cls;
+    size_t i;
+    (void)kind; (void)key_size;
+    if (key == NULL) return MHD_YES;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+        framing->transfer_encodings++;
+    } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        /* At most 18 digits: any length a request may have, and no overflow. */
+        int digits = value != NULL && value_size > 0 && value_size <= 18;
+        for (i = 0; digits && i < value_size; i++) digits = value[i] >= '0' && value[i] <= '9';
+        if (framing->content_lengths++ == 0) {
+            framing->content_length_valid = digits;
+            if (digits) memcpy(framing->first, value, value_size + 1);
+        } else if (!digits || strcmp(framing->first, value) != 0) {
+            framing->content_length_valid = 0;
+        }
+    }
+    return MHD_YES;
+}
+
+/* Why the request's body cannot be told from the next request with certainty (RFC 9112 6.3:
+ * several differing Content-Lengths, one that is not a number, or one with a Transfer-Encoding),
+ * or NULL. A proxy in front may read such a request otherwise than this server would: one
+ * request to the proxy, two here (request smuggling). */
+static const char *ambiguous_framing(struct MHD_Connection *connection)
+{
+    body_framing framing;
+    memset(&framing, 0, sizeof framing);
+    if (mhd.get_connection_values_n(connection, MHD_HEADER_KIND, note_framing, &framing) < 0) return "{\"error\": \"unreadable headers\"}\n";
+    if (framing.content_lengths > 0 && !framing.content_length_valid)
+        return "{\"error\": \"Content-Length headers that differ, or one that is not a number\"}\n";
+    if (framing.content_lengths > 0 && framing.transfer_encodings > 0)
+        return "{\"error\": \"both Content-Length and Transfer-Encoding\"}\n";
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url, const char *method,
@@ -253,6 +301,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     paging_http_exchange *exchange = *state;
     (void)version; (void)upload_data;
     if (exchange == NULL) {
+        /* The headers have come: a request whose end is ambiguous is refused, and its
+         * connection closed (what follows it cannot be read as a request with certainty). */
+        const char *ambiguous = ambiguous_framing(connection);
+        if (ambiguous != NULL) return answer_now(connection, MHD_HTTP_BAD_REQUEST, ambiguous, 1);
         exchange = calloc(1, sizeof *exchange);
         if (exchange == NULL) return MHD_NO;
         pthread_mutex_init(&exchange->lock, NULL);
@@ -274,11 +326,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         return MHD_YES;
     }
     if (!exchange->started) {
-        if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-            return answer_now(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "{\"error\": \"only GET is served\"}\n");
         if (mhd.get_connection_values_n(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
         if (exchange->query_has_nul)
-            return answer_now(connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n");
+            return answer_now(connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n", 0);
         exchange->started = 1;
         mhd.suspend_connection(connection);
         server->handler(server->context, exchange);
@@ -426,10 +476,17 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
 void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
                          const uint8_t *body, size_t length)
 {
+    paging_http_respond_with_header(exchange, status, content_type, NULL, NULL, body, length);
+}
+
+void paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                                     const char *name, const char *value, const uint8_t *body, size_t length)
+{
     struct MHD_Response *response = mhd.create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (response != NULL) {
         mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
         mhd.add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        if (name != NULL && value != NULL) mhd.add_response_header(response, name, value);
     }
     pthread_mutex_lock(&exchange->lock);
     exchange->response = response;

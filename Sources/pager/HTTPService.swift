@@ -4,6 +4,7 @@ import PagingHost
 
 /// A GET request to `pager serve`, as GNU libmicrohttpd parsed it.
 struct HTTPRequest: Sendable {
+    var method = "GET"
     var path: String
     /// Query arguments in order, percent-decoded; `nil` for an argument without `=`.
     var query: [(name: String, value: String?)]
@@ -14,6 +15,8 @@ struct HTTPAnswer: Sendable {
     var status: Int
     var contentType = "application/json"
     var body: [UInt8]
+    /// One more header, as `Allow` of a 405.
+    var header: (name: String, value: String)?
 
     /// `{"error": message}` with `status`.
     static func error(_ status: Int, _ message: String) -> HTTPAnswer {
@@ -97,7 +100,8 @@ final class HTTPService: @unchecked Sendable {
             }
             query.append((name, value ?? nil))
         }
-        let request = HTTPRequest(path: Self.originForm(String(cString: paging_http_path(pointer))), query: query)
+        let request = HTTPRequest(method: String(cString: paging_http_method(pointer)),
+                                  path: Self.originForm(String(cString: paging_http_path(pointer))), query: query)
         Task { [handler] in Self.respond(exchange, await handler(request)) }
     }
 
@@ -111,7 +115,8 @@ final class HTTPService: @unchecked Sendable {
 
     private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) {
         answer.body.withUnsafeBufferPointer { body in
-            paging_http_respond(exchange.pointer, UInt32(answer.status), answer.contentType, body.baseAddress, body.count)
+            paging_http_respond_with_header(exchange.pointer, UInt32(answer.status), answer.contentType,
+                                            answer.header?.name, answer.header?.value, body.baseAddress, body.count)
         }
     }
 }

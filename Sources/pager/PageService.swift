@@ -33,13 +33,15 @@ final class PageService: Sendable {
     func answer(_ request: HTTPRequest) async -> HTTPAnswer {
         let start = ContinuousClock.now
         let name = ["/pages", "/healthz", "/metrics"].contains(request.path) ? request.path : "other"
-        let admitted = running.withLock { running in
+        var answer: HTTPAnswer
+        if request.method != "GET" && request.method != "HEAD" {
+            answer = .error(405, "only GET and HEAD are served")
+            answer.header = ("Allow", "GET, HEAD")
+        } else if running.withLock({ running in
             guard running < maxRequests else { return false }
             running += 1
             return true
-        }
-        let answer: HTTPAnswer
-        if admitted {
+        }) {
             answer = await route(request)
             running.withLock { $0 -= 1 }
         } else {

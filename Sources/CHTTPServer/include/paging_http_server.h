@@ -1,7 +1,7 @@
 /*
  * A small HTTP server for `pager serve`, on GNU libmicrohttpd: it owns the sockets, the HTTP
- * parsing and the limits on connections, and hands each GET request to a handler that answers
- * it later, from any thread. It knows nothing of paging.
+ * parsing and the limits on connections, and hands each request to a handler that answers it
+ * later, from any thread. It knows nothing of paging.
  */
 #ifndef PAGING_HTTP_SERVER_H
 #define PAGING_HTTP_SERVER_H
@@ -53,5 +53,8 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
 /* Answers the request with `status`, a Content-Type and a copy of `body`; from any thread. */
 void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
                          const uint8_t *body, size_t length);
+/* The same, with one more header `name: value` (none when either is NULL). */
+void paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                                     const char *name, const char *value, const uint8_t *body, size_t length);
 
 #endif
