@@ -636,17 +636,18 @@ static void sqls_destroy(paging_interceptor_t *self)
     free(st);
 }
 
-/* Fails create with INVALID_CONFIG naming the path and SQLite's error (`error`, or the
- * connection's last one), and frees `st`. */
+/* Fails create naming the path and SQLite's error (`error` with its result `code`, or the
+ * connection's last one), and frees `st`: TRANSIENT when another process holds the file locked
+ * past busy_timeout_ms (not the config's fault), else INVALID_CONFIG. */
 static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_config_t *config,
-                                               const char *path, const char *what, const char *error)
+                                               const char *path, const char *what, const char *error, int code)
 {
     char msg[1600];
-    int code = st->db ? sqlite3_errcode(st->db) : SQLITE_NOMEM;
+    if (error == NULL) code = st->db ? sqlite3_errcode(st->db) : SQLITE_NOMEM;
     snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
              error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory");
-    /* Another process holding the file locked past busy_timeout_ms: not the config's fault. */
-    st->host->config_fail(config, error == NULL && (code == SQLITE_BUSY || code == SQLITE_LOCKED) ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
+    code &= 0xff;
+    st->host->config_fail(config, code == SQLITE_BUSY || code == SQLITE_LOCKED ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return NULL;
 }
@@ -654,7 +655,7 @@ static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_conf
 static paging_interceptor_t *sqls_fail_db(sqls_state *st, const paging_config_t *config,
                                           const char *path, const char *what)
 {
-    return sqls_fail_db_with(st, config, path, what, NULL);
+    return sqls_fail_db_with(st, config, path, what, NULL, SQLITE_OK);
 }
 
 static int sqls_prepare(sqls_state *st, sqlite3_stmt **stmt, const char *sql)
@@ -718,9 +719,10 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
     if (rc != SQLITE_DONE) {
         /* ROLLBACK resets the connection's error: keep SQLite's word first ("file is not a database"). */
         char error[300];
+        int code = sqlite3_errcode(st->db);
         snprintf(error, sizeof error, "%s", sqlite3_errmsg(st->db));
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        sqls_fail_db_with(st, config, path, "cannot read the database's tables", error);
+        sqls_fail_db_with(st, config, path, "cannot read the database's tables", error, code);
         return 0;
     }
     /* A `meta` table of another application may lack the columns: that is not a store either. */
@@ -889,7 +891,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     /* SQLite opens a file it cannot write read-only, without a word: every page would then
      * fail to be stored. */
     if (sqlite3_db_readonly(st->db, "main") == 1)
-        return sqls_fail_db_with(st, config, path, "cannot write to it", "the file is read-only to this process");
+        return sqls_fail_db_with(st, config, path, "cannot write to it", "the file is read-only to this process", SQLITE_READONLY);
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, (int)busy);
     if (!sqls_check_is_store(st, config, path)) return NULL;
