@@ -358,24 +358,24 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         }
     }
     table.out_add_item = { out, item in
-        InterceptOut.update(out, "out_add_item") { out in out.page.add(item, limits: out.limits) }
+        InterceptOut.updatePage(out, "out_add_item") { out in out.page.add(item, limits: out.limits) }
     }
     table.out_set_prev_key = { out, key in
-        InterceptOut.update(out, "out_set_prev_key") { out in
+        InterceptOut.updatePage(out, "out_set_prev_key") { out in
             guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.prevKey = key
             return nil
         }
     }
     table.out_set_next_key = { out, key in
-        InterceptOut.update(out, "out_set_next_key") { out in
+        InterceptOut.updatePage(out, "out_set_next_key") { out in
             guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.nextKey = key
             return nil
         }
     }
     table.out_set_flags = { out, flags in
-        InterceptOut.update(out, "out_set_flags") { out in
+        InterceptOut.updatePage(out, "out_set_flags") { out in
             out.page.flags = flags
             return nil
         }
@@ -494,9 +494,23 @@ struct InterceptOut: CallResultBuilder, Sendable {
     /// The builder of a deferred intercept's answer (`resume`), which cannot be deferred again.
     var isAnswer = false
     var misuse: String?
+    /// The first refused call building the page (an item that is not JSON, a key too long):
+    /// it fails an answer with that page, not one that proceeds to the source (a store's copy
+    /// found broken then loads it again; it failed the load).
+    var pageMisuse: String?
 
     init(instance: PluginInstance) {
         self.instance = Unmanaged.passUnretained(instance)
+    }
+
+    /// ``update(_:_:_:)`` for the calls that build the page: a refusal is a ``pageMisuse``.
+    static func updatePage(_ out: OpaquePointer?, _ function: String, _ change: (inout Self) -> String?) -> paging_status_t {
+        guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self) else { return PAGING_ERR_INVALID_ARGUMENT }
+        if let problem = change(&pointer.pointee) {
+            if pointer.pointee.pageMisuse == nil { pointer.pointee.pageMisuse = "\(function): \(problem)" }
+            return PAGING_ERR_INVALID_ARGUMENT
+        }
+        return PAGING_OK
     }
 
     var limits: PluginLimits { instance._withUnsafeGuaranteedRef { $0.limits } }

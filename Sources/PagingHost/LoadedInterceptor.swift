@@ -186,6 +186,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     @inline(__always)
     private func result(_ code: UInt32, _ out: InterceptOut, for request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
         if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
+        // A page built with a refused call is no answer; proceeding without it is.
+        let answersWithThePage = code == PAGING_INTERCEPT_COMPLETE || code == PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE
+            || (code == PAGING_INTERCEPT_PROCEED_OR_FALL_BACK && observes)
+        if answersWithThePage, let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && observes

@@ -212,6 +212,22 @@ struct SQLiteStoreTests {
         #expect(try await run(pager, ["run", manifest]).code == 0)
     }
 
+    /// A page held whose item is no longer JSON (the file changed underneath) is loaded from
+    /// the source, as the warning says, and stored again: it failed the load, on every run.
+    @Test func aHeldItemThatIsNotJSON_isLoadedFromTheSource_andStoredAgain() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        _ = try await sqlite(folder + "/store.db", "UPDATE items SET item = CAST('not json' AS BLOB) WHERE position = 0;")
+        let manifest = folder + "/test.json"
+        for round in 1...2 {
+            let result = try await run(pager, ["run", manifest, "--refresh", "--append", "1"])
+            #expect(result.code == 0, "run \(round): \(result.stderr)")
+            #expect(result.stdout.split(separator: "\n").map(String.init) == (0..<10).map { #"{"n":\#($0)}"# }, "run \(round): \(result.stdout)")
+            let warned = result.stderr.contains("sqlite-store: item 0 of the page held is not valid JSON; loading from the source")
+            #expect(warned == (round == 1), "run \(round): \(result.stderr)")
+        }
+    }
+
     /// Runs python3's sqlite3 on the database at `path`: `script` (SQL) first, then prints its
     /// schema objects, user_version and journal mode, a line each.
     func sqlite(_ path: String, _ script: String = "") async throws -> String {

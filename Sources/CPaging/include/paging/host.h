@@ -128,7 +128,10 @@ struct paging_host {
     paging_status_t (*out_set_param)(paging_intercept_out_t *out, paging_bytes_t name, paging_bytes_t value);
 
     /* Appends one item (one JSON value) to the page returned with COMPLETE. `item` is borrowed
-     * for the call; the host copies it. [intercept-only] */
+     * for the call; the host copies it. A refused call here or in the three below
+     * (PAGING_ERR_INVALID_ARGUMENT) fails an answer with the page (COMPLETE,
+     * COMPLETE_THEN_REVALIDATE, PROCEED_OR_FALL_BACK), not a PROCEED: a store whose copy turns
+     * out broken loads the page from the source. [intercept-only] */
     paging_status_t (*out_add_item)(paging_intercept_out_t *out, paging_bytes_t item);
 
     /* Sets the previous-page key of the page returned with COMPLETE; NULL clears it. `key` and
