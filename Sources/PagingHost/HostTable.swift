@@ -358,24 +358,24 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         }
     }
     table.out_add_item = { out, item in
-        InterceptOut.updatePage(out, "out_add_item") { out in out.page.add(item, limits: out.limits) }
+        InterceptOut.update(out, "out_add_item", into: \.pageMisuse) { out in out.page.add(item, limits: out.limits) }
     }
     table.out_set_prev_key = { out, key in
-        InterceptOut.updatePage(out, "out_set_prev_key") { out in
+        InterceptOut.update(out, "out_set_prev_key", into: \.pageMisuse) { out in
             guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.prevKey = key
             return nil
         }
     }
     table.out_set_next_key = { out, key in
-        InterceptOut.updatePage(out, "out_set_next_key") { out in
+        InterceptOut.update(out, "out_set_next_key", into: \.pageMisuse) { out in
             guard let key = copyKey(key) else { return keyRefusal(key) }
             out.page.nextKey = key
             return nil
         }
     }
     table.out_set_flags = { out, flags in
-        InterceptOut.updatePage(out, "out_set_flags") { out in
+        InterceptOut.update(out, "out_set_flags", into: \.pageMisuse) { out in
             out.page.flags = flags
             return nil
         }
@@ -457,10 +457,13 @@ protocol CallResultBuilder {
 }
 
 extension CallResultBuilder {
-    static func update(_ out: OpaquePointer?, _ function: String, _ change: (inout Self) -> String?) -> paging_status_t {
+    /// Runs `change` on the builder `out` resolves to; a problem it returns is the call's
+    /// refusal, kept in `slot` (the first one) and answered PAGING_ERR_INVALID_ARGUMENT.
+    static func update(_ out: OpaquePointer?, _ function: String, into slot: WritableKeyPath<Self, String?> = \.misuse,
+                       _ change: (inout Self) -> String?) -> paging_status_t {
         guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self) else { return PAGING_ERR_INVALID_ARGUMENT }
         if let problem = change(&pointer.pointee) {
-            if pointer.pointee.misuse == nil { pointer.pointee.misuse = "\(function): \(problem)" }
+            if pointer.pointee[keyPath: slot] == nil { pointer.pointee[keyPath: slot] = "\(function): \(problem)" }
             return PAGING_ERR_INVALID_ARGUMENT
         }
         return PAGING_OK
@@ -503,15 +506,6 @@ struct InterceptOut: CallResultBuilder, Sendable {
         self.instance = Unmanaged.passUnretained(instance)
     }
 
-    /// ``update(_:_:_:)`` for the calls that build the page: a refusal is a ``pageMisuse``.
-    static func updatePage(_ out: OpaquePointer?, _ function: String, _ change: (inout Self) -> String?) -> paging_status_t {
-        guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self) else { return PAGING_ERR_INVALID_ARGUMENT }
-        if let problem = change(&pointer.pointee) {
-            if pointer.pointee.pageMisuse == nil { pointer.pointee.pageMisuse = "\(function): \(problem)" }
-            return PAGING_ERR_INVALID_ARGUMENT
-        }
-        return PAGING_OK
-    }
 
     var limits: PluginLimits { instance._withUnsafeGuaranteedRef { $0.limits } }
 
