@@ -8,7 +8,7 @@ import Synchronization
 /// A fetch gets a fresh integer id and waits for the plugin to complete it through the host
 /// table, from any thread. A fetch completed twice, or after it was finished, cancelled or
 /// timed out, is refused and logged; a fetch not completed within ``PluginLimits/fetchTimeout``
-/// fails with a retryable timeout; cancelling the caller's task calls the plugin's `cancel`.
+/// fails with a retryable timeout; that and cancelling the caller's task call the plugin's `cancel`.
 public final class LoadedSource: PagingSource, CustomStringConvertible, @unchecked Sendable {
     public typealias Key = PluginKey
     public typealias Value = PluginItem
@@ -30,8 +30,12 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         self.plugin = plugin
         self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
-        watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance] id, timeout in
+        let table = UnsafeSendable(plugin)
+        watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance, calls] id, timeout in
             instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)"))
+            // Over for the host, so for the plugin too: told as a cancelled load is, on a thread
+            // of its own (a cancel() that blocks holds up no shared pool); never after destroy().
+            detachThread(named: "paging-cancel") { calls.runUnserialized { table.value.pointee.cancel?(table.value, id) } }
         }
         var out = KeysOut()
         let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }

@@ -116,6 +116,18 @@ struct BridgeTests {
         #expect(await log.waitFor("second fetch_complete returned 8"))
     }
 
+    /// A fetch the host ends at its timeout is over for the plugin too: its cancel() is called,
+    /// as for a cancelled load, so that it stops the work (it never heard, and a source went on
+    /// with a fetch no one waited for).
+    @Test func aFetchThatTimesOut_isCancelledInThePlugin() async throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_cancels",
+                                      extraFlags: ["-DFIXTURE_CANCEL_LOGS"])
+        let source = try PluginLibrary.open(path: path).makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))
+        let pager = Pager(source: source)
+        await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
+        #expect(await log.waitFor("never-complete: cancel 1"), "\(log.messages)")
+    }
+
     @Test func neverCompleted_endsInATimeout_thatIsRetryable() async throws {
         let source = try PluginLibrary.open(path: try fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))

@@ -4,6 +4,7 @@
  * completes or fails it. It has no cancel function (cancel == NULL), so the host's timeout or
  * cancellation must stop waiting on its own. Refresh key "0". Counts fetches and logs at destroy:
  *   "never-complete: destroyed after <n> fetches"
+ * Built with -DFIXTURE_CANCEL_LOGS it has a cancel function, which logs "never-complete: cancel <id>".
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,16 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     return PAGING_OK; /* accepted ... and forgotten (deliberate misuse) */
 }
 
+#ifdef FIXTURE_CANCEL_LOGS
+static void fx_cancel(paging_source_t *self, uint64_t id)
+{
+    fixture *f = (fixture *)self;
+    char msg[64];
+    snprintf(msg, sizeof msg, "never-complete: cancel %llu", (unsigned long long)id);
+    f->host->log(f->host, PAGING_LOG_INFO, msg);
+}
+#endif
+
 static void fx_destroy(paging_source_t *self)
 {
     fixture *f = (fixture *)self;
@@ -49,7 +60,11 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
     f->base.fetch = fx_fetch;
+#ifdef FIXTURE_CANCEL_LOGS
+    f->base.cancel = fx_cancel;
+#else
     f->base.cancel = NULL;
+#endif
     f->base.destroy = fx_destroy;
     f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
