@@ -12,7 +12,10 @@
  * promise that completions for a destroyed source's ids are refused (and logged), so the host
  * must keep each paging_host_t (and what host_data points to) readable after destroy(): e.g.
  * never free host tables, or keep them until the process ends. A fetch thread may also
- * complete after destroy() when destroy() comes within its 10 ms.
+ * complete after destroy() when destroy() comes within its 10 ms. The watcher wakes inside
+ * destroy(), and may call before destroy() has returned; with the config string
+ * "late_after_file" it waits, after destroy(), until that file exists (up to 10 s), so that a
+ * test that creates it once destroy() has returned knows its calls come afterwards.
  * No thread touches the (freed) instance: a fetch thread copies the host pointer, the fetch id
  * and the key into its own allocation before fetch() returns; the watcher shares a separate,
  * reference-counted record with the instance.
@@ -25,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "paging/paging.h"
 
@@ -35,6 +39,7 @@ typedef struct shared {
     int destroyed, refs, watching;
     uint64_t last_fetch_id;
     const paging_host_t *host;
+    char *late_after_file; /* NULL, or the file the watcher waits for after destroy() */
 } shared;
 
 typedef struct fixture { paging_source_t base; const paging_host_t *host; shared *watch; } fixture;
@@ -75,6 +80,7 @@ static void fx_release(shared *w)
     last = --w->refs == 0;
     pthread_mutex_unlock(&w->lock);
     if (last) {
+        free(w->late_after_file);
         pthread_mutex_destroy(&w->lock);
         pthread_cond_destroy(&w->changed);
         free(w);
@@ -93,6 +99,11 @@ static void *fx_watcher(void *arg)
     while (!w->destroyed) pthread_cond_wait(&w->changed, &w->lock);
     id = w->last_fetch_id;
     pthread_mutex_unlock(&w->lock);
+    if (w->late_after_file != NULL) {
+        struct timespec ms = { 0, 1000 * 1000 };
+        int waited;
+        for (waited = 0; waited < 10000 && access(w->late_after_file, F_OK) != 0; waited++) nanosleep(&ms, NULL);
+    }
     item.data = (const uint8_t *)"\"late\"";
     item.len = 6;
     h->fetch_add_item(h, id, item);
@@ -186,6 +197,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     pthread_cond_init(&f->watch->changed, NULL);
     f->watch->refs = 1;
     f->watch->host = host;
+    if (host->config_string(config, "late_after_file") != NULL) f->watch->late_after_file = strdup(host->config_string(config, "late_after_file"));
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
