@@ -13,6 +13,8 @@ import Synchronization
 public enum Conformance {
     /// The host's log lines when a plugin completes a fetch it already finished.
     static let refusedCompletion = "for unknown or finished fetch id"
+    /// What the host logs of a fetch() that ended its fetch, then returned an error.
+    static let contradictedEnding = "fetch stands"
     static let pageSize = 20
 
     /// Runs `check` against the plugin `id` of the library at `path`, in this process.
@@ -329,6 +331,9 @@ struct Context: Sendable {
         try await Task.sleep(for: .milliseconds(200))
         if let refused = log.first(containing: Conformance.refusedCompletion) {
             return fail("completed more than once: the host refused \"\(refused)\"")
+        }
+        if let contradiction = log.first(containing: Conformance.contradictedEnding) {
+            return fail("ended the fetch inside fetch(), then returned an error: \"\(contradiction)\"")
         }
         return pass("\(outcome) in \(Int(took)) ms")
     }

@@ -157,16 +157,25 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             guard let fetch = plugin.pointee.fetch else { return nil }
             return CView.withRequest(request) { fetch(plugin, $0, id) }
         }
-        guard status == PAGING_OK else {
-            instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
-            throw PluginError(PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
-                              status == nil ? "the plugin was destroyed" : "fetch refused the request", plugin: instance.label)
-        }
         // A plugin that completed inside fetch() needs no waiting.
         let result = instance.fetches.withLock { fetches -> FetchResult? in
-            guard let result = fetches[id]?.result else { return nil }
-            fetches[id] = nil
-            return result
+            guard status != PAGING_OK else {
+                guard let result = fetches[id]?.result else { return nil }
+                fetches[id] = nil
+                return result
+            }
+            return fetches.removeValue(forKey: id)?.result
+        }
+        if let status, status != PAGING_OK {
+            guard let result else {
+                throw PluginError(PluginStatus(rawValue: status), "fetch refused the request", plugin: instance.label)
+            }
+            // Ended inside fetch() (and answered PAGING_OK), then refused by its return: the
+            // ending the host took stands.
+            let ending = if case .completed = result { "completed" } else { "failed" }
+            instance.log(.warning, "fetch returned \(PluginStatus(rawValue: status)) after it \(ending) the fetch; the \(ending) fetch stands")
+        } else if status == nil {
+            throw PluginError(.internal, "the plugin was destroyed", plugin: instance.label)
         }
         let finished: FetchResult
         if let result { finished = result } else { finished = await waitForCompletion(of: id) }

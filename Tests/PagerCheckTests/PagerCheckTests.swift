@@ -159,6 +159,16 @@ struct PagerCheckTests {
         #expect(failed.contains { $0.reason.contains(reason) }, "\(output)")
     }
 
+    /// A fetch() that ends its fetch, then returns an error, contradicts itself: the host keeps
+    /// the ending and logs it, and fetch-completes-once fails the plugin (it passed).
+    @Test func aFetchThatEndsItsFetch_thenReturnsAnError_failsFetchCompletesOnce() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+                                                     Self.fast + ["--config", #"{"then_return": 6}"#])
+        #expect(code == 1, "\(output)")
+        let result = try #require(report.results.first { $0.check == "fetch-completes-once" })
+        #expect(result.status == .fail && result.reason.contains("ended the fetch inside fetch(), then returned an error"), "\(output)")
+    }
+
     @Test func createFails_refusingEmptyAndInvalidConfigsCleanly_passesThoseChecks() async throws {
         let (_, report, _) = try await check(try compile("Tests/Fixtures/plugins/create_fails.c"), Self.fast)
         for name in ["create-empty-config", "create-invalid-config"] {

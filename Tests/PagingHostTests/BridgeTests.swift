@@ -107,6 +107,25 @@ struct BridgeTests {
         #expect(log.messages.contains { $0.contains("edge") })
     }
 
+    /// A fetch ended inside fetch(), which then returns an error: the ending the host took (and
+    /// answered PAGING_OK) stands, and the contradiction is logged. The page was dropped for
+    /// "fetch refused the request", and a failure's own message lost.
+    @Test func aFetchEndedInsideFetch_thatThenReturnsAnError_keepsItsEnding() async throws {
+        let completed = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+            .makeSource(config: .object([("then_return", .int(Int64(PluginStatus.notFound.rawValue)))]), sink: log.sink)
+        let pager = Pager(source: completed)
+        let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 5)))
+        #expect(page.values.texts == [#""once""#])
+        #expect(log.contains("fetch returned not found after it completed the fetch; the completed fetch stands"), "\(log.messages)")
+
+        let failed = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+            .makeSource(config: .object([("then_return", .int(Int64(PluginStatus.internal.rawValue))), ("fail_first", .bool(true))]), sink: log.sink)
+        let failing = Pager(source: failed)
+        let error = await #expect(throws: PluginError.self) { try await failing.load(failing.refreshRequest(params: params(pageSize: 5))) }
+        #expect(error?.status == .notFound && error?.message.contains("nope") == true, "\(String(describing: error))")
+        #expect(log.contains("fetch returned internal after it failed the fetch; the failed fetch stands"), "\(log.messages)")
+    }
+
     @Test func completedTwice_isRefused_andLogged() async throws {
         let source = try PluginLibrary.open(path: try fixturePlugin("double_complete")).makeSource(sink: log.sink)
         let pager = Pager(source: source)

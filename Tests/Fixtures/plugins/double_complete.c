@@ -5,13 +5,21 @@
  * without crashing or delivering a second page. The plugin logs what the second call returned:
  *   "double-complete: second fetch_complete returned <code>"   (expected code 8)
  * Each page holds one item, the JSON string "\"once\"", with both END flags; refresh key "0".
+ * With the config integer "then_return" (a PAGING_ERR_* code), fetch() ends the fetch once
+ * instead (completes it, or with "fail_first" true fails it NOT_FOUND "nope") and then returns
+ * that code: a contradiction the host must settle.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "paging/paging.h"
 
-typedef struct fixture { paging_source_t base; const paging_host_t *host; } fixture;
+typedef struct fixture {
+    paging_source_t base;
+    const paging_host_t *host;
+    paging_status_t then_return;
+    int fail_first;
+} fixture;
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
@@ -30,11 +38,16 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     paging_status_t second;
     char msg[96];
     (void)request;
+    if (f->fail_first) {
+        h->fetch_fail(h, id, PAGING_ERR_NOT_FOUND, "nope");
+        return f->then_return;
+    }
     item.data = (const uint8_t *)"\"once\"";
     item.len = 6;
     h->fetch_add_item(h, id, item);
     h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
     h->fetch_complete(h, id);
+    if (f->then_return != PAGING_OK) return f->then_return;
     second = h->fetch_complete(h, id); /* deliberate misuse */
     snprintf(msg, sizeof msg, "double-complete: second fetch_complete returned %u", (unsigned)second);
     h->log(h, PAGING_LOG_INFO, msg);
@@ -49,6 +62,8 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     (void)plugin_id;
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
+    f->then_return = (paging_status_t)host->config_int(config, "then_return", PAGING_OK);
+    f->fail_first = host->config_bool(config, "fail_first", 0) != 0;
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;

@@ -51,7 +51,8 @@ struct paging_source {
      * plugin completes it exactly once via host->fetch_complete or host->fetch_fail, from any
      * thread (inside fetch() is fine), after setting items/keys/flags with host->fetch_*.
      * Non-OK = failed synchronously with that code; the host then ignores any later completion
-     * for `fetch_id`. `request` is owned by the host and borrowed for this call only: copy what
+     * for `fetch_id` (a fetch already completed or failed inside fetch() keeps that ending, and
+     * the contradiction is logged). `request` is owned by the host and borrowed for this call only: copy what
      * you need. `fetch_id` is an opaque integer valid until the fetch is completed or failed.
      * [serialized unless the descriptor has PAGING_PLUGIN_THREAD_SAFE] */
     paging_status_t (*fetch)(paging_source_t *self, const paging_request_t *request, uint64_t fetch_id);
