@@ -41,7 +41,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)
-            throw .createFailed(path: library.path, id: descriptor.id, status: PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
+            // A refused keys_set is the failure, whatever refresh_key returned after it.
+            throw .createFailed(path: library.path, id: descriptor.id,
+                                status: out.misuse != nil ? .invalidArgument : PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
                                 message: out.misuse ?? "refresh_key failed")
         }
         refreshKey = out.key(PAGING_KEY_CURRENT) ?? PluginKey(bytes: [])

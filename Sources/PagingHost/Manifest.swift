@@ -68,6 +68,9 @@ public struct Manifest: Sendable {
         return try parse(bytes, file: path)
     }
 
+    /// The bytes of a serve_params name.
+    private static let serveParamBytes = Set(Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-".utf8))
+
     /// Checks a manifest's text; `file` names it in errors and anchors relative paths.
     public static func parse(_ bytes: [UInt8], file: String) throws(ManifestError) -> Manifest {
         let root: JSONValue
@@ -119,7 +122,13 @@ public struct Manifest: Sendable {
                 guard case .string(let name) = value, !name.isEmpty, name.utf8.count <= 64 else {
                     throw reader.expected("a parameter name of 1 to 64 bytes", value, at: path)
                 }
-                guard name != "cursor", name != PagingUserInfoKey.hardRefresh else {
+                // Letters, digits and "._~-" (what a query carries as it is): a name no request
+                // could send, or one with a control character, would be listed to clients.
+                guard name.utf8.allSatisfy({ Self.serveParamBytes.contains($0) }) else {
+                    throw reader.expected("a parameter name of letters, digits and . _ ~ -", value, at: path)
+                }
+                // state.NAME is incremental loading's value: not a client's to set.
+                guard name != "cursor", name != PagingUserInfoKey.hardRefresh, !name.hasPrefix("state.") else {
                     throw ManifestError(file: file, path: path, message: "'\(name)' cannot be set by a client")
                 }
                 if let first = serveParams.firstIndex(of: name) {
@@ -147,6 +156,8 @@ public struct Manifest: Sendable {
     public static func readFile(_ path: String, kind: String = "manifest", regularOnly: Bool = false) throws(ManifestError) -> [UInt8] {
         func failure(_ message: String) -> ManifestError { ManifestError(file: path, path: nil, message: message) }
         let file = kind == "manifest" ? "manifest file" : kind
+        // The error would begin ": " (no name to give): say what is missing.
+        guard !path.isEmpty else { throw ManifestError(file: "(empty path)", path: nil, message: "expected the path of a \(file)") }
         // Opened without blocking: opening a FIFO waits for a writer otherwise.
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw failure(String(cString: strerror(errno))) }

@@ -126,6 +126,16 @@ struct BridgeTests {
         #expect(log.contains("fetch returned internal after it failed the fetch; the failed fetch stands"), "\(log.messages)")
     }
 
+    /// A refresh_key whose keys_set was refused fails create as that misuse, whatever it
+    /// returned after (the error said "ok: keys_set: unknown slot 99").
+    @Test func aRefusedKeysSetInRefreshKey_failsCreateAsMisuse() throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+        #expect(throws: PluginLoadError.createFailed(path: library.path, id: "double-complete", status: .invalidArgument,
+                                                     message: "keys_set: unknown slot 99")) {
+            try library.makeSource(config: .object([("bad_refresh_slot", .bool(true))]), sink: log.sink)
+        }
+    }
+
     @Test func completedTwice_isRefused_andLogged() async throws {
         let source = try PluginLibrary.open(path: try fixturePlugin("double_complete")).makeSource(sink: log.sink)
         let pager = Pager(source: source)

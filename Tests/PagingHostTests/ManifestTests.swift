@@ -75,6 +75,13 @@ struct ManifestTests {
         #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"q": 1}}"#) == "/srv/app/m.json: $.user_info.q: expected a string, got an integer")
         #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["q", "tag", "q"]}"#)
                 == "/srv/app/m.json: $.serve_params[2]: 'q' is listed already, at $.serve_params[0]")
+        // Names no query could send, or that forge what a client is shown; incremental's value.
+        for name in [#"x\u0000y"#, #"\u001b[31m"#, "a=b", "a b", "é"] {
+            #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["\#(name)"]}"#).hasPrefix(
+                "/srv/app/m.json: $.serve_params[0]: expected a parameter name of letters, digits and . _ ~ -"), "\(name)")
+        }
+        #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["state.since"]}"#)
+                == "/srv/app/m.json: $.serve_params[0]: 'state.since' cannot be set by a client")
     }
 
     @Test func invalidUTF8_isAnError_withItsPlace() {
@@ -89,6 +96,10 @@ struct ManifestTests {
     @Test func unreadableFiles_areNamed() async throws {
         #expect(throws: ManifestError(file: "/nonexistent/m.json", path: nil, message: "No such file or directory")) {
             try Manifest.load(path: "/nonexistent/m.json")
+        }
+        // It was ": No such file or directory".
+        #expect(throws: ManifestError(file: "(empty path)", path: nil, message: "expected the path of a manifest file")) {
+            try Manifest.load(path: "")
         }
         let folder = scratchFolder()
         #expect(throws: ManifestError(file: folder, path: nil, message: "is a folder, expected a manifest file")) {

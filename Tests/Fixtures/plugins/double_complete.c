@@ -7,7 +7,8 @@
  * Each page holds one item, the JSON string "\"once\"", with both END flags; refresh key "0".
  * With the config integer "then_return" (a PAGING_ERR_* code), fetch() ends the fetch once
  * instead (completes it, or with "fail_first" true fails it NOT_FOUND "nope") and then returns
- * that code: a contradiction the host must settle.
+ * that code: a contradiction the host must settle. With "bad_refresh_slot" true, refresh_key
+ * sets slot 99 (which the host refuses) and returns PAGING_OK.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@ typedef struct fixture {
     const paging_host_t *host;
     paging_status_t then_return;
     int fail_first;
+    int bad_refresh_slot;
 } fixture;
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
@@ -27,6 +29,10 @@ static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *
     paging_bytes_t k;
     k.data = (const uint8_t *)"0";
     k.len = 1;
+    if (f->bad_refresh_slot) {
+        f->host->keys_set(out, 99, &k);
+        return PAGING_OK;
+    }
     return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
 }
 
@@ -64,6 +70,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->host = host;
     f->then_return = (paging_status_t)host->config_int(config, "then_return", PAGING_OK);
     f->fail_first = host->config_bool(config, "fail_first", 0) != 0;
+    f->bad_refresh_slot = host->config_bool(config, "bad_refresh_slot", 0) != 0;
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
