@@ -313,6 +313,8 @@ struct Context: Sendable {
             return "the fetch did not complete within \(timeoutText)"
         }
         if error.status == .invalidArgument { return "misused the host: \(error.message)" }
+        if !error.status.isKnown { return "failed with \(error.status), which is no PAGING_ERR_* code: \(error.message)" }
+        if error.message.contains(PluginStatus.reportedOK) { return error.message }
         return nil
     }
 

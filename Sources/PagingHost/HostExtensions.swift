@@ -51,7 +51,7 @@ package enum HostExtensions {
         },
         fail: { out, code, message in
             TransformOut.update(out, "fail") { out in
-                out.failure = (PluginStatus(failure: code), string(message))
+                out.failure = PluginStatus.failure(code, string(message), call: "fail")
                 return nil
             }
         }))

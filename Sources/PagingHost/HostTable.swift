@@ -325,7 +325,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.config_fail = { config, code, message in
         // At most once: a second call does not replace the reason given first.
         guard let config = PluginConfig.from(config, "config_fail"), config.failure == nil else { return }
-        config.failure = (PluginStatus(failure: code), string(message))
+        config.failure = PluginStatus.failure(code, string(message), call: "config_fail")
     }
     table.config_type = { config, key in
         PluginConfig.from(config, "config_type")?.type(for: string(key)) ?? PAGING_CONFIG_ABSENT
@@ -382,7 +382,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.out_fail = { out, code, message in
         InterceptOut.update(out, "out_fail") { out in
-            out.failure = (PluginStatus(failure: code), string(message))
+            out.failure = PluginStatus.failure(code, string(message), call: "out_fail")
             return nil
         }
     }
@@ -439,7 +439,8 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         PluginInstance.with(host) { instance in
             let message = string(message)
             return instance.updateFetch(id, "fetch_fail", ends: true) { fetch in
-                fetch.result = .failed(PluginStatus(failure: code), message, retryAfter: fetch.retryAfter)
+                let (status, message) = PluginStatus.failure(code, message, call: "fetch_fail")
+                fetch.result = .failed(status, message, retryAfter: fetch.retryAfter)
                 return nil
             }
         } ?? PAGING_ERR_INVALID_ARGUMENT

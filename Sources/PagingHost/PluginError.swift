@@ -18,6 +18,20 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
     public static let notFound = PluginStatus(rawValue: PAGING_ERR_NOT_FOUND)
     public static let `internal` = PluginStatus(rawValue: PAGING_ERR_INTERNAL)
     public static let invalidArgument = PluginStatus(rawValue: PAGING_ERR_INVALID_ARGUMENT)
+    public static let unsupported = PluginStatus(rawValue: PAGING_ERR_UNSUPPORTED)
+
+    /// Whether it is `PAGING_OK` or one of the ABI's `PAGING_ERR_*` codes.
+    public var isKnown: Bool { rawValue <= PAGING_ERR_UNSUPPORTED }
+
+    /// A failure a plugin reported with `code` and `message` through `call`: one reported as
+    /// `PAGING_OK` is internal, and its message says so (what pager check looks for).
+    static func failure(_ code: paging_status_t, _ message: String, call: String) -> (PluginStatus, String) {
+        guard code == PAGING_OK else { return (PluginStatus(rawValue: code), message) }
+        return (.internal, "\(call) \(reportedOK): \(message)")
+    }
+
+    /// How a failure reported as `PAGING_OK` is said.
+    package static let reportedOK = "reported a failure with PAGING_OK"
 
     /// The status of a failure a plugin reported: a failure reported as `PAGING_OK` is internal.
     init(failure code: paging_status_t) {
@@ -38,6 +52,7 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
         case .notFound: "not found"
         case .internal: "internal"
         case .invalidArgument: "invalid argument"
+        case .unsupported: "unsupported"
         default: "status \(rawValue)"
         }
     }

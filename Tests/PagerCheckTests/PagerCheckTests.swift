@@ -169,6 +169,19 @@ struct PagerCheckTests {
         #expect(result.status == .fail && result.reason.contains("ended the fetch inside fetch(), then returned an error"), "\(output)")
     }
 
+    /// A fetch that fails with PAGING_OK or with a code the ABI does not have, or whose fetch()
+    /// returns one after failing it, misbehaves: fetch-completes-once fails it (it passed; every
+    /// fetch failed, and the checks needing a page were skipped).
+    @Test(arguments: [(#"{"fail_first": true, "fail_code": 0}"#, "fetch_fail reported a failure with PAGING_OK: nope"),
+                      (#"{"fail_first": true, "fail_code": 777}"#, "failed with status 777, which is no PAGING_ERR_* code"),
+                      (#"{"fail_first": true, "fail_code": 2, "then_return": 31337}"#, "then returned an error")])
+    func aFetchFailingWithoutAnABICode_failsFetchCompletesOnce(_ config: String, _ reason: String) async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"), Self.fast + ["--config", config])
+        #expect(code == 1, "\(output)")
+        let result = try #require(report.results.first { $0.check == "fetch-completes-once" })
+        #expect(result.status == .fail && result.reason.contains(reason), "\(output)")
+    }
+
     @Test func createFails_refusingEmptyAndInvalidConfigsCleanly_passesThoseChecks() async throws {
         let (_, report, _) = try await check(try compile("Tests/Fixtures/plugins/create_fails.c"), Self.fast)
         for name in ["create-empty-config", "create-invalid-config"] {

@@ -6,7 +6,8 @@
  *   "double-complete: second fetch_complete returned <code>"   (expected code 8)
  * Each page holds one item, the JSON string "\"once\"", with both END flags; refresh key "0".
  * With the config integer "then_return" (a PAGING_ERR_* code), fetch() ends the fetch once
- * instead (completes it, or with "fail_first" true fails it NOT_FOUND "nope") and then returns
+ * instead (completes it, or with "fail_first" true fails it with "fail_code", default
+ * NOT_FOUND, and "nope") and then returns
  * that code: a contradiction the host must settle. With "bad_refresh_slot" true, refresh_key
  * sets slot 99 (which the host refuses) and returns PAGING_OK.
  */
@@ -21,6 +22,7 @@ typedef struct fixture {
     paging_status_t then_return;
     int fail_first;
     int bad_refresh_slot;
+    paging_status_t fail_code;
 } fixture;
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
@@ -45,7 +47,7 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     char msg[96];
     (void)request;
     if (f->fail_first) {
-        h->fetch_fail(h, id, PAGING_ERR_NOT_FOUND, "nope");
+        h->fetch_fail(h, id, f->fail_code, "nope");
         return f->then_return;
     }
     item.data = (const uint8_t *)"\"once\"";
@@ -71,6 +73,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->then_return = (paging_status_t)host->config_int(config, "then_return", PAGING_OK);
     f->fail_first = host->config_bool(config, "fail_first", 0) != 0;
     f->bad_refresh_slot = host->config_bool(config, "bad_refresh_slot", 0) != 0;
+    f->fail_code = (paging_status_t)host->config_int(config, "fail_code", PAGING_ERR_NOT_FOUND);
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
