@@ -8,7 +8,9 @@
  *   page "2", item 1: "caf\xE9"         (a JSON string, but not valid UTF-8)
  * The host fails such a page ("item N is not valid JSON: ..."); page "0" is valid, so the checks
  * that load the refresh page see nothing wrong.
- * Expected: items-valid fails on page 2 (key '1'), item 2; every other check passes.
+ * Expected: items-valid fails on page 2 (key '1'), item 2; every other check passes. With the
+ * config boolean "first_page_invalid", page "0" item 0 is not JSON either, and the page is
+ * completed after the host refused it (which refuses the completion too).
  *
  * Interceptor "invalid-answers": answers every request for key "20" itself (COMPLETE) with the
  * items 1 and {oops} (not JSON); lets every other request proceed unchanged.
@@ -23,7 +25,7 @@
 #define PAGES 4u
 #define ITEMS 5u
 
-typedef struct fixture { paging_source_t base; const paging_host_t *host; } fixture;
+typedef struct fixture { paging_source_t base; const paging_host_t *host; int first_page_invalid; } fixture;
 
 static paging_bytes_t text_bytes(const char *text, size_t len)
 {
@@ -79,7 +81,7 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
         return PAGING_OK;
     }
     for (i = 0; i < ITEMS; i++) {
-        if (n == 1 && i == 2) {
+        if ((n == 1 && i == 2) || (n == 0 && i == 0 && f->first_page_invalid)) {
             h->fetch_add_item(h, id, text_bytes(not_json, strlen(not_json))); /* deliberate */
         } else if (n == 2 && i == 1) {
             h->fetch_add_item(h, id, text_bytes(bad_utf8, strlen(bad_utf8))); /* deliberate */
@@ -125,6 +127,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     (void)plugin_id;
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
+    f->first_page_invalid = host->config_bool(config, "first_page_invalid", 0) != 0;
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = fx_key_chain;
