@@ -35,7 +35,7 @@ struct CheckCommand {
       cancel-safe             (source) 50 fetches cancelled after 0-5 ms all finish; cancel of
                               unknown and finished ids is ignored
       destroy-in-flight       (source) destroyed with 5 fetches in its hands: no call to the host
-                              in the 300 ms after destroy() returned
+                              within --timeout-ms (300 ms at least) after destroy() returned
       proceed-intact          (interceptor) a proceeding request reaches the source intact; a
                               rewrite (key, page size, params) is reported as a note
       handle-any-page         (interceptor) handle() of an empty page, 1,000 items, odd bytes, no keys

@@ -110,7 +110,8 @@ struct PagerCheckTests {
     }
 
     @Test(arguments: [("transformer", #"{"mode": "bad-index"}"#, "keep_item: item index 999"),
-                      ("deferring", #"{"mode": "never"}"#, "an intercept was never answered")])
+                      ("deferring", #"{"mode": "never"}"#, "an intercept was never answered"),
+                      ("deferring", #"{"mode": "twice"}"#, "answered a deferred intercept more than once")])
     func misbehavingExtensions_fail(_ id: String, _ config: String, _ reason: String) async throws {
         let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", id, "--config", config])
