@@ -305,6 +305,15 @@ struct Context: Sendable {
         PluginRequest(kind: .refresh, keyChain: source.keyChain(for: source.refreshKey), params: params)
     }
 
+    /// Whether an intercept's failure is the plugin's misuse of the ABI, not a clean failure:
+    /// a refused call, an unknown result code, PENDING without defer(), a failure with
+    /// PAGING_OK or with a code the ABI does not have.
+    static func isMisuse(_ error: PluginError) -> Bool {
+        error.status == .invalidArgument || !error.status.isKnown || error.message.contains(PluginStatus.reportedOK)
+            || error.message.hasPrefix("intercept returned unknown code")
+            || error.message.hasPrefix("intercept returned PAGING_INTERCEPT_PENDING without calling defer()")
+    }
+
     /// Why a fetch error is the plugin's fault, or `nil` when it is a clean failure.
     func misbehaviour(_ error: any Error) -> String? {
         guard let error = error as? PluginError else { return "\(error)" }
@@ -501,7 +510,7 @@ struct Context: Sendable {
                     note(&notes, "answers some requests with items that are not valid JSON (see items-valid)")
                     continue
                 }
-                if let error = error as? PluginError, error.status == .invalidArgument || error.message.hasPrefix("intercept returned unknown code") {
+                if let error = error as? PluginError, Self.isMisuse(error) {
                     return fail("intercept of \(describe(request)): \(error.message)")
                 }
                 note(&notes, "fails some requests: \(error)")

@@ -120,6 +120,17 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// An intercept that returns PENDING without defer() misuses the ABI: proceed-intact fails
+    /// it (it passed with a note, every load failing).
+    @Test(arguments: [("deferring", #"{"mode": "no-defer"}"#, "without calling defer()")])
+    func interceptorsMisusingTheABI_failProceedIntact(_ id: String, _ config: String, _ reason: String) async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     Self.fast + ["--plugin", id, "--config", config])
+        #expect(code == 1, "\(output)")
+        let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
+        #expect(proceed.status == .fail && proceed.reason.contains(reason), "\(output)")
+    }
+
     @Test func guideExample_isUnder40Lines_andItsRewriteIsANote() async throws {
         let text = try String(contentsOfFile: "\(repositoryRoot)/Examples/CInterceptor/guide_example.c", encoding: .utf8)
         #expect(text.filter { $0 == "\n" }.count < 40)

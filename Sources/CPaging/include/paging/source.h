@@ -64,8 +64,10 @@ struct paging_source {
     void (*cancel)(paging_source_t *self, uint64_t fetch_id);
 
     /* Releases the instance, including `self` (the plugin owns the struct). Called exactly
-     * once, with no other call on this instance in flight; afterwards completions for its
-     * fetch ids are ignored (and logged) by the host. [serialized] */
+     * once, with no other call on this instance in flight. Its `host` is valid until destroy()
+     * returns: finish or stop the threads that call it first. (A call made afterwards is a bug
+     * the host survives: a completion, a log line or a counter is dropped, and said once.)
+     * [serialized] */
     void (*destroy)(paging_source_t *self);
 
     /* ---- ABI 1.0 ---- */
