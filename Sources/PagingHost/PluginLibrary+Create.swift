@@ -24,6 +24,7 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
+        try checkStructSize(plugin.pointee.struct_size, of: plugin, "source", descriptor, instance)
         let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
         liveInstances.add(1, ordering: .relaxed)
@@ -45,9 +46,29 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
+        try checkStructSize(plugin.pointee.struct_size, of: plugin, "interceptor", descriptor, instance)
         let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
+    }
+
+    /// The `struct_size` of an ABI 1.0 library's instance: one smaller than the draft's table
+    /// is refused (no build ever wrote it: a corrupt table), and 0 (never set) is said once,
+    /// since none of its extensions is asked for then. (Both were taken without a word: a
+    /// plugin's paging.health/1 went unasked, and pager validate said ok.)
+    private func checkStructSize<Plugin: PluginTable>(
+        _ size: UInt32, of plugin: UnsafeMutablePointer<Plugin>, _ kind: String, _ descriptor: PluginDescriptor, _ instance: PluginInstance
+    ) throws(PluginLoadError) {
+        guard !descriptor.isDraft else { return }
+        let draft = Plugin.draftSize
+        if size == 0 {
+            instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
+                         + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
+        } else if size < draft {
+            Plugin.destroy(plugin)
+            throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than any "
+                                + "ABI 1.0 paging_\(kind)_t (\(draft)): set it to sizeof(paging_\(kind)_t)")
+        }
     }
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
@@ -105,12 +126,16 @@ func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @
 /// A plugin's function table, which its destroy() frees.
 package protocol PluginTable {
     static func destroy(_ table: UnsafeMutablePointer<Self>)
+    /// The size of ABI 1.0's draft of the table: the offset of its first 1.0 member.
+    static var draftSize: Int { get }
 }
 
 extension paging_source_t: PluginTable {
     package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
+    package static var draftSize: Int { MemoryLayout<Self>.offset(of: \.struct_size)! }
 }
 
 extension paging_interceptor_t: PluginTable {
     package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
+    package static var draftSize: Int { MemoryLayout<Self>.offset(of: \.struct_size)! }
 }

@@ -192,6 +192,27 @@ struct ABIContractTests {
         #expect(log.count(containing: "destroyed") == 1)
     }
 
+    /// An instance's struct_size smaller than any ABI 1.0 table is refused (a corrupt table);
+    /// 0, never set, is said, since its extensions go unasked. Both were taken without a word.
+    @Test(arguments: [0, 8])
+    func anInstanceTableTooSmall_isRefused_andOneNeverSized_isSaid(size: Int) async throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_size_\(size)",
+                                      extraFlags: ["-DFIXTURE_STRUCT_SIZE=\(size)"])
+        let library = try PluginLibrary.open(path: path)
+        let log = LogRecorder()
+        if size == 0 {
+            let interceptor = try library.makeInterceptor(sink: log.sink)
+            defer { interceptor.destroy() }
+            #expect(log.contains("struct_size is 0: its table is read as ABI 1.0's draft, without get_extension"), "\(log.messages)")
+            #expect(interceptor.offeredExtensions.isEmpty)
+            return
+        }
+        #expect(throws: PluginLoadError.invalidEntry(path: library.path, reason: "interceptor 'lifecycle' says its table is 8 bytes (struct_size), "
+                                                     + "less than any ABI 1.0 paging_interceptor_t (32): set it to sizeof(paging_interceptor_t)")) {
+            try library.makeInterceptor(sink: log.sink)
+        }
+    }
+
     /// The library info is for init() only: a library that keeps it and logs with it later
     /// (at create, at deinit) has the call refused, said once, and pager runs on (it crashed
     /// on freed memory, exit 139).

@@ -10,6 +10,7 @@
  *   Built with -DFIXTURE_FAIL_THEN_RETURN, create calls config_fail twice (INVALID_CONFIG
  *   "create: no such mode", then INTERNAL "create: a second reason") and returns the instance
  *   all the same; destroy logs "destroyed".
+ *   Built with -DFIXTURE_STRUCT_SIZE=N, the interceptor's table says struct_size N.
  * Interceptor "lifecycle": at create, logs "log-level <n>" from the host's paging.log-level/1
  *   (or "log-level absent"), "unknown extension NULL" when the host answers NULL for an id it
  *   cannot know, and "config <key> <type>" for the keys "s", "i", "d", "b", "n", "a", "o" and
@@ -121,7 +122,11 @@ static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host
     self->base.intercept = lc_intercept;
     self->base.destroy = lc_destroy;
     self->base.get_extension = lc_get_extension;
+#ifdef FIXTURE_STRUCT_SIZE
+    self->base.struct_size = FIXTURE_STRUCT_SIZE;
+#else
     self->base.struct_size = (uint32_t)sizeof self->base;
+#endif
 #ifdef FIXTURE_FAIL_THEN_RETURN
     host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "create: no such mode");
     host->config_fail(config, PAGING_ERR_INTERNAL, "create: a second reason");
