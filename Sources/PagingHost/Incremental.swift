@@ -54,6 +54,10 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The value as JSON text: a string quoted and escaped (no control character shows), a
+    /// number as it was written. How pager shows it.
+    public var jsonText: String { json.jsonText }
+
     var json: JSONValue {
         switch self {
         case .string(let text): .string(text)

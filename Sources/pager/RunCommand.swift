@@ -240,16 +240,15 @@ private struct IncrementalRun {
         kept = try settings.keptValue()
         start = full ? settings.initial : kept ?? settings.initial
         cursor = IncrementalCursor(settings, start: kept)
-        // Values read from items and the state file: escaped.
-        Output.problem("incremental: {state.\(settings.state)} = \"\(start)\"\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
+        Output.problem("incremental: {state.\(settings.state)} = \(start.jsonText)\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
     }
 
     /// Writes the highest value seen when it is higher than the value kept.
     func keep() throws(IncrementalError) {
         guard let value = cursor.value, value != kept else { return }
         let stored = try file.store(value, name: settings.state, namespace: settings.namespace)
-        Output.problem("incremental: kept {state.\(settings.state)} = \"\(stored)\" in \(settings.stateFile)"
-                     + (stored == value ? "" : " (another run kept it; this run's highest was \"\(value)\")"))
+        Output.problem("incremental: kept {state.\(settings.state)} = \(stored.jsonText) in \(settings.stateFile)"
+                     + (stored == value ? "" : " (another run kept it; this run's highest was \(value.jsonText))"))
     }
 }
 

@@ -45,7 +45,7 @@ struct ValidateCommand {
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         if let (settings, value) = kept {
-            Output.line("  incremental: {state.\(settings.state)} = \"\(value ?? settings.initial)\" "
+            Output.line("  incremental: {state.\(settings.state)} = \((value ?? settings.initial).jsonText) "
                         + (value == nil ? "(initial; nothing kept yet in \(settings.stateFile))" : "(kept in \(settings.stateFile))"))
         }
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure

@@ -72,6 +72,20 @@ struct PagerOutputTests {
         #expect(!stderr.contains("append: +"), "loads went on after the output failed:\n\(stderr)")
     }
 
+    /// The incremental value is shown as JSON: a number bare (it was quoted, as if a string),
+    /// a string quoted with its control characters escaped (one in the state file went out raw).
+    @Test func incrementalValues_areShownAsJSON() async throws {
+        let file = try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#, more: #", "incremental": {"cursor": "/n"}"#)
+        let first = try await run(pagerBinary, ["run", file, "--refresh", "--append", "2"])
+        #expect(first.code == 0 && first.stderr.contains("incremental: kept {state.since} = 29 in \(file).state"), "\(first.stderr)")
+        let second = try await run(pagerBinary, ["run", file])
+        #expect(second.stderr.contains("incremental: {state.since} = 29\n"), "\(second.stderr)")
+        try #"{"default": {"since": "x\u001b[2Jy"}}"#.write(toFile: file + ".state", atomically: true, encoding: .utf8)
+        let shown = try await run(pagerBinary, ["validate", file])
+        #expect(shown.stdout.contains(#"incremental: {state.since} = "x\u001b[2Jy" (kept in"#), "\(shown.stdout)")
+        #expect(!shown.stdout.unicodeScalars.contains("\u{1B}"))
+    }
+
     // MARK: - Plugins that print
 
     /// A source and an interceptor that printf, puts and write(1, ...) in create and in every
