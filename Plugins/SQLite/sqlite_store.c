@@ -97,6 +97,7 @@
  */
 #define _POSIX_C_SOURCE 200809L /* _exit, clock_gettime */
 
+#include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <stdint.h>
@@ -642,8 +643,15 @@ static void sqls_destroy(paging_interceptor_t *self)
 static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_config_t *config,
                                                const char *path, const char *what, const char *error, int code)
 {
-    char msg[1600];
+    char msg[1600], folder[1100];
+    const char *slash = strrchr(path, '/');
     if (error == NULL) code = st->db ? sqlite3_errcode(st->db) : SQLITE_NOMEM;
+    /* SQLite writes its journal files beside the database: a writable file in a folder this
+     * process cannot write reads as "attempt to write a readonly database". */
+    snprintf(folder, sizeof folder, "%.*s", slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path), slash == NULL ? "." : path);
+    if (((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) && access(folder, W_OK) != 0
+        && (access(path, W_OK) == 0 || errno == ENOENT))
+        error = "its folder is not writable by this process (SQLite keeps its journal files beside the database)";
     snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
              error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory");
     code &= 0xff;

@@ -311,13 +311,18 @@ struct SQLiteStoreTests {
 
     /// SQLite opens a file it cannot write read-only without a word: `pager validate` called the
     /// store healthy, and `run` then failed to store every page. Run as a user who cannot write
-    /// the file (nobody, when the tests run as root).
-    @Test func aDatabaseItCannotWrite_isRefusedAtCreate() async throws {
+    /// the file (nobody, when the tests run as root). A file it may write in a folder it may not
+    /// (where SQLite keeps its journal) says so: it said "attempt to write a readonly database".
+    @Test(arguments: [(0o444, "cannot write to it: the file is read-only to this process"),
+                      (0o666, "its folder is not writable by this process (SQLite keeps its journal files beside the database)")])
+    func aDatabaseItCannotWrite_isRefusedAtCreate(mode: Int, reason: String) async throws {
         let folder = scratchFolder()
         #expect(chmod(folder, 0o755) == 0)
         let db = folder + "/ro.db"
         try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(config: .object([("path", .string(db))]), sink: log.sink).destroy()
-        #expect(chmod(db, 0o444) == 0)
+        #expect(chmod(db, mode_t(mode)) == 0)
+        // Its journal files, left by the store just made, would be writable where the folder is not.
+        for suffix in ["-wal", "-shm"] { try? FileManager.default.removeItem(atPath: db + suffix) }
         writeJSONLines(count: 5, to: folder + "/data.jsonl")
         let manifest = folder + "/m.json"
         try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "interceptors": [{"plugin": "sqlite-store", "config": {"path": "ro.db"}}], "page_size": 5}"#
@@ -328,7 +333,7 @@ struct SQLiteStoreTests {
             ? try await run("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", pager, "validate", manifest])
             : try await run(pager, ["validate", manifest])
         #expect(result.code == 2, "\(result.stdout) \(result.stderr)")
-        #expect(result.stderr.contains("sqlite-store: config `path` '\(db)': cannot write to it: the file is read-only to this process"), "\(result.stderr)")
+        #expect(result.stderr.contains("sqlite-store: config `path` '\(db)': ") && result.stderr.contains(reason), "\(result.stderr)")
     }
 }
 
