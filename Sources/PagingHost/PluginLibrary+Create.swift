@@ -24,7 +24,7 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
-        try checkStructSize(plugin.pointee.struct_size, of: plugin, "source", descriptor, instance)
+        try checkStructSize(of: plugin, "source", descriptor, instance)
         let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
         liveInstances.add(1, ordering: .relaxed)
@@ -46,7 +46,7 @@ extension PluginLibrary {
             plugin.pointee.destroy?(plugin)
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
-        try checkStructSize(plugin.pointee.struct_size, of: plugin, "interceptor", descriptor, instance)
+        try checkStructSize(of: plugin, "interceptor", descriptor, instance)
         let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
         liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
@@ -57,10 +57,10 @@ extension PluginLibrary {
     /// since none of its extensions is asked for then. (Both were taken without a word: a
     /// plugin's paging.health/1 went unasked, and pager validate said ok.)
     private func checkStructSize<Plugin: PluginTable>(
-        _ size: UInt32, of plugin: UnsafeMutablePointer<Plugin>, _ kind: String, _ descriptor: PluginDescriptor, _ instance: PluginInstance
+        of plugin: UnsafeMutablePointer<Plugin>, _ kind: String, _ descriptor: PluginDescriptor, _ instance: PluginInstance
     ) throws(PluginLoadError) {
         guard !descriptor.isDraft else { return }
-        let draft = Plugin.draftSize
+        let size = plugin.pointee.struct_size, draft = Plugin.draftSize
         if size == 0 {
             instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
@@ -73,8 +73,8 @@ extension PluginLibrary {
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
     /// plugin reported through `config_fail`, and so is an instance returned after it (which is
-    /// destroyed: the plugin refused its config). A plugin that requires an
-    /// extension the instance's limits withhold is refused first.
+    /// destroyed: the plugin refused its config). A plugin that requires an extension the
+    /// instance's limits withhold is refused first.
     ///
     /// The call runs on a thread of its own and is waited for at most the instance's call
     /// timeout (or, without one, its fetch timeout but at least 30 s): a `create_*` that never
@@ -125,6 +125,8 @@ func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @
 
 /// A plugin's function table, which its destroy() frees.
 package protocol PluginTable {
+    /// The size of the table in the plugin's headers (ABI 1.0 on; 0 when never set).
+    var struct_size: UInt32 { get }
     static func destroy(_ table: UnsafeMutablePointer<Self>)
     /// The size of ABI 1.0's draft of the table: the offset of its first 1.0 member.
     static var draftSize: Int { get }
