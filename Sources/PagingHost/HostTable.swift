@@ -246,6 +246,14 @@ func keyLengthRefusal(_ length: Int) -> String? {
     length > maxKeyBytes ? "a key of \(length) bytes (at most \(maxKeyBytes))" : nil
 }
 
+/// The line a plugin's log call shows: a NULL message or a level the ABI lacks is said as a
+/// warning (not an empty line, or a line taken for info).
+func logLine(_ level: UInt32, _ message: UnsafePointer<CChar>?) -> (PluginLogLevel, String) {
+    guard let message else { return (.warning, "log called with a NULL message; ignored") }
+    guard let known = PluginLogLevel(rawValue: level) else { return (.warning, "log at an unknown level \(level): \(string(message))") }
+    return (known, string(message))
+}
+
 func string(_ message: UnsafePointer<CChar>?) -> String {
     message.map { String(cString: $0) } ?? ""
 }
@@ -311,7 +319,8 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.log = { host, level, message in
         PluginInstance.with(host) { instance in
             guard !instance.isAfterDestroy("log") else { return }
-            instance.log(PluginLogLevel(rawValue: level) ?? .info, string(message))
+            let (level, text) = logLine(level, message)
+            instance.log(level, text)
         }
     }
 

@@ -139,8 +139,8 @@ extension PluginLibrary {
             host_data: Unmanaged.passRetained(log).toOpaque(),
             log: { info, level, message in
                 guard let data = info?.pointee.host_data else { return }
-                Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue()
-                    .write(PluginLogLevel(rawValue: level) ?? .info, string(message))
+                let (level, text) = logLine(level, message)
+                Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue().write(level, text)
             }))
         let call = UnsafeSendable((initialize, info))
         guard let status = boundedCall(named: "paging-init", within: timeout, { call.value.0(call.value.1) }) else {

@@ -213,6 +213,18 @@ struct ABIContractTests {
         }
     }
 
+    /// A log line with a NULL message, or at a level the ABI lacks, is said so (they were an
+    /// empty line, and a line at info).
+    @Test func oddLogCalls_areSaid() throws {
+        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_odd_logs",
+                                      extraFlags: ["-DFIXTURE_ODD_LOGS"])
+        let log = LogRecorder()
+        try PluginLibrary.open(path: path).makeInterceptor(sink: log.sink).destroy()
+        #expect(log.contains("log called with a NULL message; ignored"), "\(log.messages)")
+        #expect(log.contains("log at an unknown level 99: ninety-nine"), "\(log.messages)")
+        #expect(!log.messages.contains(""))
+    }
+
     /// The library info is for init() only: a library that keeps it and logs with it later
     /// (at create, at deinit) has the call refused, said once, and pager runs on (it crashed
     /// on freed memory, exit 139).

@@ -11,6 +11,7 @@
  *   "create: no such mode", then INTERNAL "create: a second reason") and returns the instance
  *   all the same; destroy logs "destroyed".
  *   Built with -DFIXTURE_STRUCT_SIZE=N, the interceptor's table says struct_size N.
+ *   Built with -DFIXTURE_ODD_LOGS, create logs a NULL message, and "ninety-nine" at level 99.
  * Interceptor "lifecycle": at create, logs "log-level <n>" from the host's paging.log-level/1
  *   (or "log-level absent"), "unknown extension NULL" when the host answers NULL for an id it
  *   cannot know, and "config <key> <type>" for the keys "s", "i", "d", "b", "n", "a", "o" and
@@ -110,6 +111,10 @@ static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host
         level = (const paging_ext_log_level_t *)host->get_extension(host, PAGING_EXT_LOG_LEVEL);
         if (host->get_extension(host, "paging.no-such-extension/1") == NULL) host->log(host, PAGING_LOG_INFO, "unknown extension NULL");
     }
+#ifdef FIXTURE_ODD_LOGS
+    host->log(host, PAGING_LOG_INFO, NULL);
+    host->log(host, 99, "ninety-nine");
+#endif
     if (level != NULL) snprintf(message, sizeof message, "log-level %u", (unsigned)level->min_level(host));
     else snprintf(message, sizeof message, "log-level absent");
     host->log(host, PAGING_LOG_WARNING, message);
