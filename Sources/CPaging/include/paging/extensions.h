@@ -142,8 +142,11 @@ typedef struct paging_ext_page_transform_host {
 /* The host's table. */
 typedef struct paging_ext_async_intercept_host {
     /* During intercept(), on its thread: makes this call's answer a deferred one and returns its
-     * id; intercept() must then return PAGING_INTERCEPT_PENDING. Returns 0 (and logs) for a
-     * handle outside its call. [intercept-only] */
+     * id; intercept() then returns PAGING_INTERCEPT_PENDING. (One that returns another code
+     * after all answers with it: the deferral is dropped, cancel() hears its id, and a later
+     * resume() for it returns PAGING_ERR_CANCELLED.) Returns 0 (and logs) for a handle outside
+     * its call.
+     * [intercept-only] */
     uint64_t (*defer)(paging_intercept_out_t *out);
     /* Answers the deferred intercept `id`: calls answer(context, out) on this thread before
      * returning, and returns PAGING_OK once its result was taken. [any-thread] */
