@@ -558,14 +558,16 @@ extension Context {
                     case .proceed(let next, let observe):
                         guard observe else { continue }
                         let page = try await source.fetch(request: next)
-                        await interceptor.handle(page: page)
+                        // The pipeline's call: transform() when offered (its handles were
+                        // left out: one kept for a later call passed), else handle().
+                        _ = try await interceptor.transform(page: page)
                         traffic.handles += 1
                     case .complete(let page), .completeThenRevalidate(let page):
                         traffic.answered += 1
                         traffic.answeredItems += page.values.count
                     case .proceedOrFallBack(let next, _, _):
                         let page = try await source.fetch(request: next)
-                        await interceptor.handle(page: page)
+                        _ = try await interceptor.transform(page: page)
                         traffic.handles += 1
                     }
                 } catch {

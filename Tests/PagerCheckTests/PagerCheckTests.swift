@@ -120,6 +120,16 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// A transform that keeps its page-out handle and uses it in the next transform fails
+    /// call-handles (it passed: the check called no transform).
+    @Test func aTransformKeepingItsOutHandle_failsCallHandles() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     Self.fast + ["--plugin", "transformer", "--config", #"{"mode": "stale-out"}"#])
+        #expect(code == 1, "\(output)")
+        let handles = try #require(report.results.first { $0.check == "call-handles" })
+        #expect(handles.status == .fail && handles.reason.contains("keep_item"), "\(output)")
+    }
+
     /// An intercept that returns PENDING without defer() misuses the ABI: proceed-intact fails
     /// it (it passed with a note, every load failing).
     @Test(arguments: [("deferring", #"{"mode": "no-defer"}"#, "without calling defer()")])

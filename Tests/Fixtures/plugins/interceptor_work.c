@@ -10,6 +10,8 @@
  *     "fail"       fails TRANSIENT "transform refused"
  *     "bad-index"  keep_item(999)
  *     "next-key"   keeps every item and sets the next key to "zz"
+ *     "stale-out"  keeps `out` of each transform and calls keep_item(0) on it in the next one
+ *                  (deliberate misuse: a handle of a call that returned), then returns KEEP
  *   deferring (interceptor, paging.async-intercept/1) - mode:
  *     "thread"     defers, then a new thread resumes with PROCEED
  *     "complete"   defers, then a new thread resumes with COMPLETE and one item {"deferred":true}
@@ -67,6 +69,7 @@ typedef struct work_plugin {
     char resume_file[512];
     int watching, stop;
     pthread_t watcher;
+    paging_page_out_t *last_out; /* "stale-out": the out of the transform before */
 } work_plugin;
 
 static paging_bytes_t wk_text(const char *text)
@@ -110,6 +113,11 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
     size_t i, kept = 0;
     char number[32];
     if (strcmp(p->mode, "keep") == 0) return PAGING_TRANSFORM_KEEP;
+    if (strcmp(p->mode, "stale-out") == 0) {
+        if (p->last_out != NULL) t->keep_item(p->last_out, 0); /* deliberate */
+        p->last_out = out;
+        return PAGING_TRANSFORM_KEEP;
+    }
     if (strcmp(p->mode, "fail") == 0) {
         t->fail(out, PAGING_ERR_TRANSIENT, "transform refused");
         return PAGING_TRANSFORM_FAIL;
