@@ -154,6 +154,9 @@ struct InterceptorTraffic {
     var answeredItems = 0
     /// The answered requests whose page the host refused over an item.
     var invalid: [(request: PluginRequest, message: String)] = []
+    /// Why the driving stopped early: an intercept not answered in time (each would cost the
+    /// timeout, and the check process was killed with no word of why).
+    var unanswered: String?
 }
 
 extension Context {
@@ -460,6 +463,7 @@ extension Context {
             calls = [count(creates, "create") + ", each with refresh_key", "\(walk.keyChains) key_chain", count(walk.fetches, "fetch", "fetches")]
         case .interceptor(let interceptor):
             let traffic = await drive(interceptor, rounds: 3)
+            if let unanswered = traffic.unanswered { return skip("an intercept was not answered (see proceed-intact): \(unanswered)") }
             total += traffic.intercepts + traffic.handles
             calls = [count(creates, "create"), count(traffic.intercepts, "intercept"), count(traffic.handles, "handle")]
         }
@@ -497,6 +501,7 @@ extension Context {
 
     func itemsValid(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
         let traffic = await drive(interceptor, rounds: 2)
+        if let unanswered = traffic.unanswered { return skip("an intercept was not answered (see proceed-intact): \(unanswered)") }
         if let first = traffic.invalid.first {
             let more = traffic.invalid.count > 1 ? "; \(count(traffic.invalid.count - 1, "more answered page")) failed the same way" : ""
             return fail("answered \(describe(first.request)) with a page the host refused: \(first.message)\(more)")
@@ -571,6 +576,10 @@ extension Context {
                         traffic.handles += 1
                     }
                 } catch {
+                    if let error = error as? PluginError, error.status == .timeout {
+                        traffic.unanswered = error.message
+                        return traffic
+                    }
                     guard let message = Conformance.invalidItem(error) else { continue }
                     traffic.answered += 1
                     traffic.invalid.append((request, message))

@@ -120,6 +120,23 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// An interceptor that never answers its deferred intercepts: proceed-intact fails at the
+    /// first, naming the timeout, and the checks that drive traffic skip (each of them waited
+    /// the timeout for every request, and was killed after 10 s + 2 x --timeout-ms, saying
+    /// only that).
+    @Test func anInterceptorThatNeverAnswers_failsProceedIntact_withoutKilledChecks() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     ["--cycles", "100", "--timeout-ms", "2000", "--plugin", "deferring",
+                                                      "--config", #"{"mode": "never"}"#])
+        #expect(code == 1, "\(output)")
+        let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
+        #expect(proceed.status == .fail && proceed.reason.contains("was not answered within 2000 ms"), "\(output)")
+        for name in ["call-handles", "items-valid"] {
+            #expect(report.results.first { $0.check == name }?.status == .skip, "\(name): \(output)")
+        }
+        #expect(!output.contains("killed"), "\(output)")
+    }
+
     /// A transform that keeps its page-out handle and uses it in the next transform fails
     /// call-handles (it passed: the check called no transform).
     @Test func aTransformKeepingItsOutHandle_failsCallHandles() async throws {
