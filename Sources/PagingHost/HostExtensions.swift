@@ -45,6 +45,7 @@ package enum HostExtensions {
                 guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
                     return "a name or value that is not valid UTF-8"
                 }
+                guard !name.isEmpty else { return "an empty name" }
                 out.metadata[name] = value
                 return nil
             }

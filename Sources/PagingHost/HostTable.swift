@@ -362,7 +362,12 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.out_set_param = { out, name, value in
         InterceptOut.update(out, "out_set_param") { out in
             guard let name = copyBytes(name), let value = copyBytes(value) else { return "a param with NULL data" }
-            out.params[String(decoding: name, as: UTF8.self)] = String(decoding: value, as: UTF8.self)
+            // As set_metadata: bytes that are not UTF-8 were taken as another name, U+FFFD in it.
+            guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
+                return "a param name or value that is not valid UTF-8"
+            }
+            guard !name.isEmpty else { return "a param with an empty name" }
+            out.params[name] = value
             return nil
         }
     }

@@ -106,12 +106,14 @@ struct InterceptorExtensionTests {
 
     @Test func deferredIntercept_neverAnswered_timesOut_andThePluginHearsCancel() async throws {
         let limits = PluginLimits(fetchTimeout: .milliseconds(100))
-        let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("deferring", mode: "never", limits: limits)])
-        }
+        // Kept alive until it hears: dropped at once, it could be destroyed before its cancel
+        // came (the host calls none after destroy()), and the test failed 1 run in 6.
+        let deferring = try interceptor("deferring", mode: "never", limits: limits)
+        let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
         #expect(error?.status == .timeout)
         #expect(error?.message == "the deferred intercept was not answered within 0.1 seconds")
         #expect(await log.waitFor("cancel "))
+        withExtendedLifetime(deferring) {}
     }
 
     @Test func deferredIntercept_cancelledLoad_endsAtOnce_andThePluginHearsCancel() async throws {
@@ -128,9 +130,9 @@ struct InterceptorExtensionTests {
     @Test func deferredAfterTheCallTimeout_isDropped_andThePluginHearsCancel() async throws {
         let limits = PluginLimits(callTimeout: .milliseconds(50))
         let proceed = scratchFolder() + "/proceed"
-        let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("deferring", mode: "slow", [("resume_file", .string(proceed))], limits: limits)])
-        }
+        let deferring = try interceptor("deferring", mode: "slow", [("resume_file", .string(proceed))], limits: limits)
+        defer { withExtendedLifetime(deferring) {} }
+        let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
         #expect(error?.status == .timeout)
         // Only now does the call go on, and defer.
         _ = FileManager.default.createFile(atPath: proceed, contents: nil)
@@ -141,9 +143,11 @@ struct InterceptorExtensionTests {
     /// Deferred, then answered in the call after all: the load goes on, the plugin hears its id
     /// is done with.
     @Test func deferredThenAnsweredAtOnce_proceeds_andThePluginHearsCancel() async throws {
-        let page = try await load([try interceptor("deferring", mode: "sync")])
+        let deferring = try interceptor("deferring", mode: "sync")
+        let page = try await load([deferring])
         #expect(page.values.count == 4)
         #expect(await log.waitFor("cancel "))
+        withExtendedLifetime(deferring) {}
     }
 
     @Test func anAnswerThatDefersAgain_failsTheLoad_saying() async throws {
@@ -190,6 +194,15 @@ struct InterceptorExtensionTests {
         let source = try offsets([("key_padding", .int(1_100_000))])
         let error = await #expect(throws: PluginError.self) { try await load([], source: source) }
         #expect(error?.message.contains("a key of 1100002 bytes (at most 1048576)") == true, "\(String(describing: error))")
+    }
+
+    /// A param name that is not UTF-8 (it was taken as another name, U+FFFD in it), or an
+    /// empty one, is refused, and the load fails as misuse.
+    @Test(arguments: [("param-not-utf8", "a param name or value that is not valid UTF-8"), ("param-no-name", "a param with an empty name")])
+    func aParamNameThatIsNoName_isRefused(mode: String, reason: String) async throws {
+        let error = await #expect(throws: PluginError.self) { try await load([try interceptor("listener", mode: mode)]) }
+        #expect(log.contains("set param: 8"), "\(log.messages)")
+        #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
     }
 
     /// An interceptor's rewrite of the request's key is held to the same 1 MiB (it went
