@@ -305,9 +305,9 @@ struct Context: Sendable {
         PluginRequest(kind: .refresh, keyChain: source.keyChain(for: source.refreshKey), params: params)
     }
 
-    /// Whether an intercept's failure is the plugin's misuse of the ABI, not a clean failure:
-    /// a refused call, an unknown result code, PENDING without defer(), a failure with
-    /// PAGING_OK or with a code the ABI does not have.
+    /// Whether a failure is the plugin's misuse of the ABI, not a clean failure: a refused call,
+    /// a failure with PAGING_OK or with a code the ABI does not have, and for an intercept an
+    /// unknown result code or PENDING without defer().
     static func isMisuse(_ error: PluginError) -> Bool {
         error.status == .invalidArgument || !error.status.isKnown || error.message.contains(PluginStatus.reportedOK)
             || error.message.hasPrefix("intercept returned unknown code")
@@ -321,10 +321,10 @@ struct Context: Sendable {
         if error.status == .timeout, error.message.hasPrefix("the fetch did not complete within") {
             return "the fetch did not complete within \(timeoutText)"
         }
+        guard Self.isMisuse(error) else { return nil }
         if error.status == .invalidArgument { return "misused the host: \(error.message)" }
         if !error.status.isKnown { return "failed with \(error.status), which is no PAGING_ERR_* code: \(error.message)" }
-        if error.message.contains(PluginStatus.reportedOK) { return error.message }
-        return nil
+        return error.message
     }
 
     func fetchOnce(_ source: LoadedSource, _ log: ConformanceLog) async throws -> ConformanceResult {
