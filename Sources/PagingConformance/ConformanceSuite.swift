@@ -13,8 +13,6 @@ import Synchronization
 public enum Conformance {
     /// The host's log lines when a plugin completes a fetch it already finished.
     static let refusedCompletion = "for unknown or finished fetch id"
-    /// What the host logs of a fetch() that ended its fetch, then returned an error.
-    static let contradictedEnding = "fetch stands"
     static let pageSize = 20
 
     /// Runs `check` against the plugin `id` of the library at `path`, in this process.
@@ -347,7 +345,7 @@ struct Context: Sendable {
         if !endedAtAnItem, let refused = log.first(containing: Conformance.refusedCompletion) {
             return fail("completed more than once: the host refused \"\(refused)\"")
         }
-        if let contradiction = log.first(containing: Conformance.contradictedEnding) {
+        if let contradiction = log.first(containing: LoadedSource.endingStands) {
             return fail("ended the fetch inside fetch(), then returned an error: \"\(contradiction)\"")
         }
         return pass("\(outcome) in \(Int(took)) ms")

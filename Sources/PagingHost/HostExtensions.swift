@@ -220,6 +220,6 @@ extension PluginInstance {
     func health<Table>(_ extensions: InstanceExtensions, _ plugin: UnsafeMutablePointer<Table>, _ calls: SerializedCalls) -> PluginHealth {
         guard let check = extensions.health?.pointee.check else { return .notOffered }
         guard let status = calls.run({ check(UnsafeMutableRawPointer(plugin)) }) else { return .unhealthy(.cancelled) }
-        return status == PAGING_OK ? .healthy : .unhealthy(PluginStatus(failure: status))
+        return status == PAGING_OK ? .healthy : .unhealthy(PluginStatus(rawValue: status))
     }
 }

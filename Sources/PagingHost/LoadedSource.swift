@@ -175,7 +175,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // Ended inside fetch() (and answered PAGING_OK), then refused by its return: the
             // ending the host took stands.
             let ending = if case .completed = result { "completed" } else { "failed" }
-            instance.log(.warning, "fetch returned \(PluginStatus(rawValue: status)) after it \(ending) the fetch; the \(ending) fetch stands")
+            instance.log(.warning, "fetch returned \(PluginStatus(rawValue: status)) after it \(ending) the fetch; the \(ending) \(Self.endingStands)")
         } else if status == nil {
             throw PluginError(.internal, "the plugin was destroyed", plugin: instance.label)
         }
@@ -223,6 +223,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled"))
         calls.runUnserialized { plugin.pointee.cancel?(plugin, id) }
     }
+
+    /// How the host says a fetch() contradicted the ending it gave its fetch (what pager check
+    /// looks for).
+    package static let endingStands = "fetch stands"
 
     /// The plugin and its library, as errors name them.
     public var description: String { instance.label }

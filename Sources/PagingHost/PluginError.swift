@@ -33,11 +33,6 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// How a failure reported as `PAGING_OK` is said.
     package static let reportedOK = "reported a failure with PAGING_OK"
 
-    /// The status of a failure a plugin reported: a failure reported as `PAGING_OK` is internal.
-    init(failure code: paging_status_t) {
-        self.init(rawValue: code == PAGING_OK ? PAGING_ERR_INTERNAL : code)
-    }
-
     /// Transient failures and timeouts are worth retrying; nothing else is.
     public var isRetryable: Bool { self == .transient || self == .timeout }
 

@@ -148,7 +148,7 @@ extension PluginLibrary {
         }
         let last = log.close()
         guard status == PAGING_OK else {
-            throw .initFailed(path: path, status: PluginStatus(failure: status), message: last ?? "init() gave no reason")
+            throw .initFailed(path: path, status: PluginStatus(rawValue: status), message: last ?? "init() gave no reason")
         }
     }
 
