@@ -440,9 +440,15 @@ public final class PluginLibrary: @unchecked Sendable {
     /// (``PluginLimits/withheldExtensions``).
     public func descriptor(id: String?, kind: PluginKind, withholding withheld: Set<String> = []) throws(PluginLoadError) -> PluginDescriptor {
         if let id {
-            guard let descriptor = descriptors.first(where: { $0.id == id }) else {
+            let named = descriptors.indices.filter { descriptors[$0].id == id }
+            guard let index = named.first else {
                 throw .unknownPlugin(path: path, id: id, available: descriptors.map(\.id))
             }
+            // Which of them the manifest means cannot be told: none is taken.
+            guard named.count == 1 else {
+                throw .invalidEntry(path: path, reason: "\(named.count) descriptors (\(named.map { "#\($0)" }.joined(separator: ", "))) have the id '\(id)' (a library's plugin ids must be unique)")
+            }
+            let descriptor = descriptors[index]
             guard descriptor.kind == kind else {
                 throw .wrongKind(path: path, id: id, expected: kind, actual: descriptor.kind)
             }

@@ -79,6 +79,16 @@ struct PluginLoaderTests {
         }
     }
 
+    @Test func idSharedByTwoDescriptors_isRefusedNamingBoth() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("duplicate_ids"))
+        #expect(throws: PluginLoadError.invalidEntry(path: library.path, reason: "2 descriptors (#0, #2) have the id 'twin' (a library's plugin ids must be unique)")) {
+            try library.makeInterceptor(id: "twin", sink: log.sink)
+        }
+        // The library's other plugin is not in doubt.
+        let solo = try library.makeInterceptor(id: "solo", sink: log.sink)
+        #expect(solo.descriptor.id == "solo")
+    }
+
     @Test func sourceNamedAsInterceptor_isTheWrongKind() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
         #expect(throws: PluginLoadError.wrongKind(path: library.path, id: "jsonlines", expected: .interceptor, actual: .source)) {
