@@ -101,6 +101,11 @@ final class PageService: Sendable {
             // The details (plugin, upstream) go to the log, not to the client.
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key) failed: \(error)")
             let status = (error as? PluginError)?.status
+            // The source no longer has the page a cursor it gave out named (the data changed
+            // under it): the client's to start again, not a failing upstream.
+            if status == .notFound, pagingRequest.kind != .refresh {
+                return .error(410, "the page this cursor names is gone (the source has it no more): load the first page again")
+            }
             return .error(status == .timeout ? 504 : 502, "the page could not be loaded (\(status?.description ?? "failed"))")
         }
         var body: [UInt8] = Array(#"{"items": ["#.utf8)

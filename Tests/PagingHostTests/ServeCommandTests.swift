@@ -1,4 +1,5 @@
 import Foundation
+import LoopbackHTTP
 import Paging
 import PagingHost
 import PagingTestSupport
@@ -264,6 +265,34 @@ struct ServeCommandTests {
         let slow = try ServeProcess([folder + "/hang.json", "--request-timeout-ms", "300"], environment: Self.secret)
         let reply = try slow.get("/pages")
         #expect(reply.status == 504 && reply.text.contains("not loaded within 300 ms"), "\(reply.text)")
+    }
+
+    /// A cursor whose page the source no longer has (its upstream answers 404, as an API does
+    /// for a stale cursor) gets 410, to start again; an upstream that fails the first page is
+    /// still the gateway's failure (502).
+    @Test(.timeLimit(.minutes(2)))
+    func aCursorWhosePageIsGone_gets410_aFailingFirstPage502() throws {
+        let gone = Locked(false)
+        let upstream = try LoopbackHTTPServer { request in
+            if request.query["page"] == "2" || gone.withLock({ $0 }) { return .json(#"{"message": "Not Found"}"#, status: 404) }
+            return .json(#"{"items": [{"n": 1}]}"#, headers: [("Link", "</list?page=2>; rel=\"next\"")])
+        }
+        upstream.start()
+        defer { upstream.stop() }
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try shippedPlugin("http"))",
+                    "config": {"url": "\(upstream.baseURL)/list?page=1", "items": "/items", "pagination": {"type": "link"}}}}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try ServeProcess([folder + "/m.json"], environment: Self.secret)
+        let first = try server.get("/pages")
+        let next = try #require(try first.json()["next"] as? String, "\(first.text)")
+        let stale = try server.get("/pages?cursor=\(next)")
+        #expect(stale.status == 410 && stale.text.contains("load the first page again"), "\(stale.status) \(stale.text)")
+        gone.withLock { $0 = true }
+        let failed = try server.get("/pages")
+        #expect(failed.status == 502, "\(failed.status) \(failed.text)")
+        #expect(try server.get("/metrics").text.contains(#"pager_http_requests_total{route="/pages",code="410"} 1"#))
     }
 
     /// SIGTERM: new connections are refused, the request in flight is answered, exit 0.
