@@ -172,13 +172,13 @@ package enum CView {
     static func withItems<R>(_ items: [PluginItem], _ body: (UnsafePointer<paging_bytes_t>?, Int) throws -> R) rethrows -> R {
         guard !items.isEmpty else { return try body(nil, 0) }
         var storage: [UInt8] = []
-        storage.reserveCapacity(items.reduce(0) { $0 + $1.count })
-        for item in items { storage.append(contentsOf: item.storage) }
+        storage.reserveCapacity(items.reduce(0) { $0 + $1.bytes.count })
+        for item in items { storage.append(contentsOf: item.bytes) }
         return try storage.withUnsafeBufferPointer { buffer in
             var offset = 0
             let views = items.map { item in
-                defer { offset += item.count }
-                return paging_bytes_t(data: buffer.baseAddress.map { $0 + offset }, len: item.count)
+                defer { offset += item.bytes.count }
+                return paging_bytes_t(data: buffer.baseAddress.map { $0 + offset }, len: item.bytes.count)
             }
             return try views.withUnsafeBufferPointer { try body($0.baseAddress, $0.count) }
         }

@@ -143,63 +143,37 @@ enum KeyOverride: Sendable {
 
 /// What a plugin builds for a page: items, keys and flags.
 package struct PageBuilder: Sendable {
-    /// The bytes of the items copied in, one after another: the page's items are slices of it.
-    private var buffer: [UInt8] = []
-    /// The page's items in order: a range of `buffer`, or an item the host holds already.
-    private var entries: [Entry] = []
-    private enum Entry: Sendable {
-        case copied(Range<Int>)
-        case held(PluginItem)
-    }
+    var items: [PluginItem] = []
     var bytes = 0
     var prevKey = KeyOverride.unset
     var nextKey = KeyOverride.unset
     var flags: UInt32 = 0
 
-    /// How many items the page has.
-    var count: Int { entries.count }
-
     /// Adds an item within the limits; returns the problem otherwise.
     mutating func add(_ item: paging_bytes_t, limits: PluginLimits) -> String? {
         // The limits are checked before the copy: one huge item must not be copied to be refused.
         if let full = room(for: item.len, limits: limits) { return full }
-        guard item.len == 0 || item.data != nil else { return "an item with NULL data and length \(item.len)" }
-        let start = buffer.count
-        buffer.append(contentsOf: UnsafeBufferPointer(start: item.data, count: item.len))
-        // Every item that crosses the ABI is one JSON value: the copy is checked, which the
-        // plugin cannot change meanwhile.
-        if let problem = buffer[start...].withUnsafeBytes({ JSONValidator.validate($0) }) {
-            buffer.removeSubrange(start...)
-            return "item \(count) is not valid JSON: \(problem)"
+        guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
+        // Every item that crosses the ABI is one JSON value.
+        if let problem = bytes.withUnsafeBytes({ JSONValidator.validate($0) }) {
+            return "item \(items.count) is not valid JSON: \(problem)"
         }
-        bytes += item.len
-        entries.append(.copied(start..<buffer.count))
+        self.bytes += bytes.count
+        items.append(PluginItem(bytes: bytes))
         return nil
     }
 
     /// Appends an item that needs no copy or check (one the host already holds).
     mutating func append(_ item: PluginItem, limits: PluginLimits) -> String? {
-        if let full = room(for: item.count, limits: limits) { return full }
-        bytes += item.count
-        entries.append(.held(item))
+        if let full = room(for: item.bytes.count, limits: limits) { return full }
+        bytes += item.bytes.count
+        items.append(item)
         return nil
-    }
-
-    /// The page's items, those copied in sharing one buffer (of their size: a page is kept
-    /// for a while, the room the buffer grew into is not).
-    func items() -> [PluginItem] {
-        let storage = buffer.capacity - buffer.count > buffer.count / 4 ? Array(buffer[...]) : buffer
-        return entries.map { entry in
-            switch entry {
-            case .copied(let range): PluginItem(storage: storage[range])
-            case .held(let item): item
-            }
-        }
     }
 
     /// Why an item of `length` bytes does not fit within the limits, or `nil` when it does.
     private func room(for length: Int, limits: PluginLimits) -> String? {
-        guard count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
+        guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
         guard length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
         return nil
     }
@@ -220,7 +194,7 @@ package struct PageBuilder: Sendable {
 
     func page(for request: PluginRequest) -> PluginPage {
         let keys = keys(otherwise: request.keyChain.prevKey, request.keyChain.nextKey)
-        return PluginPage(request: request, values: items(), prevKey: keys.prev, nextKey: keys.next)
+        return PluginPage(request: request, values: items, prevKey: keys.prev, nextKey: keys.next)
     }
 }
 
@@ -593,7 +567,7 @@ struct TransformOut: CallResultBuilder {
     /// The new page: its items, and the original's keys where not set.
     var replacement: PluginPage {
         var result = original
-        result.values = page.items()
+        result.values = page.items
         (result.prevKey, result.nextKey) = page.keys(otherwise: original.prevKey, original.nextKey)
         result.metadata = metadata
         return result

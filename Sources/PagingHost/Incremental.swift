@@ -167,7 +167,7 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
     public func transform(page: Page<PluginKey, PluginItem>) async throws -> Page<PluginKey, PluginItem> {
         var best: IncrementalValue?
         for item in page.values {
-            guard let json = try? JSONValue.parse(item.storage), let found = json.at(pointer: settings.cursor), found != .null else { continue }
+            guard let json = try? JSONValue.parse(item.bytes), let found = json.at(pointer: settings.cursor), found != .null else { continue }
             guard let value = IncrementalValue(found) else {
                 throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
             }

@@ -37,7 +37,7 @@ struct WireWriter {
         withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
     }
 
-    mutating func data(_ value: some Collection<UInt8>) {
+    mutating func data(_ value: [UInt8]) {
         u32(UInt32(value.count))
         bytes.append(contentsOf: value)
     }
@@ -65,7 +65,7 @@ struct WireWriter {
     mutating func page(_ page: PluginPage) {
         request(page.request)
         u32(UInt32(page.values.count))
-        for value in page.values { data(value.storage) }
+        for value in page.values { data(value.bytes) }
         optionalKey(page.prevKey)
         optionalKey(page.nextKey)
         u32(UInt32(page.metadata.count))

@@ -282,7 +282,7 @@ private struct Screen {
     /// One line for an item: a repository's name, stars and description when it looks like
     /// one, a name or title when it has one, the JSON otherwise.
     static func summary(of item: PluginItem) -> String {
-        guard let value = try? JSONValue.parse(item.storage), case .object = value else { return item.text }
+        guard let value = try? JSONValue.parse(item.bytes), case .object = value else { return item.text }
         func text(_ key: String) -> String? {
             switch value[key] {
             case .string(let string): string

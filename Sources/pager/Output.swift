@@ -116,9 +116,9 @@ extension Output {
 
         mutating func write(_ item: PluginItem) {
             let start = buffer.count
+            buffer.append(contentsOf: item.bytes)
             // memchr: a byte-by-byte search cost a 200-page run ~3% of its time.
-            let breaksLine = item.withUnsafeBytes { bytes in
-                buffer.append(contentsOf: bytes)
+            let breaksLine = item.bytes.withUnsafeBytes { bytes in
                 guard let base = bytes.baseAddress else { return false }
                 return memchr(base, 0x0A, bytes.count) != nil || memchr(base, 0x0D, bytes.count) != nil
             }

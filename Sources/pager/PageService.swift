@@ -109,10 +109,10 @@ final class PageService: Sendable {
             return .error(status == .timeout ? 504 : 502, "the page could not be loaded (\(status?.description ?? "failed"))")
         }
         var body: [UInt8] = Array(#"{"items": ["#.utf8)
-        body.reserveCapacity(loaded.values.reduce(64) { $0 + $1.count + 1 })
+        body.reserveCapacity(loaded.values.reduce(64) { $0 + $1.bytes.count + 1 })
         for (index, item) in loaded.values.enumerated() {
             if index > 0 { body.append(UInt8(ascii: ",")) }
-            body += item.storage
+            body += item.bytes
         }
         // A cursor this server would refuse is never given out.
         var cursors: [String] = []

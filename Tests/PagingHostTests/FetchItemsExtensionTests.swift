@@ -30,17 +30,6 @@ struct FetchItemsExtensionTests {
         #expect(log.messages.filter { $0.hasPrefix("add_items") } == ["add_items: 0"])
     }
 
-    /// A page's items share one buffer, each a slice of it: they are compared, hashed and
-    /// counted by their own bytes, as an item of its own array is.
-    @Test func theItemsOfOnePage_areEqualAndHashedAsTheirBytesAlone() async throws {
-        let page = try await load("page").values
-        let alone = ["1", "\"two\"", #"{"three":3}"#, "4"].map { PluginItem(json: $0) }
-        #expect(page == alone)
-        #expect(Set(page + alone).count == 4)
-        #expect(page.map(\.count) == [1, 5, 11, 1] && page.map(\.bytes) == alone.map(\.bytes))
-        #expect(page[2].withUnsafeBytes { Array($0) } == Array(#"{"three":3}"#.utf8))
-    }
-
     @Test func anItemThatIsNotJSON_failsTheFetch_namingItsIndex() async throws {
         let error = try #require(try await failure("bad"))
         #expect(error.status == .invalidArgument)
