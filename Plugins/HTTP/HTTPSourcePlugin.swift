@@ -344,6 +344,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .keep:
             guard let response else { return }
             let stored = StoredResponse(response, scannedWith: plan)
+            stored.keys = stored.withResponse { keysAhead(of: $0, ahead.target) }
             let next = stored.withResponse { nextKey(after: $0, ahead) }
             if let waiter = prefetcher.store(url: url, stored, next: next) {
                 stored.withResponse { received($0, waiter, url: url, hops: []) }
@@ -360,11 +361,19 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// said the rate limit is spent (the fetch that claims the page pauses for it).
     private func nextKey(after response: TransportResponse, _ ahead: Exchange) -> [UInt8]? {
         guard response.header("x-ratelimit-remaining") != "0",
-              case .success(let scan)? = response.scanned, scan.itemsPathProblem == nil,
-              let keys = try? pageKeys(scan, response, ahead.target, url: ahead.target.url), !keys.isLast,
+              let keys = response.keysAhead?.keys, !keys.isLast,
               let next = keys.nextKey,
               !chains.withLock({ $0.goesRound(from: ahead.target.chainKey, to: String(decoding: next, as: UTF8.self)) }) else { return nil }
         return next
+    }
+
+    /// The keys of the page ahead in `response`, for `target`, when its body is a page: kept
+    /// with the response, so that the fetch that claims it (for the same key and page size)
+    /// does not find them again.
+    private func keysAhead(of response: TransportResponse, _ target: FetchTarget) -> KeysAhead? {
+        guard case .success(let scan)? = response.scanned, scan.itemsPathProblem == nil,
+              let keys = try? pageKeys(scan, response, target, url: target.url) else { return nil }
+        return KeysAhead(key: target.key, pageSize: target.pageSize, keys: keys)
     }
 
     /// A 3xx: the next hop, if it is http(s), not a loop, within 10 hops, and holds no secret
@@ -433,7 +442,11 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         let keys: PageContent
         do {
-            keys = try pageKeys(scan, response, exchange.target, url: url)
+            if let ahead = response.keysAhead, ahead.key == exchange.target.key, ahead.pageSize == exchange.target.pageSize {
+                keys = ahead.keys
+            } else {
+                keys = try pageKeys(scan, response, exchange.target, url: url)
+            }
         } catch {
             malformed(error)
             return

@@ -51,6 +51,8 @@ struct TransportResponse {
     var redirectURL: String?
     /// The body's scan, when it was made ahead (StoredResponse).
     var scanned: Result<BodyScan, ScanError>?
+    /// The page's keys, when they were found ahead (StoredResponse).
+    var keysAhead: KeysAhead?
 
     /// A 2xx kept past its callback (StoredResponse): `body` is borrowed from it.
     init(status: Int, headers: [(name: String, value: String)], body: UnsafeBufferPointer<UInt8>) {
@@ -122,6 +124,13 @@ struct TransportResponse {
         }
         return out
     }
+}
+
+/// The keys of a page fetched ahead, and the key and page size they were found for.
+struct KeysAhead {
+    var key: String
+    var pageSize: Int
+    var keys: PageContent
 }
 
 /// A libcurl multi handle and its thread (see transport.c).

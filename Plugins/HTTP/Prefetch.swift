@@ -13,6 +13,9 @@ final class StoredResponse: @unchecked Sendable {
     let headers: [(name: String, value: String)]
     private let body: UnsafeMutableBufferPointer<UInt8>
     private let scan: Result<BodyScan, ScanError>
+    /// The page's keys, found once the scan is made (before the response is stored: then only
+    /// read).
+    var keys: KeysAhead?
 
     init(_ response: TransportResponse, scannedWith plan: ScanPlan) {
         status = response.status
@@ -31,6 +34,7 @@ final class StoredResponse: @unchecked Sendable {
     func withResponse<R>(_ use: (TransportResponse) -> R) -> R {
         var response = TransportResponse(status: status, headers: headers, body: UnsafeBufferPointer(body))
         response.scanned = scan
+        response.keysAhead = keys
         return withExtendedLifetime(self) { use(response) }
     }
 }

@@ -430,6 +430,22 @@ struct HostileServerTests {
         #expect(try await requested() == afterFour)
     }
 
+    /// The keys of a page fetched ahead are found once, for the page size it was asked with: a
+    /// fetch that claims it with another page size gets keys for its own (2 items of 3 asked
+    /// is the last page; of 2 asked, it was not).
+    @Test func aPageAheadClaimedWithAnotherPageSize_getsTheKeysOfThatSize() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items"}"#)
+        let pager = Pager(source: source)
+        var page = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: PagingRequestParams(pageSize: 2)))
+        #expect(try await eventually { try await server.seen().count == 4 })
+        let claimed = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: PagingRequestParams(pageSize: 3)))
+        #expect(try ids(claimed.values) == [30, 31])
+        #expect(claimed.nextKey == nil, "\(String(describing: claimed.nextKey))")
+        #expect(try await server.seen().count == 4, "the page ahead was asked for again")
+    }
+
     /// A page ahead saying the rate limit is spent sends nothing after it: the fetch that claims
     /// it pauses for the reset (here longer than the timeout: the next load fails at once).
     @Test func aPageAheadSayingTheLimitIsSpent_stopsThePagesAhead() async throws {
