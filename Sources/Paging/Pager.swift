@@ -11,10 +11,12 @@ import Synchronization
 /// - A failed load is a ``PagingState/failed(_:_:)`` state; the pager goes on serving.
 /// - Identical requests (kind, key chain, page size) in flight share one fetch (see
 ///   ``Deduplication``).
-/// - A refresh supersedes the prepends and appends in flight: their pages are dropped, never
-///   published, and their callers get ``PagingError/supersededByRefresh``. Those started with
-///   ``send(_:)`` are cancelled outright. (Unless ``refreshSupersedes`` is false: a pager that
-///   serves many independent readers, each paging on its own.)
+/// - A refresh supersedes the loads in flight, an older refresh's too: their pages are dropped,
+///   never published nor handed back to the interceptors (a cache keeps the newer refresh's),
+///   and their callers get ``PagingError/supersededByRefresh``. Those started with ``send(_:)``
+///   are cancelled outright. A stale page's revalidation started before the refresh is dropped
+///   too. (Unless ``refreshSupersedes`` is false: a pager that serves many independent
+///   readers, each paging on its own.)
 ///
 /// # Thread safety
 /// Every method may be called from any task, concurrently.
@@ -37,7 +39,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     // request went to runtime generic metadata lookups. What it touches is @usableFromInline.
     @usableFromInline let registry = Locked(Registry())
     @usableFromInline let broadcast = Broadcast<PagingState<Key, Value>>()
-    /// Bumped by every refresh; a prepend or append from an older generation is superseded.
+    /// Bumped by every refresh; a load from an older generation is superseded.
     /// Written only under `registry`'s lock (so that a refresh is atomic with what finish
     /// decides and publishes); an atomic so that the early check before handing a page back
     /// to the interceptors, and the registration without deduplication, need no lock.
@@ -236,7 +238,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let outcome: Outcome
         do {
             var page = try await passInterceptors(request, observers: &observers)
-            if observers.any && !isSuperseded(request, generation) {
+            if observers.any && !isSuperseded(generation) {
                 page = try await handBack(page, to: observers)
             }
             outcome = .page(page)
@@ -328,6 +330,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// own, and hands the page to interceptor `index` and to those of the rest that observe.
     @usableFromInline
     func revalidate(_ request: PagingRequest<Key>, after index: Int) {
+        // A refresh from now on supersedes it: its page, loaded before, is not handed back.
+        let generation = generation.load(ordering: .acquiring)
         // Registered under the lock, so the task cannot end (and unregister) before it is registered.
         registry.withLock { registry in
             let id = registry.nextTaskID
@@ -345,6 +349,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     broadcast.yield(.failed(request, error))
                     return
                 }
+                guard !isSuperseded(generation) else { return }
                 do {
                     _ = try await handBack(page, to: observers, from: index)
                 } catch {
@@ -433,8 +438,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// An early look, before handing the page back to the interceptors; `finish` decides.
     @inlinable
-    func isSuperseded(_ request: PagingRequest<Key>, _ generation: UInt64) -> Bool {
-        !request.kind.isRefresh && generation != self.generation.load(ordering: .acquiring)
+    func isSuperseded(_ generation: UInt64) -> Bool {
+        generation != self.generation.load(ordering: .acquiring)
     }
 
     /// Ends the load: decides, atomically with publishing, whether a refresh superseded it,
@@ -447,7 +452,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var waiters: [CheckedContinuation<Outcome, Never>] = []
         let final = registry.withLock { registry -> Outcome in
             var final = outcome
-            if !request.kind.isRefresh && generation != self.generation.load(ordering: .relaxed) {
+            if generation != self.generation.load(ordering: .relaxed) {
                 final = .failure(PagingError.supersededByRefresh)
                 broadcast.yield(.cancelled(request))
             } else {

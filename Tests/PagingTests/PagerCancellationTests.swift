@@ -100,6 +100,46 @@ struct PagerCancellationTests {
         #expect(source.fetchCount == 1)
     }
 
+    /// An older refresh that ends after a newer one is superseded: the cache keeps the newer
+    /// refresh's page (the older one's replaced it, and the next load served the old data).
+    @Test func anOlderRefreshEndingAfterANewerOne_isSuperseded_andTheCacheKeepsTheNewerPage() async throws {
+        let source = ScriptedPagingSource(pages: [[1, 2, 3]])
+        source.script(key: 0, .suspend)
+        let cache = CacheInterceptor<Int, Int>()
+        let pager = Pager(source: source, interceptors: [cache])
+        async let older = Result { try await pager.load(pager.refreshRequest(params: params())) }
+        await source.waitUntilSuspended()
+        source.setPages([[7, 8, 9]])
+        #expect(try await pager.load(pager.refreshRequest(params: params())).values == [7, 8, 9])
+        // The older fetch answers with the data as it read it.
+        source.setPages([[1, 2, 3]])
+        source.release(key: 0)
+        let result = await older
+        #expect(throws: PagingError.supersededByRefresh) { try result.get() }
+        #expect(cache.cachedPage(for: pager.refreshRequest(params: params()))?.values == [7, 8, 9])
+    }
+
+    /// A stale page's revalidation that started before a hard refresh, and ends after it, is
+    /// dropped: the hard refresh's page stays cached.
+    @Test func aRevalidationStartedBeforeAHardRefresh_isDropped() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: [[1, 2, 3]])
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(10), policy: .staleWhileRevalidate, clock: clock.pagingClock)
+        let pager = Pager(source: source, interceptors: [cache])
+        _ = try await pager.load(pager.refreshRequest(params: params()))
+        clock.advance(by: .seconds(11))
+        source.script(key: 0, .suspend)
+        #expect(try await pager.load(pager.refreshRequest(params: params())).values == [1, 2, 3])
+        await source.waitUntilSuspended()
+        source.setPages([[7, 8, 9]])
+        let hard = params(userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        #expect(try await pager.load(pager.refreshRequest(params: hard)).values == [7, 8, 9])
+        source.setPages([[1, 2, 3]])
+        source.release(key: 0)
+        await pager.backgroundLoadsFinished()
+        #expect(cache.cachedPage(for: pager.refreshRequest(params: params()))?.values == [7, 8, 9])
+    }
+
     @Test func manyConsumers_eachSeeEveryState() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let pager = Pager(source: source)
