@@ -369,7 +369,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.values = output.values.appending(page)
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
-                if trim(maxSize, dropping: .prepend) { output.prependState = .idle }
+                // Pages dropped at the start: there is more to prepend again. A prepend in
+                // flight stays loading (its page, no longer next to the first, is dropped), and
+                // a failure stays to be retried.
+                if trim(maxSize, dropping: .prepend), output.prependState.isEndReached { output.prependState = .idle }
             case .prepend:
                 guard let first = output.values.firstPage, first.key == plan.anchorKey else {
                     output.prependState = .idle
@@ -384,7 +387,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 }
                 output.values = output.values.prepending(page)
                 output.prependState = page.prevKey == nil ? .endReached : .idle
-                if trim(maxSize, dropping: .append) { output.appendState = .idle }
+                if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
             }
         }
 

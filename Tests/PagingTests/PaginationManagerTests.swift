@@ -195,6 +195,29 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys == [0, 1, 2, 3, 4, 2, 1, 0])
     }
 
+    /// Pages dropped at the start while a prepend is in flight leave it loading: a second
+    /// prepend starts no other fetch (the trim set the state idle, and one did). Its page, no
+    /// longer next to the first, is dropped, and the next prepend loads from the new first page.
+    @Test func maxSize_trimmingWhileAPrependLoads_keepsItTheOnlyPrepend() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(5), refreshKey: 2)
+        let manager = manager(source, maxSize: 6)
+        await manager.refresh().value
+        await manager.append().value
+        source.script(key: 1, .suspend)
+        let prepend = manager.prepend()
+        await source.waitUntilSuspended()
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(9..<15))
+        #expect(manager.output.prependState.isLoading)
+        await manager.prepend().value
+        #expect(source.fetchedKeys == [2, 3, 1, 4])
+        source.release(key: 1)
+        await prepend.value
+        #expect(manager.output.prependState.isIdle && Array(manager.output.values) == Array(9..<15))
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == Array(6..<12) && source.fetchedKeys == [2, 3, 1, 4, 2])
+    }
+
     @Test func prefetch_loadsWhenTheVisibleItemIsNearTheEnd() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(4))
         let manager = manager(source, prefetchDistance: 1)
