@@ -178,7 +178,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     ///
     /// - Parameters:
     ///   - userInfo: added to the configured user info; for a refresh, `nil` reuses that of the
-    ///     last refresh.
+    ///     last refresh, and its key (a retry).
     ///   - refreshKey: for a refresh, the key to load instead of the source's refresh key.
     @inlinable
     public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:], refreshKey: Key? = nil) async {
@@ -245,7 +245,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             let key: Key
             switch kind {
             case .refresh:
-                if let userInfo { state.refreshUserInfo = userInfo }
+                // A retry (nil user info) loads what the last refresh asked for, at its key.
+                if let userInfo {
+                    state.refreshUserInfo = userInfo
+                    state.refreshKey = refreshKey
+                }
                 params.userInfo.merge(state.refreshUserInfo) { $1 }
                 state.generation &+= 1
                 state.stalledKey = nil
@@ -256,7 +260,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 state.output.prependState = .idle
                 state.output.appendState = .idle
                 anchor = nil
-                key = refreshKey ?? pager.source.refreshKey
+                key = refreshKey ?? state.refreshKey ?? pager.source.refreshKey
             case .append:
                 guard !state.output.isRefreshing, !state.output.isAppending,
                       let last = state.output.values.lastPage else { return nil }
@@ -319,6 +323,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// Bumped by every refresh; a load planned in an older generation is dropped.
         @usableFromInline var generation: UInt64 = 0
         @usableFromInline var refreshUserInfo: [String: String] = [:]
+        /// The key the last refresh asked for instead of the source's refresh key, if any.
+        @usableFromInline var refreshKey: Key?
         /// The key of an incomplete last page whose reload brought no new values.
         @usableFromInline var stalledKey: Key?
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]

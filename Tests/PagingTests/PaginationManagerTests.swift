@@ -352,4 +352,34 @@ private struct CursorLikeSource: PagingSource {
         // What caches and stores hold is from before the change: a hard refresh.
         #expect(source.hardRefreshes.withLock { $0 } == 1)
     }
+
+    /// A refresh around the reader that fails is retried where it was: at the key the source
+    /// named, hard (the retry loaded the refresh key, and the reader was taken to the top).
+    @Test func retryAfterAFailedRefreshAroundTheReader_loadsTheSameKey() async throws {
+        final class AnchoredSource: PagingSource, Sendable {
+            let failNext = Locked(false)
+            let fetched = Locked<[(key: Int, hard: Bool)]>([])
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
+                PagingKeyChain(key: key, prevKey: key > 0 ? max(0, key - pageSize) : nil, nextKey: key + pageSize)
+            }
+            func refreshKey(around anchor: PagingAnchor<Int, Int>) -> Int? { anchor.pageKey }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                fetched.withLock { $0.append((request.key, request.params.isHardRefresh)) }
+                if failNext.withLock({ failing in defer { failing = false }; return failing }) { throw ScriptedError("offline") }
+                return Page(request: request, values: Array(request.key..<request.key + request.params.pageSize))
+            }
+        }
+        let source = AnchoredSource()
+        let manager = PaginationManager(source: source, pageSize: 10)
+        await manager.refresh().value
+        for _ in 0..<3 { await manager.append().value }
+        manager.itemVisible(at: 35)
+        source.failNext.withLock { $0 = true }
+        await manager.refreshAroundReader().value
+        #expect(manager.output.refreshState.error != nil)
+        await manager.retry().value
+        #expect(Array(manager.output.values) == Array(30..<40))
+        #expect(source.fetched.withLock { $0.suffix(2).map { "\($0.key) \($0.hard)" } } == ["30 true", "30 true"])
+    }
 }
