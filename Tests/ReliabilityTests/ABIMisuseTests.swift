@@ -58,7 +58,9 @@ struct ABIMisuseTests {
     /// reached another call, and the host is intact.
     @Test func keptHandles_underLoad_neverReachAnotherCall() async throws {
         let library = try PluginLibrary.open(path: try fixturePlugin("stale_handles"))
-        let pager = Pager(source: try library.makeSource(sink: log.sink), interceptors: [try library.makeInterceptor(sink: log.sink)])
+        // Four readers, each loading pages of its own at once: one refresh does not supersede another's.
+        let pager = Pager(source: try library.makeSource(sink: log.sink), interceptors: [try library.makeInterceptor(sink: log.sink)],
+                          refreshSupersedes: false)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for task in 0..<4 {
                 group.addTask {
