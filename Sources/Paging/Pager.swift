@@ -234,7 +234,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         _ load: InFlightLoad?, _ generation: UInt64
     ) async throws -> Page<Key, Value> {
         broadcast.yield(.loading(request))
-        var observers = Observers()
+        var observers = Observers<Key>()
         let outcome: Outcome
         do {
             var page = try await passInterceptors(request, observers: &observers)
@@ -255,7 +255,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// of it before the error goes on.
     @inlinable @inline(__always)
     func passInterceptors(
-        _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers
+        _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers<Key>
     ) async throws -> Page<Key, Value> {
         var request = request
         // The step running: an interceptor's index, or `interceptors.count` for the source.
@@ -264,8 +264,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             while step < interceptors.count {
                 switch try await intercept(request, at: step) {
                 case .proceed(let next, let handleAfterwards):
-                    request = next
                     if handleAfterwards { observers.insert(step) }
+                    observers.passed(next, for: request, at: step)
+                    request = next
                 case .complete(let page):
                     return page
                 case .completeThenRevalidate(let page):
@@ -273,6 +274,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     return page
                 case .proceedOrFallBack(let next, let fallback, let whenUsed):
                     observers.insert(step)
+                    observers.passed(next, for: request, at: step)
                     // This interceptor let the request proceed: it hears a failure too.
                     step += 1
                     return try await passOrFallBack(next, after: step - 1, fallback: fallback, whenUsed: whenUsed, observers: &observers)
@@ -309,9 +311,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @usableFromInline
     func passOrFallBack(
         _ request: PagingRequest<Key>, after index: Int, fallback: Page<Key, Value>,
-        whenUsed: @Sendable (any Error) -> Void, observers: inout Observers
+        whenUsed: @Sendable (any Error) -> Void, observers: inout Observers<Key>
     ) async throws -> Page<Key, Value> {
-        var rest = Observers()
+        var rest = Observers<Key>()
         do {
             let page = try await passInterceptors(request, from: index + 1, observers: &rest)
             observers.formUnion(rest)
@@ -338,7 +340,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             registry.nextTaskID += 1
             registry.backgroundLoads[id] = Task {
                 defer { self.registry.withLock { _ = $0.backgroundLoads.removeValue(forKey: id) } }
-                var observers = Observers()
+                var observers = Observers<Key>()
                 observers.insert(index)
                 let page: Page<Key, Value>
                 do {
@@ -385,13 +387,17 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     }
 
     /// Hands the page back to the interceptors that observe, from the last to the first, each
-    /// transforming what the one after it returned. When one throws, those before it from
-    /// `lowest` on (the interceptors the load passed) hear of the failure.
+    /// transforming what the one after it returned, under the request as it reached that one
+    /// (a cache stores it under the request it looks it up by, whatever the interceptors after
+    /// it asked for). When one throws, those before it from `lowest` on (the interceptors the
+    /// load passed) hear of the failure.
     @inlinable
-    func handBack(_ page: Page<Key, Value>, to observers: Observers, from lowest: Int = 0) async throws -> Page<Key, Value> {
+    func handBack(_ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0) async throws -> Page<Key, Value> {
         var page = page
         var remaining = observers
+        let asked = page.request
         while let index = remaining.popLast() {
+            if let request = observers.request(reaching: index) { page.request = request }
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
@@ -399,6 +405,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 throw error
             }
         }
+        // The caller gets the page under the request the source answered, as without observers.
+        if !observers.rewrites.isEmpty { page.request = asked }
         return page
     }
 
@@ -594,11 +602,15 @@ final class PagerInFlightLoad: @unchecked Sendable {
 }
 
 /// The interceptors that asked to see the page, by index: a bit set for the first 64 and an
-/// array beyond, so that the common chain allocates nothing.
+/// array beyond, so that the common chain allocates nothing; and the requests as they reached
+/// them, where an interceptor after one of them asked for another page.
 @usableFromInline
-struct Observers {
+struct Observers<Key: Hashable & Sendable> {
     @usableFromInline var bits: UInt64 = 0
     @usableFromInline var overflow: [Int] = []
+    /// Each step, after an observer, that asked for another page (another key, page size or
+    /// user info), and the request before it: in step order.
+    @usableFromInline var rewrites: [(step: Int, before: PagingRequest<Key>)] = []
 
     @inlinable
     init() {}
@@ -621,6 +633,23 @@ struct Observers {
     mutating func formUnion(_ other: Observers) {
         bits |= other.bits
         overflow.append(contentsOf: other.overflow)
+        rewrites.append(contentsOf: other.rewrites)
+    }
+
+    /// Records that step `step` passed on `next` for `request`, when it asks for another page
+    /// and an observer (this step included) saw `request`.
+    @inlinable
+    mutating func passed(_ next: PagingRequest<Key>, for request: PagingRequest<Key>, at step: Int) {
+        guard any, next.key != request.key || next.params.pageSize != request.params.pageSize
+            || next.params.userInfo != request.params.userInfo else { return }
+        rewrites.append((step, request))
+    }
+
+    /// The request as it reached interceptor `index`, when a step from it on asked for another
+    /// page (`nil`: the page's own).
+    @inlinable
+    func request(reaching index: Int) -> PagingRequest<Key>? {
+        rewrites.first { $0.step >= index }?.before
     }
 
     /// Removes and returns the highest index.

@@ -20,6 +20,27 @@ struct CacheInterceptorTests {
         #expect(source.fetchCount == 3)
     }
 
+    /// An interceptor after the cache that asks for another page (a token added to the user
+    /// info) does not keep the cache from answering: the page is cached under the request the
+    /// cache saw (it was stored under the rewritten one, looked up under the original, and
+    /// never hit). The caller still gets the page under the request the source answered.
+    @Test func aRewriteAfterTheCache_isCachedUnderTheRequestTheCacheSaw() async throws {
+        struct AddToken: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                var next = request
+                next.params.userInfo["token"] = "t"
+                return .proceed(next, handleAfterwards: false)
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cache = CacheInterceptor<Int, Int>()
+        let pager = Pager(source: source, interceptors: [cache, AddToken()])
+        let first = try await pager.load(request(1))
+        #expect(first.request.params.userInfo["token"] == "t")
+        for _ in 0..<2 { #expect(try await pager.load(request(1)).values == [3, 4, 5]) }
+        #expect(source.fetchCount == 1 && cache.cachedPage(for: request(1))?.values == [3, 4, 5])
+    }
+
     @Test func leastRecentlyUsed_isEvictedFirst() async throws {
         let cache = CacheInterceptor<Int, Int>(maxEntries: 3)
         for key in [1, 2, 3] { await cache.handle(page: Page(request: request(key), values: [key])) }
