@@ -38,7 +38,8 @@ struct RunCommand {
 
     interrupted (SIGINT, SIGTERM, SIGHUP): the load in flight is cancelled and the items loaded
     are printed (or, once they are, the loads of stale pages in the background are cancelled);
-    a second signal ends pager at once. Each page is written out as it is printed.
+    a second signal ends pager at once, and so does a run still going 10 s after the first (a
+    plugin call that does not return). Each page is written out as it is printed.
 
     exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
     2 bad arguments, manifest or plugin; 130, 143 or 129 (128 + the signal's number) interrupted
@@ -254,9 +255,12 @@ private struct IncrementalRun {
 
 /// SIGINT, SIGTERM and SIGHUP during a run: the first cancels the tasks the run said it
 /// ``stops(_:)`` (the loading; then the wait for background loads), and gives the signals their
-/// default action back, so that a second one ends the process at once.
+/// default action back, so that a second one ends the process at once. A run still going
+/// ``grace`` after the first ends then: a plugin call that never returns (an in-process
+/// source's `fetch()` that blocks) cannot be cancelled, and it held the run for ever.
 private final class Interrupt: Sendable {
     private let state = Locked<(signal: Int32?, tasks: [@Sendable () -> Void])>((nil, []))
+    static let grace = 10
 
     init() {
         let pipe = paging_signals_to_pipe()
@@ -270,6 +274,12 @@ private final class Interrupt: Sendable {
             }
             paging_signals_restore()
             cancels.forEach { $0() }
+            detachThread(named: "pager-grace") {
+                sleep(UInt32(Self.grace))
+                Output.problem("run: stopped by \(Signals.name(signal)); the load in flight did not end within \(Self.grace) s of it "
+                               + "(a plugin call that does not return: isolate the plugin, \"isolation\": \"process\"); exiting without it")
+                exit(128 + signal)
+            }
         }
     }
 

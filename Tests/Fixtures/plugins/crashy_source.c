@@ -5,7 +5,8 @@
  * process (from 1), it:
  *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
  *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
- *   hang:          never completes a fetch, and never returns from it (true/false);
+ *   hang:          never completes a fetch, and never returns from it, having logged "crashy:
+ *                  this fetch never returns" (warning) (true/false);
  *   hang_every N:  never returns from every Nth fetch (0: never);
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
  *   daemon_pid_file: in create, starts a daemon that sleeps forever (fork, setsid, fork: in a
@@ -86,6 +87,7 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         if (write(3, bytes, length) != (ssize_t)length) exit(4);
         return PAGING_OK;
     }
+    if (s->hang) h->log(h, PAGING_LOG_WARNING, "crashy: this fetch never returns");
     while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
