@@ -120,6 +120,17 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// A transform that wraps each item it is given passes on the check's odd items that are not
+    /// JSON, which the host refuses: the odd page's doing (no host hands out such items), not a
+    /// failure of handle-any-page (it failed, for a plugin that runs correctly).
+    @Test func aTransformThatWrapsItsItems_passesHandleAnyPage() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     Self.fast + ["--plugin", "transformer", "--config", #"{"mode": "wrap"}"#])
+        #expect(code == 0 && report.failed == 0, "\(output)")
+        let handled = try #require(report.results.first { $0.check == "handle-any-page" })
+        #expect(handled.status == .pass && handled.notes.contains { $0.contains("were refused by the host") }, "\(output)")
+    }
+
     /// An interceptor that never answers its deferred intercepts: proceed-intact fails at the
     /// first, naming the timeout, and the checks that drive traffic skip (each of them waited
     /// the timeout for every request, and was killed after 10 s + 2 x --timeout-ms, saying

@@ -6,6 +6,7 @@
  *   transformer (interceptor, paging.page-transform/1) - mode:
  *     "keep-odd"   keeps items 1, 3, 5... (keep_item) and sets metadata kept=<count>
  *     "add"        keeps every item and adds {"added":true}
+ *     "wrap"       replaces each item with {"item":<the item>} (add_item), whatever its bytes
  *     "keep"       returns KEEP
  *     "fail"       fails TRANSIENT "transform refused"
  *     "bad-index"  keep_item(999)
@@ -125,6 +126,22 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
     }
     if (strcmp(p->mode, "bad-index") == 0) {
         t->keep_item(out, 999);
+        return PAGING_TRANSFORM_REPLACE;
+    }
+    if (strcmp(p->mode, "wrap") == 0) {
+        for (i = 0; i < page->item_count; i++) {
+            size_t len = page->items[i].len;
+            uint8_t *wrapped = (uint8_t *)malloc(len + 10);
+            paging_bytes_t bytes;
+            if (wrapped == NULL) return PAGING_TRANSFORM_KEEP;
+            memcpy(wrapped, "{\"item\":", 8);
+            if (len > 0) memcpy(wrapped + 8, page->items[i].data, len);
+            wrapped[8 + len] = '}';
+            bytes.data = wrapped;
+            bytes.len = len + 9;
+            t->add_item(out, bytes);
+            free(wrapped);
+        }
         return PAGING_TRANSFORM_REPLACE;
     }
     for (i = 0; i < page->item_count; i++) {
