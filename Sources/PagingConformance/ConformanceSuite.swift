@@ -340,6 +340,11 @@ struct Context: Sendable {
             outcome = "completed with a failure: \(error)"
         }
         let took = Conformance.milliseconds(since: start)
+        // The host's timeout counts from fetch()'s return: one that blocked until it completed
+        // was never timed, however long it took.
+        if took > Double(options.fetchTimeout.milliseconds) {
+            return fail("\(outcome) in \(Int(took)) ms, more than --timeout-ms \(timeoutText) (fetch() must return at once and complete later; a fetch() that blocks is timed by no one)")
+        }
         // A second completion may come later, from another thread.
         try await Task.sleep(for: .milliseconds(200))
         if !endedAtAnItem, let refused = log.first(containing: Conformance.refusedCompletion) {

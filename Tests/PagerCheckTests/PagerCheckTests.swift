@@ -120,6 +120,16 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// A fetch() that blocks until it completes, longer than --timeout-ms, fails
+    /// fetch-completes-once: the host times a fetch from fetch()'s return, so no one timed it
+    /// (it passed, "completed in 5000 ms" against a 2000 ms timeout).
+    @Test func aFetchThatBlocksPastTheTimeout_failsFetchCompletesOnce() async throws {
+        let options = ConformanceOptions(config: try JSONValue.parse(#"{"block_ms": 300}"#), fetchTimeout: .milliseconds(100),
+                                         cycles: 10, scratchFolder: scratchFolder())
+        let result = await Conformance.run(.fetchCompletesOnce, path: try fixturePlugin("crashy_source"), plugin: "crashy-source", options: options)
+        #expect(result.status == .fail && result.reason.contains("more than --timeout-ms 100 ms (fetch() must return at once"), "\(result.reason)")
+    }
+
     /// A transform that wraps each item it is given passes on the check's odd items that are not
     /// JSON, which the host refuses: the odd page's doing (no host hands out such items), not a
     /// failure of handle-any-page (it failed, for a plugin that runs correctly).

@@ -8,6 +8,7 @@
  *   hang:          never completes a fetch, and never returns from it, having logged "crashy:
  *                  this fetch never returns" (warning) (true/false);
  *   hang_every N:  never returns from every Nth fetch (0: never);
+ *   block_ms N:    sleeps N ms inside fetch() before it completes the fetch there (0: never);
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
  *   daemon_pid_file: in create, starts a daemon that sleeps forever (fork, setsid, fork: in a
  *                  session and process group of its own, its parent gone) and writes its pid
@@ -19,13 +20,14 @@
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
  *                  frame length of 3 bytes (0: neither);
  *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false).
- * Config: count (default 1000), crash_every, exit_every, hang, hang_every, fork_sleeper,
+ * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
  * daemon_pid_file, log_on_create, frame_bomb, frame_garbage, garbage_on_create.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "paging/paging.h"
@@ -38,6 +40,7 @@ typedef struct cs_source {
     long exit_every;
     int hang;
     long hang_every;
+    long block_ms;
     int frame_bomb;
     long frame_garbage;
     unsigned long fetches;
@@ -89,6 +92,10 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     }
     if (s->hang) h->log(h, PAGING_LOG_WARNING, "crashy: this fetch never returns");
     while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
+    if (s->block_ms > 0) {
+        struct timespec pause_for = { s->block_ms / 1000, (s->block_ms % 1000) * 1000000L };
+        nanosleep(&pause_for, NULL);
+    }
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
     for (i = key; i < end; i++) {
@@ -114,6 +121,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
     s->hang_every = (long)host->config_int(config, "hang_every", 0);
+    s->block_ms = (long)host->config_int(config, "block_ms", 0);
     s->frame_bomb = host->config_bool(config, "frame_bomb", 0);
     s->frame_garbage = (long)host->config_int(config, "frame_garbage", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
