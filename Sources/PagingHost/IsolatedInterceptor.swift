@@ -89,10 +89,15 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
     }
 
     public func transform(page: PluginPage) async throws -> PluginPage {
-        var reader = try await process.call(.transform) { $0.page(page) }
-        var result = try reader.page(base: page.request.params)
-        result.request = page.request
-        return result
+        do {
+            var reader = try await process.call(.transform) { $0.page(page) }
+            var result = try reader.page(base: page.request.params)
+            result.request = page.request
+            return result
+        } catch {
+            process.countFailure(error)
+            throw error
+        }
     }
 
     public func loadFailed(_ request: PluginRequest, error: any Error) async {

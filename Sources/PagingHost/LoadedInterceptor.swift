@@ -238,11 +238,17 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             await handle(page: page)
             return page
         }
-        guard let worker else { return try callTransform(page) }
-        guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callTransform(page) } }) else {
-            throw failure(.timeout, "transform did not return within \(instance.limits.callTimeout!)")
+        do {
+            guard let worker else { return try callTransform(page) }
+            guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callTransform(page) } }) else {
+                throw failure(.timeout, "transform did not return within \(instance.limits.callTimeout!)")
+            }
+            return try finished.get()
+        } catch {
+            // A load this interceptor failed: counted with its failures (--stats said none).
+            if instance.limits.recordsStats { instance.stats.recordFailure(error) }
+            throw error
         }
-        return try finished.get()
     }
 
     private func callTransform(_ page: PluginPage) throws(PluginError) -> PluginPage {

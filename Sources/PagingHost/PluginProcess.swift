@@ -402,6 +402,12 @@ extension PluginProcess {
         }
     }
 
+    /// Counts a failure of a call not counted as one (a transform) in ``stats``, when the
+    /// limits ask.
+    func countFailure(_ error: any Error) {
+        if spec.limits.recordsStats { stats.recordFailure(error) }
+    }
+
     /// The host's figures of this plugin's calls, with the counters and gauges the running
     /// child published (a restarted child starts them from zero; none while no child runs).
     var figures: PluginStats.Snapshot {

@@ -70,6 +70,13 @@ public final class PluginStats: Sendable {
         record(since: start, failure: PluginStatus.of(error).0)
     }
 
+    /// Counts a failure of a call that is not counted as a call of its own (a transform, which
+    /// hands back the page of a call counted already).
+    func recordFailure(_ error: any Error) {
+        let failure = PluginStatus.of(error).0
+        calls.withLock { $0.failures[failure.description, default: 0] += 1 }
+    }
+
     /// Adds to a counter or sets a gauge the plugin names; `nil` when accepted, otherwise why not.
     func publish(_ name: String, counter delta: Int64? = nil, gauge value: Double? = nil) -> String? {
         guard !name.isEmpty, name.utf8.count <= Self.maxNameBytes else {

@@ -49,6 +49,23 @@ struct StatsTests {
         #expect(listener.counters == ["proceeded": 2] && listener.gauges == ["page_size": 10])
     }
 
+    /// A transform that fails the load is counted with the interceptor's failures, in-process
+    /// and isolated (--stats said "failed: 0" for it).
+    @Test(arguments: [[], ["--isolate-all"]])
+    func aFailedTransform_isCountedWithTheInterceptorsFailures(options: [String]) async throws {
+        let folder = scratchFolder()
+        let library = try fixturePlugin("interceptor_work")
+        try """
+        {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30}},
+         "interceptors": [{"plugin": "\(library)", "id": "transformer", "config": {"mode": "fail"}}], "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/m.json", "--stats=json"] + options)
+        #expect(result.code == 1, "\(result.stderr)")
+        let line = try #require(result.stderr.split(separator: "\n").last)
+        let transformer = try #require(try JSONDecoder().decode(Report.self, from: Data(line.utf8)).plugins.last)
+        #expect(transformer.id == "transformer" && transformer.failures == ["transient": 1], "\(line)")
+    }
+
     @Test func text_namesEveryPlugin_andIsAbsentWithoutTheFlag() async throws {
         let manifest = try manifest()
         let result = try await run(pagerCommand, ["run", manifest, "--stats"])
