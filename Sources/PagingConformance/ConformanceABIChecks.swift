@@ -154,6 +154,9 @@ struct InterceptorTraffic {
     var answeredItems = 0
     /// The answered requests whose page the host refused over an item.
     var invalid: [(request: PluginRequest, message: String)] = []
+    /// Requests it failed (intercept, or transform of the page), the first failure's message.
+    var failed = 0
+    var firstFailure: String?
     /// Why the driving stopped early: an intercept not answered in time (each would cost the
     /// timeout, and the check process was killed with no word of why).
     var unanswered: String?
@@ -507,7 +510,9 @@ extension Context {
             return fail("answered \(describe(first.request)) with a page the host refused: \(first.message)\(more)")
         }
         guard traffic.answered > 0 else {
-            return skip("never answers requests itself (\(traffic.intercepts) requests, all passed on)")
+            guard traffic.failed > 0 else { return skip("never answers requests itself (\(traffic.intercepts) requests, all passed on)") }
+            return skip("never answers requests itself (\(traffic.intercepts) requests: \(traffic.intercepts - traffic.failed) passed on, "
+                        + "\(traffic.failed) failed, the first with: \(traffic.firstFailure ?? "")")
         }
         return pass("answered \(traffic.answered) of \(traffic.intercepts) requests itself, \(count(traffic.answeredItems, "item")), every one valid JSON")
     }
@@ -580,7 +585,11 @@ extension Context {
                         traffic.unanswered = error.message
                         return traffic
                     }
-                    guard let message = Conformance.invalidItem(error) else { continue }
+                    guard let message = Conformance.invalidItem(error) else {
+                        traffic.failed += 1
+                        if traffic.firstFailure == nil { traffic.firstFailure = "\(error)" }
+                        continue
+                    }
                     traffic.answered += 1
                     traffic.invalid.append((request, message))
                 }

@@ -501,7 +501,7 @@ struct Context: Sendable {
     func proceedIntact(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
         let recorder = RecordingSource()
         let pager = PluginPager(source: recorder, interceptors: [interceptor], deduplication: .disabled)
-        var answered = 0, proceeded = 0
+        var answered = 0, proceeded = 0, failed = 0
         var notes: [String] = []
         for request in Self.sampleRequests + Self.sampleRequests {
             let before = recorder.count
@@ -520,6 +520,7 @@ struct Context: Sendable {
                 if let error = error as? PluginError, error.status == .timeout {
                     return fail("intercept of \(describe(request)) was not answered within \(timeoutText): \(error.message)")
                 }
+                failed += 1
                 note(&notes, "fails some requests: \(error)")
                 continue
             }
@@ -533,7 +534,8 @@ struct Context: Sendable {
             let changes = differences(request, seen)
             if !changes.isEmpty { note(&notes, "rewrites requests: " + changes.joined(separator: ", ")) }
         }
-        return pass("\(proceeded) requests proceeded\(notes.isEmpty ? " intact" : ""), \(answered) answered by the interceptor", notes: notes)
+        return pass("\(proceeded) requests proceeded\(notes.isEmpty ? " intact" : ""), \(answered) answered by the interceptor"
+                    + (failed > 0 ? ", \(failed) failed by it" : ""), notes: notes)
     }
 
     func handleAnyPage(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {

@@ -120,6 +120,18 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// An interceptor that fails every request is said to: proceed-intact counts the failures
+    /// and items-valid does not call them passed on (it said "all passed on").
+    @Test func anInterceptorThatFailsEveryRequest_isSaidToFailThem() async throws {
+        let (_, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                  Self.fast + ["--plugin", "hinting", "--config", #"{"fail_times": 1000000, "retry_after_ms": 1}"#])
+        let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
+        #expect(proceed.reason.contains("0 requests proceeded") && proceed.reason.contains("failed by it"), "\(output)")
+        let items = try #require(report.results.first { $0.check == "items-valid" })
+        #expect(items.status == .skip && items.reason.contains("0 passed on, 14 failed, the first with:") && items.reason.contains("slow down"),
+                "\(output)")
+    }
+
     /// A fetch() that blocks until it completes, longer than --timeout-ms, fails
     /// fetch-completes-once: the host times a fetch from fetch()'s return, so no one timed it
     /// (it passed, "completed in 5000 ms" against a 2000 ms timeout).
