@@ -313,7 +313,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         _ request: PagingRequest<Key>, after index: Int, fallback: Page<Key, Value>,
         whenUsed: @Sendable (any Error) -> Void, observers: inout Observers<Key>
     ) async throws -> Page<Key, Value> {
-        var rest = Observers<Key>()
+        var rest = Observers<Key>(observedBefore: true)
         do {
             let page = try await passInterceptors(request, from: index + 1, observers: &rest)
             observers.formUnion(rest)
@@ -611,9 +611,14 @@ struct Observers<Key: Hashable & Sendable> {
     /// Each step, after an observer, that asked for another page (another key, page size or
     /// user info), and the request before it: in step order.
     @usableFromInline var rewrites: [(step: Int, before: PagingRequest<Key>)] = []
+    /// An interceptor before these steps observes (the one a fallback is for): their rewrites
+    /// are recorded for it.
+    @usableFromInline var observedBefore = false
 
     @inlinable
-    init() {}
+    init(observedBefore: Bool = false) {
+        self.observedBefore = observedBefore
+    }
 
     @inlinable
     var any: Bool { bits != 0 || !overflow.isEmpty }
@@ -640,7 +645,7 @@ struct Observers<Key: Hashable & Sendable> {
     /// and an observer (this step included) saw `request`.
     @inlinable
     mutating func passed(_ next: PagingRequest<Key>, for request: PagingRequest<Key>, at step: Int) {
-        guard any, next.key != request.key || next.params.pageSize != request.params.pageSize
+        guard any || observedBefore, next.key != request.key || next.params.pageSize != request.params.pageSize
             || next.params.userInfo != request.params.userInfo else { return }
         rewrites.append((step, request))
     }

@@ -25,13 +25,6 @@ struct CacheInterceptorTests {
     /// cache saw (it was stored under the rewritten one, looked up under the original, and
     /// never hit). The caller still gets the page under the request the source answered.
     @Test func aRewriteAfterTheCache_isCachedUnderTheRequestTheCacheSaw() async throws {
-        struct AddToken: PagingInterceptor {
-            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
-                var next = request
-                next.params.userInfo["token"] = "t"
-                return .proceed(next, handleAfterwards: false)
-            }
-        }
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>()
         let pager = Pager(source: source, interceptors: [cache, AddToken()])
@@ -39,6 +32,19 @@ struct CacheInterceptorTests {
         #expect(first.request.params.userInfo["token"] == "t")
         for _ in 0..<2 { #expect(try await pager.load(request(1)).values == [3, 4, 5]) }
         #expect(source.fetchCount == 1 && cache.cachedPage(for: request(1))?.values == [3, 4, 5])
+    }
+
+    /// The same for a network-first cache, whose loads run with a fallback: the fresh page
+    /// replaces the one it holds, and a failed load falls back to it (the fresh page was
+    /// stored under the rewritten request, and the failure answered with the first one).
+    @Test func aRewriteAfterANetworkFirstCache_replacesThePageItFallsBackTo() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [CacheInterceptor<Int, Int>(policy: .networkFirst), AddToken()])
+        _ = try await pager.load(request(1))
+        source.setPages([[0], [7, 8, 9], [0]])
+        #expect(try await pager.load(request(1)).values == [7, 8, 9])
+        source.script(key: 1, .fail(ScriptedError("offline", isRetryable: false)))
+        #expect(try await pager.load(request(1)).values == [7, 8, 9])
     }
 
     @Test func leastRecentlyUsed_isEvictedFirst() async throws {
@@ -231,5 +237,14 @@ struct LoggingInterceptorTests {
         let loud = Pager(source: TracedSource(), interceptors: [verbose])
         _ = try await loud.load(PagingRequest(kind: .append, keyChain: PagingKeyChain(key: TracedKey(value: 6)), params: params()))
         #expect(TracedKey.formatted.all.count > before)
+    }
+}
+
+/// Adds a token to every request's user info, as an authenticating interceptor does.
+private struct AddToken: PagingInterceptor {
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        var next = request
+        next.params.userInfo["token"] = "t"
+        return .proceed(next, handleAfterwards: false)
     }
 }
