@@ -553,10 +553,11 @@ struct Context: Sendable {
         ]
         // transform() for an instance that offers paging.page-transform/1, handle() otherwise.
         var refused = 0, passedOn = false
-        for (index, page) in pages.enumerated() {
+        for page in pages {
             do {
                 _ = try await interceptor.transform(page: page)
-            } catch let error as PluginError where index == 2 && Conformance.invalidItem(error) != nil {
+            } catch let error as PluginError where Conformance.invalidItem(error) != nil
+                        && page.values.contains(where: { JSONValidator.validate($0.bytes) != nil }) {
                 // A transform that wraps or keeps the items it is given passes on those that
                 // are not JSON: the odd page's doing, which the host refuses, not the plugin's.
                 passedOn = true
