@@ -124,17 +124,50 @@ public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendabl
 
     // Written out and @inlinable (the derived ones are not), so that they are specialized;
     // an empty user info (the common case) is not hashed or compared element by element.
+    // The user info is compared and hashed by its UTF-8 bytes, not as Swift strings, which are
+    // equal when canonically equivalent: a query "café" written with "é" and one with "e" and
+    // a combining accent are two requests to a server, and shared one page.
     @inlinable
     public static func == (lhs: Self, rhs: Self) -> Bool {
         lhs.pageSize == rhs.pageSize && lhs.key == rhs.key
-            && (lhs.userInfo.isEmpty ? rhs.userInfo.isEmpty : lhs.userInfo == rhs.userInfo)
+            && (lhs.userInfo.isEmpty ? rhs.userInfo.isEmpty : Self.sameBytes(lhs.userInfo, rhs.userInfo))
     }
 
     @inlinable
     public func hash(into hasher: inout Hasher) {
         hasher.combine(key)
         hasher.combine(pageSize)
-        if !userInfo.isEmpty { hasher.combine(userInfo) }
+        guard !userInfo.isEmpty else { return }
+        // Order-independent, as a dictionary's own hash is: a sum of each entry's.
+        var entries = 0
+        for (name, value) in userInfo {
+            var entry = Hasher()
+            Self.combineBytes(of: name, into: &entry)
+            Self.combineBytes(of: value, into: &entry)
+            entries &+= entry.finalize()
+        }
+        hasher.combine(userInfo.count)
+        hasher.combine(entries)
+    }
+
+    /// Whether the two user infos hold the same names and values, byte for byte.
+    @usableFromInline
+    static func sameBytes(_ lhs: [String: String], _ rhs: [String: String]) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        for (name, value) in lhs {
+            // At most one name of `rhs` is canonically equivalent to `name`: it must be its bytes too.
+            guard let index = rhs.index(forKey: name), rhs[index].key.utf8.elementsEqual(name.utf8),
+                  rhs[index].value.utf8.elementsEqual(value.utf8) else { return false }
+        }
+        return true
+    }
+
+    @usableFromInline
+    static func combineBytes(of text: String, into hasher: inout Hasher) {
+        var text = text
+        text.makeContiguousUTF8() // (native strings are already)
+        hasher.combine(text.utf8.count)
+        _ = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
 }
 

@@ -227,6 +227,25 @@ struct PagerDeduplicationTests {
         #expect(append.identity != pager.request(.append, key: 2, params: params(userInfo: ["q": "swift"])).identity)
     }
 
+    /// User info is compared by its bytes: "café" with "é" (U+00E9) and with "e" and a
+    /// combining accent (U+0301) are two queries, canonically equivalent as Swift strings (a
+    /// cache served one's page for the other, and a load in flight was shared between them).
+    @Test func identity_comparesUserInfoByItsBytes_notAsCanonicallyEquivalentStrings() async throws {
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(3)))
+        let composed = pager.request(.append, key: 1, params: params(userInfo: ["q": "caf\u{E9}"]))
+        let decomposed = pager.request(.append, key: 1, params: params(userInfo: ["q": "cafe\u{301}"]))
+        #expect(composed.params.userInfo == decomposed.params.userInfo, "Swift strings take them as equal")
+        #expect(composed.identity != decomposed.identity)
+        #expect(composed.identity == pager.request(.prepend, key: 1, params: params(userInfo: ["q": "caf\u{E9}"])).identity)
+        #expect(Set([composed.identity, decomposed.identity, composed.identity]).count == 2)
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cached = Pager(source: source, interceptors: [CacheInterceptor<Int, Int>()])
+        _ = try await cached.load(composed)
+        _ = try await cached.load(decomposed)
+        _ = try await cached.load(composed)
+        #expect(source.fetchCount == 2)
+    }
+
     @Test func disabledDeduplication_fetchesEveryRequest() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspend, .suspend)
