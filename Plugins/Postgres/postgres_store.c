@@ -697,9 +697,11 @@ static void pg_describe(pg_state *st, PQconninfoOption *options)
 static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const paging_host_t *host,
                                                    const paging_config_t *config)
 {
+    static const char *const keys[] = { "conninfo", "namespace", "policy", "max_age_seconds", "statement_timeout_ms",
+                                        "connect_timeout_ms", "retry_interval_ms", NULL };
     pg_state *st;
     const char *conninfo, *ns;
-    char problem[700], error[300], msg[500];
+    char problem[700], error[300], msg[500], unknown[220];
     char *parse_error = NULL;
     PQconninfoOption *options;
     int64_t connect_ms;
@@ -723,6 +725,11 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
         return NULL;
     }
     problem[0] = '\0';
+    if (!pstore_only_known_keys(host, config, keys, unknown, sizeof unknown)) {
+        snprintf(problem, sizeof problem, "config `%s`: unknown key; expected conninfo, namespace, policy, max_age_seconds, "
+                 "statement_timeout_ms, connect_timeout_ms or retry_interval_ms", unknown);
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
     conninfo = host->config_string(config, "conninfo");
     ns = host->config_string(config, "namespace");
     if (ns == NULL && host->config_type(config, "namespace") != PAGING_CONFIG_ABSENT)

@@ -1072,11 +1072,21 @@ static const char *rc_parse_address(rc_state *st, const char *address)
 /* Reads the config into st. Returns 1, or 0 with `problem` set (or after config_fail: *failed). */
 static int rc_configure(rc_state *st, const paging_config_t *config, char *problem, size_t problem_len)
 {
+    static const char *const keys[] = { "address", "password_env", "database", "key_prefix", "namespace", "ttl_seconds",
+                                        "policy", "max_age_seconds", "lease_ms", "poll_ms", "connect_timeout_ms",
+                                        "command_timeout_ms", "retry_interval_ms", "max_page_bytes", NULL };
     const paging_host_t *host = st->host;
-    const char *address_text, *password_env, *prefix, *ns, *bad;
-    char *address, error[300];
+    const char *address_text, *password_env, *prefix, *ns, *bad, *at;
+    char *address, error[300], unknown[220];
     int64_t ttl, connect_ms, command_ms;
     size_t prefix_len, ns_len;
+
+    if (!pstore_only_known_keys(host, config, keys, unknown, sizeof unknown)) {
+        snprintf(problem, problem_len, "config `%s`: unknown key; expected address, password_env, database, key_prefix, "
+                 "namespace, ttl_seconds, policy, max_age_seconds, lease_ms, poll_ms, connect_timeout_ms, "
+                 "command_timeout_ms, retry_interval_ms or max_page_bytes", unknown);
+        return 0;
+    }
 
     if ((address_text = rc_string(host, config, "address", "127.0.0.1:6379", problem, problem_len)) == NULL
         || (prefix = rc_string(host, config, "key_prefix", "swiftpaging", problem, problem_len)) == NULL
@@ -1099,6 +1109,15 @@ static int rc_configure(rc_state *st, const paging_config_t *config, char *probl
     address = pstore_expand_env(address_text, error, sizeof error);
     if (address == NULL) {
         snprintf(problem, problem_len, "config `address`: %s", error);
+        return 0;
+    }
+    /* A URL ("redis://:password@host") is not an address: refused without quoting what comes
+     * before its '@', which may be a password (it was printed in every warning). */
+    if ((at = strrchr(address, '@')) != NULL || strstr(address, "://") != NULL) {
+        snprintf(problem, problem_len, "config `address` '%s%.200s': expected host:port, host, [v6-address]:port or "
+                 "unix:/path, not a URL; a password goes in the environment variable password_env names",
+                 at != NULL ? "***@" : "", at != NULL ? at + 1 : address);
+        free(address);
         return 0;
     }
     bad = rc_parse_address(st, address);

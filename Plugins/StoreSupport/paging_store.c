@@ -415,3 +415,48 @@ int pstore_is_plain_name(const char *text, size_t max_len)
     }
     return 1;
 }
+
+/* The end of the JSON string whose opening quote is at p (the host's config is valid JSON):
+ * the byte after its closing quote. */
+static const char *pstore_string_end(const char *p)
+{
+    for (p++; *p != '"'; p++)
+        if (*p == '\\') p++;
+    return p + 1;
+}
+
+int pstore_only_known_keys(const paging_host_t *host, const paging_config_t *config, const char *const *known,
+                           char *unknown, size_t unknown_len)
+{
+    const char *p = host->config_json(config);
+    int depth = 0, expect_key = 0;
+    if (p == NULL) return 1;
+    while (*p != '\0') {
+        if (*p == '"') {
+            const char *end = pstore_string_end(p);
+            if (depth == 1 && expect_key) {
+                size_t len = (size_t)(end - p - 2), i;
+                int found = 0;
+                for (i = 0; known[i] != NULL && !found; i++)
+                    found = strlen(known[i]) == len && memcmp(known[i], p + 1, len) == 0;
+                if (!found) {
+                    snprintf(unknown, unknown_len, "%.*s", (int)(len < 200 ? len : 200), p + 1);
+                    return 0;
+                }
+                expect_key = 0;
+            }
+            p = end;
+            continue;
+        }
+        if (*p == '{' || *p == '[') {
+            depth++;
+            expect_key = depth == 1 && *p == '{';
+        } else if (*p == '}' || *p == ']') {
+            depth--;
+        } else if (*p == ',' && depth == 1) {
+            expect_key = 1;
+        }
+        p++;
+    }
+    return 1;
+}

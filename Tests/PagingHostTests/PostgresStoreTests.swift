@@ -216,6 +216,7 @@ struct PostgresStoreTests {
             (#"{"conninfo": "${PAGING_TEST_UNSET_VARIABLE}"}"#, "the environment variable PAGING_TEST_UNSET_VARIABLE is not set"),
             (#"{"conninfo": "host=x", "statement_timeout_ms": 0}"#, "config `statement_timeout_ms` must be a whole number"),
             (#"{"conninfo": "host=x", "policy": "fastest"}"#, "config `policy` must be"),
+            (#"{"conninfo": "host=x", "max_age_second": 60}"#, "config `max_age_second`: unknown key; expected conninfo, namespace"),
         ] {
             #expect(throws: (any Error).self) {
                 _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)

@@ -162,6 +162,12 @@ int pstore_config_int(const paging_host_t *host, const paging_config_t *config, 
 /* Whether `text` is 1...max_len bytes of [A-Za-z0-9_.-]. */
 int pstore_is_plain_name(const char *text, size_t max_len);
 
+/* Whether the config's top-level keys are all in `known` (NULL-terminated); otherwise writes
+ * the first other one (cut to fit) to `unknown` and returns 0. A misspelt key ("max_age_second")
+ * was ignored, its setting left at its default without a word. */
+int pstore_only_known_keys(const paging_host_t *host, const paging_config_t *config, const char *const *known,
+                           char *unknown, size_t unknown_len);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
