@@ -28,8 +28,9 @@
  *   before the page, fewer than a page: a range key "<first>-<end>" serves at most end - first
  *   lines, so a prepend never repeats lines already loaded); the PAGING_PAGE_PREV_END flag when
  *   key == 0.
- * A key that is not a decimal integer in 0...line_count (or a range within it) fails the fetch
- * with PAGING_ERR_INVALID_REQUEST. fetch completes synchronously, before it returns.
+ * A key that is not a decimal integer (or a range of two) fails the fetch with
+ * PAGING_ERR_INVALID_REQUEST; one past line_count (given out before the file shrank) with
+ * PAGING_ERR_NOT_FOUND. fetch completes synchronously, before it returns.
  *
  * Extensions offered: paging.health/1 (the file is still a readable regular file). Used where the
  * host offers it: paging.fetch-items/1 (a page's lines handed over in one call).
@@ -294,11 +295,18 @@ static paging_status_t jsonl_fetch(paging_source_t *self, const paging_request_t
     char buf[32];
     paging_bytes_t kb;
 
-    if (!jsonl_parse_key(request->key, &key, &end) || key > st->line_count) {
+    if (!jsonl_parse_key(request->key, &key, &end)) {
         char msg[128];
         snprintf(msg, sizeof msg, "jsonlines: key is not a line index in 0...%lu (nor a range first-end of them)",
                  (unsigned long)st->line_count);
         h->fetch_fail(h, fetch_id, PAGING_ERR_INVALID_REQUEST, msg);
+        return PAGING_OK;
+    }
+    if (key > st->line_count) {
+        char msg[1200];
+        snprintf(msg, sizeof msg, "jsonlines: no line %lu: '%.1000s' has %lu (it changed since the key was given out?)",
+                 (unsigned long)key, st->path, (unsigned long)st->line_count);
+        h->fetch_fail(h, fetch_id, PAGING_ERR_NOT_FOUND, msg);
         return PAGING_OK;
     }
     page_size = request->page_size ? request->page_size : st->default_page_size;

@@ -39,6 +39,21 @@ struct BridgeTests {
         #expect(before.prevKey == nil)
     }
 
+    /// A key past the file's end (given out before the file shrank) is not found; one that is
+    /// no line index is an invalid request (both were invalid requests, and `pager serve` could
+    /// not tell a stale cursor, 410, from a failing source, 502).
+    @Test func jsonLines_aKeyPastTheEndIsNotFound_aKeyThatIsNoIndexInvalid() async throws {
+        let pager = Pager(source: try jsonLinesSource(count: 15))
+        for (key, status) in [("40", PluginStatus.notFound), ("forty", .invalidRequest)] {
+            do {
+                _ = try await pager.load(pager.request(.append, key: PluginKey(key), params: params(pageSize: 10)))
+                Issue.record("key \(key) loaded")
+            } catch let error as PluginError {
+                #expect(error.status == status, "\(key): \(error)")
+            }
+        }
+    }
+
     /// A source whose prepended page overlaps the first loaded one (the keys say so: its next
     /// key is not that page's key): the prepend fails naming the plugin, the list is unchanged.
     @Test func overlappingPrepend_failsNamingThePlugin_andKeepsTheList() async throws {
