@@ -384,9 +384,15 @@ static void rc_warn_bad(rc_state *st, const char *what, const char *detail)
 /* Whether `r` is an error reply (warned, naming `command`). */
 static int rc_is_error(rc_state *st, const redisReply *r, const char *command)
 {
-    char what[100];
+    char what[500];
+    const char *why = "";
     if (r->type != REDIS_REPLY_ERROR) return 0;
-    snprintf(what, sizeof what, "Redis refused %s", command);
+    /* Said by the reply's error code: a NOAUTH was said to be a key of another type. */
+    if (r->str != NULL && strncmp(r->str, "WRONGTYPE", 9) == 0) why = " (the key holds another type)";
+    else if (r->str != NULL && (strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0))
+        why = " (it wants a password, or another one: config password_env names the variable holding it)";
+    else if (r->str != NULL && strncmp(r->str, "NOPERM", 6) == 0) why = " (the user lacks the permission)";
+    snprintf(what, sizeof what, "Redis at %.300s refused %s%s", st->address, command, why);
     rc_warn_bad(st, what, r->str);
     return 1;
 }
@@ -588,7 +594,7 @@ static int rc_read(rc_state *st, const uint8_t *identity, size_t identity_len, r
     pthread_mutex_unlock(&st->conn_lock);
     free(key);
     if (r == NULL) return 0;
-    if (rc_is_error(st, r, "GETRANGE (the page's key holds another type)") || r->type != REDIS_REPLY_STRING || r->len == 0) {
+    if (rc_is_error(st, r, "GETRANGE (reading a page)") || r->type != REDIS_REPLY_STRING || r->len == 0) {
         freeReplyObject(r);
         return 1;
     }

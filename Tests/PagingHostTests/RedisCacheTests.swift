@@ -387,4 +387,17 @@ struct RedisCacheTests {
         #expect(clock.now - start < .seconds(60))
         #expect(log.contains("hard refresh: the namespace's keys were not all found within 1000 ms"), "\(log.messages)")
     }
+
+    /// A Redis that wants a password, sent none: its refusal is said as that, naming the server
+    /// (it was said to be a key holding another type).
+    @Test func aRedisThatWantsAPassword_isSaidToWantOne() async throws {
+        let redis = try FixtureServer("redis/odd_redis.py", arguments: ["noauth"])
+        defer { redis.stop() }
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("127.0.0.1:\(redis.port)"))]), sink: log.sink)
+        #expect(try await load(PluginPager(source: CountingPluginSource(), interceptors: [cache]), "0") == items(0..<10))
+        #expect(log.contains("Redis at 127.0.0.1:\(redis.port) refused GETRANGE (reading a page) (it wants a password, or another one: "
+                             + "config password_env names the variable holding it): NOAUTH Authentication required."), "\(log.messages)")
+        #expect(!log.messages.contains { $0.contains("another type") }, "\(log.messages)")
+    }
 }

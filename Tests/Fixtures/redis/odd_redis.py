@@ -7,6 +7,8 @@ standard input closes. Every command gets a plausible answer (PING +PONG, a miss
   auth-echo     AUTH <password> is refused quoting it: "-WRONGPASS invalid password <password>"
   scan-forever  SCAN answers cursor 1 and no keys, whatever the cursor asked for (a walk that
                 never ends)
+  noauth        every command but PING is refused "-NOAUTH Authentication required." (a Redis
+                with a password, sent none)
 """
 import sys
 
@@ -39,6 +41,8 @@ class Handler(loopback.Handler):
         name = args[0].upper()
         if name == b"AUTH" and MODE == "auth-echo":
             return b"-WRONGPASS invalid password " + args[-1] + b"\r\n"
+        if name != b"PING" and MODE == "noauth":
+            return b"-NOAUTH Authentication required.\r\n"
         if name == b"SCAN" and MODE == "scan-forever":
             return b"*2\r\n$1\r\n1\r\n*0\r\n"
         if name == b"PING":
