@@ -38,7 +38,7 @@
  * hosts starting together do not race; a `paging_pages` table without the `paging_meta` row is
  * another application's and is refused, as is a newer version):
  *   CREATE TABLE paging_meta (name text PRIMARY KEY, value bigint NOT NULL);  -- ('schema_version', 1)
- *   CREATE TABLE paging_pages (namespace text NOT NULL, identity bytea NOT NULL,
+ *   CREATE TABLE paging_pages (namespace text NOT NULL, identity bytea NOT NULL,  -- see PG_IDENTITY_OF_2
  *       prev_key bytea, next_key bytea, flags integer NOT NULL, item_count integer NOT NULL,
  *       stored_at bigint NOT NULL,  -- Unix time in milliseconds
  *       items bytea[] NOT NULL,     -- one JSON value each, bytes as given
@@ -100,6 +100,14 @@ static const paging_plugin_descriptor_t pg_descriptor = {
     PAGING_PLUGIN_INTERCEPTOR,
     0, NULL
 };
+
+/* The identity column's value for the identity $2: itself, or, when it is longer than a btree
+ * index row may be (PostgreSQL refuses keys over 2704 bytes: a page of a long query was never
+ * stored), "sha256:" and its SHA-256. An identity that itself starts with "sha256:" is hashed
+ * too, so that no identity can pass for another's hash. */
+#define PG_IDENTITY_OF_2 \
+    "(CASE WHEN octet_length($2) > 2000 OR substring($2 FROM 1 FOR 7) = '\\x7368613235363a'::bytea" \
+    " THEN '\\x7368613235363a'::bytea || sha256($2) ELSE $2 END)"
 
 static const char pg_schema_sql[] =
     "CREATE TABLE IF NOT EXISTS paging_meta (name text PRIMARY KEY, value bigint NOT NULL);"
@@ -441,7 +449,7 @@ static void pg_decide(pg_state *st, const pstore_job *job, pg_decision *d)
     values[1] = (const char *)job->identity; lens[1] = (int)job->identity_len;
     pthread_mutex_lock(&st->conn_lock);
     d->res = pg_exec(st, "read", "SELECT prev_key, next_key, flags, item_count, stored_at, items FROM paging_pages"
-                     " WHERE namespace = $1 AND identity = $2", 2, types, values, lens, formats, 1, PGRES_TUPLES_OK);
+                     " WHERE namespace = $1 AND identity = " PG_IDENTITY_OF_2, 2, types, values, lens, formats, 1, PGRES_TUPLES_OK);
     pthread_mutex_unlock(&st->conn_lock);
     if (d->res == NULL) {
         pstore_count(st->host, st->metrics, "unavailable");
@@ -529,7 +537,7 @@ static uint32_t pg_intercept(paging_interceptor_t *self, const paging_request_t 
 /* Writes a page: namespace, identity, prev and next keys, flags, item count, when, items. */
 #define PG_PUT_PAGE \
     "INSERT INTO paging_pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at, items)" \
-    " VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (namespace, identity) DO UPDATE SET" \
+    " VALUES ($1, " PG_IDENTITY_OF_2 ", $3, $4, $5, $6, $7, $8) ON CONFLICT (namespace, identity) DO UPDATE SET" \
     " prev_key = EXCLUDED.prev_key, next_key = EXCLUDED.next_key, flags = EXCLUDED.flags," \
     " item_count = EXCLUDED.item_count, stored_at = EXCLUDED.stored_at, items = EXCLUDED.items"
 
@@ -594,7 +602,7 @@ static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
      * (a failed load left them). */
     r = pg_exec(st, "write: page not stored",
                 pstore_is_hard_refresh(req)
-                ? "WITH cleared AS (DELETE FROM paging_pages WHERE namespace = $1 AND identity <> $2) " PG_PUT_PAGE
+                ? "WITH cleared AS (DELETE FROM paging_pages WHERE namespace = $1 AND identity <> " PG_IDENTITY_OF_2 ") " PG_PUT_PAGE
                 : PG_PUT_PAGE,
                 8, types, values, lens, formats, 0, PGRES_COMMAND_OK);
     pthread_mutex_unlock(&st->conn_lock);

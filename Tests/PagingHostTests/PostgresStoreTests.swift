@@ -26,6 +26,26 @@ struct PostgresStoreTests {
 
     func items(_ range: Range<Int>) -> [String] { range.map { #"{"n":\#($0)}"# } }
 
+    /// A page whose request identity is longer than a PostgreSQL index row may be (a long query
+    /// or cursor) is stored under the identity's SHA-256, and answers the next load (it was
+    /// never stored: "index row size 3536 exceeds btree version 4 maximum 2704"); a hard refresh
+    /// of it keeps it.
+    @Test func aPageOfALongIdentity_isStoredAndServed() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(postgres, upstream)
+        // Random: PostgreSQL compresses a key that repeats itself below the limit.
+        var generator = SystemRandomNumberGenerator()
+        let long = String((0..<3_500).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement(using: &generator)! })
+        for _ in 0..<2 { #expect(try await load(pager, "0", userInfo: ["q": long]) == items(0..<10)) }
+        #expect(upstream.fetches == 1)
+        _ = try await load(pager, "0", kind: .refresh, userInfo: ["q": long, PagingUserInfoKey.hardRefresh: "true"])
+        _ = try await load(pager, "0", userInfo: ["q": long])
+        #expect(upstream.fetches == 2)
+        #expect(!log.messages.contains { $0.contains("not stored") }, "\(log.messages)")
+    }
+
     @Test func pagesStoredByOneHost_areServedToAnother_andAHardRefreshReplacesItsNamespaceOnly() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
