@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 int paging_isolation_die_with_parent(pid_t parent) {
@@ -90,4 +91,15 @@ int paging_isolation_kill_descendants(pid_t root, int rounds) {
 
 int paging_isolation_close_from(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
+}
+
+int paging_isolation_pidfd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    /* pidfd_open's descriptors are close-on-exec. */
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    return -1;
+#endif
 }

@@ -284,13 +284,25 @@ final class ChildProcess: Sendable {
                died: @escaping @Sendable (ChildProcess, String) -> PluginError) {
         handlers.withLock { $0 = Handlers(sink: sink, invalidated: invalidated) }
         detachThread(named: "paging-child") { [self] in
-            var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+            // The child's end is watched as well as its socket: a process the plugin forked
+            // holds the socket open after the child ended, and the end (a crash) went unseen
+            // until a call timed out, or for ever. Once it ended, the socket is shut down on
+            // this side: what the child sent before is still read, then its end.
+            let exited = paging_isolation_pidfd(pid)
+            defer { if exited >= 0 { close(exited) } }
+            var pollers = [pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0),
+                           pollfd(fd: exited, events: Int16(POLLIN), revents: 0)]
             frames: while true {
                 // Wait for a frame without reading it: a caller may read it first.
-                poller.revents = 0
-                if poll(&poller, 1, -1) < 0 {
+                pollers[0].revents = 0
+                pollers[1].revents = 0
+                if poll(&pollers, exited >= 0 ? 2 : 1, -1) < 0 {
                     if errno == EINTR { continue }
                     break
+                }
+                if pollers[1].revents != 0 {
+                    pollers[1].fd = -1 // (poll skips a negative descriptor)
+                    shutdown(socket.fd, Int32(SHUT_RDWR))
                 }
                 reading.lock()
                 let incoming = readAndDispatch()

@@ -48,6 +48,43 @@ struct IsolationTests {
         #expect(crashes.count >= 333, "\(crashes.count) crashes reported")
     }
 
+    /// A child that crashes while a process it forked (a plain one, or a daemon in a session of
+    /// its own) holds its socket open is seen to crash at once, and the next load restarts it:
+    /// the crash waited for the call's timeout and was said to be a hang, and after a daemon's,
+    /// the child was never restarted (every load timed out). (A daemon whose parent crashed is
+    /// not found to be ended with it: this test ends it.)
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func aCrashWhileAForkedProcessHoldsTheSocket_isSeenAtOnce_andTheChildRestarts(daemon: Bool) async throws {
+        let pidFile = scratchFolder() + "/daemon.pid"
+        // Each child starts a daemon; the crashed one's is killed here (it held this process's
+        // output open, and `swift test` waited for it).
+        let daemons = Locked<[Int32]>([])
+        func noteDaemon() {
+            if let pid = (try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) }) {
+                daemons.withLock { $0.append(pid) }
+            }
+        }
+        defer {
+            noteDaemon()
+            for pid in daemons.withLock({ $0 }) { kill(pid, SIGKILL) }
+        }
+        let pipeline = try pipeline(daemon ? #"{"daemon_pid_file": "\#(pidFile)", "crash_every": 2}"# : #"{"fork_sleeper": true, "crash_every": 2}"#,
+                                    timeoutMs: 30_000)
+        let pager = pipeline.pager
+        let start = ContinuousClock.now
+        let first = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
+        if daemon { #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) }) }
+        noteDaemon()
+        do {
+            _ = try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: pipeline.requestParams))
+            Issue.record("the second fetch did not crash")
+        } catch let error as PluginError {
+            #expect(error.description.contains("crashed (SIGSEGV)"), "\(error)")
+        }
+        #expect(try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: pipeline.requestParams)).values.count == 10)
+        #expect(ContinuousClock.now - start < .seconds(20), "waited for a timeout")
+    }
+
     /// The host's threads for a child are named, so that top, perf and gdb tell them apart.
     @Test(.timeLimit(.minutes(1)))
     func anIsolatedPlugin_isServedByThreadsNamedForWhatTheyDo() async throws {

@@ -29,4 +29,10 @@ int paging_isolation_kill_descendants(pid_t root, int rounds);
  * Returns 0 or an error number. */
 int paging_isolation_close_from(posix_spawn_file_actions_t *actions, int from);
 
+/* A descriptor that becomes readable when process `pid` (a child of this one) ends
+ * (pidfd_open, Linux 5.3), close-on-exec; -1 when the kernel has none. The host watches it
+ * besides the child's socket, which a process the plugin forked may hold open after the child
+ * ended (its crash then went unseen). */
+int paging_isolation_pidfd(pid_t pid);
+
 #endif
