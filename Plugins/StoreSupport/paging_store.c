@@ -429,7 +429,7 @@ int pstore_only_known_keys(const paging_host_t *host, const paging_config_t *con
                            char *unknown, size_t unknown_len)
 {
     const char *p = host->config_json(config);
-    int depth = 0, expect_key = 0;
+    int depth = 0, expect_key = 0, in_object = 0; /* the config is an object (an array's strings are no keys) */
     if (p == NULL) return 1;
     while (*p != '\0') {
         if (*p == '"') {
@@ -450,10 +450,11 @@ int pstore_only_known_keys(const paging_host_t *host, const paging_config_t *con
         }
         if (*p == '{' || *p == '[') {
             depth++;
-            expect_key = depth == 1 && *p == '{';
+            if (depth == 1) in_object = *p == '{';
+            expect_key = depth == 1 && in_object;
         } else if (*p == '}' || *p == ']') {
             depth--;
-        } else if (*p == ',' && depth == 1) {
+        } else if (*p == ',' && depth == 1 && in_object) {
             expect_key = 1;
         }
         p++;
