@@ -41,13 +41,7 @@ package enum HostExtensions {
         },
         set_metadata: { out, name, value in
             TransformOut.update(out, "set_metadata") { out in
-                guard let name = copyBytes(name), let value = copyBytes(value) else { return "a name or value with NULL data" }
-                guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
-                    return "a name or value that is not valid UTF-8"
-                }
-                guard !name.isEmpty else { return "an empty name" }
-                out.metadata[name] = value
-                return nil
+                settingNamedText(name, value, "metadata entry") { out.metadata[$0] = $1 }
             }
         },
         fail: { out, code, message in

@@ -254,6 +254,19 @@ func logLine(_ level: UInt32, _ message: UnsafePointer<CChar>?) -> (PluginLogLev
     return (known, string(message))
 }
 
+/// Calls `set` with a name and a value a plugin set (a param, a metadata entry: `what`) as
+/// text; or returns why not: either has NULL data or is not UTF-8 (taken as another name,
+/// U+FFFD in it), or the name is empty.
+func settingNamedText(_ name: paging_bytes_t, _ value: paging_bytes_t, _ what: String, _ set: (String, String) -> Void) -> String? {
+    guard let name = copyBytes(name), let value = copyBytes(value) else { return "a \(what) with NULL data" }
+    guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
+        return "a \(what) name or value that is not valid UTF-8"
+    }
+    guard !name.isEmpty else { return "a \(what) with an empty name" }
+    set(name, value)
+    return nil
+}
+
 func string(_ message: UnsafePointer<CChar>?) -> String {
     message.map { String(cString: $0) } ?? ""
 }
@@ -361,14 +374,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.out_set_param = { out, name, value in
         InterceptOut.update(out, "out_set_param") { out in
-            guard let name = copyBytes(name), let value = copyBytes(value) else { return "a param with NULL data" }
-            // As set_metadata: bytes that are not UTF-8 were taken as another name, U+FFFD in it.
-            guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
-                return "a param name or value that is not valid UTF-8"
-            }
-            guard !name.isEmpty else { return "a param with an empty name" }
-            out.params[name] = value
-            return nil
+            settingNamedText(name, value, "param") { out.params[$0] = $1 }
         }
     }
     table.out_add_item = { out, item in
