@@ -50,13 +50,14 @@ final class ChildProcess: Sendable {
         var ended: (any Error)?
     }
 
-    private init(pid: pid_t, fd: Int32) {
+    private init(pid: pid_t, fd: Int32, maxFrame: Int) {
         self.pid = pid
-        socket = WireSocket(fd: fd)
+        socket = WireSocket(fd: fd, maxFrame: maxFrame)
     }
 
-    /// Starts `executable __isolate PID` in a process group of its own, a socket on its fd 3.
-    static func spawn(_ executable: String) throws(IsolationStartError) -> ChildProcess {
+    /// Starts `executable __isolate PID` in a process group of its own, a socket on its fd 3,
+    /// whose frames are refused past `maxFrame` bytes.
+    static func spawn(_ executable: String, maxFrame: Int) throws(IsolationStartError) -> ChildProcess {
         let result = SpawnThread.shared.run { () -> Result<ChildProcess, IsolationStartError> in
             var fds: [Int32] = [0, 0]
             guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds) == 0 else {
@@ -106,7 +107,7 @@ final class ChildProcess: Sendable {
                 close(fds[0])
                 return .failure(IsolationStartError(message: "\(executable) could not be started: \(String(cString: strerror(spawned)))"))
             }
-            return .success(ChildProcess(pid: pid, fd: fds[0]))
+            return .success(ChildProcess(pid: pid, fd: fds[0], maxFrame: maxFrame))
         }
         return try result.get()
     }

@@ -16,6 +16,14 @@ enum IsolationOp: UInt8 {
 /// The largest frame either side accepts (a page is bounded by `max_page_bytes` besides).
 let isolationMaxFrame = 1 << 30
 
+/// The largest frame a host takes from the child of a plugin with `limits`: a page of
+/// `max_page_bytes`, its items' lengths, its keys, and room for the rest (metadata, a request's
+/// parameters, a message). A hostile child then makes the host buffer no more than a page
+/// before its frame is refused, however small `max_page_bytes` is.
+func isolationFrameLimit(_ limits: PluginLimits) -> Int {
+    min(isolationMaxFrame, limits.maxPageBytes + 4 * limits.maxItemsPerPage + 4 * maxKeyBytes + (16 << 20))
+}
+
 /// Builds one frame.
 struct WireWriter {
     private(set) var bytes: [UInt8] = [0, 0, 0, 0]
@@ -163,6 +171,8 @@ struct WireReader {
 /// peer is an error rather than a SIGPIPE), whole frames in.
 struct WireSocket: Sendable {
     let fd: Int32
+    /// The longest frame ``next()`` takes.
+    var maxFrame = isolationMaxFrame
 
     /// Sends a frame; false when the peer is gone.
     func send(_ frame: [UInt8]) -> Bool {
@@ -202,8 +212,8 @@ struct WireSocket: Sendable {
         var header = [UInt8](repeating: 0, count: 4)
         guard read(into: &header) else { return .ended }
         let length = header.reversed().reduce(0) { $0 << 8 | Int($1) }
-        guard length >= 9, length <= isolationMaxFrame else {
-            return .malformed("a frame of \(length) bytes, where frames have 9 to \(isolationMaxFrame)")
+        guard length >= 9, length <= maxFrame else {
+            return .malformed("a frame of \(length) bytes, where frames have 9 to \(maxFrame)")
         }
         // Grown as the bytes come (64 KiB at a time): a child that announces a gigabyte and
         // sends nothing made the host allocate the gigabyte.

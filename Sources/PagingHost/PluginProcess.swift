@@ -256,7 +256,7 @@ final class PluginProcess: Sendable {
         if let callTimeout = spec.limits.callTimeout { start.u64(callTimeout.wholeMilliseconds) }
         start.u32(spec.limits.logLevel.rawValue)
         start.bool(spec.limits.recordsStats)
-        let child = try ChildProcess.spawn(PluginIsolation.executable)
+        let child = try ChildProcess.spawn(PluginIsolation.executable, maxFrame: isolationFrameLimit(spec.limits))
         guard child.socket.send(start.finish()) else {
             throw IsolationStartError(message: "the isolated plugin process \(child.stop()) while loading the plugin")
         }

@@ -326,7 +326,7 @@ struct IsolationTests {
     /// saying so (it said the child crashed, by the SIGKILL that stopped it).
     @Test(.timeLimit(.minutes(1)), arguments: [
         (1, "operation 238, which the child does not send"),
-        (2, "a frame of 3 bytes, where frames have 9 to 1073741824"),
+        (2, "a frame of 3 bytes, where frames have 9 to 289806976"),
     ])
     func aChildSendingAMalformedFrame_isStopped_andTheLoadSaysWhy(_ garbage: Int, _ problem: String) async throws {
         let manifest = scratchFolder() + "/m.json"
@@ -351,15 +351,15 @@ struct IsolationTests {
         #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
     }
 
-    /// A child that announces a frame of 1 GiB and sends nothing more: the host reads it as the
-    /// bytes come, so `pager run` stays small (it allocated the whole gigabyte at once: a peak of
-    /// 1,064,712 KB) and the load fails at its timeout.
+    /// A child that announces a frame of 1 GiB, which pages of 1 GiB allow, and sends nothing
+    /// more: the host reads it as the bytes come, so `pager run` stays small (it allocated the
+    /// whole gigabyte at once: a peak of 1,064,712 KB) and the load fails at its timeout.
     @Test(.timeLimit(.minutes(1)))
     func aChildAnnouncingAHugeFrame_costsTheHostNothing() async throws {
         let folder = scratchFolder()
         let manifest = folder + "/m.json"
         try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
-             + #""page_size": 10, "timeout_ms": 1000}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+             + #""page_size": 10, "timeout_ms": 1000, "max_page_bytes": 1073741824}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
         // The peak resident size of `pager run`, as its parent's rusage of its children says.
         let script = """
             import resource, subprocess, sys
@@ -371,6 +371,21 @@ struct IsolationTests {
         try #require(fields.count == 2, "\(result.stdout) \(result.stderr)")
         #expect(fields[0] == 1, "pager run should fail its load (exit 1), not \(fields[0])")
         #expect(fields[1] < 300 * 1024, "peak RSS \(fields[1]) KB")
+    }
+
+    /// A frame longer than a page of the manifest's `max_page_bytes` (and its keys) is refused
+    /// as its length comes: the host took up to 1 GiB from any child whatever the limit, so a
+    /// child announcing 1 GiB held the load until its timeout, reading.
+    @Test(.timeLimit(.minutes(1)))
+    func aFrameLongerThanAPage_isRefusedAtItsLength() async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
+             + #""page_size": 10, "max_page_bytes": 1048576, "max_items_per_page": 1000, "timeout_ms": 50000}"#)
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest])
+        #expect(result.code == 1, "\(result.stderr)")
+        // 1 MiB, 4 bytes an item's length, 4 keys of 1 MiB and 16 MiB for the rest.
+        #expect(result.stderr.contains("sent a malformed frame (a frame of 1073741823 bytes, where frames have 9 to 22024096)"), "\(result.stderr)")
     }
 }
 
