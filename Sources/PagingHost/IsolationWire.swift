@@ -18,8 +18,8 @@ let isolationMaxFrame = 1 << 30
 
 /// The largest frame a host takes from the child of a plugin with `limits`: a page of
 /// `max_page_bytes`, its items' lengths, its keys, and room for the rest (metadata, a request's
-/// parameters, a message). A hostile child then makes the host buffer no more than a page
-/// before its frame is refused, however small `max_page_bytes` is.
+/// parameters, a message): a hostile child makes the host buffer no more than that before
+/// its frame is refused.
 func isolationFrameLimit(_ limits: PluginLimits) -> Int {
     min(isolationMaxFrame, limits.maxPageBytes + 4 * limits.maxItemsPerPage + 4 * maxKeyBytes + (16 << 20))
 }
@@ -213,7 +213,8 @@ struct WireSocket: Sendable {
         guard read(into: &header) else { return .ended }
         let length = header.reversed().reduce(0) { $0 << 8 | Int($1) }
         guard length >= 9, length <= maxFrame else {
-            return .malformed("a frame of \(length) bytes, where frames have 9 to \(maxFrame)")
+            let bound = maxFrame < isolationMaxFrame ? " (a page of max_page_bytes, its keys and the rest)" : ""
+            return .malformed("a frame of \(length) bytes, where frames have 9 to \(maxFrame)\(bound)")
         }
         // Grown as the bytes come (64 KiB at a time): a child that announces a gigabyte and
         // sends nothing made the host allocate the gigabyte.

@@ -326,7 +326,7 @@ struct IsolationTests {
     /// saying so (it said the child crashed, by the SIGKILL that stopped it).
     @Test(.timeLimit(.minutes(1)), arguments: [
         (1, "operation 238, which the child does not send"),
-        (2, "a frame of 3 bytes, where frames have 9 to 289806976"),
+        (2, "a frame of 3 bytes, where frames have 9 to 289806976 (a page of max_page_bytes, its keys and the rest)"),
     ])
     func aChildSendingAMalformedFrame_isStopped_andTheLoadSaysWhy(_ garbage: Int, _ problem: String) async throws {
         let manifest = scratchFolder() + "/m.json"
@@ -385,7 +385,7 @@ struct IsolationTests {
         let result = try await run(pagerCommand, ["run", manifest])
         #expect(result.code == 1, "\(result.stderr)")
         // 1 MiB, 4 bytes an item's length, 4 keys of 1 MiB and 16 MiB for the rest.
-        #expect(result.stderr.contains("sent a malformed frame (a frame of 1073741823 bytes, where frames have 9 to 22024096)"), "\(result.stderr)")
+        #expect(result.stderr.contains("sent a malformed frame (a frame of 1073741823 bytes, where frames have 9 to 22024096 (a page of max_page_bytes, its keys and the rest))"), "\(result.stderr)")
     }
 }
 
