@@ -461,11 +461,13 @@ struct Context: Sendable {
         while source.fetchesInFlight + ended.withLock({ $0 }) < 5, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(1))
         }
-        // Lines before: refused calls during fetch() (fetch-completes-once's business). Counted
-        // before destroy(): a call the plugin makes as it returns is said at once, and may be
-        // said before this task reads the count after it (then the check missed it).
-        let destroyed = log.count
-        source.destroy()
+        // Lines before: refused calls during fetch() (fetch-completes-once's business), also of
+        // a fetch() still running now, which destroy() waits for. Counted as the plugin's
+        // destroy() begins: counted before source.destroy(), such a call was taken for one
+        // after it; counted after, a call the plugin makes as destroy() returns may be said
+        // before the count is read (then the check missed it).
+        var destroyed = 0
+        source.destroy(beginning: { destroyed = log.count })
         for task in tasks { _ = await task.result }
         // A thread the plugin forgot would call the host within a fetch's time (it watched
         // 300 ms: a completion 1.5 s later passed).

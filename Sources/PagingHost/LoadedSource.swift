@@ -237,7 +237,14 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// Destroys the plugin instance: fetches in flight fail, later completions are refused.
     /// Called by deinit if not before.
     public func destroy() {
+        destroy(beginning: {})
+    }
+
+    /// ``destroy()``, calling `beginning` once the calls in flight returned, just before the
+    /// plugin's destroy() (what a plugin calls after that is its destroy's or later).
+    package func destroy(beginning: () -> Void) {
         calls.close { [plugin, library] in
+            beginning()
             plugin.pointee.destroy?(plugin)
             library.liveInstances.subtract(1, ordering: .releasing)
         }
