@@ -466,7 +466,7 @@ struct Context: Sendable {
         // destroy() begins: counted before source.destroy(), such a call was taken for one
         // after it; counted after, a call the plugin makes as destroy() returns may be said
         // before the count is read (then the check missed it).
-        var destroyed = 0
+        var destroyed = log.count
         source.destroy(beginning: { destroyed = log.count })
         for task in tasks { _ = await task.result }
         // A thread the plugin forgot would call the host within a fetch's time (it watched
