@@ -198,7 +198,7 @@ package enum IsolationServer {
             case (.loadFailed, .interceptor(let interceptor)):
                 let request = try reader.request(base: params)
                 let status = PluginStatus(rawValue: try reader.u32())
-                await interceptor.loadFailed(request, error: PluginError(status, try reader.string(), plugin: served.label))
+                await interceptor.loadFailed(request, error: HeardFailure(status: status, message: try reader.string()))
             default:
                 throw PluginError(.internal, "the isolated plugin got an operation it does not serve (\(op))", plugin: served.label)
             }

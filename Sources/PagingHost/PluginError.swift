@@ -77,11 +77,20 @@ public struct PluginError: Error, RetryClassifiedError, RetryHintedError, Custom
     }
 }
 
+/// A failure as the host told an isolated interceptor's child process of it: its class and
+/// message, which the plugin hears as they are (not as a failure of the plugin itself).
+struct HeardFailure: Error, CustomStringConvertible {
+    let status: PluginStatus
+    let message: String
+    var description: String { message }
+}
+
 extension PluginStatus {
     /// The class and message under which a plugin hears of `error` (`paging.load-outcome/1`).
     static func of(_ error: any Error) -> (PluginStatus, String) {
         switch error {
         case let error as PluginError: (error.status, error.description)
+        case let error as HeardFailure: (error.status, error.message)
         case is CancellationError: (.cancelled, "the load was cancelled")
         case PagingError.supersededByRefresh: (.cancelled, "\(error)")
         case let error as any RetryClassifiedError: (error.isRetryable ? .transient : .internal, "\(error)")

@@ -373,6 +373,23 @@ struct IsolationTests {
         #expect(fields[1] < 300 * 1024, "peak RSS \(fields[1]) KB")
     }
 
+    /// An isolated interceptor hears of a failed load as it would in the process: the source's
+    /// failure as the host has it (it heard it wrapped in its own name, "listener (…): transient:
+    /// offsets (…): …", as if it had failed itself).
+    @Test(.timeLimit(.minutes(1)))
+    func anIsolatedInterceptor_hearsAFailedLoad_asInTheProcess() async throws {
+        let library = try fixturePlugin("interceptor_work")
+        let manifest = scratchFolder() + "/m.json"
+        try (#"{"source": {"plugin": "\#(library)", "id": "offsets", "config": {"fail_times": 1}}, "#
+             + #""interceptors": [{"plugin": "\#(library)", "id": "listener"}]}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+        let heard = "listener: failed 2 offsets (\(library)): transient: busy"
+        for arguments in [["run", manifest], ["run", manifest, "--isolate-all"]] {
+            let result = try await run(pagerCommand, arguments)
+            #expect(result.code == 1, "\(result.stderr)")
+            #expect(result.stderr.contains(heard), "\(arguments): \(result.stderr)")
+        }
+    }
+
     /// A frame longer than a page of the manifest's `max_page_bytes` (and its keys) is refused
     /// as its length comes: the host took up to 1 GiB from any child whatever the limit, so a
     /// child announcing 1 GiB held the load until its timeout, reading.
