@@ -453,6 +453,10 @@ struct HTTPSourceConfig: Sendable {
                 guard let raw = object[name]?.string else {
                     throw .invalidConfig("headers.\(name): expected a string, got \(object[name]!)")
                 }
+                // Filled in the url and the body only: sent as written, it reached the server as text.
+                if let placeholder = ["{state.", "{param."].first(where: { raw.contains($0) }) {
+                    throw .invalidConfig("headers.\(name): \(placeholder)NAME} is not filled in headers (only in the url and the body)")
+                }
                 switch try expandEnvironment(raw, key: "headers.\(name)", environment: environment, secrets: &named) {
                 case .value(let expanded):
                     guard !expanded.utf8.contains(where: { $0 == 10 || $0 == 13 }) else {

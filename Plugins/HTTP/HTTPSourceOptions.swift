@@ -43,27 +43,50 @@ struct ScanSlots: Sendable {
 
 /// A JSON body for POST requests: string values "{key}", "{pageSize}" (sent as a number),
 /// "{offset}" (a number), "{param.NAME}" and "{state.NAME}" (incremental loading's value) are
-/// replaced per request.
+/// replaced per request; within a longer string ("updated:>{state.since}") each of them is
+/// replaced by its text, and any other braces are left as they are (a GraphQL query's).
 struct BodyTemplate: Sendable {
     let object: ConfigValue
 
     func render(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> [UInt8] {
+        /// The text of placeholder `name` (what is between the braces), nil for none.
+        func placeholder(_ name: Substring) -> String? {
+            switch name {
+            case "key": key
+            case "pageSize": String(pageSize)
+            case "offset": String(offset ?? 0)
+            default: name.hasPrefix("param.") ? params[String(name.dropFirst(6))] ?? ""
+                : name.hasPrefix("state.") ? params[String(name)] ?? "" : nil
+            }
+        }
         func fill(_ value: ConfigValue) -> ConfigValue {
             switch value {
             case .string(let text):
                 switch text {
-                case "{key}": return .string(key)
                 case "{pageSize}": return .integer(Int64(pageSize))
                 case "{offset}": return .integer(Int64(offset ?? 0))
-                default:
-                    if text.hasPrefix("{param."), text.hasSuffix("}") { return .string(params[String(text.dropFirst(7).dropLast())] ?? "") }
-                    if text.hasPrefix("{state."), text.hasSuffix("}") { return .string(params[String(text.dropFirst().dropLast())] ?? "") }
-                    return value
+                default: return .string(filling(text))
                 }
             case .object(let members): return .object(members.mapValues(fill))
             case .array(let list): return .array(list.map(fill))
             default: return value
             }
+        }
+        /// `text` with each placeholder in it replaced by its text.
+        func filling(_ text: String) -> String {
+            guard text.contains("{") else { return text }
+            var out = "", rest = Substring(text)
+            while let open = rest.firstIndex(of: "{"), let close = rest[open...].firstIndex(of: "}") {
+                out += rest[..<open]
+                if let value = placeholder(rest[rest.index(after: open)..<close]) {
+                    out += value
+                    rest = rest[rest.index(after: close)...]
+                } else {
+                    out += "{"
+                    rest = rest[rest.index(after: open)...]
+                }
+            }
+            return out + rest
         }
         return fill(object).jsonBytes
     }

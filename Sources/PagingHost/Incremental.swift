@@ -149,6 +149,11 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
 
     private let settings: IncrementalSettings
     private let highest: Mutex<IncrementalValue?>
+    private let counts = Mutex((items: 0, withValue: 0))
+
+    /// The longest value kept, in bytes: a cursor is a timestamp, an id or a token; a longer
+    /// one made a state file the next run refused, or URLs no server takes.
+    public static let maxValueBytes = 4096
 
     /// Starts from `start` (the value the run's requests were sent with), so that the value
     /// kept never goes down.
@@ -160,17 +165,27 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
     /// The highest value seen, or the start value.
     public var value: IncrementalValue? { highest.withLock { $0 } }
 
+    /// The items of the pages seen, and how many of them held a value at `cursor`.
+    public var seen: (items: Int, withValue: Int) { counts.withLock { $0 } }
+
     public func intercept(request: PagingRequest<PluginKey>) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         .proceed(request, handleAfterwards: true)
     }
 
     public func transform(page: Page<PluginKey, PluginItem>) async throws -> Page<PluginKey, PluginItem> {
         var best: IncrementalValue?
+        var withValue = 0
+        defer { counts.withLock { $0.items += page.values.count; $0.withValue += withValue } }
         for item in page.values {
             guard let json = try? JSONValue.parse(item.bytes), let found = json.at(pointer: settings.cursor), found != .null else { continue }
             guard let value = IncrementalValue(found) else {
                 throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
             }
+            let length = value.description.utf8.count
+            guard length <= Self.maxValueBytes else {
+                throw IncrementalError("incremental.cursor \(settings.cursor): an item holds a value of \(length) bytes there; at most \(Self.maxValueBytes) are kept")
+            }
+            withValue += 1
             if let current = best {
                 guard let higher = value.isHigher(than: current) else {
                     throw IncrementalError("incremental.cursor \(settings.cursor): items hold both strings and numbers there; expected one kind")
@@ -246,14 +261,31 @@ public struct IncrementalStateFile: Sendable {
     /// Sets `name` to `value` in `namespace`, keeping every other value of the file, unless
     /// the file holds a higher value there (another run of the namespace kept it meanwhile: the
     /// value never goes down). Returns the value the file then holds.
+    ///
+    /// Another process may hold the lock file (a run of another namespace, or `flock FILE.lock
+    /// pager run …`, which would wait for itself): `waiting` is told once, and after
+    /// `lockTimeout` the value is not kept.
     @discardableResult
-    public func store(_ value: IncrementalValue, name: String, namespace: String) throws(IncrementalError) -> IncrementalValue {
+    public func store(_ value: IncrementalValue, name: String, namespace: String,
+                      lockTimeout: Duration = .seconds(30), waiting: (String) -> Void = { _ in }) throws(IncrementalError) -> IncrementalValue {
         let target = try target()
         let lockPath = target + ".lock"
         let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard lock >= 0 else { throw failure("cannot open its lock file \(lockPath): \(String(cString: strerror(errno)))") }
         defer { close(lock) }
-        guard flock(lock, LOCK_EX) == 0 else { throw failure("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }
+        let deadline = ContinuousClock.now + lockTimeout
+        var told = false
+        while flock(lock, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else { throw failure("cannot lock \(lockPath): \(String(cString: strerror(errno)))") }
+            guard ContinuousClock.now < deadline else {
+                throw failure("another process has held its lock file \(lockPath) for \(lockTimeout); the state is left as it was")
+            }
+            if !told {
+                waiting("waiting for the lock on \(lockPath), which another process holds")
+                told = true
+            }
+            usleep(20_000)
+        }
         var all = try read()
         if let kept = all[namespace]?[name], kept.isHigher(than: value) == true { return kept }
         all[namespace, default: [:]][name] = value
@@ -275,6 +307,10 @@ public struct IncrementalStateFile: Sendable {
         }
         guard access(folder, W_OK) == 0 else {
             throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
+        }
+        let lockPath = target + ".lock"
+        guard access(lockPath, F_OK) != 0 || access(lockPath, R_OK | W_OK) == 0 else {
+            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state)")
         }
     }
 
@@ -341,6 +377,9 @@ public struct IncrementalStateFile: Sendable {
         let temporary = "\(path).tmp.\(getpid())"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
+        // The file it replaces keeps its permissions (a state file made private stays private).
+        var old = stat()
+        if stat(path, &old) == 0 { fchmod(fd, old.st_mode & 0o7777) }
         var error = bytes.withUnsafeBytes { writeAll(fd, $0) } ?? 0
         if error == 0, fsync(fd) != 0 { error = errno }
         close(fd)
@@ -353,6 +392,18 @@ public struct IncrementalStateFile: Sendable {
 }
 
 extension Manifest {
+    /// The manifest whose requests carry the value its state file keeps (or `initial`), for a
+    /// command that loads but keeps nothing (`serve`, `browse`): unchanged without `incremental`.
+    public func sendingKeptValue() throws(ManifestError) -> Manifest {
+        guard let settings = incremental else { return self }
+        do {
+            let kept = try IncrementalStateFile(path: settings.stateFile).values(namespace: settings.namespace)[settings.state]
+            return sending(kept ?? settings.initial)
+        } catch {
+            throw ManifestError(file: settings.stateFile, path: nil, message: error.message)
+        }
+    }
+
     /// The manifest whose requests carry `value` as the user-info value `state.NAME`, with
     /// `{state.NAME}` in its `user_info` values replaced by it (unchanged without `incremental`).
     public func sending(_ value: IncrementalValue) -> Manifest {

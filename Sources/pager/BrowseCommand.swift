@@ -48,7 +48,8 @@ struct BrowseCommand {
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("browse: a manifest is required\n\n\(Self.help)") }
         let lastProblem = Mutex<String?>(nil)
-        let manifest = try Manifest.load(path: manifestPath)
+        // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
+        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue()
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
             if level >= .warning { lastProblem.withLock { $0 = "\(plugin.split(separator: " ").first ?? ""): \(message)" } }
         }, isolateAll: isolateAll)

@@ -128,6 +128,9 @@ struct RunCommand {
                            + (incremental == nil ? "" : ", the incremental state is left as it was"))
             return 128 + signal
         }
+        if incremental != nil, failed {
+            Output.problem("incremental: a load failed: the state is left as it was")
+        }
         if let incremental, !failed {
             // The items were loaded but not all of them reached standard output: keeping the
             // state would have the next run start after items no one received.
@@ -136,7 +139,7 @@ struct RunCommand {
                 return ExitCode.failure
             }
             do {
-                try incremental.keep()
+                try incremental.keep(endReached: output.appendState.isEndReached)
             } catch {
                 Output.problem("\(error)")
                 return ExitCode.failure
@@ -244,12 +247,24 @@ private struct IncrementalRun {
         Output.problem("incremental: {state.\(settings.state)} = \(start.jsonText)\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
     }
 
-    /// Writes the highest value seen when it is higher than the value kept.
-    func keep() throws(IncrementalError) {
+    /// Writes the highest value seen when it is higher than the value kept; `endReached`: the
+    /// run loaded up to the end of the data.
+    func keep(endReached: Bool) throws(IncrementalError) {
+        let seen = cursor.seen
+        guard seen.items == 0 || seen.withValue > 0 else {
+            Output.problem("incremental: none of the \(seen.items) items loaded holds a value at \(settings.cursor); nothing is kept "
+                           + "(is the pointer right? a source that keeps chosen fields, such as the http source's `fields`, must keep it)")
+            return
+        }
         guard let value = cursor.value, value != kept else { return }
-        let stored = try file.store(value, name: settings.state, namespace: settings.namespace)
+        let stored = try file.store(value, name: settings.state, namespace: settings.namespace) { Output.problem("incremental: \($0)") }
         Output.problem("incremental: kept {state.\(settings.state)} = \(stored.jsonText) in \(settings.stateFile)"
                      + (stored == value ? "" : " (another run kept it; this run's highest was \(value.jsonText))"))
+        if !endReached {
+            Output.problem("incremental: the run stopped before the end of the data: the next run asks only for what comes after "
+                           + "\(stored.jsonText), so the items this run did not load are skipped if the source lists the newest first "
+                           + "(page to the end, --append N)")
+        }
     }
 }
 

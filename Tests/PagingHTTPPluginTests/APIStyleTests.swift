@@ -83,6 +83,21 @@ struct APIStyleTests {
         #expect(body == #"{"cursor":"c-20","floor":-12,"limit":10,"ratio":0.25,"team":9007199254740993}"#, "\(body)")
     }
 
+    /// Placeholders within a longer string are filled in too, as text, and other braces are
+    /// left alone (a probe found `"q": "updated:>{state.since}"` sent as written).
+    @Test func postBodyTemplate_fillsPlaceholdersWithinStrings() async throws {
+        defer { server.stop() }
+        let found = try await pagedIDs("""
+            {"url": "\(server.baseURL)/slack/conversations.list", "method": "POST",
+             "body": {"cursor": "{key}", "limit": "{pageSize}", "q": "after:{key} size:{pageSize} {kept} {param.absent}.", "graphql": "{ viewer { login } }"},
+             "items": "/channels", "pagination": {"type": "cursor", "next": "/response_metadata/next_cursor"}}
+            """, pageSize: 10)
+        #expect(found == Array(1...25))
+        let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/slack/last-body")!)
+        let body = try #require((try JSONSerialization.jsonObject(with: data) as? [String: String])?["body"])
+        #expect(body == #"{"cursor":"c-20","graphql":"{ viewer { login } }","limit":10,"q":"after:c-20 size:10 {kept} ."}"#, "\(body)")
+    }
+
     @Test func nestedItems_withAWildcard_andAProjection() async throws {
         defer { server.stop() }
         let source = try makeSource("""

@@ -542,6 +542,9 @@ struct HTTPSourcePluginTests {
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": "5"}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": true}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "headers": {"A": 1}}"#).hasPrefix("headers.A: expected a string"))
+        // Found by a probe: sent as written, the placeholder reached the server as text.
+        #expect(failure(#"{"url": "http://x/{key}", "headers": {"X-Since": "{state.since}"}}"#)
+            == "headers.X-Since: {state.NAME} is not filled in headers (only in the url and the body)")
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "cursor", "next": "/n"}, "url2": 1}"#).hasPrefix("url2: unknown key"))
         // Found by a hostile probe: a tiny rate crashed create or the first request, and a
         // header name with a line break went out as header lines of its own.

@@ -149,4 +149,63 @@ struct IncrementalLoadingTests {
         #expect(root["other"]?["since"] as? Int == 42)
         #expect(root["events"]?["since"] as? String == "2024-01-01T00:00:12Z")
     }
+
+    // MARK: Found by a probe of incremental loading
+
+    /// A cursor value of 5 KB: the load fails saying so, and nothing is kept (a 17 MB value
+    /// was kept in a state file every later run refused, a 70 KB one made URLs no server took).
+    @Test func aCursorValueTooLong_failsItsLoad_andNothingIsKept() async throws {
+        defer { cleanUp() }
+        let long = "2024-" + String(repeating: "9", count: 5_000)
+        try await post(server, "/events/add", #"{"count": 1, "updated_at": "\#(long)"}"#)
+        let result = try await pagerRun()
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("incremental.cursor /updated_at: an item holds a value of 5005 bytes there; at most 4096 are kept"), "\(result.stderr)")
+        #expect(result.stderr.contains("incremental: a load failed: the state is left as it was"), "\(result.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: stateFile))
+    }
+
+    /// A run that ends before the end of the data says what the value kept skips when the
+    /// source lists the newest first; a pointer no item holds is said, not kept silently.
+    @Test func aRunEndingEarly_andACursorNoItemHolds_areSaid() async throws {
+        defer { cleanUp() }
+        let early = try await run(pagerCommand, ["run", manifest, "--refresh"])
+        #expect(early.code == 0, "\(early.stderr)")
+        #expect(try kept() == "2024-01-01T00:00:05Z")
+        #expect(early.stderr.contains("incremental: the run stopped before the end of the data"), "\(early.stderr)")
+        let toTheEnd = try await pagerRun()
+        #expect(toTheEnd.code == 0 && !toTheEnd.stderr.contains("stopped before the end"), "\(toTheEnd.stderr)")
+
+        let misspelt = folder + "/misspelt.json"
+        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: "/updated_at", with: "/updatedAt")
+            .write(toFile: misspelt, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", misspelt, "--refresh", "--append", "10"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("incremental: none of the 12 items loaded holds a value at /updatedAt; nothing is kept"), "\(result.stderr)")
+    }
+
+    /// The lock file held by another process (`flock FILE.lock pager run …`) is waited for,
+    /// saying so, and the value is kept once it is free (the run hung for ever, silent).
+    @Test func aHeldLock_isWaitedFor_sayingSo_thenTheValueIsKept() async throws {
+        defer { cleanUp() }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import fcntl, sys, time
+            f = open(sys.argv[1], "w")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print("locked", flush=True)
+            time.sleep(5)
+            """, stateFile + ".lock"]
+        let output = Pipe()
+        holder.standardOutput = output
+        try holder.run()
+        defer { holder.terminate(); holder.waitUntilExit() }
+        let said = output.fileHandleForReading.availableData
+        #expect(String(decoding: said, as: UTF8.self).hasPrefix("locked"))
+        let result = try await pagerRun()
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains("incremental: waiting for the lock on \(stateFile).lock, which another process holds"), "\(result.stderr)")
+        #expect(try kept() == "2024-01-01T00:00:12Z")
+    }
 }

@@ -146,4 +146,32 @@ struct IncrementalTests {
         #expect(try file.values(namespace: "a") == ["since": .string("2024-06-01")])
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/shared").sorted() == ["state", "state.lock"])
     }
+
+    /// Found by a probe: a state file made private (0600) was written back 0644.
+    @Test func theStateFile_keepsItsPermissions() throws {
+        let folder = NSTemporaryDirectory() + "incremental-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let file = IncrementalStateFile(path: folder + "/m.json.state")
+        try file.store(.string("a"), name: "since", namespace: "n")
+        #expect(chmod(file.path, 0o600) == 0)
+        try file.store(.string("b"), name: "since", namespace: "n")
+        var info = stat()
+        #expect(stat(file.path, &info) == 0)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(try file.values(namespace: "n") == ["since": .string("b")])
+    }
+
+    /// `serve` and `browse` send the value kept (or `initial`) and keep none: they sent
+    /// `{state.since}` as written, and an empty value.
+    @Test func sendingKeptValue_sendsTheValueKept_orTheInitialOne() throws {
+        let folder = NSTemporaryDirectory() + "incremental-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let text = #"{"source": {"plugin": "x"}, "user_info": {"q": "updated:>{state.since}"}, "incremental": {"cursor": "/t", "initial": "2024-01-01"}}"#
+        let manifest = try Manifest.parse(Array(text.utf8), file: folder + "/m.json")
+        #expect(try manifest.sendingKeptValue().userInfo == ["q": "updated:>2024-01-01", "state.since": "2024-01-01"])
+        try IncrementalStateFile(path: folder + "/m.json.state").store(.string("2024-05-01"), name: "since", namespace: "default")
+        #expect(try manifest.sendingKeptValue().userInfo == ["q": "updated:>2024-05-01", "state.since": "2024-05-01"])
+    }
 }

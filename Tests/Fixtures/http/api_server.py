@@ -30,7 +30,8 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
                                    the events updated after S ("" = all), oldest first:
                                    [{"id": n, "updated_at": "2024-01-01T00:00:<n>Z"}, ...];
                                    12 at the start
-  POST /events/add {"count": n}    adds n events, updated after every other
+  POST /events/add {"count": n}    adds n events, updated after every other ("updated_at": S
+                                   gives them that value instead)
   POST /events/fail {"page": P, "times": n}
                                    the next n requests (default 1) for page P answer 500
   GET  /events/since               every since asked for, in order
@@ -162,9 +163,10 @@ class Handler(loopback.Handler):
     def events(self, method, path, q, body):
         with lock:
             if path == "/events/add" and method == "POST":
-                for _ in range(json.loads(body)["count"]):
+                order = json.loads(body)
+                for _ in range(order["count"]):
                     n = len(events) + 1
-                    events.append({"id": n, "updated_at": f"2024-01-01T00:{n // 60:02d}:{n % 60:02d}Z"})
+                    events.append({"id": n, "updated_at": order.get("updated_at", f"2024-01-01T00:{n // 60:02d}:{n % 60:02d}Z")})
                 return self.send(200, {"events": len(events)})
             if path == "/events/since":
                 return self.send(200, list(since_asked))
