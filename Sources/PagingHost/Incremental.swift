@@ -71,6 +71,10 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
         switch value {
         case .string(let text): self = .string(text)
         case .int(let number): self = .number(String(number), Double(number))
+        // A whole number written with an exponent (1e2) is sent as an integer, as APIs that
+        // expect one take it (it was sent as 100.0).
+        case .double(let number) where number.rounded() == number && abs(number) < 0x1p53:
+            self = .number(String(Int64(number)), number)
         case .double(let number): self = .number(JSONValue.double(number).jsonText, number)
         case .number(let text): self = .number(text, Double(text) ?? 0)
         default: return nil

@@ -56,6 +56,11 @@ struct IncrementalTests {
         #expect(cursor.value == .number("5", 5))
         _ = try await cursor.transform(page: page([#"{"meta": {"n": 12}}"#, #"{"meta": {"n": 9.5}}"#]))
         #expect(cursor.value == .number("12", 12))
+        // A whole number with an exponent is sent as an integer (a probe saw 1e2 sent as 100.0).
+        _ = try await cursor.transform(page: page([#"{"meta": {"n": 1e2}}"#]))
+        #expect(cursor.value?.description == "100")
+        _ = try await cursor.transform(page: page([#"{"meta": {"n": 100.5}}"#]))
+        #expect(cursor.value?.description == "100.5")
         await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": "13"}}"#])) }
         await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": [1]}}"#])) }
         let strings = IncrementalCursor(settings, start: nil)
