@@ -18,7 +18,7 @@ struct FetchTarget: Sendable {
         key = request.keyText
         pageSize = request.pageSize
         number = 0
-        let text: String
+        var text: String
         var offset: Int?
         switch config.pagination {
         case .page(let first), .offset(let first):
@@ -35,8 +35,14 @@ struct FetchTarget: Sendable {
             key = String(number)
             text = config.url.expand(key: key, pageSize: pageSize, offset: offset, params: request.params)
         case .cursor, .header:
-            // A key holds the config's secrets as references (hidingSecrets).
-            text = config.revealingSecrets(config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params))
+            // A key holds the config's secrets as references (hidingSecrets), filled in for a
+            // trusted host; the parameters never are (a client's "${TOKEN}" was, and the server
+            // echoed the secret back).
+            text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
+            let revealed = config.revealed(key)
+            if revealed != key, config.isTrusted(text) {
+                text = config.url.expand(key: revealed, pageSize: pageSize, offset: nil, params: request.params)
+            }
         case .link, .nextURL:
             if ResponseParsing.startsIgnoringCase(key.utf8, with: "http://") || ResponseParsing.startsIgnoringCase(key.utf8, with: "https://") {
                 text = config.revealingSecrets(key)

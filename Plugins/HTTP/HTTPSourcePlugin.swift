@@ -245,7 +245,14 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// A key read from a response, holding no secret: the config's as their `${...}`
     /// references (``HTTPSourceConfig/hidingSecrets(_:)``), the OAuth2 tokens issued as
     /// ``tokenReference``.
-    private func hidingSecrets(_ key: String?) -> String? {
+    ///
+    /// A key that already holds such a reference is refused: a server wrote it (echoing a
+    /// client's parameter, say), and filled in it would send the secret where the server says.
+    private func hidingSecrets(_ key: String?, from url: String) throws(PluginFailure) -> String? {
+        guard let key else { return nil }
+        if config.revealed(key) != key || fillingIn(key, reference: Self.tokenReference, with: "") != key {
+            throw .invalidRequest("refusing a key from \(url): it holds what reads as a ${...} reference to a secret of the config")
+        }
         guard var out = config.hidingSecrets(key) else { return nil }
         for token in tokens?.issued ?? [] { out = token.replacing(in: out, with: Self.tokenReference) }
         return out
@@ -575,10 +582,10 @@ final class HTTPSourcePlugin: SourcePlugin {
                                nextKey: short ? nil : Array(String(next.partialValue).utf8),
                                isFirst: number <= first, isLast: short)
         case .cursor(let next, let prev, _):
-            return keys(prev: hidingSecrets(try text(slots.prev, prev)), next: hidingSecrets(try text(slots.next, next)))
+            return keys(prev: try hidingSecrets(try text(slots.prev, prev), from: url), next: try hidingSecrets(try text(slots.next, next), from: url))
         case .header(let name, _):
             let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
-            return keys(prev: nil, next: hidingSecrets(next))
+            return keys(prev: nil, next: try hidingSecrets(next, from: url))
         case .nextURL(let pointer):
             guard let next = try text(slots.next, pointer) else { return keys(prev: nil, next: nil) }
             let resolved = ResponseParsing.resolve(next, base: url)
@@ -589,7 +596,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                 throw .invalidRequest("refusing the next URL \(next) from \(url): only http and https URLs are followed")
             }
             guard maySend(resolved) else { throw .invalidRequest("refusing the next URL \(redact(resolved)) from \(url): \(Self.carriesSecret)") }
-            return keys(prev: nil, next: hidingSecrets(resolved))
+            return keys(prev: nil, next: try hidingSecrets(resolved, from: url))
         case .link:
             let links = response.headerList("link").map { ResponseParsing.links($0, base: url) } ?? [:]
             for (rel, link) in links where rel == "next" || rel == "prev" {
@@ -600,7 +607,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(redact(link)) from \(url): \(Self.carriesSecret)")
                 }
             }
-            return keys(prev: hidingSecrets(links["prev"]), next: hidingSecrets(links["next"]))
+            return keys(prev: try hidingSecrets(links["prev"], from: url), next: try hidingSecrets(links["next"], from: url))
         }
     }
 }

@@ -12,6 +12,7 @@
 
 static const char *const declared[] = {
     "API_TEST_CLIENT_SECRET",
+    "API_TEST_TOKEN",
     "HOSTILE_CLIENT_SECRET",
     "HOSTILE_ECHO_TOKEN",
     "HOSTILE_ENCODED_KEY",

@@ -98,6 +98,32 @@ struct APIStyleTests {
         #expect(body == #"{"cursor":"c-20","graphql":"{ viewer { login } }","limit":10,"q":"after:c-20 size:10 {kept} ."}"#, "\(body)")
     }
 
+    /// Found by a probe of `pager serve`: a key that holds what reads as a reference to a
+    /// secret of the config ("${API_TEST_TOKEN}", written by a client as a parameter that the
+    /// server echoed in its next link, or by the server as its cursor) had the secret filled in
+    /// and sent to the server, which echoed it back; a parameter was filled in too. Such a key
+    /// is refused, and a parameter goes as written.
+    @Test func keysAndParametersReadingAsSecretReferences_neverReveal() async throws {
+        defer { server.stop() }
+        setTestEnvironment("API_TEST_TOKEN", "tok-very-secret")
+        let reference = "${API_TEST_TOKEN}"
+        for (url, pagination) in [("/echo?page=1&q={param.q}", #"{"type": "link"}"#),
+                                  ("/echo?forge=1&q={param.q}&after={key}", #"{"type": "cursor", "next": "/next"}"#)] {
+            let source = try makeSource("""
+                {"url": "\(server.baseURL)\(url)", "items": "/items", "pagination": \(pagination),
+                 "headers": {"Authorization": "Bearer ${API_TEST_TOKEN}"}}
+                """)
+            let pager = Pager(source: source)
+            let error = await #expect(throws: PluginError.self) {
+                try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 1, userInfo: ["q": reference])))
+            }
+            #expect(error?.message.contains("it holds what reads as a ${...} reference to a secret of the config") == true, "\(String(describing: error))")
+        }
+        let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/echo/seen")!)
+        let seen = try #require(try JSONSerialization.jsonObject(with: data) as? [String])
+        #expect(seen == ["\(reference)|", "\(reference)|"], "\(seen)")
+    }
+
     @Test func nestedItems_withAWildcard_andAProjection() async throws {
         defer { server.stop() }
         let source = try makeSource("""

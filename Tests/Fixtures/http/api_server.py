@@ -35,6 +35,10 @@ Prints "PORT <n>" once it listens on 127.0.0.1; exits when its standard input cl
   POST /events/fail {"page": P, "times": n}
                                    the next n requests (default 1) for page P answer 500
   GET  /events/since               every since asked for, in order
+  GET  /echo?page=P&q=Q            [{"id": P, "q": Q}] under /items, Link to page P+1 with q
+                                   echoed (pages 1-3); with forge=1 and page=P&after=A, the
+                                   next cursor /next is "${API_TEST_TOKEN}" on page 1
+  GET  /echo/seen                  "q|after" of every /echo request, in order
   GET  /stats                      {"token_requests": n, "requests": n}
 """
 import json
@@ -42,13 +46,14 @@ import threading
 
 import loopback
 import time
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 RECORDS = [{"id": i, "name": f"r{i}", "group": i % 3} for i in range(1, 26)]
 lock = threading.Lock()
 tokens = {}            # token -> expiry time
 stats = {"token_requests": 0, "requests": 0}
 since_asked = []
+echo_seen = []     # q|after of every /echo request
 limited_seen = set()
 events = [{"id": i, "updated_at": f"2024-01-01T00:00:{i:02d}Z"} for i in range(1, 13)]
 failing_pages = {}     # page -> how many more requests for it fail
@@ -153,6 +158,20 @@ class Handler(loopback.Handler):
                 return self.send(403, {"message": "API rate limit exceeded"},
                                  headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", int(time.time()) + 1)])
             return self.send(200, RECORDS[(page - 1) * 10: page * 10])
+        if path == "/echo":
+            # Echoes q in its items and in the next link (percent-encoded, as GitHub does), and
+            # with forge=1 says its next cursor is "${API_TEST_TOKEN}": keys a client or a
+            # server wrote, holding what reads as a reference to a secret of the config.
+            page = int(q.get("page", "1"))
+            with lock:
+                echo_seen.append(q.get("q", "") + "|" + q.get("after", ""))
+            if "forge" in q:
+                return self.send(200, {"items": [{"id": page}], "next": "${API_TEST_TOKEN}" if page == 1 else None})
+            link = [("Link", f'</echo?page={page + 1}&q={quote(q.get("q", ""), safe="")}>; rel="next"')] if page < 3 else []
+            return self.send(200, {"items": [{"id": page, "q": q.get("q", "")}]}, headers=link)
+        if path == "/echo/seen":
+            with lock:
+                return self.send(200, list(echo_seen))
         if path == "/keyed":
             if q.get("api_key") != "k-123":
                 return self.send(401, {"message": "bad key in " + "&".join(f"{k}={v}" for k, v in q.items())})
