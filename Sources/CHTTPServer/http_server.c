@@ -2,6 +2,7 @@
 #include "paging_http_server.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <microhttpd.h>
@@ -66,12 +67,14 @@ typedef struct tracked_connection {
     struct tracked_connection *prev, *next;
     int fd;
     int awaiting_headers;
+    int nul_decoded; /* the request's path or query had a %00 (set by unescape) */
     uint64_t since_ms;
 } tracked_connection;
 
 struct paging_http_server {
     struct MHD_Daemon *daemon;
     paging_http_handler handler;
+    paging_http_refused refused;
     void *context;
     uint16_t port;
     /* Requests begun and not yet complete (their response sent, or their connection ended):
@@ -188,6 +191,7 @@ struct paging_http_exchange {
     size_t query_count;
     size_t query_capacity;
     int query_has_nul; /* a query name or value decoded to a NUL byte */
+    int nul_decoded;   /* the path or the query did (unescape) */
     int started;      /* handed to the handler (the connection is suspended) */
     int answered;     /* paging_http_respond was called */
     pthread_mutex_t lock;
@@ -235,12 +239,17 @@ static void free_exchange(paging_http_exchange *exchange)
     free(exchange);
 }
 
-static enum MHD_Result answer_now(struct MHD_Connection *connection, unsigned status, const char *body, int close)
+/* Answers a request the server refuses itself (told to `refused`, for counting). */
+static enum MHD_Result answer_now(paging_http_server *server, const char *path, struct MHD_Connection *connection,
+                                  unsigned status, const char *body, int close)
 {
     struct MHD_Response *response = mhd.create_response_from_buffer(strlen(body), (void *)body, MHD_RESPMEM_MUST_COPY);
     enum MHD_Result result;
+    if (server->refused != NULL) server->refused(server->context, path != NULL ? path : "", status);
     if (response == NULL) return MHD_NO;
     mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    mhd.add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED) mhd.add_response_header(response, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
     if (close) mhd.add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     result = mhd.queue_response(connection, status, response);
     mhd.destroy_response(response);
@@ -253,6 +262,7 @@ typedef struct body_framing {
     int content_length_valid; /* every value is 1 to 18 digits, and all are the same */
     char first[24];
     unsigned transfer_encodings;
+    int spaced_name; /* a header name with a space or tab (before its colon) */
 } body_framing;
 
 static enum MHD_Result note_framing(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
@@ -262,6 +272,7 @@ static enum MHD_Result note_framing(void *cls, enum MHD_ValueKind kind, const ch
     size_t i;
     (void)kind; (void)key_size;
     if (key == NULL) return MHD_YES;
+    if (strpbrk(key, " \t") != NULL) framing->spaced_name = 1;
     if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
         framing->transfer_encodings++;
     } else if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
@@ -279,19 +290,47 @@ static enum MHD_Result note_framing(void *cls, enum MHD_ValueKind kind, const ch
 }
 
 /* Why the request's body cannot be told from the next request with certainty (RFC 9112 6.3:
- * several differing Content-Lengths, one that is not a number, or one with a Transfer-Encoding),
- * or NULL. A proxy in front may read such a request otherwise than this server would: one
- * request to the proxy, two here (request smuggling). */
-static const char *ambiguous_framing(struct MHD_Connection *connection)
+ * several differing Content-Lengths, one that is not a number, or one with a Transfer-Encoding;
+ * 5.1: a header name with whitespace before its colon, "Transfer-Encoding :", which one reader
+ * takes for the header and another not), or NULL. A proxy in front may read such a request
+ * otherwise than this server would: one request to the proxy, two here (request smuggling).
+ * `has_body`: the request says a body follows. */
+static const char *ambiguous_framing(struct MHD_Connection *connection, int *has_body)
 {
     body_framing framing;
     memset(&framing, 0, sizeof framing);
     if (mhd.get_connection_values_n(connection, MHD_HEADER_KIND, note_framing, &framing) < 0) return "{\"error\": \"unreadable headers\"}\n";
+    if (framing.spaced_name) return "{\"error\": \"a header name with whitespace before its colon\"}\n";
+    *has_body = framing.transfer_encodings > 0 || (framing.content_lengths > 0 && strspn(framing.first, "0") != strlen(framing.first));
     if (framing.content_lengths > 0 && !framing.content_length_valid)
         return "{\"error\": \"Content-Length headers that differ, or one that is not a number\"}\n";
     if (framing.content_lengths > 0 && framing.transfer_encodings > 0)
         return "{\"error\": \"both Content-Length and Transfer-Encoding\"}\n";
     return NULL;
+}
+
+/* Percent-decoding as libmicrohttpd's own (%XX, nothing else), noting a %00 on the connection:
+ * the C string it cuts short would be taken for another path ("/metrics%00x" for "/metrics"). */
+static size_t unescape(void *cls, struct MHD_Connection *connection, char *text)
+{
+    char *in = text, *out = text;
+    (void)cls;
+    while (*in != '\0') {
+        if (in[0] == '%' && isxdigit((unsigned char)in[1]) && isxdigit((unsigned char)in[2])) {
+            char hex[3] = { in[1], in[2], '\0' };
+            *out = (char)strtoul(hex, NULL, 16);
+            if (*out == '\0') {
+                tracked_connection *entry = tracked(connection);
+                if (entry != NULL) entry->nul_decoded = 1;
+            }
+            out++;
+            in += 3;
+        } else {
+            *out++ = *in++;
+        }
+    }
+    *out = '\0';
+    return (size_t)(out - text);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url, const char *method,
@@ -303,8 +342,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     if (exchange == NULL) {
         /* The headers have come: a request whose end is ambiguous is refused, and its
          * connection closed (what follows it cannot be read as a request with certainty). */
-        const char *ambiguous = ambiguous_framing(connection);
-        if (ambiguous != NULL) return answer_now(connection, MHD_HTTP_BAD_REQUEST, ambiguous, 1);
+        int has_body = 0;
+        const char *ambiguous = ambiguous_framing(connection, &has_body);
+        if (ambiguous != NULL) return answer_now(server, url, connection, MHD_HTTP_BAD_REQUEST, ambiguous, 1);
+        /* Only GET and HEAD are served: a body is refused before it is read, and the connection
+         * closed (a body trickled a byte at a time held its connection for ever). */
+        if (has_body) {
+            int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+            return answer_now(server, url, connection, get ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_METHOD_NOT_ALLOWED,
+                              get ? "{\"error\": \"a GET or HEAD request with a body\"}\n" : "{\"error\": \"only GET and HEAD are served\"}\n", 1);
+        }
         exchange = calloc(1, sizeof *exchange);
         if (exchange == NULL) return MHD_NO;
         pthread_mutex_init(&exchange->lock, NULL);
@@ -315,20 +362,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         pthread_mutex_unlock(&server->lock);
         exchange->method = copy(method);
         exchange->path = copy(url);
+        {
+            tracked_connection *entry = tracked(connection);
+            if (entry != NULL) {
+                exchange->nul_decoded = entry->nul_decoded;
+                entry->nul_decoded = 0;
+            }
+        }
         *state = exchange;
         headers_arrived(server, connection, 1);
         if (exchange->method == NULL || exchange->path == NULL) return MHD_NO;
         return MHD_YES;
     }
     if (*upload_data_size != 0) {
-        /* A body is not wanted: answered below, once it has been read past. */
+        /* A body (none is announced, as a request with one is refused above): read past. */
         *upload_data_size = 0;
         return MHD_YES;
     }
     if (!exchange->started) {
         if (mhd.get_connection_values_n(connection, MHD_GET_ARGUMENT_KIND, collect_argument, exchange) < 0) return MHD_NO;
         if (exchange->query_has_nul)
-            return answer_now(connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n", 0);
+            return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n", 0);
+        if (exchange->nul_decoded)
+            return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"the path holds a NUL byte (%00)\"}\n", 0);
         exchange->started = 1;
         mhd.suspend_connection(connection);
         server->handler(server->context, exchange);
@@ -362,7 +418,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
 }
 
 paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
-                                      paging_http_handler handler, void *context, char *error, size_t error_size)
+                                      paging_http_handler handler, paging_http_refused refused, void *context,
+                                      char *error, size_t error_size)
 {
     struct sockaddr_storage storage;
     struct sockaddr_in *v4 = (struct sockaddr_in *)&storage;
@@ -393,6 +450,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
         return NULL;
     }
     server->handler = handler;
+    server->refused = refused;
     server->context = context;
     pthread_mutex_init(&server->lock, NULL);
     pthread_cond_init(&server->completed, NULL);
@@ -408,6 +466,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
                                       MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes,
                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
                                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
+                                      MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                                       MHD_OPTION_END);
     if (server->daemon != NULL && server->header_timeout_ms > 0) {
         server->reaper_running = pthread_create(&server->reaper, NULL, reap_slow_headers, server) == 0;

@@ -46,10 +46,15 @@ final class HTTPService: @unchecked Sendable {
 
     private var server: OpaquePointer?
     private let handler: @Sendable (HTTPRequest) async -> HTTPAnswer
+    private let refused: @Sendable (_ path: String, _ status: Int) -> Void
 
-    /// Listens on `address` and `port` (0: any free port).
-    init(address: String, port: UInt16, limits: Limits, handler: @escaping @Sendable (HTTPRequest) async -> HTTPAnswer) throws {
+    /// Listens on `address` and `port` (0: any free port). `refused` hears of each request
+    /// answered without `handler` (ambiguous framing, a body, a NUL, a query that is not UTF-8),
+    /// on the server's thread: it must not block.
+    init(address: String, port: UInt16, limits: Limits, handler: @escaping @Sendable (HTTPRequest) async -> HTTPAnswer,
+         refused: @escaping @Sendable (_ path: String, _ status: Int) -> Void) throws {
         self.handler = handler
+        self.refused = refused
         var error = [CChar](repeating: 0, count: 256)
         let cLimits = paging_http_limits(connections: limits.connections, connections_per_address: limits.connectionsPerAddress,
                                          idle_timeout_seconds: limits.idleTimeoutSeconds,
@@ -59,6 +64,9 @@ final class HTTPService: @unchecked Sendable {
         server = paging_http_start(address, port, cLimits, { context, exchange in
             guard let context, let exchange else { return }
             Unmanaged<HTTPService>.fromOpaque(context).takeUnretainedValue().accept(Exchange(pointer: exchange))
+        }, { context, path, status in
+            guard let context else { return }
+            Unmanaged<HTTPService>.fromOpaque(context).takeUnretainedValue().refused(path.map { String(cString: $0) } ?? "", Int(status))
         }, context, &error, error.count)
         guard server != nil else {
             throw UsageError("serve: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
@@ -95,6 +103,7 @@ final class HTTPService: @unchecked Sendable {
             let name = paging_http_query_key(pointer, index).map { String(validatingCString: $0) } ?? ""
             let value = paging_http_query_value(pointer, index).map { String(validatingCString: $0) }
             guard let name, value != .some(nil) else {
+                refused(String(cString: paging_http_path(pointer)), 400)
                 Self.respond(exchange, .error(400, "a query name or value is not valid UTF-8"))
                 return
             }

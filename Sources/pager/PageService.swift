@@ -30,13 +30,27 @@ final class PageService: Sendable {
         return inFlight == 0
     }
 
+    /// The route a path is counted under.
+    private static func route(of path: String) -> String {
+        ["/pages", "/healthz", "/metrics"].contains(path) ? path : "other"
+    }
+
+    /// Counts a request the HTTP server answered itself (HTTPService's `refused`).
+    func record(refusalOf path: String, status: Int) {
+        metrics.record(route: Self.route(of: path), status: status, duration: .zero)
+    }
+
     func answer(_ request: HTTPRequest) async -> HTTPAnswer {
         let start = ContinuousClock.now
-        let name = ["/pages", "/healthz", "/metrics"].contains(request.path) ? request.path : "other"
+        let name = Self.route(of: request.path)
         var answer: HTTPAnswer
         if request.method != "GET" && request.method != "HEAD" {
             answer = .error(405, "only GET and HEAD are served")
             answer.header = ("Allow", "GET, HEAD")
+        } else if request.path != "/pages" {
+            // Health and metrics are answered however many pages are being loaded: a busy
+            // server was taken for a sick one, and its metrics were lost under load.
+            answer = await route(request)
         } else if running.withLock({ running in
             guard running < maxRequests else { return false }
             running += 1

@@ -88,7 +88,9 @@ struct ServeCommand {
         let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
-        let service = try HTTPService(address: options.address, port: options.port, limits: options.limits) { request in await pages.answer(request) }
+        let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
+                                      handler: { request in await pages.answer(request) },
+                                      refused: { path, status in pages.record(refusalOf: path, status: status) })
         let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")
         if secret.isRandom {

@@ -104,13 +104,37 @@ struct ServeCommandTests {
         #expect(post.status == 405 && post.text.contains("only GET and HEAD are served") && post.headers["allow"] == "GET, HEAD",
                 "\(post.status) \(post.headers) \(post.text)")
         // Counted like every answer (it was not).
-        #expect(try server.get("/metrics").text.contains(#"pager_http_requests_total{route="/pages",code="405"} 1"#))
+        // Found by a hostile probe: a body is refused before it is read and its connection
+        // closed (a POST, or a GET, trickling its body a byte every few seconds held its
+        // connection for ever, and 4 addresses every connection); every refusal is counted.
+        let clock = ContinuousClock()
+        let started = clock.now
+        let trickled = try httpGet(port: server.port, "", request: "POST /pages HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\na",
+                                   timeout: .seconds(5))
+        #expect(trickled.status == 405 && trickled.headers["connection"] == "close" && trickled.headers["cache-control"] == "no-store",
+                "\(trickled.status) \(trickled.headers)")
+        #expect(clock.now - started < .seconds(5), "answered before its body came")
+        let getBody = try httpGet(port: server.port, "", request: "GET /pages HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n")
+        #expect(getBody.status == 400 && getBody.text.contains("a GET or HEAD request with a body"), "\(getBody.status) \(getBody.text)")
+        // A NUL in the path cut it short: /metrics%00x was served as /metrics.
+        for target in ["/metrics%00x", "/healthz%00.json"] {
+            let reply = try server.get(target)
+            #expect(reply.status == 400 && reply.text.contains("the path holds a NUL byte (%00)"), "\(target): \(reply.status) \(reply.text)")
+        }
+        let metrics = try server.get("/metrics").text
+        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="405"} 2"#), "\(metrics)")
+        // The 400s of the table above for /pages (the NUL and the bytes that are not UTF-8
+        // went uncounted), and the GET with a body.
+        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="400"} 9"#), "\(metrics)")
         // A request whose end is ambiguous is refused and its connection closed: a proxy in
         // front may read it otherwise (request smuggling). The request after it was answered
         // (a 400 for its parameter). A Content-Length that is no number or too large is
         // libmicrohttpd's to refuse (400, 413).
         let smuggled = "GET /pages?zz=smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+        // "Transfer-Encoding :" (whitespace before the colon, RFC 9112 5.1) was not taken for
+        // the header, and the request after it was answered.
         for framing in ["Content-Length: 0\r\nContent-Length: 44", "Content-Length: 4\r\nTransfer-Encoding: chunked",
+                        "Transfer-Encoding : chunked\r\nContent-Length: 0",
                         "Content-Length: -1", "Content-Length: 99999999999999999999999"] {
             let reply = try httpGet(port: server.port, "", request: "GET /healthz HTTP/1.1\r\nHost: x\r\n\(framing)\r\n\r\n" + smuggled)
             #expect(reply.status == 400 || (framing.hasPrefix("Content-Length: ") && !framing.contains("\r\n") && reply.status == 413),
@@ -254,8 +278,12 @@ struct ServeCommandTests {
     func limits_refuseWhatIsTooMuch_with503And504() throws {
         let waiting = try WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
         let held = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
-        let busy = try waiting.server.get("/healthz")
+        let busy = try waiting.server.get("/pages")
         #expect(busy.status == 503 && busy.text.contains("answering 1 requests already"), "\(busy.text)")
+        // Health and metrics are answered however busy the server is (a load balancer took a
+        // busy server for a sick one, and the metrics were lost under load).
+        #expect(try waiting.server.get("/healthz").status == 200)
+        #expect(try waiting.server.get("/metrics").status == 200)
         waiting.resumeOne()
         #expect(held.answer()?.status == 200)
 

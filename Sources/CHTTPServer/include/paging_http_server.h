@@ -16,6 +16,11 @@ typedef struct paging_http_exchange paging_http_exchange;
  * exchange stays valid until it is answered with paging_http_respond (exactly once). */
 typedef void (*paging_http_handler)(void *context, paging_http_exchange *exchange);
 
+/* Called on the server's thread for each request the server refuses itself, before the handler
+ * would see it (ambiguous framing, a body, a NUL in the path or query), with its path and the
+ * status sent: so that every answer can be counted. It must not block. */
+typedef void (*paging_http_refused)(void *context, const char *path, unsigned status);
+
 typedef struct paging_http_limits {
     unsigned connections;          /* open connections at most; more are refused */
     unsigned connections_per_address; /* open connections from one address at most (0: no
@@ -29,7 +34,8 @@ typedef struct paging_http_limits {
 /* Listens on `address` (an IPv4 or IPv6 literal) and `port` (0: any free port). NULL on
  * failure, with the reason in `error`. */
 paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
-                                      paging_http_handler handler, void *context, char *error, size_t error_size);
+                                      paging_http_handler handler, paging_http_refused refused, void *context,
+                                      char *error, size_t error_size);
 
 /* The port the server listens on. */
 uint16_t paging_http_port(const paging_http_server *server);
