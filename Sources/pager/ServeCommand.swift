@@ -85,7 +85,7 @@ struct ServeCommand {
                                     // Each client pages on its own: one's first page cancels no other's load.
                                     refreshSupersedes: false)
         let timeout = options.requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
-        let pages = PageService(pipeline: pipeline, secret: secret, maxRequests: options.maxRequests, timeout: timeout)
+        let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: manifest.source), maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
@@ -139,4 +139,14 @@ struct ServeCommand {
 struct ServeSecret: Sendable {
     let bytes: [UInt8]
     let isRandom: Bool
+
+    /// The secret the cursors of `source` are signed with: a cursor given out for another
+    /// source under the same secret (another file, another API) is refused, not read as a key of
+    /// this one (a jsonlines cursor was served from another file). Servers of one manifest,
+    /// wherever it lies, share it.
+    func scoped(to source: Manifest.PluginReference) -> ServeSecret {
+        let plugin = source.plugin.split(separator: "/").last.map(String.init) ?? source.plugin
+        let scope = "pager serve cursors\n\(plugin)\n\(source.id ?? "")\n\(source.config.jsonText)"
+        return ServeSecret(bytes: HMACSHA256.mac(key: bytes, message: Array(scope.utf8)), isRandom: isRandom)
+    }
 }

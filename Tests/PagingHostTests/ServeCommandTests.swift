@@ -79,6 +79,16 @@ struct ServeCommandTests {
         }
         let foreign = try other.get("/pages?cursor=\(next)")
         #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
+        // The same manifest elsewhere takes them; one of another source, under the same secret,
+        // refuses them (found by a probe: a cursor was served from another file).
+        let copy = try ServeProcess([try self.manifest()], environment: Self.secret)
+        #expect(try numbers(try copy.get("/pages?cursor=\(next)")) == Array(20..<40))
+        let otherSource = try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #""count": 45"#, with: #""count": 46"#)
+        let otherFile = scratchFolder() + "/m.json"
+        try otherSource.write(toFile: otherFile, atomically: true, encoding: .utf8)
+        let otherService = try ServeProcess([otherFile], environment: Self.secret)
+        let refused = try otherService.get("/pages?cursor=\(next)")
+        #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
     }
 
     @Test(.timeLimit(.minutes(2)))
