@@ -268,10 +268,10 @@ public struct IncrementalStateFile: Sendable {
     ///
     /// Another process may hold the lock file (a run of another namespace, or `flock FILE.lock
     /// pager run …`, which would wait for itself): `waiting` is told once, and after
-    /// `lockTimeout` the value is not kept.
+    /// `lockTimeout`, or once `givesUp` says so (the run was interrupted), the value is not kept.
     @discardableResult
-    public func store(_ value: IncrementalValue, name: String, namespace: String,
-                      lockTimeout: Duration = .seconds(30), waiting: (String) -> Void = { _ in }) throws(IncrementalError) -> IncrementalValue {
+    public func store(_ value: IncrementalValue, name: String, namespace: String, lockTimeout: Duration = .seconds(30),
+                      waiting: (String) -> Void = { _ in }, givesUp: () -> Bool = { false }) throws(IncrementalError) -> IncrementalValue {
         let target = try target()
         let lockPath = target + ".lock"
         let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -284,6 +284,7 @@ public struct IncrementalStateFile: Sendable {
             guard ContinuousClock.now < deadline else {
                 throw failure("another process has held its lock file \(lockPath) for \(lockTimeout); the state is left as it was")
             }
+            guard !givesUp() else { throw failure("not kept: the wait for its lock file \(lockPath) was interrupted") }
             if !told {
                 waiting("waiting for the lock on \(lockPath), which another process holds")
                 told = true

@@ -139,10 +139,11 @@ struct RunCommand {
                 return ExitCode.failure
             }
             do {
-                try incremental.keep(endReached: output.appendState.isEndReached)
+                try incremental.keep(endReached: output.appendState.isEndReached) { interrupt.signal != nil }
             } catch {
                 Output.problem("\(error)")
-                return ExitCode.failure
+                // A signal while it waited for the state file's lock: ended as a signal ends a run.
+                return interrupt.signal.map { 128 + $0 } ?? ExitCode.failure
             }
         }
         return failed ? ExitCode.failure : ExitCode.success
@@ -249,7 +250,7 @@ private struct IncrementalRun {
 
     /// Writes the highest value seen when it is higher than the value kept; `endReached`: the
     /// run loaded up to the end of the data.
-    func keep(endReached: Bool) throws(IncrementalError) {
+    func keep(endReached: Bool, givesUp: () -> Bool) throws(IncrementalError) {
         let seen = cursor.seen
         guard seen.items == 0 || seen.withValue > 0 else {
             Output.problem("incremental: none of the \(seen.items) items loaded holds a value at \(settings.cursor); nothing is kept "
@@ -257,7 +258,8 @@ private struct IncrementalRun {
             return
         }
         guard let value = cursor.value, value != kept else { return }
-        let stored = try file.store(value, name: settings.state, namespace: settings.namespace) { Output.problem("incremental: \($0)") }
+        let stored = try file.store(value, name: settings.state, namespace: settings.namespace,
+                                    waiting: { Output.problem("incremental: \($0)") }, givesUp: givesUp)
         Output.problem("incremental: kept {state.\(settings.state)} = \(stored.jsonText) in \(settings.stateFile)"
                      + (stored == value ? "" : " (another run kept it; this run's highest was \(value.jsonText))"))
         if !endReached {

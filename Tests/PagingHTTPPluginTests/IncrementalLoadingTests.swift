@@ -208,4 +208,48 @@ struct IncrementalLoadingTests {
         #expect(result.stderr.contains("incremental: waiting for the lock on \(stateFile).lock, which another process holds"), "\(result.stderr)")
         #expect(try kept() == "2024-01-01T00:00:12Z")
     }
+
+    /// Interrupted while it waits for the lock, the run ends as an interrupted run does (it went
+    /// on waiting, and after 10 s said a plugin call did not return).
+    @Test func aRunInterruptedWhileWaitingForTheLock_endsAtOnce_keepingNothing() async throws {
+        defer { cleanUp() }
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        holder.arguments = ["python3", "-c", """
+            import fcntl, sys, time
+            f = open(sys.argv[1], "w")
+            fcntl.flock(f, fcntl.LOCK_EX)
+            print("locked", flush=True)
+            time.sleep(60)
+            """, stateFile + ".lock"]
+        let held = Pipe()
+        holder.standardOutput = held
+        try holder.run()
+        defer {
+            kill(holder.processIdentifier, SIGKILL)
+            holder.waitUntilExit()
+        }
+        #expect(String(decoding: held.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("locked"))
+        let pager = Process()
+        pager.executableURL = URL(fileURLWithPath: pagerCommand)
+        pager.arguments = ["run", manifest, "--refresh", "--append", "10"]
+        let errors = Pipe()
+        pager.standardError = errors
+        pager.standardOutput = FileHandle.nullDevice
+        try pager.run()
+        var said = ""
+        while !said.contains("waiting for the lock") {
+            let more = errors.fileHandleForReading.availableData
+            guard !more.isEmpty else { break }
+            said += String(decoding: more, as: UTF8.self)
+        }
+        kill(pager.processIdentifier, SIGINT)
+        let rest = errors.fileHandleForReading.readDataToEndOfFile()
+        pager.waitUntilExit()
+        said += String(decoding: rest, as: UTF8.self)
+        #expect(pager.terminationStatus == 130, "\(said)")
+        #expect(said.contains("not kept: the wait for its lock file \(stateFile).lock was interrupted"), "\(said)")
+        #expect(!said.contains("did not end within"), "\(said)")
+        #expect(!FileManager.default.fileExists(atPath: stateFile))
+    }
 }
