@@ -184,10 +184,9 @@ struct IncrementalLoadingTests {
         #expect(result.stderr.contains("incremental: none of the 12 items loaded holds a value at /updatedAt; nothing is kept"), "\(result.stderr)")
     }
 
-    /// The lock file held by another process (`flock FILE.lock pager run …`) is waited for,
-    /// saying so, and the value is kept once it is free (the run hung for ever, silent).
-    @Test func aHeldLock_isWaitedFor_sayingSo_thenTheValueIsKept() async throws {
-        defer { cleanUp() }
+    /// A process holding the state file's lock for `seconds` (or until ``release(_:)``), once it
+    /// holds it.
+    private func holdLock(for seconds: Int) throws -> Process {
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         holder.arguments = ["python3", "-c", """
@@ -195,14 +194,26 @@ struct IncrementalLoadingTests {
             f = open(sys.argv[1], "w")
             fcntl.flock(f, fcntl.LOCK_EX)
             print("locked", flush=True)
-            time.sleep(5)
+            time.sleep(\(seconds))
             """, stateFile + ".lock"]
-        let output = Pipe()
-        holder.standardOutput = output
+        let said = Pipe()
+        holder.standardOutput = said
         try holder.run()
-        defer { holder.terminate(); holder.waitUntilExit() }
-        let said = output.fileHandleForReading.availableData
-        #expect(String(decoding: said, as: UTF8.self).hasPrefix("locked"))
+        #expect(String(decoding: said.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("locked"))
+        return holder
+    }
+
+    private func release(_ holder: Process) {
+        kill(holder.processIdentifier, SIGKILL)
+        holder.waitUntilExit()
+    }
+
+    /// The lock file held by another process (`flock FILE.lock pager run …`) is waited for,
+    /// saying so, and the value is kept once it is free (the run hung for ever, silent).
+    @Test func aHeldLock_isWaitedFor_sayingSo_thenTheValueIsKept() async throws {
+        defer { cleanUp() }
+        let holder = try holdLock(for: 5)
+        defer { release(holder) }
         let result = try await pagerRun()
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("incremental: waiting for the lock on \(stateFile).lock, which another process holds"), "\(result.stderr)")
@@ -213,23 +224,8 @@ struct IncrementalLoadingTests {
     /// on waiting, and after 10 s said a plugin call did not return).
     @Test func aRunInterruptedWhileWaitingForTheLock_endsAtOnce_keepingNothing() async throws {
         defer { cleanUp() }
-        let holder = Process()
-        holder.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        holder.arguments = ["python3", "-c", """
-            import fcntl, sys, time
-            f = open(sys.argv[1], "w")
-            fcntl.flock(f, fcntl.LOCK_EX)
-            print("locked", flush=True)
-            time.sleep(60)
-            """, stateFile + ".lock"]
-        let held = Pipe()
-        holder.standardOutput = held
-        try holder.run()
-        defer {
-            kill(holder.processIdentifier, SIGKILL)
-            holder.waitUntilExit()
-        }
-        #expect(String(decoding: held.fileHandleForReading.availableData, as: UTF8.self).hasPrefix("locked"))
+        let holder = try holdLock(for: 60)
+        defer { release(holder) }
         let pager = Process()
         pager.executableURL = URL(fileURLWithPath: pagerCommand)
         pager.arguments = ["run", manifest, "--refresh", "--append", "10"]
