@@ -652,9 +652,12 @@ static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_conf
     if (((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) && access(folder, W_OK) != 0
         && (access(path, W_OK) == 0 || errno == ENOENT))
         error = "its folder is not writable by this process (SQLite keeps its journal files beside the database)";
-    snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s", path, what,
-             error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory");
     code &= 0xff;
+    snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s%s", path, what,
+             error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory",
+             /* The store is a cache: a damaged file is one to remove (pages load from the source). */
+             code == SQLITE_CORRUPT || code == SQLITE_NOTADB
+                 ? " (if this is the store's own file, damaged, remove it: the pages are loaded from the source again)" : "");
     st->host->config_fail(config, code == SQLITE_BUSY || code == SQLITE_LOCKED ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return NULL;
@@ -692,6 +695,39 @@ static int sqls_upgrade_from_v1(sqls_state *st, const char *path)
     return 1;
 }
 
+/* The store's columns, in order, of each of its tables (schema version 2). */
+#define SQLS_PAGES_COLUMNS "namespace,identity,prev_key,next_key,flags,item_count,stored_at"
+#define SQLS_ITEMS_COLUMNS "namespace,identity,position,item"
+
+/* Whether `table` is absent or has exactly `columns` (names in order, comma-separated). */
+static int sqls_has_columns(sqls_state *st, const char *table, const char *columns)
+{
+    sqlite3_stmt *stmt = NULL;
+    int ok = 0;
+    if (sqlite3_prepare_v2(st->db, "SELECT count(*), coalesce(group_concat(name, ','), '') FROM"
+                           " (SELECT name FROM pragma_table_info(?1) ORDER BY cid)", -1, &stmt, NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+        const char *found = (const char *)sqlite3_column_text(stmt, 1);
+        ok = sqlite3_column_int64(stmt, 0) == 0 || (found != NULL && strcmp(found, columns) == 0);
+    }
+    sqlite3_finalize(stmt);
+    return ok;
+}
+
+/* The schema_version row's value, or -1. */
+static sqlite3_int64 sqls_schema_version(sqls_state *st)
+{
+    sqlite3_stmt *stmt = NULL;
+    sqlite3_int64 version = -1;
+    if (sqlite3_prepare_v2(st->db, "SELECT value FROM meta WHERE name = 'schema_version'", -1, &stmt, NULL) != SQLITE_OK)
+        return -1;
+    if (sqlite3_step(stmt) == SQLITE_ROW) version = sqlite3_column_int64(stmt, 0);
+    sqlite3_finalize(stmt);
+    return version;
+}
+
 /* Refuses a database another application owns before anything is written to it (not even the
  * journal mode): one holding schema objects (tables, views, indexes, triggers) without the
  * store's `meta` table and its schema_version row. An empty database or a new file passes. It
@@ -702,7 +738,8 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
     char found[400], msg[1600];
     size_t used = 0;
     long objects = 0;
-    int has_meta = 0, is_store = 0, rc;
+    int has_meta = 0, is_store = 0, foreign = 0, rc;
+    const char *columns_unlike = NULL;
 
     found[0] = '\0';
     if (sqlite3_exec(st->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) {
@@ -717,6 +754,8 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
         int n;
         if (type == NULL || name == NULL) continue;
         if (strcmp(type, "table") == 0 && strcmp(name, "meta") == 0) has_meta = 1;
+        if (strcmp(type, "table") != 0 || (strcmp(name, "meta") != 0 && strcmp(name, "pages") != 0 && strcmp(name, "items") != 0))
+            foreign = 1;
         if (objects++ < 5 && used < sizeof found) {
             n = snprintf(found + used, sizeof found - used, "%s%.10s '%.60s'", objects > 1 ? ", " : "", type, name);
             if (n > 0) used += (size_t)n;
@@ -739,13 +778,21 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
         is_store = sqlite3_step(stmt) == SQLITE_ROW;
         sqlite3_finalize(stmt);
     }
+    /* Nor is a database with a schema_version row of its own and more besides: a store holds
+     * its three tables only, with the store's columns (a version 1 file's pages and items are
+     * dropped on upgrade: another application's tables of those names were). */
+    if (is_store && foreign) columns_unlike = "objects a store does not hold";
+    else if (is_store && !sqls_has_columns(st, "meta", "name,value")) columns_unlike = "a `meta` table whose columns are not the store's";
+    else if (is_store && sqls_schema_version(st) != 1
+             && (!sqls_has_columns(st, "pages", SQLS_PAGES_COLUMNS) || !sqls_has_columns(st, "items", SQLS_ITEMS_COLUMNS)))
+        columns_unlike = "`pages` or `items` tables whose columns are not the store's";
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-    if (objects == 0 || is_store) return 1;
+    if (objects == 0 || (is_store && columns_unlike == NULL)) return 1;
     snprintf(msg, sizeof msg,
              "sqlite-store: config `path` '%.1000s' is not a sqlite-store database: it holds %ld schema object%s "
              "(%s%s) and %s; it was left unchanged", path, objects, objects == 1 ? "" : "s", found,
              objects > 5 ? ", ..." : "",
-             has_meta ? "a `meta` table without a schema_version row" : "no `meta` table");
+             columns_unlike != NULL ? columns_unlike : has_meta ? "a `meta` table without a schema_version row" : "no `meta` table");
     st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return 0;

@@ -54,20 +54,23 @@ int pstore_page_is_whole(const pstore_page *page, uint32_t page_size)
 int pstore_page_is_fresh(const pstore_freshness *freshness, const pstore_page *page)
 {
     /* Fresh while younger than max_age; with 0, never: a page read in the millisecond it was
-     * stored, or stored by a host whose clock is ahead, was. */
+     * stored, or stored by a host whose clock is ahead, was. A page stored more than a second
+     * in the future (by a clock since set back, or by hand) is stale: it stayed fresh for the
+     * whole skew besides max_age. */
+    int64_t age = pstore_now_ms() - page->stored_at_ms;
     return freshness->max_age_ms < 0
-        || (freshness->max_age_ms > 0 && pstore_now_ms() - page->stored_at_ms < freshness->max_age_ms);
+        || (freshness->max_age_ms > 0 && age > -1000 && age < freshness->max_age_ms);
 }
 
 int pstore_put_page(const paging_host_t *host, const char *plugin, const pstore_page *page,
                     paging_intercept_out_t *out)
 {
     size_t i;
-    char msg[200];
+    char msg[300];
     for (i = 0; i < page->count; i++) {
         if (host->out_add_item(out, page->items[i]) != PAGING_OK) {
-            snprintf(msg, sizeof msg, "%s: item %zu of the page held is not valid JSON; loading from the source",
-                     plugin, i);
+            snprintf(msg, sizeof msg, "%s: item %zu of the page held was refused by the host (not valid JSON, or past "
+                     "max_page_bytes or max_items_per_page); loading from the source", plugin, i);
             host->log(host, PAGING_LOG_WARNING, msg);
             return 0;
         }

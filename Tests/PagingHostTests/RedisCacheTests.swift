@@ -230,7 +230,7 @@ struct RedisCacheTests {
         let (forged, _) = try pipeline(redis, upstream)
         #expect(try await load(forged, "0") == items(0..<10))
         #expect(upstream.fetches == fetches + 3)
-        #expect(log.contains("redis-cache: item 0 of the page held is not valid JSON; loading from the source"), "\(log.messages)")
+        #expect(log.contains("redis-cache: item 0 of the page held was refused by the host (not valid JSON, or past max_page_bytes or max_items_per_page); loading from the source"), "\(log.messages)")
     }
 
     @Test func aHardRefresh_replacesItsNamespaceOnly_andOneThatFailsLeavesIt() async throws {

@@ -223,7 +223,7 @@ struct SQLiteStoreTests {
             let result = try await run(pager, ["run", manifest, "--refresh", "--append", "1"])
             #expect(result.code == 0, "run \(round): \(result.stderr)")
             #expect(result.stdout.split(separator: "\n").map(String.init) == (0..<10).map { #"{"n":\#($0)}"# }, "run \(round): \(result.stdout)")
-            let warned = result.stderr.contains("sqlite-store: item 0 of the page held is not valid JSON; loading from the source")
+            let warned = result.stderr.contains("sqlite-store: item 0 of the page held was refused by the host (not valid JSON, or past max_page_bytes or max_items_per_page); loading from the source")
             #expect(warned == (round == 1), "run \(round): \(result.stderr)")
         }
     }
@@ -248,6 +248,18 @@ struct SQLiteStoreTests {
          "it holds 2 schema objects (table 'users', index 'users_name') and no `meta` table"),
         ("CREATE TABLE meta (key TEXT, value TEXT); INSERT INTO meta VALUES ('owner', 'app');",
          "it holds 1 schema object (table 'meta') and a `meta` table without a schema_version row"),
+        // Found by a probe: a schema_version row of another application's own made its tables
+        // the store's: version 1 dropped its `pages` and `items`, version 2 added the store's.
+        ("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); INSERT INTO meta VALUES ('schema_version', 1);"
+         + " CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); CREATE TABLE pages (id INTEGER PRIMARY KEY, title TEXT);"
+         + " CREATE TABLE items (id, name); INSERT INTO pages VALUES (1, 'Home');",
+         "it holds 4 schema objects (table 'items', table 'meta', table 'pages', table 'users') and objects a store does not hold"),
+        ("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); INSERT INTO meta VALUES ('schema_version', 2);"
+         + " CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);",
+         "it holds 2 schema objects (table 'meta', table 'users') and objects a store does not hold"),
+        ("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); INSERT INTO meta VALUES ('schema_version', 2);"
+         + " CREATE TABLE pages (id INTEGER PRIMARY KEY, title TEXT);",
+         "it holds 2 schema objects (table 'meta', table 'pages') and `pages` or `items` tables whose columns are not the store's"),
     ])
     func anotherApplicationsDatabase_isRefused_andLeftUnchanged(_ schema: (sql: String, found: String)) async throws {
         let folder = scratchFolder(), path = folder + "/app.db"
@@ -299,7 +311,10 @@ struct SQLiteStoreTests {
             (.object([("path", .string(folder + "/s.db")), ("busy_timeout_ms", .string("abc"))]),
              "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647"),
             (.object([("path", .string("/dev/zero"))]), "sqlite-store: config `path` '/dev/zero' is a device, not a database file"),
-            (.object([("path", .string(junk))]), "sqlite-store: config `path` '\(junk)': cannot read the database's tables: file is not a database"),
+            // With what to do: a damaged store is a cache to remove (a probe found a truncated
+            // one failed every run, saying only "database disk image is malformed").
+            (.object([("path", .string(junk))]), "sqlite-store: config `path` '\(junk)': cannot read the database's tables: file is not a database"
+             + " (if this is the store's own file, damaged, remove it: the pages are loaded from the source again)"),
         ]
         for (config, message) in cases {
             #expect(throws: PluginLoadError.createFailed(path: library.path, id: "sqlite-store", status: .invalidConfig, message: message)) {
