@@ -53,6 +53,9 @@ struct BrowseCommand {
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
             if level >= .warning { lastProblem.withLock { $0 = "\(plugin.split(separator: " ").first ?? ""): \(message)" } }
         }, isolateAll: isolateAll)
+        // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
+        // reader that went away ended it by SIGPIPE before it restored it).
+        guard isatty(1) != 0 else { throw UsageError("browse: standard output is not a terminal (`pager run` prints the items)") }
         guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
         defer { paging_terminal_restore() }
 

@@ -58,6 +58,9 @@ enum Output {
     /// since reached standard output.
     static var dataFailed: Bool { data.withLock { $0.failure != nil } }
 
+    /// Whether standard output (the data's) is a terminal.
+    static var dataIsTerminal: Bool { data.withLock { isatty($0.descriptor) != 0 } }
+
     /// `code`, or the failure of a command whose data could not all be written: then one line
     /// on standard error says why, and the code is 1. A reader that went away (EPIPE, as with
     /// `| head -1`) is no failure: the command ends quietly with its own code.
@@ -109,6 +112,10 @@ extension Output {
     struct ItemWriter {
         private var buffer: [UInt8] = []
         private let capacity = 1 << 16
+        /// Items printed on a terminal have their C1 controls (U+0080 to U+009F, which JSON
+        /// lets strings hold as they are) written as \u escapes, the same JSON: some terminals
+        /// take U+009B for ESC [, so an item from a server could drive the terminal.
+        private let escapesC1 = Output.dataIsTerminal
 
         init() {
             buffer.reserveCapacity(capacity)
@@ -116,7 +123,11 @@ extension Output {
 
         mutating func write(_ item: PluginItem) {
             let start = buffer.count
-            buffer.append(contentsOf: item.bytes)
+            if escapesC1, item.bytes.contains(0xC2) {
+                appendEscapingC1(item.bytes)
+            } else {
+                buffer.append(contentsOf: item.bytes)
+            }
             // memchr: a byte-by-byte search cost a 200-page run ~3% of its time.
             let breaksLine = item.bytes.withUnsafeBytes { bytes in
                 guard let base = bytes.baseAddress else { return false }
@@ -127,6 +138,23 @@ extension Output {
             }
             buffer.append(0x0A)
             if buffer.count >= capacity { flush() }
+        }
+
+        /// `bytes` (valid UTF-8) with each C1 control (C2 80 to C2 9F) as `\u0080` to `\u009f`.
+        private mutating func appendEscapingC1(_ bytes: [UInt8]) {
+            let hex = Array("0123456789abcdef".utf8)
+            var index = 0
+            while index < bytes.count {
+                let byte = bytes[index]
+                if byte == 0xC2, index + 1 < bytes.count, (0x80...0x9F).contains(bytes[index + 1]) {
+                    let code = bytes[index + 1]
+                    buffer.append(contentsOf: Array(#"\u00"#.utf8) + [hex[Int(code >> 4)], hex[Int(code & 0xF)]])
+                    index += 2
+                } else {
+                    buffer.append(byte)
+                    index += 1
+                }
+            }
         }
 
         /// Writes what is buffered.

@@ -200,6 +200,13 @@ struct BrowseCommandTests {
         let result = try await run(pager, ["browse", try manifest(items: 5)], input: "q")
         #expect(result.code == 2)
         #expect(result.stderr.contains("not a terminal"))
+        // Standard input a terminal, standard output a file: it drew into the file and left the
+        // terminal raw (found by a probe).
+        let out = scratchFolder() + "/out.txt"
+        let drawn = try await run("/usr/bin/script", ["-qec", "\(pager) browse \(try manifest(items: 5)) > \(out); echo exited-$?", "/dev/null"],
+                                  input: "q")
+        #expect(drawn.stdout.contains("browse: standard output is not a terminal") && drawn.stdout.contains("exited-2"), "\(drawn.stdout)")
+        #expect((try? String(contentsOfFile: out, encoding: .utf8)) == "")
     }
 }
 

@@ -42,6 +42,19 @@ struct PagerOutputTests {
 
     /// A reader that went away (EPIPE, SIGPIPE ignored) is no failure: the run ends as it would
     /// have, without a word about it.
+    /// On a terminal, an item's C1 controls (U+0080 to U+009F, raw in a JSON string) are
+    /// written as \u escapes, the same JSON: some terminals take U+009B for ESC [ (a probe sent
+    /// a screen clear and a window title through `pager run`). Elsewhere the bytes go as they are.
+    @Test func run_onATerminal_escapesC1Controls_elsewhereWritesTheBytes() async throws {
+        let path = try manifest("jsonlines", config: #"{"path": "c1.jsonl"}"#)
+        let item = "{\"name\":\"c1 \u{9B}2J \u{9D}0;x\u{9C} é\"}"
+        try (item + "\n").write(toFile: URL(fileURLWithPath: path).deletingLastPathComponent().path + "/c1.jsonl", atomically: true, encoding: .utf8)
+        let terminal = try await run("/usr/bin/script", ["-qec", "\(pagerBinary) run \(path) 2>/dev/null", "/dev/null"])
+        #expect(terminal.stdout.contains(#"{"name":"c1 \u009b2J \u009d0;x\u009c é"}"#), "\(terminal.stdout.debugDescription)")
+        let piped = try await run(pagerBinary, ["run", path])
+        #expect(piped.stdout == item + "\n", "\(piped.stdout.debugDescription)")
+    }
+
     @Test func run_toAPipeWithoutReader_endsQuietly() async throws {
         let result = try await runWithBrokenPipe(["run", try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#)])
         #expect(result.status == 0 && !result.signaled, "\(result.status) signaled: \(result.signaled)\n\(result.stderr)")
