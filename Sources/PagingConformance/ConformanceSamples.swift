@@ -30,6 +30,12 @@ extension Conformance {
             return .object([("per_second", .int(20_000)), ("burst", .int(100))])
         case "c-counter":
             return .object([("label", .string("check"))])
+        case "postgres-store":
+            // Nothing listens on port 1: the server counts as down, and loads go on without it.
+            return .object([("conninfo", .string("host=127.0.0.1 port=1 dbname=check")), ("connect_timeout_ms", .int(1_000))])
+        case "delay":
+            // The example's 100 ms a call made thread-safe's 500 calls outlast the check.
+            return .object([("delay_ms", .int(1))])
         default:
             return .object([])
         }
