@@ -511,7 +511,7 @@ struct HTTPSourceConfig: Sendable {
     private static func pagination(_ value: ConfigValue?) throws(PluginFailure) -> Pagination {
         guard let value else { return .page(first: 1) }
         guard let object = value.object else {
-            throw .invalidConfig("pagination: expected an object with \"type\": \"page\", \"offset\", \"cursor\" or \"link\", got \(value)")
+            throw .invalidConfig("pagination: expected an object with \"type\": \"page\", \"offset\", \"cursor\", \"link\", \"next_url\" or \"header\", got \(value)")
         }
         guard let type = object["type"]?.string else {
             throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")

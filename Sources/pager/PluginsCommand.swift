@@ -37,7 +37,8 @@ struct PluginsCommand {
             var isFolder = false
             guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder else {
                 if self.folders.isEmpty { continue }
-                throw UsageError("plugins: \(folder): no such folder")
+                let exists = FileManager.default.fileExists(atPath: folder)
+                throw UsageError("plugins: \(folder): \(exists ? "not a folder (plugins lists the libraries of folders)" : "no such folder")")
             }
             let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
             for file in files.sorted() where file.hasPrefix("lib") && file.hasSuffix(".so") {

@@ -539,6 +539,8 @@ struct HTTPSourcePluginTests {
             .hasPrefix("pagination.total: a total count ends page and offset pagination only; cursor pagination"))
         #expect(failure(#"{"url": "http://x/", "pagination": {"type": "link", "total": "/t"}}"#).hasPrefix("pagination.total: a total count ends page"))
         #expect(failure(#"{"url": "http://x/{key}", "pagination": {"type": "pages"}}"#).hasPrefix("pagination.type: expected"))
+        #expect(failure(#"{"url": "http://x/{key}", "pagination": "page"}"#)
+            .hasPrefix(#"pagination: expected an object with "type": "page", "offset", "cursor", "link", "next_url" or "header""#))
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": "5"}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "timeout_ms": true}"#).hasPrefix("timeout_ms: expected a positive integer"))
         #expect(failure(#"{"url": "http://x/{key}", "headers": {"A": 1}}"#).hasPrefix("headers.A: expected a string"))

@@ -126,6 +126,9 @@ struct PagerCommandTests {
         for id in ["jsonlines", "logging", "cache", "sqlite-store"] {
             #expect(result.stdout.contains("\(id)\t"), "\(id) missing from \(result.stdout)")
         }
+        // A file is not a folder (it said "no such folder").
+        let file = try await run(pager, ["plugins", productsFolder + "/libjsonlines.so"])
+        #expect(file.code == 2 && file.stderr.contains("libjsonlines.so: not a folder"), "\(file.stderr)")
     }
 
     @Test func everyCommand_hasHelp() async throws {
