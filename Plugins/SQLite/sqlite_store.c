@@ -382,9 +382,13 @@ static uint32_t sqls_answer(sqls_state *st, const sqls_found *found, paging_inte
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     }
     fresh = pstore_page_is_fresh(&st->freshness, &found->page);
+    /* A page the host refuses (limits lowered, an item changed underneath) is no hit: a miss. */
+    if ((st->freshness.policy != PSTORE_CACHE_FIRST || fresh) && !pstore_put_page(st->host, "sqlite-store", &found->page, out)) {
+        pstore_count(st->host, st->metrics, "misses");
+        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
     pstore_count(st->host, st->metrics, fresh ? "hits" : "stale_hits");
     if (st->freshness.policy == PSTORE_CACHE_FIRST && !fresh) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
-    if (!pstore_put_page(st->host, "sqlite-store", &found->page, out)) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     if (st->freshness.policy == PSTORE_NETWORK_FIRST) return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK;
     return fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
 }

@@ -253,7 +253,10 @@ private struct Screen {
         if output.isRefreshing { parts.append("refreshing…") }
         if output.isAppending { parts.append("loading more…") }
         if let error = output.refreshState.error ?? output.prependState.error ?? output.appendState.error {
-            parts.append("error: \(error) (R to retry)")
+            // A plugin's by its id, without its library's path: the path took the line, and
+            // the reason was cut off.
+            let text = (error as? PluginError).map { "\($0.plugin.split(separator: " ").first ?? ""): \($0.status): \($0.message)" } ?? "\(error)"
+            parts.append("error: \(text) (R to retry)")
         } else if let problem {
             parts.append(problem)
         }

@@ -96,6 +96,9 @@ struct BrowseCommandTests {
         let failed = await terminal.waitFor { $0.status?.contains("injected failure of call 0") == true }
         #expect(failed, "\(terminal.lastFrame?.status ?? "no frame")")
         #expect(terminal.lastFrame?.status?.contains("(R to retry)") == true)
+        // The plugin by its id, without its library's path (which cut the reason off).
+        #expect(terminal.lastFrame?.status?.contains("error: flaky: ") == true && terminal.lastFrame?.status?.contains(".so") == false,
+                "\(terminal.lastFrame?.status ?? "no frame")")
         terminal.type("R")
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true && $0.status?.contains("error") == false },
                 "\(terminal.lastFrame?.status ?? "no frame")")
