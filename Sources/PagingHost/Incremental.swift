@@ -231,12 +231,13 @@ public struct IncrementalError: Error, Sendable, CustomStringConvertible {
 extension IncrementalSettings {
     /// The value the state file keeps for this namespace (nil before the first run). A state
     /// file that cannot be read or understood is bad input, named in the error.
-    /// Its folder must be one a run can write the file in: found out before a run loads
-    /// anything, not after (it ended with every item loaded and exit 1).
-    public func keptValue() throws(ManifestError) -> IncrementalValue? {
+    /// With `checkingWritable` (a run, which keeps a value), its folder must be one the run can
+    /// write the file in: found out before the run loads anything, not after (it ended with
+    /// every item loaded and exit 1).
+    public func keptValue(checkingWritable: Bool = true) throws(ManifestError) -> IncrementalValue? {
         do {
             let file = IncrementalStateFile(path: stateFile)
-            try file.checkWritable()
+            if checkingWritable { try file.checkWritable() }
             return try file.values(namespace: namespace)[state]
         } catch {
             throw ManifestError(file: stateFile, path: nil, message: error.message)
@@ -401,12 +402,7 @@ extension Manifest {
     /// command that loads but keeps nothing (`serve`, `browse`): unchanged without `incremental`.
     public func sendingKeptValue() throws(ManifestError) -> Manifest {
         guard let settings = incremental else { return self }
-        do {
-            let kept = try IncrementalStateFile(path: settings.stateFile).values(namespace: settings.namespace)[settings.state]
-            return sending(kept ?? settings.initial)
-        } catch {
-            throw ManifestError(file: settings.stateFile, path: nil, message: error.message)
-        }
+        return sending(try settings.keptValue(checkingWritable: false) ?? settings.initial)
     }
 
     /// The manifest whose requests carry `value` as the user-info value `state.NAME`, with

@@ -51,7 +51,7 @@ struct BrowseCommand {
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
         let manifest = try Manifest.load(path: manifestPath).sendingKeptValue()
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
-            if level >= .warning { lastProblem.withLock { $0 = "\(plugin.split(separator: " ").first ?? ""): \(message)" } }
+            if level >= .warning { lastProblem.withLock { $0 = "\(pluginID(plugin)): \(message)" } }
         }, isolateAll: isolateAll)
         // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
         // reader that went away ended it by SIGPIPE before it restored it).
@@ -163,6 +163,11 @@ struct BrowseCommand {
 }
 
 /// Reads keys on a thread of its own (reading blocks) and hands them to the event stream.
+/// A plugin's id, from its label "id (library path)": the path took the status line.
+private func pluginID(_ label: String) -> Substring {
+    label.split(separator: " ").first ?? ""
+}
+
 private final class KeyReader: Sendable {
     private let input: AsyncStream<BrowseCommand.Event>.Continuation
     private let stopped = Atomic<Bool>(false)
@@ -255,7 +260,7 @@ private struct Screen {
         if let error = output.refreshState.error ?? output.prependState.error ?? output.appendState.error {
             // A plugin's by its id, without its library's path: the path took the line, and
             // the reason was cut off.
-            let text = (error as? PluginError).map { "\($0.plugin.split(separator: " ").first ?? ""): \($0.status): \($0.message)" } ?? "\(error)"
+            let text = (error as? PluginError).map { "\(pluginID($0.plugin)): \($0.status): \($0.message)" } ?? "\(error)"
             parts.append("error: \(text) (R to retry)")
         } else if let problem {
             parts.append(problem)
