@@ -8,6 +8,7 @@
 #define STACK_BITS 512
 
 static inline size_t skip_ws(const uint8_t *p, size_t n, size_t i) {
+    if (i < n && p[i] > ' ') return i;
     while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) i++;
     return i;
 }
@@ -42,11 +43,15 @@ static size_t string_end(const uint8_t *p, size_t n, size_t i) {
          * signed comparison takes the bytes from 0x80 up as negative, below 0x20). */
         while (n - i >= 16) {
             __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
-            __m128i special = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+            __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+            __m128i special = _mm_or_si128(_mm_or_si128(quote, _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
                                            _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)));
             unsigned mask = (unsigned)_mm_movemask_epi8(special);
             if (mask) {
-                i += (size_t)__builtin_ctz(mask);
+                unsigned first = (unsigned)__builtin_ctz(mask);
+                /* The usual end: the first special byte is the closing quote. */
+                if ((unsigned)_mm_movemask_epi8(quote) >> first & 1) return i + first + 1;
+                i += first;
                 break;
             }
             i += 16;

@@ -246,15 +246,20 @@ struct JSONValidatorTests {
         }
     }
 
-    /// Strings are scanned 8 bytes at a time: whatever the position of the byte that ends a
-    /// run of ASCII, it is found exactly.
+    /// Strings are scanned 16 bytes at a time, and a string whose first special byte is its
+    /// closing quote ends there: whatever the position of the byte that ends a run of ASCII, it
+    /// is found exactly, and an escaped quote or a bad byte before the closing quote is seen.
     @Test func findsTheEndOfAnASCIIRunAtAnyPosition() {
+        func passesBothPasses(_ bytes: [UInt8]) -> Bool {
+            bytes.withUnsafeBytes { JSONValidator.passesFastCheck($0) && JSONValidator.explain($0) == nil }
+        }
         let plain: [UInt8] = Array(" !#[]~a\u{7F}0/".utf8)
         let quote = UInt8(ascii: "\"")
         for length in 0..<40 {
             let run = (0..<length).map { plain[($0 * 7 + length) % plain.count] }
-            #expect(JSONValidator.validate([quote] + run + [quote]) == nil)
-            #expect(JSONValidator.validate([quote] + run + Array("é\\n€\\u00e9😀".utf8) + run + [quote]) == nil)
+            #expect(passesBothPasses([quote] + run + [quote]))
+            #expect(passesBothPasses([quote] + run + Array("é\\n€\\u00e9😀".utf8) + run + [quote]))
+            #expect(passesBothPasses([quote] + run + Array("\\\"".utf8) + run + [quote]))
             #expect(JSONValidator.validate([quote] + run + [0x01] + run + [quote]) == JSONValidationError(.controlCharacter(1), at: 1 + length))
             #expect(JSONValidator.validate([quote] + run + [0x1F] + run + [quote]) == JSONValidationError(.controlCharacter(0x1F), at: 1 + length))
             #expect(JSONValidator.validate([quote] + run + [0xFF] + run + [quote]) == JSONValidationError(.invalidUTF8, at: 1 + length))
