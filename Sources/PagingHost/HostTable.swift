@@ -31,9 +31,9 @@ public struct PluginLimits: Sendable {
     public var maxPageBytes: Int
     /// How long the host waits for a fetch to complete before failing it with a timeout.
     public var fetchTimeout: Duration
-    /// When set, an interceptor's `intercept` and `handle` run on a thread of their own, and a
-    /// call that has not returned by then fails its load with a (retryable) timeout; the thread
-    /// is left to the plugin. When `nil`, calls run on the caller's thread: the fastest, but a
+    /// When set, an interceptor's `intercept` and `handle` and a source's `fetch` run on a thread
+    /// of their own, and a call that has not returned by then fails its load with a (retryable)
+    /// timeout; the thread is left to the plugin. When `nil`, calls run on the caller's thread: the fastest, but a
     /// plugin that blocks holds the load until it returns.
     public var callTimeout: Duration?
     /// The lowest level the log sink keeps. Plugins may ask (extension `paging.log-level/1`)

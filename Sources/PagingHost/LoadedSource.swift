@@ -9,6 +9,8 @@ import Synchronization
 /// table, from any thread. A fetch completed twice, or after it was finished, cancelled or
 /// timed out, is refused and logged; a fetch not completed within ``PluginLimits/fetchTimeout``
 /// fails with a retryable timeout; that and cancelling the caller's task call the plugin's `cancel`.
+/// With ``PluginLimits/callTimeout``, fetch() itself runs on a thread of its own, and a call
+/// that has not returned in time fails its load with a timeout too.
 public final class LoadedSource: PagingSource, CustomStringConvertible, @unchecked Sendable {
     public typealias Key = PluginKey
     public typealias Value = PluginItem
@@ -21,6 +23,11 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     private let calls: SerializedCalls
     private let watchdog: CallWatchdog
     private let extensions: InstanceExtensions
+    /// The thread fetch() runs on when ``PluginLimits/callTimeout`` is set.
+    private let worker: PluginCallWorker?
+    /// The fetch() calls of a serialized instance that did not return within the call timeout
+    /// and have not returned since: its other calls would wait for them, so they fail at once.
+    private let stuckFetches = Atomic<Int>(0)
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_source_t>, extensions: InstanceExtensions) throws(PluginLoadError) {
@@ -30,12 +37,12 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         self.plugin = plugin
         self.extensions = extensions
         calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        worker = instance.limits.callTimeout.map {
+            PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
+        }
         let table = UnsafeSendable(plugin)
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance, calls] id, timeout in
-            instance.finishFetch(id, .failed(.timeout, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)"))
-            // Over for the host, so for the plugin too: told as a cancelled load is, on a thread
-            // of its own (a cancel() that blocks holds up no shared pool); never after destroy().
-            detachThread(named: "paging-cancel") { calls.runUnserialized { table.value.pointee.cancel?(table.value, id) } }
+            Self.timeOut(id, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)", instance, calls, table)
         }
         var out = KeysOut()
         let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }
@@ -121,6 +128,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// ``callForKeys(_:_:)``, saying in `failure` why it failed.
     private func callForKeys(_ what: String, failure: inout PluginError?, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
+        if let stuck = stuckFailure() {
+            failure = stuck
+            return nil
+        }
         var out = KeysOut()
         let token = CallHandle.token(for: instance)
         let status = calls.runExclusive { out.withHandle(token, call) }
@@ -153,12 +164,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     @inline(__always)
     private func load(_ request: PluginRequest) async throws -> PluginPage {
         if hasFailedChains.load(ordering: .acquiring), let failure = failedChains.withLock({ $0[request.key] }) { throw failure }
+        if let stuck = stuckFailure() { throw stuck }
         let id = PluginInstance.nextCallID.add(1, ordering: .relaxed).oldValue
         instance.fetches.withLock { $0[id] = PendingFetch() }
-        let status = calls.run { [plugin] () -> UInt32? in
-            guard let fetch = plugin.pointee.fetch else { return nil }
-            return CView.withRequest(request) { fetch(plugin, $0, id) }
-        }
+        let status = if let worker { try await callFetch(on: worker, request, id) } else { callFetch(request, id) }
         // A plugin that completed inside fetch() needs no waiting.
         let result = instance.fetches.withLock { fetches -> FetchResult? in
             guard status != PAGING_OK else {
@@ -188,6 +197,59 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             if status == .cancelled, Task.isCancelled { throw CancellationError() }
             throw PluginError(status, message, plugin: instance.label, retryAfter: retryAfter)
         }
+    }
+
+    /// The plugin's fetch(), on this thread; `nil` when the instance was destroyed or has no fetch.
+    private func callFetch(_ request: PluginRequest, _ id: UInt64) -> UInt32? {
+        calls.run { [plugin] () -> UInt32? in
+            guard let fetch = plugin.pointee.fetch else { return nil }
+            return CView.withRequest(request) { fetch(plugin, $0, id) }
+        }
+    }
+
+    /// ``callFetch(_:_:)`` on the worker thread of a call timeout. A call that has not returned
+    /// in time fails the load with a timeout and is cancelled for the plugin; until it returns,
+    /// a serialized instance fails its loads and key chains at once (``stuckFailure()``).
+    private func callFetch(on worker: PluginCallWorker, _ request: PluginRequest, _ id: UInt64) async throws(PluginError) -> UInt32? {
+        enum Call { case running, returned, abandoned }
+        let state = Locked(Call.running)
+        let serialized = !descriptor.isThreadSafe
+        let returned = await worker.run { [self] () -> UInt32? in
+            let status = callFetch(request, id)
+            state.withLock { call in
+                if call == .abandoned, serialized { stuckFetches.subtract(1, ordering: .releasing) }
+                call = .returned
+            }
+            return status
+        }
+        if let returned { return returned }
+        state.withLock { call in
+            guard call == .running else { return }
+            call = .abandoned
+            if serialized { stuckFetches.add(1, ordering: .releasing) }
+        }
+        let message = "fetch did not return within \(instance.limits.callTimeout!) (call_timeout_ms)"
+        Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin))
+        instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
+        throw PluginError(.timeout, message, plugin: instance.label)
+    }
+
+    /// Why a call cannot be made now: an earlier fetch() of this serialized instance has not
+    /// returned, and the call would wait for it.
+    private func stuckFailure() -> PluginError? {
+        guard stuckFetches.load(ordering: .acquiring) > 0 else { return nil }
+        return PluginError(.timeout, "an earlier fetch() has not returned yet (call_timeout_ms), and the plugin's calls do not overlap", plugin: instance.label)
+    }
+
+    /// Ends fetch `id` for the host with a timeout. Over for the host, so for the plugin too:
+    /// told as a cancelled load is, on a thread of its own (a cancel() that blocks holds up no
+    /// shared pool); never after destroy().
+    private static func timeOut(
+        _ id: UInt64, _ message: String, _ instance: PluginInstance, _ calls: SerializedCalls,
+        _ table: UnsafeSendable<UnsafeMutablePointer<paging_source_t>>
+    ) {
+        instance.finishFetch(id, .failed(.timeout, message))
+        detachThread(named: "paging-cancel") { calls.runUnserialized { table.value.pointee.cancel?(table.value, id) } }
     }
 
     private func waitForCompletion(of id: UInt64) async -> FetchResult {

@@ -43,7 +43,8 @@ public struct Manifest: Sendable {
     public var pageSize: Int
     public var retryPolicy: RetryPolicy
     public var fetchTimeout: Duration
-    /// How long an interceptor's call may take (see ``PluginLimits/callTimeout``); `nil` runs
+    /// How long an interceptor's call or the source's fetch() may take (see
+    /// ``PluginLimits/callTimeout``); `nil` runs
     /// calls on the caller's thread.
     public var callTimeout: Duration?
     public var maxSize: Int?

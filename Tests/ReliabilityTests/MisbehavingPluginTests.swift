@@ -57,6 +57,40 @@ struct MisbehavingPluginTests {
         #expect(clock.now - start >= .milliseconds(300))
     }
 
+    /// A source whose fetch() blocks: with a call timeout, the load fails with a retryable
+    /// timeout in time and the plugin hears the fetch cancelled; while the call is stuck, the
+    /// serialized instance's next load fails at once rather than waiting behind it; once the
+    /// call returns, its late completion is dropped and loads go through again.
+    @Test(.timeLimit(.minutes(1)))
+    func blockingFetch_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
+        let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
+        let wake = scratchFolder() + "/wake"
+        let source = try PluginLibrary.open(path: try fixturePlugin("blocking_fetch"))
+            .makeSource(config: .object([("sleep_ms", .int(60_000)), ("until_path", .string(wake))]), sink: log.sink, limits: limits)
+        let pager = Pager(source: source)
+        let first = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
+        #expect(first?.status == .timeout)
+        #expect(first?.isRetryable == true)
+        #expect(first?.message.contains("fetch did not return within 0.2 seconds (call_timeout_ms)") == true, "\(String(describing: first))")
+        #expect(await log.waitFor("blocking-fetch: cancel"))
+        let start = ContinuousClock.now
+        let second = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
+        #expect(second?.status == .timeout)
+        #expect(second?.message.contains("an earlier fetch() has not returned yet") == true, "\(String(describing: second))")
+        #expect(ContinuousClock.now - start < .seconds(30), "the second load waited for the stuck call")
+        #expect(!log.contains("blocking-fetch: woke after"), "both loads ended before the plugin woke up")
+
+        #expect(FileManager.default.createFile(atPath: wake, contents: nil))
+        #expect(await log.waitFor("blocking-fetch: woke after"))
+        // The instance is free again once the stuck call returned (it is counted right after).
+        var page: PluginPage?
+        for _ in 0..<200 where page == nil {
+            page = try? await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
+            if page == nil { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(page?.values.map(\.text) == [#"{"woke":true}"#])
+    }
+
     /// A source that tries to return 2 GiB in one page: the host stops copying at
     /// `PluginLimits.maxPageBytes`, the load fails with a clear error, memory stays bounded.
     @Test func enormousPageFromASource_failsAtTheByteLimit_withoutExhaustingMemory() async throws {
