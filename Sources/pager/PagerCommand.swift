@@ -15,9 +15,15 @@ enum PagerCommand {
       browse MANIFEST         an infinite scroll of the manifest's items in the terminal
       serve MANIFEST          the manifest's pipeline as a paged HTTP API (GET /pages)
 
-    Run `pager <command> --help` for a command's options.
+    Run `pager <command> --help` for a command's options; `pager --version` for the plugin ABI
+    this pager speaks. `--` ends a command's options (for a file whose name starts with -).
     exit codes: 0 success, 1 a failure at run time, 2 bad input (manifest, plugin, arguments)
     """
+
+    /// What `pager --version` prints: what a plugin library is checked against.
+    static var version: String {
+        "pager: plugin ABI \(PluginABIVersion.host)\nhost extensions: \(HostExtensions.offeredIDs.joined(separator: ", "))"
+    }
 
     static func main(_ arguments: [String]) async -> Int32 {
         guard let command = arguments.first else {
@@ -40,6 +46,10 @@ enum PagerCommand {
             case "serve": return try await ServeCommand(rest).run()
             case "--help", "-h", "help":
                 Output.line(usage)
+                return ExitCode.success
+            case "--version", "version":
+                guard rest.isEmpty else { throw UsageError("\(command) takes no arguments") }
+                Output.line(version)
                 return ExitCode.success
             default:
                 throw UsageError("unknown command '\(command)'\n\n\(usage)")
@@ -107,20 +117,28 @@ struct Arguments {
 extension Arguments {
     /// Walks a command's arguments: `--help` prints `help` and ends the command; `option` takes
     /// the flags the command knows (returning `false` for others), any other flag is an error,
-    /// and the rest are operands, of which there may be one at most.
+    /// and the rest are operands, of which there may be one at most; after `--`, every argument
+    /// is an operand.
     static func parse(
         _ arguments: [String], command: String, help: String,
         option: (String, inout Arguments) throws -> Bool = { _, _ in false }
     ) throws -> String? {
         var arguments = Arguments(arguments)
         var operand: String?
+        var optionsEnded = false
         while let argument = arguments.next() {
-            if argument == "--help" || argument == "-h" {
-                Output.line(help)
-                throw HelpShown()
+            if !optionsEnded {
+                if argument == "--" {
+                    optionsEnded = true
+                    continue
+                }
+                if argument == "--help" || argument == "-h" {
+                    Output.line(help)
+                    throw HelpShown()
+                }
+                if try option(argument, &arguments) { continue }
+                if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(argument)'\n\n\(help)") }
             }
-            if try option(argument, &arguments) { continue }
-            if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(argument)'\n\n\(help)") }
             if let operand { throw UsageError("\(command): one operand only; got '\(operand)' and '\(argument)'") }
             operand = argument
         }

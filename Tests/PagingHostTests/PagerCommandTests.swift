@@ -83,6 +83,27 @@ struct PagerCommandTests {
         #expect(missing.stderr.contains("a manifest is required"))
     }
 
+    /// `--version` names the plugin ABI and the host's extensions; `--` ends the options, so a
+    /// manifest whose name starts with `-` can be named.
+    @Test func version_andTheEndOfOptions() async throws {
+        let version = try await run(pager, ["--version"])
+        #expect(version.code == 0)
+        #expect(version.stdout.hasPrefix("pager: plugin ABI 1."), "\(version.stdout)")
+        #expect(version.stdout.contains("paging.log-level/1"))
+        #expect(try await run(pager, ["version", "extra"]).code == 2)
+
+        let path = try manifest(items: 5)
+        let folder = (path as NSString).deletingLastPathComponent
+        try FileManager.default.moveItem(atPath: path, toPath: folder + "/-m.json")
+        let unnamed = try await run("/usr/bin/env", ["-C", folder, pager, "run", "--refresh", "-m.json"])
+        #expect(unnamed.code == 2 && unnamed.stderr.contains("run: unknown option '-m.json'"), "\(unnamed.stderr)")
+        let named = try await run("/usr/bin/env", ["-C", folder, pager, "run", "--refresh", "--", "-m.json"])
+        #expect(named.code == 0, "\(named.stderr)")
+        #expect(named.stdout.split(separator: "\n").count == 5)
+        let twice = try await run("/usr/bin/env", ["-C", folder, pager, "validate", "--", "-m.json", "--quiet"])
+        #expect(twice.code == 2 && twice.stderr.contains("one operand only; got '-m.json' and '--quiet'"), "\(twice.stderr)")
+    }
+
     @Test func runtimeFailure_exitsWith1_andKeepsWhatWasLoaded() async throws {
         let folder = scratchFolder()
         let never = try fixturePlugin("never_complete")
