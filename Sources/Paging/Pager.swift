@@ -144,7 +144,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 current = generation.load(ordering: .relaxed)
             }
             if let window = deduplication.reuseWindow, let recent = registry.recent[identity] {
-                if deduplication.clock.now() - recent.finishedAt <= window {
+                // A page loaded before the latest refresh (before this one, for a refresh) is
+                // not the data since: not reused.
+                if recent.generation == (isRefresh ? current &- 1 : current), deduplication.clock.now() - recent.finishedAt <= window {
                     return .reuse(recent.page)
                 }
                 registry.recent[identity] = nil
@@ -238,9 +240,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let outcome: Outcome
         do {
             var page = try await passInterceptors(request, observers: &observers)
-            if observers.any && !isSuperseded(generation) {
-                page = try await handBack(page, to: observers)
-            }
+            if observers.any { page = try await handBack(page, to: observers, generation: generation) }
             outcome = .page(page)
         } catch is CancellationError where Task.isCancelled {
             outcome = .ownerCancelled
@@ -351,9 +351,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     broadcast.yield(.failed(request, error))
                     return
                 }
-                guard !isSuperseded(generation) else { return }
                 do {
-                    _ = try await handBack(page, to: observers, from: index)
+                    _ = try await handBack(page, to: observers, from: index, generation: generation)
+                } catch PagingError.supersededByRefresh {
+                    broadcast.yield(.cancelled(request))
                 } catch {
                     broadcast.yield(.failed(request, error))
                 }
@@ -390,14 +391,22 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// transforming what the one after it returned, under the request as it reached that one
     /// (a cache stores it under the request it looks it up by, whatever the interceptors after
     /// it asked for). When one throws, those before it from `lowest` on (the interceptors the
-    /// load passed) hear of the failure.
+    /// load passed) hear of the failure. Once a refresh supersedes the load (its `generation`
+    /// is past), the page goes no further: an interceptor that stores pages would keep it over
+    /// the refresh's. Those not yet handed it hear `PagingError.supersededByRefresh` instead.
     @inlinable
-    func handBack(_ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0) async throws -> Page<Key, Value> {
+    func handBack(
+        _ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0, generation: UInt64
+    ) async throws -> Page<Key, Value> {
         var page = page
         var remaining = observers
         let asked = page.request
         while let index = remaining.popLast() {
             if let request = observers.request(reaching: index) { page.request = request }
+            if isSuperseded(generation) {
+                await tellSuperseded(index, then: remaining, of: asked, observers: observers)
+                throw PagingError.supersededByRefresh
+            }
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
@@ -408,6 +417,18 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }
         return page
+    }
+
+    /// Tells interceptor `index` and the observers left below it that the load they let proceed
+    /// was superseded by a refresh, each under the request as it reached it. Off the hot path.
+    @usableFromInline
+    func tellSuperseded(_ index: Int, then remaining: Observers<Key>, of asked: PagingRequest<Key>, observers: Observers<Key>) async {
+        var remaining = remaining
+        var next: Int? = index
+        while let current = next {
+            await interceptors[current].loadFailed(observers.request(reaching: current) ?? asked, error: PagingError.supersededByRefresh)
+            next = remaining.popLast()
+        }
     }
 
     @inlinable @inline(__always)
@@ -444,7 +465,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    /// An early look, before handing the page back to the interceptors; `finish` decides.
+    /// An early look, before handing the page to each interceptor; `finish` decides.
     @inlinable
     func isSuperseded(_ generation: UInt64) -> Bool {
         generation != self.generation.load(ordering: .acquiring)
@@ -468,7 +489,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 case .page(let page):
                     broadcast.yield(.loaded(page))
                     if let window = deduplication.reuseWindow, let identity {
-                        registry.remember(page, for: identity, at: deduplication.clock.now(), window: window)
+                        registry.remember(page, for: identity, generation: generation, at: deduplication.clock.now(), window: window)
                     }
                 case .failure(let error):
                     broadcast.yield(.failed(request, error))
@@ -550,11 +571,14 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         @usableFromInline
         struct Recent: Sendable {
             @usableFromInline var page: Page<Key, Value>
+            /// The generation the page was loaded in: a refresh since makes it unusable.
+            @usableFromInline var generation: UInt64
             @usableFromInline var finishedAt: Duration
 
             @inlinable
-            init(page: Page<Key, Value>, finishedAt: Duration) {
+            init(page: Page<Key, Value>, generation: UInt64, finishedAt: Duration) {
                 self.page = page
+                self.generation = generation
                 self.finishedAt = finishedAt
             }
         }
@@ -572,9 +596,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
         @usableFromInline
         mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.SharingKey,
-                               at now: Duration, window: Duration) {
-            if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window } }
-            recent[identity] = Recent(page: page, finishedAt: now)
+                               generation: UInt64, at now: Duration, window: Duration) {
+            if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window && $0.value.generation == generation } }
+            recent[identity] = Recent(page: page, generation: generation, finishedAt: now)
         }
 
         @usableFromInline

@@ -398,11 +398,14 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         }
 
         /// How many of `page`'s last values are `first`'s first ones (when values are Hashable;
-        /// 0 otherwise): the longest such overlap.
+        /// 0 otherwise): the longest such overlap. Equal values are taken for the same item only
+        /// when each page's values are distinct: in data where values repeat (ratings, states),
+        /// equal values at the seam say nothing (0).
         @inlinable
         static func repeatedValues(_ page: Page<Key, Value>, before first: Page<Key, Value>) -> Int {
             let values = page.values.map { $0 as? AnyHashable }, head = first.values.map { $0 as? AnyHashable }
             guard let firstValue = head.first, firstValue != nil else { return 0 }
+            guard Set(values).count == values.count, Set(head).count == head.count else { return 0 }
             for start in values.indices where values[start] == firstValue {
                 let count = values.count - start
                 if count <= head.count && values[start...].elementsEqual(head[..<count]) { return count }

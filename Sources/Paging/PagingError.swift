@@ -5,7 +5,8 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A prepended page repeats the first `repeated` values of the first loaded page, and its
     /// next key (`nextKey`) is not that page's key (`firstKey`): the source's keys overlap (a
     /// bug in `source`, described as the ``Pager``'s source describes itself). The page is
-    /// dropped.
+    /// dropped. Equal values are taken for the same item only when each page's values are
+    /// distinct (in data whose values repeat, equal values at the seam are no evidence).
     case overlappingPrepend(source: String, pageKey: String, nextKey: String, firstKey: String, repeated: Int)
     /// A step failed with `error` (its description), saying to retry after `retryAfter`, which
     /// is longer than the retry policy's longest wait (`maximum`): the load fails instead of waiting.

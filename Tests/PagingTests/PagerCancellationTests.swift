@@ -119,6 +119,48 @@ struct PagerCancellationTests {
         #expect(cache.cachedPage(for: pager.refreshRequest(params: params()))?.values == [7, 8, 9])
     }
 
+    /// A page on its way back through the interceptors when a refresh comes goes no further:
+    /// the cache before it does not store it over the refresh's page, and the interceptors not
+    /// yet handed it hear that the load was superseded.
+    @Test func aPageOnItsWayBackWhenARefreshComes_goesNoFurther() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let journal = Journal()
+        let cache = CacheInterceptor<Int, Int>()
+        let gate = GateInterceptor(key: 1)
+        let pager = Pager(source: source, interceptors: [
+            RecordingInterceptor(name: "log", journal: journal, recordsFailures: true), cache, gate,
+        ])
+        let append = pager.request(.append, key: 1, params: params())
+        async let appended = Result { try await pager.load(append) }
+        #expect(await eventually { gate.reached })
+        source.setPages(numberedPages(3).map { $0.map { $0 + 100 } })
+        #expect(try await pager.load(pager.refreshRequest(params: params(userInfo: [PagingUserInfoKey.hardRefresh: "true"]))).values == [100, 101, 102])
+        gate.open()
+        let result = await appended
+        #expect(throws: PagingError.supersededByRefresh) { try result.get() }
+        #expect(cache.cachedPage(for: append) == nil, "the page from before the refresh was stored")
+        #expect(journal.all.contains("log.loadFailed(1, \(PagingError.supersededByRefresh))"), "\(journal.all)")
+        #expect(!journal.all.contains("log.handle(1)"))
+        // The next append loads the data as it is now.
+        #expect(try await pager.load(append).values == [103, 104, 105])
+    }
+
+    /// A load superseded before its page was handed back: the interceptors that let it proceed
+    /// and asked to handle its page hear that it was superseded (they heard nothing).
+    @Test func aLoadSupersededBeforeItsPageWasHandedBack_isHeardOf() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let journal = Journal()
+        let pager = Pager(source: source, interceptors: [RecordingInterceptor(name: "log", journal: journal, recordsFailures: true)])
+        async let appended = Result { try await pager.load(pager.request(.append, key: 1, params: params())) }
+        await source.waitUntilSuspended()
+        _ = try await pager.load(pager.refreshRequest(params: params()))
+        source.release(key: 1)
+        let result = await appended
+        #expect(throws: PagingError.supersededByRefresh) { try result.get() }
+        #expect(journal.all == ["log.intercept(1)", "log.intercept(0)", "log.handle(0)", "log.loadFailed(1, \(PagingError.supersededByRefresh))"])
+    }
+
     /// A stale page's revalidation that started before a hard refresh, and ends after it, is
     /// dropped: the hard refresh's page stays cached.
     @Test func aRevalidationStartedBeforeAHardRefresh_isDropped() async throws {

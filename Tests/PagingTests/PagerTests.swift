@@ -275,6 +275,27 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// A page loaded before a refresh is not reused after it: the appends after a hard refresh
+    /// load the data as it is now (they were answered from the reuse window). A repeated
+    /// refresh still is, when no other refresh came in between.
+    @Test func reuseWindow_doesNotReachAcrossARefresh() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
+        let append = pager.request(.append, key: 1, params: params())
+        #expect(try await pager.load(append).values == [3, 4, 5])
+        source.setPages(numberedPages(3).map { $0.map { $0 + 100 } })
+        _ = try await pager.load(pager.refreshRequest(params: params(userInfo: [PagingUserInfoKey.hardRefresh: "true"])))
+        #expect(try await pager.load(append).values == [103, 104, 105])
+        source.setPages(numberedPages(3).map { $0.map { $0 + 200 } })
+        #expect(try await pager.load(pager.refreshRequest(params: params())).values == [200, 201, 202])
+        #expect(try await pager.load(append).values == [203, 204, 205])
+        let fetches = source.fetchCount
+        #expect(try await pager.load(pager.refreshRequest(params: params())).values == [200, 201, 202])
+        #expect(source.fetchCount == fetches, "a repeated refresh is answered from the window")
+    }
+
     @Test func failedSharedFetch_failsEveryCaller() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspendThenFail(ScriptedError("server down")))

@@ -45,6 +45,16 @@ struct PaginationManagerTests {
         }
     }
 
+    /// In data whose values repeat (every value 7), equal values at the seam are no sign of an
+    /// overlap: the prepend goes through (it was refused, and every retry with it).
+    @Test func prepend_ofDataWhoseValuesRepeat_isNotTakenForAnOverlap() async throws {
+        let manager = PaginationManager(source: CursorLikeSource(overlap: 0, repeating: 7), pageSize: 10)
+        await manager.refresh().value
+        await manager.prepend().value
+        #expect(manager.output.prependState.error == nil, "\(String(describing: manager.output.prependState.error))")
+        #expect(Array(manager.output.values) == Array(repeating: 7, count: 20))
+    }
+
     @Test func appendWithNothingLoaded_refreshes() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
@@ -297,15 +307,18 @@ struct PaginationManagerTests {
 
 /// Pages of 10 numbers from key 100; the page before is at key - 10 + `overlap`, and each page
 /// names its next page by a cursor of its own (key + 1000), never by the key it was loaded at.
+/// With `repeating`, every value is that number (data whose values repeat, such as ratings).
 private struct CursorLikeSource: PagingSource {
     let overlap: Int
+    var repeating: Int?
     let refreshKey = 100
 
     func keyChain(for key: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
 
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         let key = request.key % 1_000
-        return Page(request: request, values: Array(key..<key + 10), prevKey: key - 10 + overlap, nextKey: key + 1_000 + 10)
+        let values = repeating.map { Array(repeating: $0, count: 10) } ?? Array(key..<key + 10)
+        return Page(request: request, values: values, prevKey: key - 10 + overlap, nextKey: key + 1_000 + 10)
     }
 }
 

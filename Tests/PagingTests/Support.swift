@@ -23,6 +23,8 @@ struct RecordingInterceptor: PagingInterceptor {
     let name: String
     let journal: Journal
     var handleAfterwards = true
+    /// Whether it records the failures it hears (`loadFailed`) too.
+    var recordsFailures = false
 
     func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
         journal.add("\(name).intercept(\(request.key))")
@@ -31,6 +33,47 @@ struct RecordingInterceptor: PagingInterceptor {
 
     func handle(page: Page<Int, Int>) async {
         journal.add("\(name).handle(\(page.key))")
+    }
+
+    func loadFailed(_ request: PagingRequest<Int>, error: any Error) async {
+        if recordsFailures { journal.add("\(name).loadFailed(\(request.key), \(error))") }
+    }
+}
+
+/// An interceptor whose handing back of the page at `key` waits until `open()` (a page on its
+/// way back through the chain, held there).
+final class GateInterceptor: PagingInterceptor, Sendable {
+    let key: Int
+    private let state = Locked<(reached: Bool, open: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, false, nil))
+
+    init(key: Int) { self.key = key }
+
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .proceed(request, handleAfterwards: true)
+    }
+
+    func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+        guard page.key == key else { return page }
+        await withCheckedContinuation { continuation in
+            let resume = state.withLock { state -> Bool in
+                state.reached = true
+                if state.open { return true }
+                state.waiter = continuation
+                return false
+            }
+            if resume { continuation.resume() }
+        }
+        return page
+    }
+
+    var reached: Bool { state.withLock { $0.reached } }
+
+    func open() {
+        state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.open = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }?.resume()
     }
 }
 
