@@ -275,20 +275,64 @@ private struct Screen {
         return parts.joined(separator: " · ")
     }
 
-    /// Cuts or pads a line to the screen's width (by characters). Control characters (C0,
-    /// DEL, and C1, which some terminals read as ESC [: U+009B) never reach the terminal: an
-    /// item's text could otherwise move the cursor, clear the screen or retitle the window.
+    /// Cuts a line to the screen's width in columns: a wide character (Chinese, Japanese,
+    /// Korean, an emoji) takes two, a combining mark none. Control characters (C0, DEL, and C1,
+    /// which some terminals read as ESC [: U+009B) and the bidirectional controls never reach
+    /// the terminal: an item's text could otherwise move the cursor, clear the screen, retitle
+    /// the window, or reorder what the terminal shows around it.
     private func fit(_ text: String) -> String {
         var scalars = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
-            if scalar.properties.generalCategory != .control {
-                scalars.append(scalar)
+            if scalar == "\t" || scalar == "\n" || scalar == "\r" {
+                scalars.append(" ")
+            } else if scalar.properties.generalCategory == .control || Self.isBidiControl(scalar) {
+                scalars.append("\u{FFFD}")
             } else {
-                scalars.append(scalar == "\t" || scalar == "\n" || scalar == "\r" ? " " : "\u{FFFD}")
+                scalars.append(scalar)
             }
         }
         let clean = String(scalars)
-        return clean.count > columns ? String(clean.prefix(max(0, columns - 1))) + "…" : clean
+        guard clean.reduce(0, { $0 + Self.columns(of: $1) }) > columns else { return clean }
+        var line = "", width = 0
+        for character in clean {
+            let needed = Self.columns(of: character)
+            if width + needed > columns - 1 { break }
+            line.append(character)
+            width += needed
+        }
+        return line + "…"
+    }
+
+    /// The bidirectional formatting characters (ALM, LRM, RLM, the embeddings, overrides and
+    /// isolates).
+    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// The columns a terminal gives `character`: its scalars' widths, at most 2.
+    static func columns(of character: Character) -> Int {
+        min(2, character.unicodeScalars.reduce(0) { $0 + columns(of: $1) })
+    }
+
+    /// A scalar's columns: 0 for marks and format characters (a zero-width joiner, a variation
+    /// selector), 2 for East Asian wide and fullwidth characters and emoji shown as such, else 1.
+    static func columns(of scalar: Unicode.Scalar) -> Int {
+        switch scalar.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format: return 0
+        default: break
+        }
+        if scalar.properties.isEmojiPresentation { return 2 }
+        switch scalar.value {
+        case 0x1160...0x11FF: return 0 // Hangul vowels and finals, drawn within the syllable
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+             0xA960...0xA97F, 0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE10...0xFE19, 0xFE30...0xFE6F, 0xFF00...0xFF60,
+             0xFFE0...0xFFE6, 0x1F300...0x1F64F, 0x1F900...0x1F9FF, 0x20000...0x2FFFD, 0x30000...0x3FFFD:
+            return 2
+        default: return 1
+        }
     }
 
     /// One line for an item: a repository's name, stars and description when it looks like

@@ -51,6 +51,26 @@ struct BrowseCommandTests {
         #expect(!screen.contains("\u{1B}[2J") && !screen.contains("\u{9B}"), "\(screen)")
     }
 
+    /// Lines are cut by the columns the terminal gives them: a Chinese character takes two (a
+    /// line of them, cut by characters, ran past the edge of the screen and wrapped), and the
+    /// bidirectional controls are drawn as U+FFFD (they reordered what the terminal showed).
+    @Test func wideCharactersAreCutByColumns_andBidiControlsNeverReachTheTerminal() async throws {
+        let folder = scratchFolder()
+        try "{\"name\": \"\(String(repeating: "中", count: 100))\"}\n{\"name\": \"abc\\u202Edef\"}\n{\"name\": \"e\u{301}\u{301}\"}\n"
+            .write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let terminal = try Terminal("\(pager) browse \(folder)/m.json")
+        // 80 columns: "1. " and 38 characters of two columns, then the ellipsis.
+        #expect(await terminal.waitFor { $0.cursorLine == "1. " + String(repeating: "中", count: 38) + "…" },
+                "\(terminal.lastFrame?.cursorLine ?? "no frame")")
+        #expect(await terminal.waitForScreen { $0.contains("2. abc\u{FFFD}def") && $0.contains("3. e\u{301}\u{301}") }, "\(terminal.screen)")
+        terminal.type("q")
+        let (code, screen) = await terminal.exit()
+        #expect(code == 0)
+        #expect(!screen.contains("\u{202E}"), "\(screen)")
+    }
+
     @Test func withMaxSize_theCursorStaysOnItsItem_asPagesAreDropped() async throws {
         let terminal = try Terminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))")
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
