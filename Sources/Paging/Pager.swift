@@ -362,9 +362,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    /// How many callers have joined a load another caller runs (deduplication), for tests that
-    /// must know a caller joined before they go on.
-    package var joinedCallerCount: Int {
+    /// How many callers have joined a load another caller runs (deduplication): for tests,
+    /// yours too, that must know a caller joined before they go on rather than sleep.
+    public var joinedCallerCount: Int {
         registry.withLock { registry in
             registry.shared.values.reduce(0) { count, load in
                 count + (load.joiners.map { unsafeDowncast($0, to: Joiners.self).nextWaiter } ?? 0)
