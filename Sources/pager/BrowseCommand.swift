@@ -49,7 +49,7 @@ struct BrowseCommand {
         guard let manifestPath else { throw UsageError("browse: a manifest is required\n\n\(Self.help)") }
         let lastProblem = Mutex<String?>(nil)
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
-        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue()
+        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue().boundingPluginCalls()
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
             if level >= .warning { lastProblem.withLock { $0 = "\(pluginID(plugin)): \(message)" } }
         }, isolateAll: isolateAll)

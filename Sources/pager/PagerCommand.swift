@@ -165,3 +165,15 @@ struct LogOptions {
       --quiet, -q     show only the plugins' warnings and errors
     """
 }
+
+extension Manifest {
+    /// The manifest with every plugin call bounded: without `call_timeout_ms`, by `timeout_ms`.
+    /// For the commands that serve for long (`serve`, `browse`): they run plugin calls on the
+    /// few threads that run tasks, and one call that never returned, with the calls queued
+    /// behind it, held them all (no request, /healthz or signal was answered any more).
+    func boundingPluginCalls() -> Manifest {
+        var bounded = self
+        bounded.callTimeout = callTimeout ?? fetchTimeout
+        return bounded
+    }
+}

@@ -78,7 +78,7 @@ struct ServeCommand {
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("serve: a manifest is required\n\n\(Self.help)") }
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
-        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue()
+        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue().boundingPluginCalls()
         let secret = try Self.secret(file: options.secretFile)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: options.log.level), logLevel: options.log.level,
                                     recordsStats: true, isolateAll: options.isolateAll,

@@ -305,6 +305,28 @@ struct ServeCommandTests {
         #expect(reply.status == 504 && reply.text.contains("not loaded within 300 ms"), "\(reply.text)")
     }
 
+    /// A source whose fetch() never returns, with the next loads' calls queued behind it, held
+    /// every thread that runs requests: nothing was answered any more, /healthz included, and
+    /// SIGTERM went unheard. Without call_timeout_ms, serve bounds each plugin call by
+    /// timeout_ms: the stuck load is answered 504, the next at once, and the server stays up.
+    @Test(.timeLimit(.minutes(2)))
+    func aFetchThatNeverReturns_holdsNoOtherRequest() throws {
+        let folder = scratchFolder()
+        try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 60000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500}"#
+            .write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
+        let server = try ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+        #expect(try server.get("/pages").status == 200)
+        #expect(try server.get("/pages").status == 504)
+        for _ in 0..<3 {
+            let next = try server.get("/pages")
+            #expect(next.status == 504 && next.text.contains("could not be loaded (timeout)"), "\(next.text)")
+        }
+        #expect(try server.get("/healthz").status == 200)
+        #expect(server.waitFor("fetch did not return within 0.5 seconds (call_timeout_ms)"), "\(server.stderr)")
+        #expect(server.waitFor("an earlier fetch() has not returned yet"), "\(server.stderr)")
+        #expect(server.stop(SIGTERM) == 0, "\(server.stderr)")
+    }
+
     /// A cursor whose page the source no longer has (its upstream answers 404, as an API does
     /// for a stale cursor) gets 410, to start again; an upstream that fails the first page is
     /// still the gateway's failure (502).

@@ -2,7 +2,9 @@
 /*
  * Misbehaving fixture: source "blocking-fetch" sleeps inside fetch() for `sleep_ms`
  * milliseconds (config, default 5000), or until the file `until_path` (config) exists, then
- * completes the fetch inside fetch() with one item {"woke":true} and no page after it. It logs
+ * completes the fetch inside fetch() with one item {"woke":true} and no page after it. The first
+ * `pass_first` fetches (config, default 0) do not sleep. Its key_chain names key + 1 after every
+ * key (decimal keys from "0"), so loads also call it. It logs
  * "blocking-fetch: woke after <ms> ms" as fetch() returns, and "blocking-fetch: cancel <id>"
  * when the host cancels a fetch, so a test can tell when each happened. Serialized (not
  * thread-safe). A host with a call timeout fails the load long before the plugin wakes up; a
@@ -17,7 +19,12 @@
 
 #include "paging/paging.h"
 
-typedef struct fixture { paging_source_t base; const paging_host_t *host; int64_t sleep_ms; char *until_path; } fixture;
+typedef struct fixture {
+    paging_source_t base;
+    const paging_host_t *host;
+    int64_t sleep_ms, pass_first, fetches;
+    char *until_path;
+} fixture;
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
@@ -26,6 +33,18 @@ static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *
     k.data = (const uint8_t *)"0";
     k.len = 1;
     return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
+}
+
+static paging_status_t fx_key_chain(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out)
+{
+    fixture *f = (fixture *)self;
+    char digits[32];
+    long long n = 0;
+    paging_bytes_t next;
+    for (size_t i = 0; i < key.len && i < 18; i++) n = n * 10 + (key.data[i] - '0');
+    next.len = (size_t)snprintf(digits, sizeof digits, "%lld", n + 1);
+    next.data = (const uint8_t *)digits;
+    return f->host->keys_set(out, PAGING_KEY_NEXT, &next);
 }
 
 static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
@@ -38,7 +57,8 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     (void)request;
     step.tv_sec = 0;
     step.tv_nsec = 5 * 1000000L;
-    while (slept < f->sleep_ms && (f->until_path == NULL || access(f->until_path, F_OK) != 0)) {
+    int sleeps = f->fetches++ >= f->pass_first; /* serialized: no lock needed */
+    while (sleeps && slept < f->sleep_ms && (f->until_path == NULL || access(f->until_path, F_OK) != 0)) {
         nanosleep(&step, NULL);
         slept += 5;
     }
@@ -76,6 +96,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
     f->sleep_ms = host->config_int(config, "sleep_ms", 5000);
+    f->pass_first = host->config_int(config, "pass_first", 0);
     if (f->sleep_ms < 0) f->sleep_ms = 0;
     if (path != NULL) {
         f->until_path = (char *)malloc(strlen(path) + 1);
@@ -84,7 +105,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     }
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
-    f->base.key_chain = NULL;
+    f->base.key_chain = fx_key_chain;
     f->base.fetch = fx_fetch;
     f->base.cancel = fx_cancel;
     f->base.destroy = fx_destroy;
