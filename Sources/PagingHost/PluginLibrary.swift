@@ -322,6 +322,14 @@ public final class PluginLibrary: @unchecked Sendable {
 
     private static let loader = Locked(LoaderState())
 
+    /// Each library loaded, by the file name glibc knows it by (its path, or the
+    /// `/proc/self/fd/N` of its copy): apart from the loader's lock, which a load holds while
+    /// a library's constructors run.
+    private static let loadedFiles = Locked<[String: String]>([:])
+
+    /// The libraries loaded, by the file name glibc knows each by (`dladdr`'s), to their path.
+    static var loadedPaths: [String: String] { loadedFiles.withLock { $0 } }
+
     private static func load(
         path: String, pin: String?, within timeout: Duration, state: inout LoaderState
     ) throws(PluginLoadError) -> (PluginLibrary, OpenNote?) {
@@ -409,6 +417,7 @@ public final class PluginLibrary: @unchecked Sendable {
         guard let symbol = dlsym(handle, PAGING_PLUGIN_ENTRY_SYMBOL_NAME) else {
             throw .noEntrySymbol(path: path)
         }
+        loadedFiles.withLock { $0[loadFrom] = path }
         let entryFunction = unsafeBitCast(symbol, to: paging_plugin_entry_fn.self)
         guard let entry = entryFunction() else {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")

@@ -2,6 +2,7 @@ import CTerminal
 import FoundationEssentials
 import Glibc
 import Paging
+import PagingHost
 
 /// Removes a scratch folder when the process is interrupted (SIGINT), asked to end (SIGTERM),
 /// loses its terminal (SIGHUP) or the reader of its output (SIGPIPE), then exits with 128 + the
@@ -40,7 +41,7 @@ final class InterruptCleanup: Sendable {
             let doomed = folder + ".stopped"
             try? FileManager.default.removeItem(atPath: rename(folder, doomed) == 0 ? doomed : folder)
             Output.error("pager: \(command): stopped by \(Signals.name(Int32(number)))")
-            exit(128 + Int32(number))
+            PluginLibrary.exitHost(128 + Int32(number))
         }
     }
 

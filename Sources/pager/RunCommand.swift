@@ -295,7 +295,7 @@ private final class Interrupt: Sendable {
                 sleep(UInt32(Self.grace))
                 Output.problem("run: stopped by \(Signals.name(signal)); the load in flight did not end within \(Self.grace) s of it "
                                + "(a plugin call that does not return: isolate the plugin, \"isolation\": \"process\"); exiting without it")
-                exit(128 + signal)
+                PluginLibrary.exitHost(128 + signal)
             }
         }
     }

@@ -14,7 +14,7 @@ Task.detached {
     PluginIsolation.executable = (PluginSearchPath.executableFolder() ?? ".") + "/" + CheckCommand.executableName()
     PluginLibrary.librarySink = Output.pluginLog(minimum: .info)
     // A plugin that calls exit() while it is loaded or created is bad input, said so: not a quiet 0.
-    PluginLibrary.reportExitsWhileLoading(status: ExitCode.badInput)
+    PluginLibrary.reportExits(status: ExitCode.badInput)
     let code = await PagerCommand.main(arguments)
     // Every command has dropped its plugin instances by now: the libraries may release what
     // their init() prepared.
@@ -22,6 +22,6 @@ Task.detached {
     // A library stuck in its constructors holds the loader's lock, which exit() would wait for
     // (pager writes its output unbuffered: nothing is lost).
     if PluginLibrary.isLoaderStuck { _exit(code) }
-    exit(code)
+    PluginLibrary.exitHost(code)
 }
 dispatchMain()

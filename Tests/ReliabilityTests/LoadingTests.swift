@@ -38,6 +38,24 @@ struct LoadingTests {
         #expect(result.stdout.isEmpty)
     }
 
+    /// A fetch() that calls exit() ended pager run quietly, with the plugin's status (0) and
+    /// part of the items printed: it is reported, naming the library, with status 2.
+    @Test(arguments: [0, 3])
+    func aPluginThatExitsInAFetch_isReported_withStatus2(_ status: Int) async throws {
+        let library = try fixturePlugin("blocking_fetch")
+        let manifest = scratchFolder() + "/m.json"
+        try #"{"source": {"plugin": "\#(library)", "config": {"sleep_ms": 0, "exit_on": 2, "exit_status": \#(status)}}}"#
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "1"])
+        #expect(result.code == 2)
+        #expect(result.stdout == #"{"woke":true}"# + "\n")
+        #expect(result.stderr.contains("pager: the library \(library) ended the process (it called exit()) before pager was done: "
+                                       + "what was printed may be incomplete; exit status 2"), "\(result.stderr)")
+        // pager's own ends stay quiet.
+        let whole = try await run(pagerCommand, ["run", manifest, "--refresh"])
+        #expect(whole.code == 0 && !whole.stderr.contains("ended the process"), "\(whole.stderr)")
+    }
+
     /// Plugins are bound lazily; an import nothing defines is still a load error that names
     /// the symbol, for a function as for a variable. A weak import may be missing.
     @Test(arguments: [("IMPORT_FUNCTION", "paging_fixture_absent_function"), ("IMPORT_DATA", "paging_fixture_absent_variable"),

@@ -2,9 +2,10 @@
 /*
  * Misbehaving fixture: source "blocking-fetch" sleeps inside fetch() for `sleep_ms`
  * milliseconds (config, default 5000), or until the file `until_path` (config) exists, then
- * completes the fetch inside fetch() with one item {"woke":true} and no page after it. The first
+ * completes the fetch inside fetch() with one item {"woke":true} and no page before it. The first
  * `pass_first` fetches (config, default 0) do not sleep. Its key_chain names key + 1 after every
- * key (decimal keys from "0"), so loads also call it. It logs
+ * key (decimal keys from "0"), so loads also call it. With `exit_on` N (config), its Nth
+ * fetch calls exit(`exit_status`) instead (a plugin ending the host's process). It logs
  * "blocking-fetch: woke after <ms> ms" as fetch() returns, and "blocking-fetch: cancel <id>"
  * when the host cancels a fetch, so a test can tell when each happened. Serialized (not
  * thread-safe). A host with a call timeout fails the load long before the plugin wakes up; a
@@ -22,7 +23,7 @@
 typedef struct fixture {
     paging_source_t base;
     const paging_host_t *host;
-    int64_t sleep_ms, pass_first, fetches;
+    int64_t sleep_ms, pass_first, fetches, exit_on, exit_status;
     char *until_path;
 } fixture;
 
@@ -58,6 +59,7 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     step.tv_sec = 0;
     step.tv_nsec = 5 * 1000000L;
     int sleeps = f->fetches++ >= f->pass_first; /* serialized: no lock needed */
+    if (f->exit_on > 0 && f->fetches == f->exit_on) exit((int)f->exit_status);
     while (sleeps && slept < f->sleep_ms && (f->until_path == NULL || access(f->until_path, F_OK) != 0)) {
         nanosleep(&step, NULL);
         slept += 5;
@@ -67,7 +69,7 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     item.data = (const uint8_t *)"{\"woke\":true}";
     item.len = strlen("{\"woke\":true}");
     if (f->host->fetch_add_item(f->host, id, item) == PAGING_OK) {
-        f->host->fetch_set_flags(f->host, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+        f->host->fetch_set_flags(f->host, id, PAGING_PAGE_PREV_END);
         f->host->fetch_complete(f->host, id);
     }
     return PAGING_OK;
@@ -97,6 +99,8 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->host = host;
     f->sleep_ms = host->config_int(config, "sleep_ms", 5000);
     f->pass_first = host->config_int(config, "pass_first", 0);
+    f->exit_on = host->config_int(config, "exit_on", 0);
+    f->exit_status = host->config_int(config, "exit_status", 0);
     if (f->sleep_ms < 0) f->sleep_ms = 0;
     if (path != NULL) {
         f->until_path = (char *)malloc(strlen(path) + 1);
