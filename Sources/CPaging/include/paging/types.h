@@ -80,7 +80,10 @@ typedef struct paging_request {
  * Encoding (compare and store it whole; never parse it): the page size in decimal, a space,
  * the key as <length>:<bytes>, then for each param in name order a space, <length>:<name>,
  * '=', <length>:<value>; lengths are decimal byte counts. For example key "3", page size 20
- * and param q=swift: `20 1:3 1:q=5:swift`. */
+ * and param q=swift: `20 1:3 1:q=5:swift`.
+ * A hard refresh (`pager run --hard-refresh`) is the param hard_refresh with the value "true":
+ * a cache or store must not answer it from what it holds (let it proceed to the source), and
+ * should replace what it holds with the page handed back. */
 
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
 
