@@ -266,7 +266,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 case .proceed(let next, let handleAfterwards):
                     if handleAfterwards { observers.insert(step) }
                     observers.passed(next, for: request, at: step)
-                    request = next
+                    request = chained(next, after: request)
                 case .complete(let page):
                     return page
                 case .completeThenRevalidate(let page):
@@ -277,7 +277,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     observers.passed(next, for: request, at: step)
                     // This interceptor let the request proceed: it hears a failure too.
                     step += 1
-                    return try await passOrFallBack(next, after: step - 1, fallback: fallback, whenUsed: whenUsed, observers: &observers)
+                    return try await passOrFallBack(chained(next, after: request), after: step - 1, fallback: fallback, whenUsed: whenUsed,
+                                                    observers: &observers)
                 }
                 step += 1
             }
@@ -286,6 +287,18 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             if step > start { await tellFailure(error, of: request, to: start..<step) }
             throw error
         }
+    }
+
+    /// `next`, as an interceptor passed `request` on: when it asks for another key or page size
+    /// and names no neighbours, with the source's key chain for it (without neighbours, its page
+    /// would end paging there; the ones of the key it replaced are not its own).
+    @inlinable @inline(__always)
+    func chained(_ next: PagingRequest<Key>, after request: PagingRequest<Key>) -> PagingRequest<Key> {
+        guard next.key != request.key || next.params.pageSize != request.params.pageSize,
+              next.keyChain.prevKey == nil, next.keyChain.nextKey == nil else { return next }
+        var chained = next
+        chained.keyChain = source.keyChain(for: next.key, pageSize: next.params.pageSize)
+        return chained
     }
 
     /// Interceptor `index`'s answer, retried per the request's policy when it throws.

@@ -28,6 +28,15 @@ struct InterceptorExtensionTests {
         return try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: pageSize, retry: retry)))
     }
 
+    /// An interceptor that asks for another key (`out_set_key`) gets the source's key chain
+    /// for it: the page names its neighbours (it named none, and a run ended there, exit 0).
+    @Test func aRewrittenKey_getsTheSourcesKeyChain() async throws {
+        let page = try await load([try interceptor("listener", mode: "key-1")])
+        #expect(page.key == "1")
+        #expect(page.values.texts.first == #"{"n":1}"#)
+        #expect(page.nextKey == "5")
+    }
+
     // MARK: paging.page-transform/1
 
     @Test func transform_keepsChosenItems_withoutCopies_andAttachesMetadata() async throws {

@@ -296,6 +296,27 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == fetches, "a repeated refresh is answered from the window")
     }
 
+    /// An interceptor that asks for another key, naming no neighbours, gets the source's key
+    /// chain for it (the page named none, and paging ended there); one that names them keeps them.
+    @Test func aRequestAnInterceptorRewrites_getsTheKeyChainOfItsNewKey() async throws {
+        struct Rewriter: PagingInterceptor {
+            let to: Int
+            var neighbours: (prev: Int?, next: Int?)?
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                var next = request
+                next.keyChain = PagingKeyChain(key: to, prevKey: neighbours?.prev, nextKey: neighbours?.next)
+                return .proceed(next, handleAfterwards: false)
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(5))
+        let rewritten = try await Pager(source: source, interceptors: [Rewriter(to: 2)]).load(
+            Pager(source: source).refreshRequest(params: params()))
+        #expect(rewritten.key == 2 && rewritten.prevKey == 1 && rewritten.nextKey == 3, "\(rewritten)")
+        let named = try await Pager(source: source, interceptors: [Rewriter(to: 2, neighbours: (nil, 4))]).load(
+            Pager(source: source).refreshRequest(params: params()))
+        #expect(named.key == 2 && named.prevKey == nil && named.nextKey == 4, "\(named)")
+    }
+
     @Test func failedSharedFetch_failsEveryCaller() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspendThenFail(ScriptedError("server down")))

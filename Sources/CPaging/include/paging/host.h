@@ -116,7 +116,8 @@ struct paging_host {
     /* ---- intercept result builder - during the intercept() that received `out`, on its thread ---- */
 
     /* Rewrites the request's key; used with PROCEED/PROCEED_AND_OBSERVE. `key` is borrowed for
-     * the call; the host copies it. [intercept-only] */
+     * the call; the host copies it. The keys around the new key are the source's key_chain()
+     * for it, as for any request. [intercept-only] */
     paging_status_t (*out_set_key)(paging_intercept_out_t *out, paging_bytes_t key);
 
     /* Rewrites the request's page size; used with PROCEED/PROCEED_AND_OBSERVE. Value
