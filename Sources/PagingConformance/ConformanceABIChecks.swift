@@ -472,6 +472,12 @@ extension Context {
         }
         // A handle kept for a thread of the plugin's own would be used about now.
         try await Task.sleep(for: .milliseconds(200))
+        if case .source = instances[0], let stray = log.first(containing: Conformance.refusedCompletion) {
+            return fail("over \(total) calls, a completion came for a fetch id its instance does not have (\"\(stray)\"): each "
+                        + "instance has a paging_host_t of its own, and a fetch is completed through its instance's (one kept in a "
+                        + "global, from the last create_source, completes every instance's fetches on the last one); a fetch "
+                        + "completed twice is refused the same way (see fetch-completes-once)")
+        }
         let refused = log.lines().filter(Conformance.isRefusedHandle)
         guard let first = refused.first else {
             return pass("\(total) calls (\(calls.joined(separator: ", "))), no call handle used outside its call")
@@ -542,6 +548,9 @@ extension Context {
                 next = page.nextKey
             } catch {
                 walk.failures.append((walk.fetches, key, error))
+                // Every later fetch would wait out the timeout as well (and the check's own
+                // time limit with them).
+                if (error as? PluginError)?.status == .timeout { break }
                 next = chain.nextKey
             }
             guard let next else {

@@ -179,6 +179,17 @@ struct PagerCheckTests {
         #expect(!output.contains("killed"), "\(output)")
     }
 
+    /// A source that keeps its last instance's host table in a global completes the other
+    /// instances' fetches on it: call-handles fails saying so (it passed with a short timeout,
+    /// every fetch failing, and was killed with the default one).
+    @Test func aSourceKeepingItsHostInAGlobal_failsCallHandles() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/global_host.c"), ["--timeout-ms", "1000"])
+        #expect(code == 1, "\(output)")
+        let handles = try #require(report.results.first { $0.check == "call-handles" })
+        #expect(handles.status == .fail && handles.reason.contains("a completion came for a fetch id its instance does not have"), "\(output)")
+        #expect(!output.contains("killed"), "\(output)")
+    }
+
     /// A transform that keeps its page-out handle and uses it in the next transform fails
     /// call-handles (it passed: the check called no transform).
     @Test func aTransformKeepingItsOutHandle_failsCallHandles() async throws {
