@@ -79,7 +79,7 @@ extension PluginLibrary {
     /// The call runs on a thread of its own and is waited for at most the instance's call
     /// timeout (or, without one, its fetch timeout but at least 30 s): a `create_*` that never
     /// returns fails with a timeout instead of hanging the host (the thread, and whatever it
-    /// creates, are left to the plugin). A plugin that ends the process meanwhile is reported (``LoadingGuard``).
+    /// creates, are left to the plugin). A plugin that ends the process meanwhile is reported (``ExitGuard``).
     package func create<Plugin: PluginTable>(
         _ descriptor: PluginDescriptor, _ config: JSONValue, _ instance: PluginInstance,
         _ call: @escaping (UnsafePointer<CChar>, OpaquePointer) -> UnsafeMutablePointer<Plugin>?
@@ -89,7 +89,7 @@ extension PluginLibrary {
         let timeout = instance.limits.startTimeout
         let id = descriptor.id
         let body = UnsafeSendable { UnsafeSendable(id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }) }
-        let finished = LoadingGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
+        let finished = ExitGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
         guard let finished else {
             throw .createFailed(path: path, id: id, status: .timeout,
                                 message: "create did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")

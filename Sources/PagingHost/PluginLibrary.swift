@@ -258,7 +258,7 @@ public final class PluginLibrary: @unchecked Sendable {
     ) throws(PluginLoadError) -> PluginLibrary {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         let pin = sha256?.lowercased()
-        let (library, note) = try LoadingGuard.during("the library \(path)") { () throws(PluginLoadError) in
+        let (library, note) = try ExitGuard.during("the library \(path)") { () throws(PluginLoadError) in
             try loader.withLock { (state: inout LoaderState) throws(PluginLoadError) in
                 try load(path: path, pin: pin, within: timeout, state: &state)
             }

@@ -12,7 +12,7 @@ import Paging
 /// an exit the host did not make (``PluginLibrary/exitHost(_:)``) writes one line on stderr,
 /// naming the library or plugin, and ends the process with the host's status instead. Off by
 /// default: an embedding program decides.
-enum LoadingGuard {
+enum ExitGuard {
     private struct State {
         var enabledStatus: Int32?
         /// What is being loaded or created now, by the threads doing it.
@@ -29,7 +29,7 @@ enum LoadingGuard {
             defer { state.enabledStatus = status }
             return state.enabledStatus == nil
         }
-        if first { atexit { LoadingGuard.processIsExiting() } }
+        if first { atexit { ExitGuard.processIsExiting() } }
     }
 
     /// Runs `body`, naming `what` as being loaded should the process exit meanwhile.
@@ -83,12 +83,12 @@ extension PluginLibrary {
     /// calls `exit()`), or in a later call (its `fetch()` does). The host ends the process with
     /// ``exitHost(_:)``. For host programs: `pager` passes 2 (bad input).
     public static func reportExits(status: Int32) {
-        LoadingGuard.enable(status: status)
+        ExitGuard.enable(status: status)
     }
 
     /// Ends the process with `status`, as the host means to: not reported as a plugin's exit.
     public static func exitHost(_ status: Int32) -> Never {
-        LoadingGuard.hostExits()
+        ExitGuard.hostExits()
         exit(status)
     }
 }
