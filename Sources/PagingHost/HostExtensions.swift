@@ -162,6 +162,8 @@ struct InstanceExtensions: @unchecked Sendable {
     var sizedKeyChain: UnsafePointer<paging_ext_sized_key_chain_t>?
     /// `paging.invalidation/1`.
     var invalidation: UnsafePointer<paging_ext_invalidation_t>?
+    /// The extensions the instance answered with a table whose function is NULL: not offered.
+    private(set) var withoutFunction: [String] = []
 
     static let none = InstanceExtensions(nil)
 
@@ -177,15 +179,23 @@ struct InstanceExtensions: @unchecked Sendable {
     /// `get_extension`, or `nil` when its table has none (a draft library, or NULL).
     init(_ lookup: ((UnsafePointer<CChar>) -> UnsafeRawPointer?)?) {
         guard let lookup else { return }
-        func table<Table>(_ id: String, _ type: Table.Type) -> UnsafePointer<Table>? {
-            lookup(id).map { $0.assumingMemoryBound(to: Table.self) }
+        // Each table holds one function: one that is NULL offers nothing.
+        var withoutFunction: [String] = []
+        func table<Table>(_ id: String, _ type: Table.Type, function: (Table) -> Any?) -> UnsafePointer<Table>? {
+            guard let table = lookup(id).map({ $0.assumingMemoryBound(to: Table.self) }) else { return nil }
+            guard function(table.pointee) != nil else {
+                withoutFunction.append(id)
+                return nil
+            }
+            return table
         }
-        health = table(PAGING_EXT_HEALTH, paging_ext_health_t.self)
-        pageTransform = table(PAGING_EXT_PAGE_TRANSFORM, paging_ext_page_transform_t.self)
-        asyncIntercept = table(PAGING_EXT_ASYNC_INTERCEPT, paging_ext_async_intercept_t.self)
-        loadOutcome = table(PAGING_EXT_LOAD_OUTCOME, paging_ext_load_outcome_t.self)
-        sizedKeyChain = table(PAGING_EXT_SIZED_KEY_CHAIN, paging_ext_sized_key_chain_t.self)
-        invalidation = table(PAGING_EXT_INVALIDATION, paging_ext_invalidation_t.self)
+        health = table(PAGING_EXT_HEALTH, paging_ext_health_t.self) { $0.check }
+        pageTransform = table(PAGING_EXT_PAGE_TRANSFORM, paging_ext_page_transform_t.self) { $0.transform }
+        asyncIntercept = table(PAGING_EXT_ASYNC_INTERCEPT, paging_ext_async_intercept_t.self) { $0.cancel }
+        loadOutcome = table(PAGING_EXT_LOAD_OUTCOME, paging_ext_load_outcome_t.self) { $0.failed }
+        sizedKeyChain = table(PAGING_EXT_SIZED_KEY_CHAIN, paging_ext_sized_key_chain_t.self) { $0.key_chain }
+        invalidation = table(PAGING_EXT_INVALIDATION, paging_ext_invalidation_t.self) { $0.refresh_key_at }
+        self.withoutFunction = withoutFunction
     }
 }
 

@@ -25,7 +25,7 @@ extension PluginLibrary {
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
         try checkStructSize(of: plugin, "source", descriptor, instance)
-        let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
+        let extensions = instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance)
         let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
         liveInstances.add(1, ordering: .relaxed)
         return source
@@ -47,9 +47,22 @@ extension PluginLibrary {
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
         try checkStructSize(of: plugin, "interceptor", descriptor, instance)
-        let extensions = InstanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft))
+        let extensions = instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance)
         liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
+    }
+
+    /// The extensions the instance offers; a table it answered with a NULL function is not
+    /// offered, and said (it was taken without a word: a health check went unasked, validate
+    /// said ok).
+    private func instanceExtensions(
+        _ lookup: ((UnsafePointer<CChar>) -> UnsafeRawPointer?)?, _ instance: PluginInstance
+    ) -> InstanceExtensions {
+        let extensions = InstanceExtensions(lookup)
+        for id in extensions.withoutFunction {
+            instance.log(.warning, "get_extension(\"\(id)\") answered a table whose function is NULL: the extension is taken as not offered")
+        }
+        return extensions
     }
 
     /// The `struct_size` of an ABI 1.0 library's instance: one smaller than the draft's table

@@ -71,6 +71,16 @@ struct PagerCommandTests {
         #expect(!result.stderr.contains("page refresh"))
     }
 
+    /// An extension table whose function is NULL is not offered, and validate says so (it was
+    /// taken without a word: the health check went unasked, and validate said ok).
+    @Test func anExtensionTableWithoutItsFunction_isSaidToBeNotOffered() async throws {
+        let path = try manifest(items: 5, interceptors: #"[{"plugin": "\#(try fixturePlugin("null_extension"))"}]"#)
+        let result = try await run(pager, ["validate", path])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stderr.contains(#"null-extension: get_extension("paging.health/1") answered a table whose function is NULL: "#
+                                       + "the extension is taken as not offered"), "\(result.stderr)")
+    }
+
     @Test func badInput_exitsWith2_andOneClearLine() async throws {
         let bad = try manifest(items: 5, pageSize: 0)
         let result = try await run(pager, ["validate", bad])
