@@ -34,4 +34,18 @@ package final class Locked<State>: @unchecked Sendable {
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state)
     }
+
+    /// Runs `body` with the state, holding the lock, unless the lock stays taken for `timeout`
+    /// (then `nil`): for a wait that must not last for ever.
+    package func withLock<Result>(within timeout: Duration, _ body: (inout State) -> Result) -> Result? {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let (seconds, attoseconds) = timeout.components
+        let nanoseconds = Int(deadline.tv_nsec) + Int(attoseconds / 1_000_000_000)
+        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        guard pthread_mutex_timedlock(mutex, &deadline) == 0 else { return nil }
+        defer { pthread_mutex_unlock(mutex) }
+        return body(&state)
+    }
 }

@@ -343,6 +343,21 @@ final class SerializedCalls: Sendable {
         lock.withLock { destroyed in destroyed ? nil : (serialized ? body() : unlessClosed(body)) }
     }
 
+    /// ``runExclusive(_:)``, unless its turn does not come within `timeout` (a call before it
+    /// that does not return holds the turn): then `.timedOut`, and `body` is not run.
+    func runExclusive<R>(within timeout: Duration, _ body: () -> R?) -> Turn<R> {
+        guard let result = lock.withLock(within: timeout, { destroyed in destroyed ? nil : (serialized ? body() : unlessClosed(body)) }) else {
+            return .timedOut
+        }
+        return .ran(result)
+    }
+
+    enum Turn<R> {
+        /// `body`'s result, or `nil` when the instance was destroyed.
+        case ran(R?)
+        case timedOut
+    }
+
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.
     func runUnserialized(_ body: () -> Void) {
         _ = unlessClosed { body() }

@@ -134,7 +134,19 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         var out = KeysOut()
         let token = CallHandle.token(for: instance)
-        let status = calls.runExclusive { out.withHandle(token, call) }
+        let status: UInt32?
+        if let timeout = instance.limits.callTimeout {
+            // Bounded: a fetch() that does not return holds the plugin's turn, and this thread
+            // would wait for it for good.
+            guard case .ran(let ran) = calls.runExclusive(within: timeout, { out.withHandle(token, call) }) else {
+                failure = stuckFailure() ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (call_timeout_ms): "
+                                                        + "an earlier call of the plugin has not returned", plugin: instance.label)
+                return nil
+            }
+            status = ran
+        } else {
+            status = calls.runExclusive { out.withHandle(token, call) }
+        }
         guard status == PAGING_OK, out.misuse == nil else {
             let code = out.misuse == nil ? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL) : .invalidArgument
             let reason = out.misuse ?? code.description
