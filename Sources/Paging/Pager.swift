@@ -417,7 +417,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         while let index = remaining.popLast() {
             if let request = observers.request(reaching: index) { page.request = request }
             if isSuperseded(generation) {
-                await tellSuperseded(index, then: remaining, of: asked, observers: observers)
+                remaining.insert(index)
+                await tellSuperseded(remaining, of: asked, observers: observers)
                 throw PagingError.supersededByRefresh
             }
             do {
@@ -432,15 +433,13 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return page
     }
 
-    /// Tells interceptor `index` and the observers left below it that the load they let proceed
-    /// was superseded by a refresh, each under the request as it reached it. Off the hot path.
+    /// Tells the observers not yet handed the page that the load they let proceed was
+    /// superseded by a refresh, each under the request as it reached it. Off the hot path.
     @usableFromInline
-    func tellSuperseded(_ index: Int, then remaining: Observers<Key>, of asked: PagingRequest<Key>, observers: Observers<Key>) async {
+    func tellSuperseded(_ remaining: Observers<Key>, of asked: PagingRequest<Key>, observers: Observers<Key>) async {
         var remaining = remaining
-        var next: Int? = index
-        while let current = next {
-            await interceptors[current].loadFailed(observers.request(reaching: current) ?? asked, error: PagingError.supersededByRefresh)
-            next = remaining.popLast()
+        while let index = remaining.popLast() {
+            await interceptors[index].loadFailed(observers.request(reaching: index) ?? asked, error: PagingError.supersededByRefresh)
         }
     }
 

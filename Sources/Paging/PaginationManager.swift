@@ -405,12 +405,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         static func repeatedValues(_ page: Page<Key, Value>, before first: Page<Key, Value>) -> Int {
             let values = page.values.map { $0 as? AnyHashable }, head = first.values.map { $0 as? AnyHashable }
             guard let firstValue = head.first, firstValue != nil else { return 0 }
+            guard let start = values.indices.first(where: { start in
+                values[start] == firstValue && values.count - start <= head.count && values[start...].elementsEqual(head[..<(values.count - start)])
+            }) else { return 0 }
+            // Looked at only when the seam repeats: most prepends have no overlap to weigh.
             guard Set(values).count == values.count, Set(head).count == head.count else { return 0 }
-            for start in values.indices where values[start] == firstValue {
-                let count = values.count - start
-                if count <= head.count && values[start...].elementsEqual(head[..<count]) { return count }
-            }
-            return 0
+            return values.count - start
         }
 
         /// Drops pages at one end while more than `maxSize` values are held, keeping at least

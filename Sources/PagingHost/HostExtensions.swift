@@ -181,7 +181,7 @@ struct InstanceExtensions: @unchecked Sendable {
         guard let lookup else { return }
         // Each table holds one function: one that is NULL offers nothing.
         var withoutFunction: [String] = []
-        func table<Table>(_ id: String, _ type: Table.Type, function: (Table) -> Any?) -> UnsafePointer<Table>? {
+        func table<Table, Function>(_ id: String, _ type: Table.Type, function: (Table) -> Function?) -> UnsafePointer<Table>? {
             guard let table = lookup(id).map({ $0.assumingMemoryBound(to: Table.self) }) else { return nil }
             guard function(table.pointee) != nil else {
                 withoutFunction.append(id)

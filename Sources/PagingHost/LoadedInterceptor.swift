@@ -340,16 +340,19 @@ final class SerializedCalls: Sendable {
     /// and `refresh_key`): never overlapping another such call, unless destroyed.
     @discardableResult
     func runExclusive<R>(_ body: () -> R?) -> R? {
-        lock.withLock { destroyed in destroyed ? nil : (serialized ? body() : unlessClosed(body)) }
+        lock.withLock { destroyed in exclusive(destroyed, body) }
     }
 
     /// ``runExclusive(_:)``, unless its turn does not come within `timeout` (a call before it
     /// that does not return holds the turn): then `.timedOut`, and `body` is not run.
     func runExclusive<R>(within timeout: Duration, _ body: () -> R?) -> Turn<R> {
-        guard let result = lock.withLock(within: timeout, { destroyed in destroyed ? nil : (serialized ? body() : unlessClosed(body)) }) else {
-            return .timedOut
-        }
+        guard let result = lock.withLock(within: timeout, { destroyed in exclusive(destroyed, body) }) else { return .timedOut }
         return .ran(result)
+    }
+
+    /// `body`, under the lock, unless the instance is destroyed.
+    private func exclusive<R>(_ destroyed: Bool, _ body: () -> R?) -> R? {
+        destroyed ? nil : (serialized ? body() : unlessClosed(body))
     }
 
     enum Turn<R> {
