@@ -39,6 +39,11 @@ public struct PaginationManagerOutput<Key: Hashable & Sendable, Value: Sendable>
     public var appendState: LoadState
     /// The error of the most recent failed load in any direction, kept after later successes.
     public var lastError: (any Error)?
+    /// The refresh the values come from (the manager's generation when it was planned).
+    @usableFromInline var generation: UInt64 = 0
+    /// Where `values[0]` stands among the values loaded since that refresh: pages dropped at the
+    /// start add their counts, pages prepended subtract theirs.
+    @usableFromInline var origin = 0
 
     @inlinable
     public init(values: PagedValues<Key, Value> = PagedValues(), refreshState: LoadState = .idle,
@@ -48,6 +53,17 @@ public struct PaginationManagerOutput<Key: Hashable & Sendable, Value: Sendable>
         self.prependState = prependState
         self.appendState = appendState
         self.lastError = lastError
+    }
+
+    /// Where the value at `index` of an `earlier` output of the same manager is in this one:
+    /// `nil` when a refresh came in between or the value is no longer held. Pages prepended or
+    /// dropped at the start (``PaginationManager/Configuration/maxSize``) move every value, so
+    /// a row on screen is only an index into the output it was drawn from.
+    @inlinable
+    public func index(_ index: Int, from earlier: Self) -> Int? {
+        guard earlier.generation == generation else { return nil }
+        let moved = index + earlier.origin - origin
+        return values.indices.contains(moved) ? moved : nil
     }
 
     @inlinable

@@ -11,12 +11,12 @@ import Synchronization
 ///   that names its next page itself (``Page/namesItsNextKey``) is simply followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
-/// - With ``Configuration/prefetchDistance``, ``itemVisible(at:)`` loads the next page when the
+/// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
 ///   item on screen is that close to an end.
 /// - A refresh cancels the prepends and appends in flight; their pages are dropped.
 /// - When the source says its data changed (``PagingSource/invalidation``), the manager
 ///   refreshes around its reader (``refreshAroundReader()``): at the key the source names for
-///   the item last reported by ``itemVisible(at:)``, so that the item stays in view.
+///   the item last reported by ``itemVisible(at:of:)``, so that the item stays in view.
 /// - A failed load becomes that direction's ``LoadState/failed(_:)`` state; the values stay,
 ///   and ``retry()`` loads again.
 ///
@@ -31,7 +31,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         public var pageSize: Int
         /// The most values kept; `nil` keeps everything.
         public var maxSize: Int?
-        /// How close (in items) to an end ``itemVisible(at:)`` starts loading the next page.
+        /// How close (in items) to an end ``itemVisible(at:of:)`` starts loading the next page.
         public var prefetchDistance: Int
         /// The retry policy of every request.
         public var retryPolicy: RetryPolicy
@@ -132,7 +132,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     }
 
     /// Refreshes so that the reader stays where it is: at the page the source names for the
-    /// item last reported by ``itemVisible(at:)`` (``PagingSource/refreshKey(around:)``), or at
+    /// item last reported by ``itemVisible(at:of:)`` (``PagingSource/refreshKey(around:)``), or at
     /// the source's refresh key when it names none or nothing was shown yet. What a
     /// ``PagingSource/invalidation`` of the source starts. A hard refresh
     /// (``PagingUserInfoKey/hardRefresh``): what caches and stores hold is from before the change.
@@ -140,8 +140,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     public func refreshAroundReader() -> Task<Void, Never> {
         let anchor = state.withLock { state -> PagingAnchor<Key, Value>? in
             let values = state.output.values
-            guard let index = state.lastVisibleIndex, !values.isEmpty else { return nil }
-            var offset = min(index, values.count - 1)
+            guard let visible = state.lastVisible, visible.generation == state.output.generation, !values.isEmpty else { return nil }
+            var offset = min(max(0, visible.position - state.output.origin), values.count - 1)
             for page in values.pages {
                 if offset < page.values.count {
                     return PagingAnchor(pageKey: page.key, indexInPage: offset, value: page.values[offset],
@@ -157,13 +157,24 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         return Task { await self.load(.refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"], refreshKey: key) }
     }
 
-    /// Tells the manager which item is on screen; within ``Configuration/prefetchDistance`` of
-    /// an end that can load more, it starts loading the next page there.
-    public func itemVisible(at index: Int) {
+    /// Tells the manager which item is on screen: its index in `drawn`, the output the screen
+    /// was drawn from (the current output when `nil`). Within ``Configuration/prefetchDistance``
+    /// of an end that can load more, it starts loading the next page there.
+    ///
+    /// Pass the output drawn: pages may have been added or dropped at the start since, and an
+    /// index into an older list names another item (with ``Configuration/maxSize``, appends
+    /// followed one another, each dropping the page on screen). A report about the values of an
+    /// earlier refresh is ignored.
+    public func itemVisible(at index: Int, of drawn: PaginationManagerOutput<Key, Value>? = nil) {
         let distance = configuration.prefetchDistance
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
-            state.lastVisibleIndex = index
             let output = state.output
+            var index = index
+            if let drawn {
+                guard drawn.generation == output.generation else { return (false, false) }
+                index += drawn.origin - output.origin
+            }
+            state.lastVisible = (output.generation, output.origin + index)
             guard !output.isRefreshing, output.values.pageCount > 0 else { return (false, false) }
             return (output.appendState.isIdle && index >= output.values.count - 1 - distance,
                     output.prependState.isIdle && index <= distance)
@@ -205,7 +216,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     // MARK: - Internals
 
     /// Plans the load now and runs it in a task. Planned before the task starts, the direction
-    /// is loading when this returns: calls in a row (``itemVisible(at:)`` on every event) start
+    /// is loading when this returns: calls in a row (``itemVisible(at:of:)`` on every event) start
     /// one load, where tasks that planned later each loaded one more page once the one before
     /// them had ended.
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]) -> Task<Void, Never> {
@@ -331,8 +342,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var nextTaskID: UInt64 = 0
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
-        /// The index ``itemVisible(at:)`` was last told.
-        @usableFromInline var lastVisibleIndex: Int?
+        /// The item ``itemVisible(at:of:)`` was last told of: its refresh and its place among
+        /// that refresh's values (``PaginationManagerOutput/origin`` plus its index).
+        @usableFromInline var lastVisible: (generation: UInt64, position: Int)?
         /// Refreshes around the reader on each of the source's invalidations.
         @usableFromInline var invalidationListener: Task<Void, Never>?
 
@@ -359,6 +371,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             switch kind {
             case .refresh:
                 output.values = PagedValues().appending(page)
+                output.generation = plan.generation
+                output.origin = 0
                 output.refreshState = .idle
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 output.appendState = page.nextKey == nil ? .endReached : .idle
@@ -392,6 +406,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     return
                 }
                 output.values = output.values.prepending(page)
+                output.origin -= page.values.count
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
             }
@@ -420,7 +435,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             guard let maxSize else { return false }
             var dropped = false
             while output.values.count > maxSize, output.values.pageCount > 1 {
-                output.values = end == .prepend ? output.values.droppingFirst() : output.values.droppingLast()
+                if end == .prepend {
+                    output.origin += output.values.firstPage!.values.count
+                    output.values = output.values.droppingFirst()
+                } else {
+                    output.values = output.values.droppingLast()
+                }
                 dropped = true
             }
             return dropped

@@ -82,9 +82,9 @@ struct BrowseCommand {
             // Always the manager's current output: outputs queue behind a burst of keys, and a
             // key must move on the list the manager has now. Pages added or dropped before the
             // cursor (prepend, max_size) move the items: the cursor follows its item.
-            let selected = output.values.isEmpty ? nil : output.values[min(screen.cursor, output.values.count - 1)]
+            let drawn = output
             output = manager.output
-            if let selected { screen.follow(selected, in: output.values) }
+            screen.follow(from: drawn, to: output)
             if case .key(let key) = event {
                 switch key {
                 case .quit: return ExitCode.success
@@ -98,7 +98,7 @@ struct BrowseCommand {
             }
             // After a key and after each page: loads on while the cursor is near an end, so
             // pages without items (a filter dropped them all) do not stop the list.
-            manager.itemVisible(at: screen.cursor)
+            manager.itemVisible(at: screen.cursor, of: output)
             screen.render(output, problem: lastProblem.withLock { $0 })
         }
         return ExitCode.success
@@ -221,12 +221,14 @@ private struct Screen {
         }
     }
 
-    /// Moves the cursor (and the scroll by as much) to where `item` now is, if it moved.
-    mutating func follow(_ item: PluginItem, in values: PagedValues<PluginKey, PluginItem>) {
-        if cursor < values.count && values[cursor] == item { return }
-        guard let index = values.firstIndex(of: item) else { return }
+    /// Moves the cursor (and the scroll by as much) to where its item of `drawn` is in `now`:
+    /// by its place when pages were added or dropped before it, by its value after a refresh.
+    mutating func follow(from drawn: PaginationManagerOutput<PluginKey, PluginItem>, to now: PaginationManagerOutput<PluginKey, PluginItem>) {
+        guard !drawn.values.isEmpty else { return }
+        let cursor = min(self.cursor, drawn.values.count - 1)
+        guard let index = now.index(cursor, from: drawn) ?? now.values.firstIndex(of: drawn.values[cursor]) else { return }
         top = max(0, top + index - cursor)
-        cursor = index
+        self.cursor = index
     }
 
     mutating func move(by delta: Int, count: Int) {

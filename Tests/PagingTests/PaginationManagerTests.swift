@@ -268,6 +268,43 @@ struct PaginationManagerTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// An index is into the output the screen was drawn from. With max_size, a page that came
+    /// after the screen was drawn dropped the first page: the row drawn was taken as an item
+    /// ten further on, near the end, and the append it started dropped the item on screen
+    /// (`pager browse` moved its cursor to another item).
+    @Test func itemVisible_ofTheOutputDrawn_isTheItemDrawn_afterPagesWereDropped() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(8, size: 10))
+        let manager = manager(source, pageSize: 10, maxSize: 30, prefetchDistance: 5)
+        await manager.refresh().value
+        await manager.append().value
+        await manager.append().value
+        let drawn = manager.output
+        #expect(Array(drawn.values) == Array(0..<30))
+        await manager.append().value
+        let now = manager.output
+        #expect(Array(now.values) == Array(10..<40))
+        #expect(now.index(25, from: drawn) == 15 && now.values[15] == drawn.values[25])
+        #expect(now.index(5, from: drawn) == nil, "dropped")
+
+        manager.itemVisible(at: 25, of: drawn)
+        #expect(!manager.output.isAppending && !manager.output.isPrepending && source.fetchCount == 4)
+        // The same row of the list as it is now is near its end.
+        manager.itemVisible(at: 25, of: now)
+        #expect(manager.output.isAppending)
+        #expect(await eventually { Array(manager.output.values) == Array(20..<50) })
+        // Prepended pages move the items the other way.
+        let appended = manager.output
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == Array(10..<40))
+        #expect(manager.output.index(0, from: appended) == 10 && manager.output.index(25, from: appended) == nil)
+        // After a refresh, an index into the values before it names nothing.
+        await manager.refresh().value
+        #expect(manager.output.index(0, from: appended) == nil)
+        let fetches = source.fetchCount
+        manager.itemVisible(at: 0, of: appended)
+        #expect(!manager.output.isAppending && source.fetchCount == fetches)
+    }
+
     @Test func outputs_startWithTheCurrentOutput_andFollowEveryChange() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(2))
         let manager = manager(source)
