@@ -20,11 +20,29 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(source): the page prepended at key \(pageKey) repeats the first \(repeated) values of the page at key "
                 + "\(firstKey) (its next key is \(nextKey), not \(firstKey)); the page was dropped"
         case let .retryAfterBeyondBackoff(retryAfter, maximum, error):
-            "\(error) (it says to retry after \(retryAfter), longer than the retry policy's longest wait, \(maximum))"
+            "\(error) (it says to retry after \(retryAfter.readable), longer than the retry policy's longest wait, \(maximum.readable))"
         }
     }
 }
 
 extension PagingError: RetryClassifiedError {
     public var isRetryable: Bool { false }
+}
+
+extension Duration {
+    /// A wait as people read it: "250 ms", "1.5 s", "25 min", "3 h", "12 days"; "more than a
+    /// year" past that (a hint of `UINT64_MAX` ms read "9.223372036854776e+15 seconds").
+    package var readable: String {
+        let seconds = max(0, Double(components.seconds) + Double(components.attoseconds) * 1e-18)
+        switch seconds {
+        case ..<1: return "\(Int((seconds * 1_000).rounded())) ms"
+        case ..<120:
+            let tenths = Int((seconds * 10).rounded())
+            return tenths % 10 == 0 ? "\(tenths / 10) s" : "\(tenths / 10).\(tenths % 10) s"
+        case ..<7_200: return "\(Int((seconds / 60).rounded())) min"
+        case ..<172_800: return "\(Int((seconds / 3_600).rounded())) h"
+        case ..<31_536_000: return "\(Int((seconds / 86_400).rounded())) days"
+        default: return "more than a year"
+        }
+    }
 }

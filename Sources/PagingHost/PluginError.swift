@@ -73,7 +73,7 @@ public struct PluginError: Error, RetryClassifiedError, RetryHintedError, Custom
     public var isRetryable: Bool { status.isRetryable }
 
     public var description: String {
-        "\(plugin): \(status): \(message)" + (retryAfter.map { " (retry after \($0))" } ?? "")
+        "\(plugin): \(status): \(message)" + (retryAfter.map { " (retry after \($0.readable))" } ?? "")
     }
 }
 

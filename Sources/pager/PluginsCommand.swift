@@ -82,9 +82,11 @@ struct PluginsCommand {
                     Output.problem(problem)
                     continue
                 }
+                // Descriptors refused for one reason (two sharing an id) say it once.
+                var refusals: Set<String> = []
                 for plugin in listing.plugins {
                     if let refusal = plugin.refusal {
-                        Output.problem(refusal)
+                        if refusals.insert(refusal).inserted { Output.problem(refusal) }
                         continue
                     }
                     found += 1

@@ -248,13 +248,15 @@ struct InterceptorExtensionTests {
         #expect(clock.now - started >= .milliseconds(150))
     }
 
-    @Test func fetchRetryHint_beyondTheLongestBackoff_failsAtOnce_withTheHint() async throws {
-        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(60_000))])
+    /// The hint is said as people read it: UINT64_MAX ms (-1 here) read "9.223372036854776e+15 seconds".
+    @Test(arguments: [(Int64(60_000), "60 s"), (-1, "more than a year")])
+    func fetchRetryHint_beyondTheLongestBackoff_failsAtOnce_withTheHint(milliseconds: Int64, said: String) async throws {
+        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(milliseconds))])
         let retry = RetryPolicy(maxRetries: 3, backoff: .init(initial: .zero, maximum: .seconds(5)))
         let error = await #expect(throws: PagingError.self) {
             try await load([], retry: retry, source: source)
         }
-        #expect("\(error!)".contains(": transient: busy (retry after 60.0 seconds) (it says to retry after 60.0 seconds, longer than the retry policy's longest wait, 5.0 seconds)"),
+        #expect("\(error!)".contains(": transient: busy (retry after \(said)) (it says to retry after \(said), longer than the retry policy's longest wait, 5 s)"),
                 "\(error!)")
     }
 

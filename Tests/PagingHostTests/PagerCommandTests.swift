@@ -162,6 +162,18 @@ struct PagerCommandTests {
         #expect(file.code == 2 && file.stderr.contains("libjsonlines.so: not a folder"), "\(file.stderr)")
     }
 
+    /// Two descriptors sharing an id are refused for one reason, said once (it was said once a
+    /// descriptor); the library's other plugin is listed.
+    @Test func plugins_saysADuplicateIdOnce() async throws {
+        let folder = scratchFolder()
+        try FileManager.default.copyItem(atPath: try fixturePlugin("duplicate_ids"), toPath: folder + "/libduplicate_ids.so")
+        let result = try await run(pager, ["plugins", folder])
+        #expect(result.code == 0)
+        #expect(result.stdout.hasPrefix("solo\t"), "\(result.stdout)")
+        let said = result.stderr.split(separator: "\n").filter { $0.contains("have the id 'twin'") }
+        #expect(said.count == 1, "\(result.stderr)")
+    }
+
     @Test func everyCommand_hasHelp() async throws {
         for command in ["run", "validate", "plugins"] {
             let result = try await run(pager, [command, "--help"])

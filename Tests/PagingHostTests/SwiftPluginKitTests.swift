@@ -47,7 +47,7 @@ struct SwiftPluginKitTests {
             try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 3)))
         }
         #expect(log.contains("the load of key 0 failed: offsets ("), "\(log.messages)")
-        #expect(log.entries.contains { $0.level == .warning && $0.message.hasPrefix("refresh key 0 failed: offsets (") && $0.message.hasSuffix("transient: busy (retry after 0.1 seconds)") },
+        #expect(log.entries.contains { $0.level == .warning && $0.message.hasPrefix("refresh key 0 failed: offsets (") && $0.message.hasSuffix("transient: busy (retry after 100 ms)") },
                 "\(log.messages)")
         #expect(redact.stats.counters == ["loads_failed": 1])
     }

@@ -158,9 +158,15 @@ struct BrokenTransform: PagingInterceptor {
             try await pager.load(pager.request(.refresh, key: 0, params: params(retry: retry)))
         }
         #expect(error == .retryAfterBeyondBackoff(retryAfter: .seconds(90), maximum: .seconds(30), error: "refused"))
-        #expect(error.map { "\($0)" } == "refused (it says to retry after 90.0 seconds, longer than the retry policy's longest wait, 30.0 seconds)")
+        #expect(error.map { "\($0)" } == "refused (it says to retry after 90 s, longer than the retry policy's longest wait, 30 s)")
         // Its own failure is not told back to it.
         #expect(journal.all == ["a.intercept(0)"])
+    }
+
+    @Test func waits_areSaidAsPeopleReadThem() {
+        let said = [Duration.milliseconds(250), .milliseconds(1_500), .seconds(90), .seconds(1_500), .seconds(3 * 3_600),
+                    .seconds(12 * 86_400), .milliseconds(Int64.max)].map(\.readable)
+        #expect(said == ["250 ms", "1.5 s", "90 s", "25 min", "3 h", "12 days", "more than a year"])
     }
 
     @Test func keyChain_isAskedWithThePageSize() async throws {
