@@ -13,6 +13,10 @@ struct FetchTarget: Sendable {
     var chainKey: String
     /// The POST body, when the config has a body template.
     var body: [UInt8]?
+    /// The URL with the OAuth2 token filled in where the key holds it as a reference
+    /// (``HTTPSourcePlugin/tokenReference``), or nil when it holds none. Only the key's: the
+    /// parameters' text never is (a client's "${oauth2:access_token}" was sent as the token).
+    private var fillingToken: (@Sendable (String) -> String)?
 
     init(_ request: PagingPluginRequest, config: HTTPSourceConfig) throws(PluginFailure) {
         key = request.keyText
@@ -40,14 +44,17 @@ struct FetchTarget: Sendable {
             // echoed the secret back).
             text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
             let revealed = config.revealed(key)
-            if revealed != key, config.isTrusted(text) {
-                text = config.url.expand(key: revealed, pageSize: pageSize, offset: nil, params: request.params)
-            }
+            let sent = revealed != key && config.isTrusted(text) ? revealed : key
+            if sent != key { text = config.url.expand(key: sent, pageSize: pageSize, offset: nil, params: request.params) }
+            fillingToken = Self.tokenFilling(key: sent, config, pageSize: pageSize, params: request.params)
         case .link, .nextURL:
             if ResponseParsing.startsIgnoringCase(key.utf8, with: "http://") || ResponseParsing.startsIgnoringCase(key.utf8, with: "https://") {
-                text = config.revealingSecrets(key)
+                let link = config.revealingSecrets(key)
+                text = link
+                if Self.holdsToken(link) { fillingToken = { token in fillingIn(link, reference: HTTPSourcePlugin.tokenReference, with: token) } }
             } else {
                 text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)
+                fillingToken = Self.tokenFilling(key: key, config, pageSize: pageSize, params: request.params)
             }
         }
         if let (placeholder, value) = config.url.dotSegment(key: key, params: request.params) {
@@ -60,6 +67,24 @@ struct FetchTarget: Sendable {
             // The body goes where the URL does: its key's references filled in for a trusted host.
             let bodyKey = config.pagination.keysAreURLs ? "" : config.isTrusted(text) ? config.revealed(key) : key
             return template.render(key: bodyKey, pageSize: pageSize, offset: offset, params: request.params)
+        }
+    }
+
+    /// The URL to send with the OAuth2 token `token` (to a trusted host).
+    func url(token: String) -> String {
+        fillingToken?(token) ?? url
+    }
+
+    private static func holdsToken(_ text: String) -> Bool {
+        fillingIn(text, reference: HTTPSourcePlugin.tokenReference, with: "") != text
+    }
+
+    /// The url template expanded with `key`, the token filled in where `key` holds its reference.
+    private static func tokenFilling(key: String, _ config: HTTPSourceConfig, pageSize: Int, params: [String: String]) -> (@Sendable (String) -> String)? {
+        guard holdsToken(key) else { return nil }
+        let template = config.url
+        return { token in
+            template.expand(key: fillingIn(key, reference: HTTPSourcePlugin.tokenReference, with: token), pageSize: pageSize, offset: nil, params: params)
         }
     }
 

@@ -180,7 +180,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         let trusted = config.isTrusted(url)
         var target = url
-        if trusted, let token = exchange.token { target = fillingIn(target, reference: Self.tokenReference, with: token) }
+        // The token a key holds as a reference, in the URL asked for (a redirect's is the server's).
+        if trusted, let token = exchange.token, hops.isEmpty, url == exchange.target.url { target = exchange.target.url(token: token) }
         if trusted, case .query(let name, let value) = config.auth {
             target += (url.hasUTF8("?") ? "&" : "?") + percentEncode(name) + "=" + percentEncode(value)
         }

@@ -101,18 +101,21 @@ struct APIStyleTests {
     /// Found by a probe of `pager serve`: a key that holds what reads as a reference to a
     /// secret of the config ("${API_TEST_TOKEN}", written by a client as a parameter that the
     /// server echoed in its next link, or by the server as its cursor) had the secret filled in
-    /// and sent to the server, which echoed it back; a parameter was filled in too. Such a key
-    /// is refused, and a parameter goes as written.
+    /// and sent to the server, which echoed it back; a parameter was filled in too, and one
+    /// reading "${oauth2:access_token}" was sent as the OAuth2 token itself. Such a key is
+    /// refused, and a parameter goes as written.
     @Test func keysAndParametersReadingAsSecretReferences_neverReveal() async throws {
         defer { server.stop() }
         setTestEnvironment("API_TEST_TOKEN", "tok-very-secret")
-        let reference = "${API_TEST_TOKEN}"
-        for (url, pagination) in [("/echo?page=1&q={param.q}", #"{"type": "link"}"#),
-                                  ("/echo?forge=1&q={param.q}&after={key}", #"{"type": "cursor", "next": "/next"}"#)] {
-            let source = try makeSource("""
-                {"url": "\(server.baseURL)\(url)", "items": "/items", "pagination": \(pagination),
-                 "headers": {"Authorization": "Bearer ${API_TEST_TOKEN}"}}
-                """)
+        setTestEnvironment("API_TEST_CLIENT_SECRET", "csecret")
+        let header = #""headers": {"Authorization": "Bearer ${API_TEST_TOKEN}"}"#
+        let oauth = #""auth": {"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/oauth/token", "#
+            + #""client_id": "cid", "client_secret": "${API_TEST_CLIENT_SECRET}"}"#
+        let cases = [("/echo?page=1&q={param.q}", #"{"type": "link"}"#, header, "${API_TEST_TOKEN}"),
+                     ("/echo?forge=1&q={param.q}&after={key}", #"{"type": "cursor", "next": "/next"}"#, header, "${API_TEST_TOKEN}"),
+                     ("/echo?page=1&q={param.q}", #"{"type": "link"}"#, oauth, "${oauth2:access_token}")]
+        for (url, pagination, credentials, reference) in cases {
+            let source = try makeSource(#"{"url": "\#(server.baseURL)\#(url)", "items": "/items", "pagination": \#(pagination), \#(credentials)}"#)
             let pager = Pager(source: source)
             let error = await #expect(throws: PluginError.self) {
                 try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 1, userInfo: ["q": reference])))
@@ -121,7 +124,8 @@ struct APIStyleTests {
         }
         let (data, _) = try await URLSession.shared.data(from: URL(string: server.baseURL + "/echo/seen")!)
         let seen = try #require(try JSONSerialization.jsonObject(with: data) as? [String])
-        #expect(seen == ["\(reference)|", "\(reference)|"], "\(seen)")
+        #expect(seen == cases.map { "\($0.3)|" }, "\(seen)")
+        #expect(try await statsOf(server)["token_requests"] == 1, "the OAuth2 request went with a token")
     }
 
     @Test func nestedItems_withAWildcard_andAProjection() async throws {
