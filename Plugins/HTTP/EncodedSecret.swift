@@ -2,17 +2,21 @@
 // (Link headers, redirects) and error bodies, percent-encoded in either case, partly encoded,
 // or escaped as in a JSON string.
 
-/// A secret to find in text, each of its bytes written as it is, percent-encoded in either case
-/// ("%2F", "%2f"), escaped as in a JSON string ("\/", "\"", "\\", "\u002F"), or, for a space,
-/// as "+" (a form-encoded query).
+/// A secret to find in text, each of its characters written as it is, byte by byte
+/// percent-encoded in either case ("%2F", "%2f", "%C3%B6"), escaped as in a JSON string ("\/",
+/// "\"", "\\", "\u002F", "\u00f6", a surrogate pair), or, for a space, as "+" (a form-encoded
+/// query).
 struct EncodedSecret: Sendable {
     let bytes: [UInt8]
+    private let scalars: [Unicode.Scalar]
 
     init(_ secret: String) {
         bytes = Array(secret.utf8)
+        scalars = Array(secret.unicodeScalars)
     }
 
-    /// The longest a byte of the secret may be written: "\u00XX".
+    /// The longest a byte of the secret may be written: "\u00XX" (a character of two bytes and
+    /// more is written in at most as many: "\u00F6", a surrogate pair for four).
     static let longestEncoding = 6
 
     /// `text` with every occurrence of the secret replaced by `replacement`.
@@ -58,39 +62,78 @@ struct EncodedSecret: Sendable {
     /// Where the secret written from `start` ends in `t`; nil when it is not written there.
     /// Without `wholeSecret`, reaching the end of `t` partway through the secret counts too.
     private func match(_ t: [UInt8], from start: Int, wholeSecret: Bool) -> Int? {
-        var j = start
-        for byte in bytes {
-            guard j < t.count else { return wholeSecret || j == start ? nil : j }
-            guard let next = Self.written(byte, in: t, at: j) else { return nil }
-            j = next
-        }
-        return wholeSecret ? j : nil
+        match(t, character: 0, at: start, wholeSecret: wholeSecret)
     }
 
-    /// Where `byte`, written at `j` in `t` in one of the accepted ways, ends.
-    private static func written(_ byte: UInt8, in t: [UInt8], at j: Int) -> Int? {
-        let c = t[j]
-        if c == byte { return j + 1 }
-        if c == UInt8(ascii: "%"), j + 2 < t.count, let value = hex(t[(j + 1)...(j + 2)]), value == byte { return j + 3 }
-        if c == UInt8(ascii: "+"), byte == 0x20 { return j + 1 }
-        guard c == UInt8(ascii: "\\"), j + 1 < t.count else { return nil }
-        let escaped = t[j + 1]
-        if escaped == byte, byte == UInt8(ascii: "/") || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { return j + 2 }
-        if escaped == UInt8(ascii: "u"), j + 5 < t.count, let value = hex(t[(j + 2)...(j + 5)]), value == byte { return j + 6 }
+    /// The secret's characters from number `k` on, written from `j`, tried each way the
+    /// character may be written ("\\" is a backslash, or one escaped).
+    private func match(_ t: [UInt8], character k: Int, at j: Int, wholeSecret: Bool) -> Int? {
+        guard k < scalars.count else { return wholeSecret ? j : nil }
+        for end in Self.ends(of: scalars[k], in: t, at: j, partial: !wholeSecret) {
+            if end == t.count, !wholeSecret { return end }
+            if let matched = match(t, character: k + 1, at: end, wholeSecret: wholeSecret) { return matched }
+        }
         return nil
     }
 
-    /// The value of hex digits (either case), when it fits in a byte.
-    private static func hex(_ digits: ArraySlice<UInt8>) -> UInt8? {
-        var value = 0
+    /// Where `scalar` written at `j` in `t` ends, for each way it is written there; with
+    /// `partial`, `t.count` when `t` ends partway through it.
+    private static func ends(of scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> [Int] {
+        guard j < t.count else { return [] }
+        let cut = partial ? [t.count] : []
+        var ends: [Int] = []
+        if let end = bytewise(scalar, in: t, at: j, partial: partial) { ends.append(end) }
+        guard t[j] == UInt8(ascii: "\\") else { return ends }
+        guard j + 1 < t.count else { return ends + cut }
+        let escaped = t[j + 1]
+        if scalar == "/" || scalar == "\"" || scalar == "\\", escaped == UInt8(scalar.value) { ends.append(j + 2) }
+        guard escaped == UInt8(ascii: "u") else { return ends }
+        guard let (value, end) = unicodeEscape(in: t, at: j) else { return ends + (j + 6 > t.count ? cut : []) }
+        if value == scalar.value { return ends + [end] }
+        // A character beyond U+FFFF: a high surrogate, then a low one.
+        guard scalar.value > 0xFFFF, (0xD800..<0xDC00).contains(value), 0xD800 + (scalar.value - 0x10000) >> 10 == value else { return ends }
+        guard end < t.count else { return ends + cut }
+        guard let (low, after) = unicodeEscape(in: t, at: end) else { return ends + (end + 6 > t.count ? cut : []) }
+        if 0xDC00 + (scalar.value - 0x10000) & 0x3FF == low { ends.append(after) }
+        return ends
+    }
+
+    /// Where `scalar`'s bytes written from `j` end, each as it is or percent-encoded (a space
+    /// also as "+"); with `partial`, `t.count` when `t` ends partway through them.
+    private static func bytewise(_ scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> Int? {
+        var i = j
+        for byte in String(scalar).utf8 {
+            guard i < t.count else { return partial ? t.count : nil }
+            if t[i] == byte || (byte == 0x20 && t[i] == UInt8(ascii: "+")) {
+                i += 1
+            } else if t[i] == UInt8(ascii: "%") {
+                guard i + 2 < t.count else { return partial && hex(t[(i + 1)...]) != nil ? t.count : nil }
+                guard hex(t[(i + 1)...(i + 2)]) == UInt32(byte) else { return nil }
+                i += 3
+            } else {
+                return nil
+            }
+        }
+        return i
+    }
+
+    /// The value of the escape "\uXXXX" at `j`, and where it ends.
+    private static func unicodeEscape(in t: [UInt8], at j: Int) -> (UInt32, Int)? {
+        guard j + 5 < t.count, t[j] == UInt8(ascii: "\\"), t[j + 1] == UInt8(ascii: "u"), let value = hex(t[(j + 2)...(j + 5)]) else { return nil }
+        return (value, j + 6)
+    }
+
+    /// The value of hex digits (either case).
+    private static func hex(_ digits: ArraySlice<UInt8>) -> UInt32? {
+        var value: UInt32 = 0
         for digit in digits {
             switch digit {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = value << 4 | Int(digit - UInt8(ascii: "0"))
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = value << 4 | Int(digit - UInt8(ascii: "a") + 10)
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = value << 4 | Int(digit - UInt8(ascii: "A") + 10)
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = value << 4 | UInt32(digit - UInt8(ascii: "0"))
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): value = value << 4 | UInt32(digit - UInt8(ascii: "a") + 10)
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): value = value << 4 | UInt32(digit - UInt8(ascii: "A") + 10)
             default: return nil
             }
         }
-        return value <= 0xFF ? UInt8(value) : nil
+        return value
     }
 }

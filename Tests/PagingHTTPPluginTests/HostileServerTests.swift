@@ -615,12 +615,12 @@ struct HostileServerTests {
         #expect(error.message.contains("the response headers from \(server.baseURL)/http-lines are larger than max_header_bytes (4096 bytes)"), "\(error.message)")
     }
 
-    /// A secret a server echoes is redacted whole, JSON-escaped ("/" as "\/") or cut by the
-    /// 200 bytes of body a message quotes (15 of its characters showed before the "…").
-    @Test(arguments: ["/echo-secret", "/echo-secret-cut"])
-    func anEchoedSecret_leavesNoPartOfItselfInTheMessage(_ path: String) async throws {
+    /// A secret a server echoes is redacted whole, JSON-escaped ("/" as "\/", a backslash as
+    /// two, "ö" as "\u00f6", an emoji as a surrogate pair: the last three showed in clear) or
+    /// cut by the 200 bytes of body a message quotes (15 of its characters showed before the "…").
+    @Test(arguments: ["/echo-secret", "/echo-secret-cut"], ["s3cr3t-ABC/DEFGHIJKLMNOPQRSTUVWXYZ", #"s3cr3t-back\slash\XYZ"#, "s3cr3t-tökén-ünïcode", "s3cr3t-😀-astral-XYZ"])
+    func anEchoedSecret_leavesNoPartOfItselfInTheMessage(_ path: String, _ secret: String) async throws {
         defer { server.stop() }
-        let secret = "s3cr3t-ABC/DEFGHIJKLMNOPQRSTUVWXYZ"
         setTestEnvironment("HOSTILE_ECHO_TOKEN", secret)
         let error = try await refreshError(#"{"url": "\#(server.baseURL)\#(path)", "items": "/items", "auth": {"type": "bearer", "token": "${HOSTILE_ECHO_TOKEN}"}}"#)
         #expect(error.message.contains("HTTP 401 from \(server.baseURL)\(path)"), "\(error.message)")

@@ -52,7 +52,8 @@ Paths (query strings are ignored unless said):
   /link-quoted?page=N  items; page 1's Link has a title holding "<http://localhost:PORT/evil>" and
                        a param holding "rel=prev", then rel="next" to /items?page=2
   /http-lines          200 with 1,000 header lines named "HTTP/x-pad<i>" (200 bytes each)
-  /echo-secret         401 {"error": "bad token <the bearer token, each "/" escaped with a backslash>"}
+  /echo-secret         401 {"error": "bad token <the bearer token JSON-escaped as Python writes it (a
+                       backslash as two, a character beyond ASCII as \\uXXXX), each "/" as "\\/">"}
   /echo-secret-cut     401, 185 bytes of "x" then the bearer token (across a 200-byte cut)
   /echo-query-link?page=N  items; Link rel="next" to the same query with page N+1 (all of it,
                        any api_key too), pages 1 and 2
@@ -273,9 +274,9 @@ class Handler(loopback.Handler):
         elif path == "/http-lines":
             self.send(200, items_body(1), headers=[(f"HTTP/x-pad{i}", "a" * 200) for i in range(1000)])
         elif path in ("/echo-secret", "/echo-secret-cut"):
-            token = (headers.get("authorization") or "")[len("Bearer "):]
+            token = (headers.get("authorization") or "")[len("Bearer "):].encode("latin-1").decode("utf-8", "replace")
             if path == "/echo-secret":
-                body = ('{"error":"bad token ' + token.replace("/", "\\/") + '"}').encode()
+                body = ('{"error":"bad token ' + json.dumps(token)[1:-1].replace("/", "\\/") + '"}').encode()
             else:
                 body = ("x" * 185 + token).encode()
             self.send(401, body)
