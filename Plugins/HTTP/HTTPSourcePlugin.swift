@@ -513,45 +513,58 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
     /// rules: an empty page, a has_more flag that is not true, or a total reached ends paging.
-    /// A has_more that is true goes on past a short page (a server may cap the page size), and
-    /// fails a page that has items but no next key: paging would end there without a word.
+    /// A has_more that is true, or a total not reached, goes on past a short page (a server may
+    /// cap the page size; a has_more past an empty one too), and a has_more that is true fails a
+    /// page without a next key: paging would end there without a word.
     private func pageKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
         var more: Bool?
         if let slot = slots.hasMore, let pointer = config.stop.hasMore { more = try Self.more(scan.value(slot), at: pointer, url: url) }
-        var page = try paginationKeys(scan, response, target, url: url, moreSaid: more == true)
-        if more == true, count > 0, page.nextKey == nil {
-            throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
-        }
-        var last = count == 0 || more == false
         var total: Int?
         if let slot = slots.total, let pointer = config.stop.total {
             total = try Self.count(scan.value(slot).map { JSONScalar($0).countText }, "the total at \(pointer)", url: url)
         } else if let name = config.stop.totalHeader {
             total = try Self.count(response.header(name).map { $0.trimmingSpaces }, "the total header \(name)", url: url)
         }
-        if let total {
-            switch config.pagination {
-            case .page(let first):
-                let (seen, overflow) = (target.number - first + 1).multipliedReportingOverflow(by: target.pageSize)
-                if overflow || seen >= total { last = true }
-            case .offset:
-                if target.number + count >= total { last = true }
-            default:
-                break
-            }
+        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination) }
+        var page = try paginationKeys(scan, response, target, url: url, goesOn: more == true || remaining == true)
+        if more == true, page.nextKey == nil {
+            throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
         }
-        if last {
+        if (count == 0 && more != true) || more == false || remaining == false {
             page.nextKey = nil
             page.isLast = true
         }
         return page
     }
 
+    /// Whether a total count says items remain after the page of `target` with `count` items
+    /// (page and offset pagination; `false` for an empty page). An offset says exactly. A page
+    /// number says it by the page size, or, for a short page that does not end the total there,
+    /// by its own length: a server that caps the page size (GitHub's 100) sends pages of its cap.
+    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination) -> Bool {
+        guard count > 0 else { return false }
+        switch pagination {
+        case .offset:
+            return target.number.addingReportingOverflow(count).partialValue < total
+        case .page(let first):
+            let before = target.number - first
+            let (seen, overflow) = (before + 1).multipliedReportingOverflow(by: min(count, target.pageSize))
+            guard !overflow else { return false }
+            if count < target.pageSize {
+                let (honest, overflow) = before.multipliedReportingOverflow(by: target.pageSize)
+                if !overflow, honest.addingReportingOverflow(count) == (total, false) { return false }
+            }
+            return seen < total
+        default:
+            return true
+        }
+    }
+
     private func paginationKeys(_ scan: BodyScan, _ response: TransportResponse, _ target: FetchTarget, url: String,
-                                moreSaid: Bool) throws(PluginFailure) -> PageContent {
+                                goesOn: Bool) throws(PluginFailure) -> PageContent {
         let count = scan.itemCount
-        let short = count == 0 || (count < target.pageSize && !moreSaid)
+        let short = count < target.pageSize && !goesOn
         /// The cursor at `slot`: a string or a number; null, "" or no member ends paging; an
         /// object, an array or a boolean is a malformed body (it ended paging without a word).
         func text(_ slot: Int?, _ pointer: JSONPointer?) throws(PluginFailure) -> String? {

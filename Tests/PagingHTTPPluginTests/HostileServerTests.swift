@@ -140,6 +140,31 @@ struct HostileServerTests {
         }
     }
 
+    /// Found by a probe: a server that caps the page size (7 of the 10 asked) sent a short first
+    /// page, and paging ended there with 38 of 45 items lost, exit 0, though the total said
+    /// more. A short page goes on while the total says items remain; every item comes once.
+    @Test(arguments: [("page", "page={key}"), ("offset", "offset={offset}")])
+    func aServerThatCapsThePageSize_isPagedToItsTotal(_ type: String, _ query: String) async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/capped?\#(query)&limit={pageSize}", "items": "/items", "#
+            + #""pagination": {"type": "\#(type)", "total": "/total"}}"#)
+        let manager = try await pageToEnd(source, pageSize: 10)
+        #expect(try ids(manager.output.values) == Array(0..<45))
+    }
+
+    /// Found by a probe: an empty page whose has_more is true and which names the next cursor
+    /// (APIs that filter on the server send them) ended paging, 30 of 50 items lost, exit 0.
+    /// has_more goes on past it; without has_more an empty page still ends paging.
+    @Test func anEmptyPageWhoseHasMoreIsTrue_isPagedPast() async throws {
+        defer { server.stop() }
+        for (stop, expected) in [(#", "has_more": "/has_more""#, Array(0..<20) + Array(30..<50)), ("", Array(0..<20))] {
+            let source = try makeSource(#"{"url": "\#(server.baseURL)/empty-middle?cursor={key}", "items": "/items", "#
+                + #""pagination": {"type": "cursor", "next": "/next"\#(stop)}}"#)
+            let manager = try await pageToEnd(source, pageSize: 10)
+            #expect(try ids(manager.output.values) == expected, "\(stop)")
+        }
+    }
+
     /// timeout_ms is the whole transfer, its redirects included: 8 hops of 0.4 s each with
     /// timeout_ms 1,000 time out (each hop had timeout_ms of its own: 3.2 s, loaded).
     @Test func timeoutMs_boundsTheRedirectsToo() async throws {

@@ -92,6 +92,10 @@ Paths (query strings are ignored unless said):
                        page itself), C "spaced" a header "Link : <...?page=2>; rel="next""
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
+  /capped?page=N or ?offset=O  45 records (ids 0-44), at most 7 a page whatever the limit asked
+                       (pages of 7 by number), with "total": 45
+  /empty-middle?cursor=C  cursor pages c0-c4 of 10 ids each, c2 empty; "has_more" true up to c3
+                       and "next" "c<n+1>" (null on c4)
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
                        "numbers" (1 on page 1, 0 on page 2), "null"
 
@@ -322,6 +326,14 @@ class Handler(loopback.Handler):
             pages = {"": [{"id": "a"}, {"id": "b"}, {"uid": "c"}], "b": [{"id": "d"}], "c": [{"id": "e"}]}
             data = pages.get(query.get("starting_after", ""), [])
             self.send(200, json.dumps({"data": data, "has_more": True}).encode())
+        elif path == "/capped":
+            start = int(query["offset"]) if "offset" in query else (page - 1) * 7
+            records = [{"id": i} for i in range(start, min(45, start + 7))]
+            self.send(200, json.dumps({"items": records, "total": 45}).encode())
+        elif path == "/empty-middle":
+            n = int(query.get("cursor", "c0")[1:] or 0)
+            records = [] if n == 2 else [{"id": n * 10 + i} for i in range(10)]
+            self.send(200, json.dumps({"items": records, "has_more": n < 4, "next": f"c{n + 1}" if n < 4 else None}).encode())
         elif path == "/clamp-total":
             total = query.get("total", "4")
             body = '{"items": %s, "total": %s}' % (json.dumps([{"id": min(page, 2) * 10 + i} for i in range(2)]), total)
