@@ -68,7 +68,7 @@ final class PageService: Sendable {
     private func route(_ request: HTTPRequest) async -> HTTPAnswer {
         switch request.path {
         case "/pages": return await page(request)
-        case "/healthz": return health()
+        case "/healthz": return await health()
         case "/metrics":
             return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats).utf8))
         default: return .error(404, "no such route: GET /pages, /healthz or /metrics")
@@ -174,10 +174,49 @@ final class PageService: Sendable {
 
     // MARK: Health
 
-    private func health() -> HTTPAnswer {
-        let sick = pipeline.members.compactMap { plugin -> String? in
-            if case .unhealthy(let status) = plugin.health() { "\(plugin.id): \(status)" } else { nil }
+    /// A health check under way: the plugin it is asking, and its answer.
+    private struct HealthCheck: Sendable {
+        let asking: Locked<String?>
+        let answer: Task<HTTPAnswer, Never>
+    }
+
+    /// The check under way: /healthz requests that come while it runs share its answer. Each
+    /// request made a check of its own, and checks of a store waiting on a lock queued one
+    /// behind another (4 s each), holding the threads that answer every route.
+    private let healthCheck = Locked<HealthCheck?>(nil)
+
+    /// Every plugin's health check, on a thread of its own, for `timeout` at most: a check
+    /// that has not answered by then is 503, naming the plugin it waits for.
+    private func health() async -> HTTPAnswer {
+        let check = healthCheck.withLock { current -> HealthCheck in
+            if let current { return current }
+            let asking = Locked<String?>(nil)
+            let members = pipeline.members
+            let answer = Task { [healthCheck] in
+                await withCheckedContinuation { continuation in
+                    detachThread(named: "paging-health") {
+                        var sick: [String] = []
+                        for plugin in members {
+                            asking.withLock { $0 = plugin.id }
+                            if case .unhealthy(let status) = plugin.health() { sick.append("\(plugin.id): \(status)") }
+                        }
+                        healthCheck.withLock { $0 = nil }
+                        continuation.resume(returning: Self.healthAnswer(sick))
+                    }
+                }
+            }
+            current = HealthCheck(asking: asking, answer: answer)
+            return current!
         }
+        do {
+            return try await within(timeout) { await check.answer.value }
+        } catch {
+            let plugin = check.asking.withLock { $0 } ?? "the health check"
+            return Self.healthAnswer(["\(plugin): no answer within \(timeout.wholeMilliseconds) ms"])
+        }
+    }
+
+    private static func healthAnswer(_ sick: [String]) -> HTTPAnswer {
         guard sick.isEmpty else {
             let list = sick.map { JSONValue.string($0).jsonText }.joined(separator: ", ")
             return HTTPAnswer(status: 503, body: Array("{\"status\": \"unhealthy\", \"plugins\": [\(list)]}\n".utf8))

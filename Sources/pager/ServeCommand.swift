@@ -15,6 +15,7 @@ struct ServeCommand {
       GET /pages?cursor=C         the page a cursor of an earlier answer names
         each answers {"items": [...], "next": cursor or null, "prev": cursor or null}
       GET /healthz                200 {"status": "ok"} when every plugin can serve, else 503
+                                  (also when a check is not answered within the timeout)
       GET /metrics                Prometheus text: requests and latency by route, and per
                                   plugin calls, failures, latency, counters and gauges
     Cursors are signed (HMAC-SHA256) with the secret in $PAGER_SERVE_SECRET or --secret-file

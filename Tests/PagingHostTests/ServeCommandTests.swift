@@ -204,6 +204,27 @@ struct ServeCommandTests {
         #expect(reply.status == 503 && reply.text.contains("lifecycle: transient"), "\(reply.text)")
     }
 
+    /// Found by a probe: each /healthz asked every plugin itself, on a thread that answers
+    /// requests, however long a check took (a store waiting on a lock, 4 s): checks queued one
+    /// behind another, and /pages and /metrics waited behind them. Requests that come while a
+    /// check runs share its answer, and a check not answered within timeout_ms is a 503 that
+    /// names the plugin it waits for.
+    @Test(.timeLimit(.minutes(2)))
+    func slowHealthChecks_areSharedAndBounded() async throws {
+        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        let server = try ServeProcess([try manifest(#", "timeout_ms": 1000"#, interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health_sleep_ms": 4000}}]"#)],
+                                      environment: Self.secret)
+        let replies = try await withThrowingTaskGroup(of: HTTPReply.self) { group in
+            for _ in 0..<4 { group.addTask { try server.get("/healthz") } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for reply in replies {
+            #expect(reply.status == 503 && reply.text.contains("lifecycle: no answer within 1000 ms"), "\(reply.text)")
+        }
+        #expect(try server.get("/metrics").status == 200)
+        #expect(server.stderr.components(separatedBy: "health check").count - 1 == 1, "one check for the four requests: \(server.stderr)")
+    }
+
     /// A request target in absolute form (as a proxy sends it) is its path (it was a 404).
     @Test(.timeLimit(.minutes(2)))
     func anAbsoluteFormTarget_isItsPath() throws {

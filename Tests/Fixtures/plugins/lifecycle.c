@@ -17,11 +17,14 @@
  *   cannot know, and "config <key> <type>" for the keys "s", "i", "d", "b", "n", "a", "o" and
  *   "missing" (PAGING_CONFIG_* numbers). It proceeds with every request. It offers
  *   paging.health/1, answering the config's integer "health" (default PAGING_OK) and logging
- *   "health: <n>" when it is not PAGING_OK.
+ *   "health: <n>" when it is not PAGING_OK; with "health_sleep_ms", each check logs "health
+ *   check" and sleeps that long first.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "paging/paging.h"
 
@@ -65,12 +68,19 @@ static uint32_t lc_intercept(paging_interceptor_t *self, const paging_request_t 
     return PAGING_INTERCEPT_PROCEED;
 }
 
-typedef struct lifecycle { paging_interceptor_t base; const paging_host_t *host; paging_status_t health; } lifecycle;
+typedef struct lifecycle { paging_interceptor_t base; const paging_host_t *host; paging_status_t health; long health_sleep_ms; } lifecycle;
 
 static paging_status_t lc_health(void *self)
 {
     lifecycle *l = (lifecycle *)self;
     char message[32];
+    if (l->health_sleep_ms > 0) {
+        struct timespec pause;
+        pause.tv_sec = l->health_sleep_ms / 1000;
+        pause.tv_nsec = (l->health_sleep_ms % 1000) * 1000000L;
+        l->host->log(l->host, PAGING_LOG_WARNING, "health check");
+        nanosleep(&pause, NULL);
+    }
     if (l->health != PAGING_OK) {
         snprintf(message, sizeof message, "health: %u", (unsigned)l->health);
         l->host->log(l->host, PAGING_LOG_ERROR, message);
@@ -124,6 +134,7 @@ static paging_interceptor_t *lc_create(const char *id, const paging_host_t *host
     }
     self->host = host;
     self->health = (paging_status_t)host->config_int(config, "health", PAGING_OK);
+    self->health_sleep_ms = (long)host->config_int(config, "health_sleep_ms", 0);
     self->base.intercept = lc_intercept;
     self->base.destroy = lc_destroy;
     self->base.get_extension = lc_get_extension;
