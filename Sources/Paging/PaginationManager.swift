@@ -19,6 +19,8 @@ import Synchronization
 ///   the item last reported by ``itemVisible(at:of:)``, so that the item stays in view.
 /// - A failed load becomes that direction's ``LoadState/failed(_:)`` state; the values stay,
 ///   and ``retry()`` loads again.
+/// - A prepend or append whose key names a page the list holds already fails with
+///   ``PagingError/repeatedKey(source:kind:key:)``, unfetched.
 ///
 /// Adding a page costs O(log pages) (see ``PagedValues``), whatever the list's length.
 ///
@@ -283,6 +285,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 // brings nothing new: then paging moves on. Unless the page said where the next
                 // one is: then it is short because the server caps its page size.
                 key = last.isComplete || last.namesItsNextKey || last.key == state.stalledKey ? next : last.key
+                if key != last.key, state.refusesRepeated(key, kind: .append) {
+                    broadcast.yield(state.output)
+                    return nil
+                }
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,
@@ -292,6 +298,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     return nil
                 }
                 key = previous
+                if state.refusesRepeated(key, kind: .prepend) {
+                    broadcast.yield(state.output)
+                    return nil
+                }
                 anchor = first
             }
             if let userInfo, !userInfo.isEmpty { params.userInfo.merge(userInfo) { $1 } }
@@ -347,9 +357,23 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var lastVisible: (generation: UInt64, position: Int)?
         /// Refreshes around the reader on each of the source's invalidations.
         @usableFromInline var invalidationListener: Task<Void, Never>?
+        /// The keys of the pages the list holds.
+        @usableFromInline var heldKeys: Set<Key> = []
 
         @usableFromInline
         init() {}
+
+        /// Whether loading `key` as `kind` would load a page the list holds already; then that
+        /// direction fails saying so (a store whose next key was an earlier page's repeated
+        /// the same pages, exit 0).
+        @inlinable
+        mutating func refusesRepeated(_ key: Key, kind: PagingRequestKind) -> Bool {
+            guard heldKeys.contains(key) else { return false }
+            let error = PagingError.repeatedKey(source: sourceDescription, kind: kind, key: "\(key)")
+            output[kind] = .failed(error)
+            output.lastError = error
+            return true
+        }
 
         @inlinable
         mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?) {
@@ -371,6 +395,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             switch kind {
             case .refresh:
                 output.values = PagedValues().appending(page)
+                heldKeys = [page.key]
                 output.generation = plan.generation
                 output.origin = 0
                 output.refreshState = .idle
@@ -387,6 +412,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 } else {
                     stalledKey = nil
                     output.values = output.values.appending(page)
+                    heldKeys.insert(page.key)
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again. A prepend in
@@ -406,6 +432,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     return
                 }
                 output.values = output.values.prepending(page)
+                heldKeys.insert(page.key)
                 output.origin -= page.values.count
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
@@ -435,8 +462,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             guard let maxSize else { return false }
             var dropped = false
             while output.values.count > maxSize, output.values.pageCount > 1 {
+                let page = end == .prepend ? output.values.firstPage! : output.values.lastPage!
+                heldKeys.remove(page.key)
                 if end == .prepend {
-                    output.origin += output.values.firstPage!.values.count
+                    output.origin += page.values.count
                     output.values = output.values.droppingFirst()
                 } else {
                     output.values = output.values.droppingLast()

@@ -55,6 +55,34 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == Array(repeating: 7, count: 20))
     }
 
+    /// Found by a probe: a store whose page named an earlier page as its next one repeated the
+    /// same pages for as long as paging went on (147 lines of 14 items, exit 0). A key the list
+    /// holds already fails that direction, unfetched.
+    @Test func aKeyTheListHoldsAlready_failsTheLoad_unfetched() async throws {
+        final class GoingRound: PagingSource, Sendable {
+            let fetched = Locked<[Int]>([])
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                fetched.withLock { $0.append(request.key) }
+                // 0 -> 1 -> 2 -> 1, and 0 <- 2 before page 0.
+                let next = [0: 1, 1: 2, 2: 1][request.key]
+                return Page(request: request, values: [request.key * 10], prevKey: request.key == 0 ? 2 : nil, nextKey: next)
+            }
+        }
+        let source = GoingRound()
+        let manager = PaginationManager(source: source, pageSize: 1)
+        await manager.refresh().value
+        for _ in 0..<4 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0, 10, 20])
+        let error = manager.output.appendState.error as? PagingError
+        #expect(error == .repeatedKey(source: "GoingRound", kind: .append, key: "1"), "\(String(describing: error))")
+        #expect("\(error!)" == "GoingRound: the append would load the page at key 1, which the list holds already (the source's keys go round); nothing was loaded")
+        await manager.prepend().value
+        #expect(manager.output.prependState.error as? PagingError == .repeatedKey(source: "GoingRound", kind: .prepend, key: "2"))
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2])
+    }
+
     @Test func appendWithNothingLoaded_refreshes() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
