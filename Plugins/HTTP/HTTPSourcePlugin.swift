@@ -864,11 +864,15 @@ extension HTTPSourceConfig {
         case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
         case 52: return .transient("the server closed the connection without a reply fetching \(url)")
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
+        // libcurl's words for a status line it cannot read (no three-digit code, no version it
+        // knows): the server's fault.
+        case 1 where message.contains("response code") || message.contains("HTTP version"):
+            return .internal("the reply from \(url) is not HTTP: its status line is not valid (\(message))")
         case 1, 3: return .invalidRequest("cannot fetch \(url): \(message)")
         case 61: return .internal("the body from \(url)\(status) cannot be decompressed: \(message)")
         // Not this source's writing (its limits say so themselves): libcurl's decoder refusing
         // what follows a compressed body (trailing bytes, a second gzip member).
-        case 23: return .internal("the body from \(url)\(status) cannot be decompressed: the decoder stopped (\(message))")
+        case 23: return .internal("the body from \(url)\(status) cannot be decompressed: the decoder stopped after the first compressed member (bytes after it, or a second gzip member; \(message))")
         case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) "
                                        + (caFile == nil ? "(a private certificate authority needs ca_file)" : "(ca_file's authorities do not vouch for it)"))
         case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")

@@ -371,6 +371,17 @@ struct HostileServerTests {
         #expect(error.message.contains("the reply from \(server.baseURL)/not-http is not HTTP: it begins with \"SSH-2.0-OpenSSH_9.2p1"), "\(error.message)")
     }
 
+    /// Found by a probe: a status line without a three-digit code was taken for a bad
+    /// request of this source ("invalid request: cannot fetch", never retried); it is the
+    /// server's fault, said as such.
+    @Test(arguments: ["2000", "-200", "abc"])
+    func aStatusLineWithoutAValidCode_isTheServersFault(_ code: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/bad-status?code=\#(code)", "items": "/items"}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("the reply from \(server.baseURL)/bad-status?code=\(code) is not HTTP: its status line is not valid"), "\(error.message)")
+    }
+
     @Test(arguments: [
         ("/not-json", "not JSON: unexpected '<' at byte 0, where a value was expected (HTTP 200, 39 bytes: <html><body>Service moved</body></html>)"),
         ("/truncated", #"the body ends early at byte 25, inside an array or object (truncated JSON) (HTTP 200, 25 bytes: {"items":[{"id":1},{"id":)"#),

@@ -15,6 +15,7 @@ Paths (query strings are ignored unless said):
   /many-headers        200 with 20,000 headers of 60 bytes (1.2 MB)
   /slow                200, Content-Length 1000, then 1 byte a second
   /not-http            "SSH-2.0-OpenSSH_9.2p1" and a line break, no HTTP at all
+  /bad-status?code=C   the status line "HTTP/1.1 C OK" (C: 2000, -200, abc), then an empty JSON body
   /not-json            200 text/html "<html>..."
   /truncated           200 '{"items":[{"id":1},{"id":' (a Content-Length that matches)
   /not-array           200 {"items": {"id": 1}}
@@ -193,6 +194,10 @@ class Handler(loopback.Handler):
             self.wfile.write(b"SSH-2.0-OpenSSH_9.2p1 Debian-2\r\n")
             self.wfile.flush()
             time.sleep(5)
+            return False
+        elif path == "/bad-status":
+            self.wfile.write(b"HTTP/1.1 " + query.get("code", "abc").encode() + b" OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            self.wfile.flush()
             return False
         elif path == "/not-json":
             self.send(200, b"<html><body>Service moved</body></html>", content_type="text/html")
