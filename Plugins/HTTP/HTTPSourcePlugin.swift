@@ -234,9 +234,12 @@ final class HTTPSourcePlugin: SourcePlugin {
     }
 
     /// Whether a request to `url` (a redirect, a next link) may go: to a host trusted with the
-    /// secrets, or holding none of them (a server may echo a token or key in a link).
+    /// secrets, or holding none of them (a server may echo a token or key in a link) but the
+    /// `api_key` of the query, which is dropped from it.
     private func maySend(_ url: String) -> Bool {
-        config.isTrusted(url) || redact(url) == url
+        guard !config.isTrusted(url) else { return true }
+        let sent = config.withoutQueryKey(url)
+        return redact(sent) == sent
     }
 
     /// What an OAuth2 token a server echoed in a key is written as there; the request fills in

@@ -700,6 +700,13 @@ struct HostileServerTests {
         let queries = try await server.seen().compactMap { $0["query"] as? String }
         #expect(queries.count == 3 && queries.allSatisfy { $0.components(separatedBy: "api_key=QKEYSECRET").count == 2 }, "\(queries)")
         #expect(!log.messages.joined().contains("QKEYSECRET"))
+        // A Link to another host that echoes the key is followed without it (found by a probe:
+        // the page failed as carrying a secret, though the key is dropped from links).
+        let other = try makeSource(#"{"url": "\#(server.baseURL)/echo-query-link?page=1&other=1", "items": "/items", "pagination": {"type": "link"}, "#
+                                   + #""auth": {"type": "api_key", "in": "query", "name": "api_key", "value": "${HOSTILE_QUERY_KEY}"}}"#)
+        #expect(try ids(try await pageToEnd(other, pageSize: 2).output.values) == [10, 11, 20, 21, 30, 31])
+        let elsewhere = try await server.seen().filter { ($0["host"] as? String)?.hasPrefix("localhost") == true }
+        #expect(elsewhere.count == 2 && elsewhere.allSatisfy { ($0["query"] as? String)?.contains("QKEYSECRET") == false }, "\(elsewhere)")
     }
 
     /// An items pointer through "*" that stops resolving says where (it was an empty page: paging

@@ -57,7 +57,7 @@ Paths (query strings are ignored unless said):
                        backslash as two, a character beyond ASCII as \\uXXXX), each "/" as "\\/">"}
   /echo-secret-cut     401, 185 bytes of "x" then the bearer token (across a 200-byte cut)
   /echo-query-link?page=N  items; Link rel="next" to the same query with page N+1 (all of it,
-                       any api_key too), pages 1 and 2
+                       any api_key too), pages 1 and 2; with other=1 the Link names localhost
   /wild?case=C         {"groups": ...} bodies for the items pointer /groups/*/repos: C is
                        "missing" (no groups), "null", "object" (groups an object), "element"
                        (one group's repos a string), "nothing" (a group without repos), "empty"
@@ -291,7 +291,8 @@ class Handler(loopback.Handler):
             self.send(401, body)
         elif path == "/echo-query-link":
             rest = "&".join(p for p in raw_query.split("&") if not p.startswith("page="))
-            links = [("Link", f'</echo-query-link?page={page + 1}&{rest}>; rel="next"')] if page < 3 else []
+            origin = f"http://localhost:{port}" if "other=1" in raw_query.split("&") else ""
+            links = [("Link", f'<{origin}/echo-query-link?page={page + 1}&{rest}>; rel="next"')] if page < 3 else []
             self.send(200, items_body(page), headers=links)
         elif path == "/wild":
             groups = {"missing": None, "null": "null", "object": '{"a": {"repos": [1]}}',
