@@ -205,8 +205,9 @@ final class PageService: Sendable {
                     }
                 }
             }
-            current = HealthCheck(asking: asking, answer: answer)
-            return current!
+            let check = HealthCheck(asking: asking, answer: answer)
+            current = check
+            return check
         }
         do {
             return try await within(timeout) { await check.answer.value }
