@@ -74,7 +74,7 @@ struct PagerCheckTests {
 
     /// The shared-state plugins pass every check with their servers running. (The check defers
     /// 20 intercepts of one page and answers none of the loads: redis-cache's waiters then wait out
-    /// the first one's lease, so the lease is made shorter than the check's 500 ms.)
+    /// the first one's lease, so the lease is made short.)
     @Test func redisCacheAndPostgresStore_withTheirServers_passEveryCheck() async throws {
         let redis = try await RedisServer.start()
         defer { redis.stop() }
@@ -82,7 +82,9 @@ struct PagerCheckTests {
         defer { postgres.stop() }
         for (name, config) in [("redis-cache", #"{"address": "\#(redis.address)", "namespace": "check", "lease_ms": 100}"#),
                                ("postgres-store", #"{"conninfo": "\#(postgres.conninfo)", "namespace": "check"}"#)] {
-            let (code, report, output) = try await check(shippedPlugin(name), Self.fast + ["--config", config])
+            // A check process lives 10 s + 2 x --timeout-ms: 100 connections made and closed
+            // outlived 11 s under the full suite's load.
+            let (code, report, output) = try await check(shippedPlugin(name), Self.passing + ["--config", config])
             #expect(code == 0 && report.failed == 0, "\(name): \(output)")
             #expect(Set(report.results.map(\.check)) == Set(["descriptor"] + ConformanceCheck.checks(for: .interceptor).map(\.rawValue)))
             let extensions = try #require(report.results.first { $0.check == "extensions" })
