@@ -202,16 +202,28 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Loads the page `plan` asks for and applies it.
     @inlinable
     func run(_ plan: Plan) async {
-        let result: Result<Page<Key, Value>, any Error>
+        var result = await fetch(plan)
+        // Two refreshes may reach the pager in the other order than they were planned here: the
+        // pager then supersedes the newer one, and this manager drops the older one's page (the
+        // list stayed empty, every state idle). The newest refresh planned loads again.
+        if plan.kind == .refresh, case .failure(let error) = result, error as? PagingError == .supersededByRefresh,
+           state.withLock({ $0.generation == plan.generation }) {
+            result = await fetch(plan)
+        }
+        let cancelled = Task.isCancelled
+        state.withLock { state in
+            state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled)
+            broadcast.yield(state.output)
+        }
+    }
+
+    @inlinable
+    func fetch(_ plan: Plan) async -> Result<Page<Key, Value>, any Error> {
         do {
             // Built outside the lock: the key chain may come from a plugin.
-            result = .success(try await pager.load(pager.request(plan.kind, key: plan.key, params: plan.params)))
+            return .success(try await pager.load(pager.request(plan.kind, key: plan.key, params: plan.params)))
         } catch {
-            result = .failure(error)
-        }
-        state.withLock { state in
-            state.apply(result, of: plan, maxSize: configuration.maxSize)
-            broadcast.yield(state.output)
+            return .failure(error)
         }
     }
 
@@ -284,8 +296,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 // An incomplete last page is loaded again (it may have grown), until a reload
                 // brings nothing new: then paging moves on. Unless the page said where the next
                 // one is: then it is short because the server caps its page size.
-                key = last.isComplete || last.namesItsNextKey || last.key == state.stalledKey ? next : last.key
-                if key != last.key, state.refusesRepeated(key, kind: .append) {
+                let reload = !(last.isComplete || last.namesItsNextKey || last.key == state.stalledKey)
+                key = reload ? last.key : next
+                if !reload, state.refusesRepeated(key, kind: .append) {
                     broadcast.yield(state.output)
                     return nil
                 }
@@ -375,18 +388,25 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             return true
         }
 
+        /// Applies the outcome of `plan`'s load; `cancelled` when the task that ran it was
+        /// cancelled (a CancellationError a source throws of its own accord is a failure).
         @inlinable
-        mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?) {
+        mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?, cancelled: Bool) {
             guard plan.generation == generation else { return }
             let kind = plan.kind
             let page: Page<Key, Value>
             switch result {
             case .failure(let error):
-                if error is CancellationError || error as? PagingError == .supersededByRefresh {
+                if (cancelled && error is CancellationError) || error as? PagingError == .supersededByRefresh {
                     output[kind] = .idle
                 } else {
                     output[kind] = .failed(error)
                     output.lastError = error
+                }
+                // The list shown stays, and with it what its ends say.
+                if kind == .refresh, let first = output.values.firstPage, let last = output.values.lastPage {
+                    output.prependState = first.prevKey == nil ? .endReached : .idle
+                    output.appendState = last.nextKey == nil ? .endReached : .idle
                 }
                 return
             case .success(let loaded):
@@ -409,6 +429,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if last.key == page.key {
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
+                } else if refusesRepeated(page.key, kind: .append) {
+                    // A prepend that landed first holds it (both named one page).
+                    return
                 } else {
                     stalledKey = nil
                     output.values = output.values.appending(page)
@@ -431,6 +454,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.lastError = error
                     return
                 }
+                guard !refusesRepeated(page.key, kind: .prepend) else { return }
                 output.values = output.values.prepending(page)
                 heldKeys.insert(page.key)
                 output.origin -= page.values.count

@@ -57,9 +57,16 @@ public struct RetryPolicy: Sendable {
 
         /// The wait before retry number `attempt` (1-based), with `random` in 0..<1.
         public func delay(forAttempt attempt: Int, random: Double = Double.random(in: 0..<1)) -> Duration {
-            let grown = initial * power(multiplier, max(0, attempt - 1))
-            let capped = min(grown, maximum)
+            guard initial > .zero else { return .zero }
+            // Weighed in seconds first: a Duration past Int64's seconds traps (a multiplier of
+            // 1e10, or infinity, took the app down on the second retry).
+            let factor = power(multiplier, max(0, attempt - 1))
+            let capped = !(seconds(initial) * factor < seconds(maximum)) ? maximum : initial * factor
             return capped * (1 - jitter * random)
+        }
+
+        private func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) * 1e-18
         }
 
         /// The wait before retry number `attempt` after `error`: the backoff's delay, or the

@@ -144,6 +144,16 @@ struct PagerFailureTests {
         #expect(backoff.delay(forAttempt: 2, random: 1) == .milliseconds(100))
     }
 
+    /// Found by a probe: a multiplier of 1e10 or more (infinity too) trapped converting the
+    /// grown Duration on the second retry; the delay is the maximum.
+    @Test(arguments: [1e10, 1e300, .infinity])
+    func backoff_ofAHugeMultiplier_isTheMaximum(_ multiplier: Double) {
+        let backoff = RetryPolicy.Backoff(initial: .seconds(1 << 40), multiplier: multiplier, maximum: .seconds(30), jitter: 0)
+        #expect(backoff.delay(forAttempt: 2) == .seconds(30))
+        #expect(backoff.delay(forAttempt: 60) == .seconds(30))
+        #expect(RetryPolicy.Backoff(initial: .zero, multiplier: multiplier).delay(forAttempt: 5) == .zero)
+    }
+
     @Test func retries_arePublishedAsStates() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 0, .fail(ScriptedError("1")))

@@ -83,6 +83,100 @@ struct PaginationManagerTests {
         #expect(source.fetched.withLock { $0 } == [0, 1, 2])
     }
 
+    // MARK: Found by a probe of the Swift API
+
+    /// The refresh planned last reached the pager first (its key chain came quicker): the pager
+    /// superseded it for the one planned before, whose page this manager dropped, and the list
+    /// stayed empty with every state idle. The refresh planned last is the one shown.
+    @Test func twoRefreshesReachingThePagerInTheOtherOrder_showTheLastOnesPage() async throws {
+        final class SlowFirstKeyChain: PagingSource, Sendable {
+            let calls = Locked(0)
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
+                if calls.withLock({ calls in defer { calls += 1 }; return calls }) == 0 { usleep(50_000) }
+                return PagingKeyChain(key: key, nextKey: key + 1)
+            }
+            // Longer than the first key chain: the second refresh is still loading when the
+            // first reaches the pager.
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                try await Task.sleep(for: .milliseconds(300))
+                return Page(request: request, values: [1, 2, 3])
+            }
+        }
+        let source = SlowFirstKeyChain()
+        let manager = PaginationManager(source: source, pageSize: 3)
+        let first = manager.refresh()
+        #expect(await eventually { source.calls.withLock { $0 } == 1 })
+        let second = manager.refresh()
+        await first.value
+        await second.value
+        #expect(Array(manager.output.values) == [1, 2, 3] && manager.output.refreshState.isIdle, "\(manager.output.refreshState)")
+    }
+
+    /// A full page whose next key is its own was fetched again by every append, for ever.
+    @Test func aPageWhoseNextKeyIsItsOwn_failsTheAppend() async throws {
+        final class SelfLoop: PagingSource, Sendable {
+            let fetches = Locked(0)
+            var refreshKey: Int { 0 }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+                fetches.withLock { $0 += 1 }
+                return Page(request: request, values: ["a", "b"], prevKey: nil, nextKey: 0)
+            }
+        }
+        let source = SelfLoop()
+        let manager = PaginationManager(source: source, pageSize: 2)
+        await manager.refresh().value
+        for _ in 0..<3 { await manager.append().value }
+        #expect("\(manager.output.appendState.error.map { "\($0)" } ?? "no error")".contains("the append would load the page at key 0, which the list holds already"))
+        #expect(source.fetches.withLock { $0 } == 1)
+    }
+
+    /// A prepend and an append naming one page, started together, both added it.
+    @Test func aPrependAndAnAppendOfOnePage_addItOnce() async throws {
+        struct BothEnds: PagingSource {
+            var refreshKey: Int { 5 }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+                request.key == 5 ? Page(request: request, values: ["e1", "e2"], prevKey: 4, nextKey: 4)
+                    : Page(request: request, values: ["d1", "d2"], prevKey: nil, nextKey: 5)
+            }
+        }
+        let manager = PaginationManager(source: BothEnds(), pageSize: 2)
+        await manager.refresh().value
+        let prepend = manager.prepend(), append = manager.append()
+        await prepend.value
+        await append.value
+        #expect(Set(manager.output.values).count == manager.output.values.count, "\(Array(manager.output.values))")
+        #expect(manager.output.values.count == 4)
+        let failed = [manager.output.prependState, manager.output.appendState].compactMap { $0.error as? PagingError }
+        #expect(failed.count == 1 && "\(failed[0])".contains("which the list holds already"), "\(failed)")
+    }
+
+    /// A failed refresh keeps the list, and what its ends say (both ends read "more to load").
+    @Test func aFailedRefresh_keepsTheEndsOfTheListShown() async throws {
+        let source = ScriptedPagingSource(pages: [[1, 2], [3, 4]])
+        let manager = manager(source, pageSize: 2)
+        await manager.refresh().value
+        await manager.append().value
+        source.script(key: 0, .fail(ScriptedError("offline")))
+        await manager.refresh().value
+        #expect(manager.output.refreshState.error != nil)
+        #expect(manager.output.prependState.isEndReached && manager.output.appendState.isEndReached)
+        #expect(Array(manager.output.values) == [1, 2, 3, 4])
+    }
+
+    /// A CancellationError a source throws while nobody cancelled the load is a failure (it
+    /// left the direction idle, with nothing to retry).
+    @Test func aCancellationErrorNobodyAskedFor_isAFailure() async throws {
+        let source = ScriptedPagingSource(pages: [[1, 2], [3, 4]])
+        source.script(key: 1, .fail(CancellationError()))
+        let manager = manager(source, pageSize: 2)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.appendState.error is CancellationError)
+        await manager.retry().value
+        #expect(Array(manager.output.values) == [1, 2, 3, 4])
+    }
+
     @Test func appendWithNothingLoaded_refreshes() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
