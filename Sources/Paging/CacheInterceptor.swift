@@ -113,7 +113,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         let key = request.identity
         let now = clock.now()
         guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
-        return Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
+        return Self.page(cached, answering: request)
     }
 
     /// The cached page for `request` whatever its age, and whether it is fresh.
@@ -123,7 +123,16 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         let key = request.identity
         let now = clock.now()
         guard let (cached, isFresh) = cache.withLock({ $0.valueKeepingStale(for: key, now: now) }) else { return nil }
-        return (Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey), isFresh)
+        return (Self.page(cached, answering: request), isFresh)
+    }
+
+    /// The page `cached` as the answer to `request`: its values, keys and metadata (a cache hit
+    /// lost the metadata an interceptor had set).
+    @inlinable
+    static func page(_ cached: Page<Key, Value>, answering request: PagingRequest<Key>) -> Page<Key, Value> {
+        var page = Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
+        page.metadata = cached.metadata
+        return page
     }
 
     @inlinable

@@ -20,6 +20,23 @@ struct CacheInterceptorTests {
         #expect(source.fetchCount == 3)
     }
 
+    /// Found by a probe: a cache hit came back without the metadata the page was stored with.
+    @Test func aCacheHit_keepsThePagesMetadata() async throws {
+        struct Tag: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> { .proceed(request, handleAfterwards: true) }
+            func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+                var page = page
+                page.metadata["origin"] = "network"
+                return page
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, interceptors: [CacheInterceptor<Int, Int>(), Tag()])
+        #expect(try await pager.load(request(1)).metadata == ["origin": "network"])
+        #expect(try await pager.load(request(1)).metadata == ["origin": "network"])
+        #expect(source.fetchCount == 1)
+    }
+
     /// An interceptor after the cache that asks for another page (a token added to the user
     /// info) does not keep the cache from answering: the page is cached under the request the
     /// cache saw (it was stored under the rewritten one, looked up under the original, and
