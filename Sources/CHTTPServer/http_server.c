@@ -309,6 +309,45 @@ static const char *ambiguous_framing(struct MHD_Connection *connection, int *has
     return NULL;
 }
 
+/* Query parameters a request may have. libmicrohttpd 0.9.75 keeps each in its connection's
+ * memory pool while it reads the request line, and when they do not fit it neither answers nor
+ * closes the connection: the client waited for the header timeout. */
+#define MAX_QUERY_ARGUMENTS 100
+
+/* The state of a request answered by on_request_line. */
+static char refused_request;
+
+/* Sees each request line before libmicrohttpd splits its query: a request with more than
+ * MAX_QUERY_ARGUMENTS parameters is answered 414 on its socket, which is then shut down (the
+ * server's thread reads the end of the stream and closes it). Returns the request's state:
+ * `refused_request` for that one (libmicrohttpd may still call on_request for it), else NULL. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *connection)
+{
+    paging_http_server *server = cls;
+    static const char body[] = "{\"error\": \"more than 100 query parameters\"}\n";
+    const char *query = uri != NULL ? strchr(uri, '?') : NULL;
+    const union MHD_ConnectionInfo *info;
+    size_t arguments = 1, path_length;
+    char head[256], path[128];
+    int head_length;
+    if (query == NULL) return NULL;
+    for (const char *c = query; *c != '\0'; c++) arguments += *c == '&';
+    if (arguments <= MAX_QUERY_ARGUMENTS) return NULL;
+    info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info == NULL) return NULL;
+    path_length = (size_t)(query - uri) < sizeof path - 1 ? (size_t)(query - uri) : sizeof path - 1;
+    memcpy(path, uri, path_length);
+    path[path_length] = '\0';
+    if (server->refused != NULL) server->refused(server->context, path, 414);
+    head_length = snprintf(head, sizeof head,
+                           "HTTP/1.1 414 URI Too Long\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
+                           "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+    /* A fresh socket's send buffer takes these few hundred bytes at once. */
+    if (send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+    shutdown(info->connect_fd, SHUT_RDWR);
+    return &refused_request;
+}
+
 /* Percent-decoding as libmicrohttpd's own (%XX, nothing else), noting a %00 on the connection:
  * the C string it cuts short would be taken for another path ("/metrics%00x" for "/metrics"). */
 static size_t unescape(void *cls, struct MHD_Connection *connection, char *text)
@@ -339,6 +378,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     paging_http_server *server = cls;
     paging_http_exchange *exchange = *state;
     (void)version; (void)upload_data;
+    if (*state == &refused_request) return MHD_NO;
     if (exchange == NULL) {
         /* The headers have come: a request whose end is ambiguous is refused, and its
          * connection closed (what follows it cannot be read as a request with certainty). */
@@ -407,7 +447,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
     paging_http_server *server = cls;
     (void)code;
     headers_arrived(server, connection, 0);
-    if (exchange == NULL) return;
+    if (exchange == NULL || *state == &refused_request) return;
     /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
     free_exchange(exchange);
     *state = NULL;
@@ -467,6 +507,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
                                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                                      MHD_OPTION_URI_LOG_CALLBACK, on_request_line, server,
                                       MHD_OPTION_END);
     if (server->daemon != NULL && server->header_timeout_ms > 0) {
         server->reaper_running = pthread_create(&server->reaper, NULL, reap_slow_headers, server) == 0;
