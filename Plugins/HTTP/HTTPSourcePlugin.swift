@@ -10,8 +10,8 @@
 // Threads: the instance is thread-safe. Responses arrive on the client's thread. Every
 // completion (and cancellation) first claims the fetch id from a Mutex-protected table and
 // calls the host while holding that lock, so a fetch is completed exactly once and never after
-// the instance is destroyed (deinit closes the table, then frees the client, which ends every
-// transfer still running).
+// the instance is destroyed (willDestroy closes the table, waiting for completions under way;
+// deinit frees the client, which ends every transfer still running).
 import CPaging
 import FoundationEssentials
 import Glibc
@@ -64,9 +64,13 @@ final class HTTPSourcePlugin: SourcePlugin {
         for warning in parsed.warnings { host.log(.warning, parsed.redact(warning)) }
     }
 
-    deinit {
+    /// Waits for the completions running on the transfers' threads (a page the host refused
+    /// is logged with its URL before its fetch is finished): none reaches the host after this.
+    func willDestroy() {
         _ = fetches.close()
     }
+
+    deinit { willDestroy() }
 
     /// Page numbers are computable: the chain of page `n` is n - 1 (unless first) and n + 1.
     /// Offsets need the page size, which the chain does not get; cursors and links come with
@@ -474,14 +478,13 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
-        var handed = true
         fetches.finish(exchange.completion.id) {
-            handed = items.withItems { count, item in exchange.completion.succeed(count: count, item: item, keys: keys) }
-        }
-        // The host refused the page (an item that is not JSON, which the scan did not check, or
-        // one of its limits): the error is the host's; say which body, and where it is not JSON.
-        if !handed {
-            do {
+            guard !items.withItems({ count, item in exchange.completion.succeed(count: count, item: item, keys: keys) }) else { return }
+            // The host refused the page (an item that is not JSON, which the scan did not check,
+            // or one of its limits): the error is the host's; say which body, and where it is not
+            // JSON. Logged before the fetch is finished: destroy() waits for the line (a run that
+            // ended at once lost it).
+            do throws(ScanError) {
                 if !plan.checksItems { _ = try plan.scan(response.body, checkingItems: true) }
                 host.log(.error, redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
             } catch {

@@ -108,7 +108,9 @@ public enum PluginExport {
             destroy: { table in
                 guard let table else { return }
                 // The plugin's own threads may still be calling the host: no call after this returns.
-                InterceptorBox.from(table).lifetime.close()
+                let box = InterceptorBox.from(table)
+                box.plugin.willDestroy()
+                box.lifetime.close()
                 Unmanaged<InterceptorBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()
@@ -154,7 +156,9 @@ public enum PluginExport {
             destroy: { table in
                 guard let table else { return }
                 // The fetches the plugin's threads complete late (and its log lines): none after this returns.
-                SourceBox.from(table).host.lifetime.close()
+                let box = SourceBox.from(table)
+                box.plugin.willDestroy()
+                box.host.lifetime.close()
                 Unmanaged<SourceBox>.fromOpaque(table.pointee.plugin_data).release()
                 table.deinitialize(count: 1)
                 table.deallocate()

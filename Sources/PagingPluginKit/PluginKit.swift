@@ -485,6 +485,14 @@ public protocol SwiftPlugin: AnyObject, Sendable {
     static var info: PluginInfo { get }
     /// Creates an instance; throwing refuses the config (the message reaches the user).
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure)
+    /// The host is destroying the instance: finish, or give up, what its own threads are
+    /// doing with the host. Once this returns, their completions and log lines are dropped;
+    /// the instance itself may live on until their last reference goes. Default: nothing.
+    func willDestroy()
+}
+
+extension SwiftPlugin {
+    public func willDestroy() {}
 }
 
 /// A plugin that can say whether it can serve loads now, without loading a page (extension
