@@ -129,8 +129,13 @@ extension HTTPSourceConfig {
             maxRequestsPerSecond = number
         }
         if let value = root["fields"] {
-            guard let list = value.strings, !list.isEmpty, !list.contains("") else {
+            guard let list = value.strings, !list.isEmpty else {
                 throw .invalidConfig("fields: expected a non-empty array of member names, such as [\"id\", \"name\"], got \(value)")
+            }
+            guard !list.contains("") else { throw .invalidConfig("fields: a member name is empty") }
+            // The filter's fields are pointers; these are names: "/id" made every item `{}`.
+            if let pointer = list.first(where: { $0.hasPrefix("/") }) {
+                throw .invalidConfig("fields: \"\(pointer)\" is a JSON pointer; fields are the names of the members each item keeps, such as \"\(pointer.dropFirst().prefix { $0 != "/" })\" (the filter interceptor projects nested ones)")
             }
             // The scanner finds at most 64 members in one pass (more made every item `{}`).
             guard list.count <= 64 else { throw .invalidConfig("fields: at most 64 member names, got \(list.count)") }

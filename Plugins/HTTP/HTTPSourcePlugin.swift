@@ -33,6 +33,8 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let slots: ScanSlots
     /// The `fields` to keep of each item, as pointers to scan an item for.
     private let projection: ScanPlan?
+    /// Whether a page whose items had none of the `fields` was logged (once an instance).
+    private let saidNoFields = Atomic(false)
     private let pacer: Pacer
     private let tokens: TokenCache?
     private let prefetcher: Prefetcher<Exchange>
@@ -478,6 +480,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
+        if items.noneHasAField, saidNoFields.exchange(true, ordering: .relaxed) == false, let fields = config.fields {
+            host.log(.warning, redact("fields: no item of the page from \(url) has any of the members \(fields.map { "\"\($0)\"" }.joined(separator: ", ")): each is {}"))
+        }
         fetches.finish(exchange.completion.id) {
             guard !items.withItems({ count, item in exchange.completion.succeed(count: count, item: item, keys: keys) }) else { return }
             // The host refused the page (an item that is not JSON, which the scan did not check,
@@ -699,16 +704,20 @@ struct ItemBytes: ~Copyable {
     private var compacted: [UInt8] = []
     /// Per item: nil = the body's bytes; else its range in `compacted`.
     private var ranges: [Range<Int>?] = []
+    /// Projected, the page has items and none of them has any of the members kept.
+    let noneHasAField: Bool
 
     init(_ scan: BodyScan, projection: ScanPlan?) {
         var compacted: [UInt8] = []
         var ranges: [Range<Int>?] = []
+        var anyField = false
         for index in 0..<scan.itemCount {
             let (bytes, hasSpace) = scan.item(index)
             if let projection {
                 let start = compacted.count
                 Self.project(bytes, projection, into: &compacted)
                 ranges.append(start..<compacted.count)
+                anyField = anyField || compacted.count - start > 2
                 continue
             }
             guard hasSpace else {
@@ -727,6 +736,7 @@ struct ItemBytes: ~Copyable {
         self.scan = scan
         self.compacted = compacted
         self.ranges = ranges
+        noneHasAField = projection != nil && scan.itemCount > 0 && !anyField
     }
 
     /// `{"name": value, ...}` of the projection's members the item has (none for an item that

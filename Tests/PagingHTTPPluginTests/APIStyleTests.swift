@@ -138,6 +138,21 @@ struct APIStyleTests {
         #expect(manager.output.values.allSatisfy { String(decoding: $0.bytes, as: UTF8.self).hasPrefix(#"{"id":"#) && !String(decoding: $0.bytes, as: UTF8.self).contains("extra") })
     }
 
+    /// Fields no item has make every item `{}`: said once, with the URL (it went unsaid).
+    @Test func fieldsNoItemHas_areLoggedOnce() async throws {
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource("""
+            {"url": "\(server.baseURL)/nested?page={key}", "items": "/groups/*/repos", "fields": ["ID", "nom"]}
+            """, log: log)
+        let manager = try await pageToEnd(source, pageSize: 10)
+        #expect(manager.output.values.count == 30 && manager.output.values.allSatisfy { $0.bytes == Array("{}".utf8) })
+        let said = log.entries.filter { $0.message.hasPrefix("fields: no item of the page from ") }
+        #expect(said.count == 1 && said.first?.level == .warning, "\(log.messages)")
+        #expect(said.first?.message == #"fields: no item of the page from \#(server.baseURL)/nested?page=1 has any of the members "ID", "nom": each is {}"#,
+                "\(log.messages)")
+    }
+
     @Test func oauth2ClientCredentials_fetchesCachesAndRefreshesTheToken() async throws {
         defer { server.stop() }
         setTestEnvironment("API_TEST_CLIENT_SECRET", "csecret")

@@ -560,6 +560,10 @@ struct HTTPSourcePluginTests {
             .hasPrefix("max_header_bytes: expected an integer number of bytes, at least 1024 and at most 262144"))
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "api_key", "in": "query", "name": "api key", "value": "k"}}"#) == "created")
         #expect(failure(#"{"url": "http://x/{key}", "fields": ["id", "name", "id"]}"#) == #"fields: "id" is listed twice"#)
+        // Found by a probe: pointers, as the filter's fields are, made every item `{}`.
+        #expect(failure(#"{"url": "http://x/{key}", "fields": ["/id", "name"]}"#)
+            == #"fields: "/id" is a JSON pointer; fields are the names of the members each item keeps, such as "id" (the filter interceptor projects nested ones)"#)
+        #expect(failure(#"{"url": "http://x/{key}", "fields": ["id", ""]}"#) == "fields: a member name is empty")
         // A secret file of 100 MB took 20 s and 534 MB; a NUL cut the credential short.
         let folder = NSTemporaryDirectory() + "http-secrets-\(UUID().uuidString)"
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
