@@ -8,9 +8,10 @@
 //                "network-first" (every request is loaded; a held page answers only when the
 //                load fails, with a warning) or "stale-while-revalidate" (a held page answers at
 //                once; a stale one is then loaded again in the background)
-// Pages are kept under the request's identity (key, page size, params but hard_refresh). A
-// request with the param hard_refresh = "true" goes to the source; its page, once loaded,
-// replaces everything cached (a failed load leaves the cache as it was).
+// Pages are kept under the request's identity (key, page size, params but hard_refresh and
+// reload). A request with the param hard_refresh = "true" goes to the source; its page, once
+// loaded, replaces everything cached (a failed load leaves the cache as it was). One with the
+// param reload = "true" (a short page loaded again) goes to the source too.
 import Paging
 import PagingPluginKit
 

@@ -487,7 +487,7 @@ static void pg_run(void *owner, pstore_job *job)
 {
     pg_state *st = (pg_state *)owner;
     pg_decision d;
-    if (job->hard_refresh) { /* to the source: its page replaces the namespace's (pg_handle) */
+    if (job->to_source) { /* a hard refresh (its page replaces the namespace's, pg_handle) or a reload */
         memset(&d, 0, sizeof d);
         d.st = st;
         d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
@@ -521,7 +521,7 @@ static uint32_t pg_intercept(paging_interceptor_t *self, const paging_request_t 
         result = pstore_queue_defer(&st->queue, st->async, request, out);
         if (result != 0) return result;
     }
-    if (pstore_is_hard_refresh(request)) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (pstore_goes_to_source(request)) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     job = (pstore_job *)calloc(1, sizeof *job + request->identity.len);
     if (job == NULL) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     job->page_size = request->page_size;

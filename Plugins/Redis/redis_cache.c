@@ -806,7 +806,7 @@ static void rc_run(void *owner, pstore_job *job)
 {
     rc_state *st = (rc_state *)owner;
     rc_decision d;
-    if (job->hard_refresh) { /* to the source: its page replaces the namespace's (rc_handle) */
+    if (job->to_source) { /* a hard refresh (its page replaces the namespace's, rc_handle) or a reload */
         memset(&d, 0, sizeof d);
         d.st = st;
         d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
@@ -884,7 +884,7 @@ static uint32_t rc_intercept(paging_interceptor_t *self, const paging_request_t 
     job->page_size = request->page_size;
     job->identity_len = request->identity.len;
     if (request->identity.len) memcpy(job->identity, request->identity.data, request->identity.len);
-    if (pstore_is_hard_refresh(request)) {
+    if (pstore_goes_to_source(request)) {
         result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     } else {
         rc_decide(st, job, &d);

@@ -40,10 +40,12 @@
  *
  * Behaviour:
  *   Pages are stored under (namespace, the request's identity): its key, page size and every
- *   param but hard_refresh (paging_request_t.identity), so a page loaded for one query is never
+ *   param but hard_refresh and reload (paging_request_t.identity), so a page loaded for one query is never
  *   served for another.
  *   intercept(): a REFRESH request with param hard_refresh = "true" proceeds (its page, once
- *   loaded, replaces every page of the namespace; a failed load leaves them). Otherwise the
+ *   loaded, replaces every page of the namespace; a failed load leaves them); so does a request
+ *   with param reload = "true" (a short page loaded again; its page replaces the one stored
+ *   under its identity). Otherwise the
  *   page stored under the request's
  *   identity, when it is complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
  *   the last page is complete even when short; or it names its next page: a page a filter after
@@ -479,8 +481,9 @@ static uint32_t sqls_intercept(paging_interceptor_t *self, const paging_request_
     sqls_state *st = (sqls_state *)self;
     sqls_found found;
 
-    /* A hard refresh goes to the source; its page replaces the namespace's (handle). */
-    if (pstore_is_hard_refresh(request))
+    /* A hard refresh goes to the source (its page replaces the namespace's, handle), and a
+     * reload (its page replaces the one stored under its identity). */
+    if (pstore_goes_to_source(request))
         return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     if (st->async != NULL) {
         uint32_t deferred = sqls_defer_lookup(st, request, out);

@@ -99,6 +99,11 @@ int pstore_is_hard_refresh(const paging_request_t *request)
     return request->kind == PAGING_REQUEST_REFRESH && pstore_param_is(request, "hard_refresh", "true");
 }
 
+int pstore_goes_to_source(const paging_request_t *request)
+{
+    return pstore_is_hard_refresh(request) || pstore_param_is(request, "reload", "true");
+}
+
 int64_t pstore_now_ms(void)
 {
     struct timespec ts;
@@ -201,7 +206,7 @@ uint32_t pstore_queue_defer(pstore_queue *q, const paging_ext_async_intercept_ho
     job = (pstore_job *)calloc(1, sizeof *job + request->identity.len);
     if (job == NULL) return 0;
     job->page_size = request->page_size;
-    job->hard_refresh = (uint32_t)pstore_is_hard_refresh(request);
+    job->to_source = (uint32_t)pstore_goes_to_source(request);
     job->identity_len = request->identity.len;
     if (request->identity.len) memcpy(job->identity, request->identity.data, request->identity.len);
     /* Outside the lock: the host's cancel() path may hold a lock defer needs. */

@@ -17,7 +17,8 @@ public enum FreshnessPolicy: String, Sendable, CaseIterable {
 /// `.cacheFirst`, the default, a stale page is dropped). Beyond ``maxEntries`` the least
 /// recently used page is evicted. A request with a hard refresh (``PagingRequestParams/isHardRefresh``) goes on
 /// to the source, and its page, once loaded, replaces everything cached (a failed load leaves the cache as it
-/// was). Every request costs O(1), whatever the cache holds.
+/// was); a reload (``PagingUserInfoKey/reload``, a short page loaded again) goes on to the source too, and its
+/// page replaces the one cached. Every request costs O(1), whatever the cache holds.
 ///
 /// # Thread safety
 /// Safe to share between any number of concurrent loads.
@@ -92,7 +93,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         interceptCore(self, request)
     }
 
-    /// The fresh cached page answering `request`, or `nil` on a miss. A hard refresh misses.
+    /// The fresh cached page answering `request`, or `nil` on a miss. A hard refresh or a reload misses.
     public func cachedPage(for request: PagingRequest<Key>) -> Page<Key, Value>? {
         lookupCore(self, request)
     }
@@ -109,7 +110,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
 
     @inlinable
     func lookUp(_ request: PagingRequest<Key>) -> Page<Key, Value>? {
-        if request.params.isHardRefresh { return nil }
+        if request.params.goesToSource { return nil }
         let key = request.identity
         let now = clock.now()
         guard let cached = cache.withLock({ $0.value(for: key, now: now) }) else { return nil }
@@ -119,7 +120,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     /// The cached page for `request` whatever its age, and whether it is fresh.
     @inlinable
     func lookUpKeepingStale(_ request: PagingRequest<Key>) -> (Page<Key, Value>, isFresh: Bool)? {
-        if request.params.isHardRefresh { return nil }
+        if request.params.goesToSource { return nil }
         let key = request.identity
         let now = clock.now()
         guard let (cached, isFresh) = cache.withLock({ $0.valueKeepingStale(for: key, now: now) }) else { return nil }

@@ -82,8 +82,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @inlinable
     public func load(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
         // Computed once: it is hashed on registration and again when the load finishes. A hard
-        // refresh shares nothing: it must reach the source.
-        let identity = (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.isHardRefresh
+        // refresh or a reload shares nothing: it must reach the source.
+        let identity = (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.goesToSource
             ? request.sharingKey : nil
         while true {
             switch register(request, identity) {

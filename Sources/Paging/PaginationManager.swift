@@ -302,6 +302,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     broadcast.yield(state.output)
                     return nil
                 }
+                // From the source: a cache answered with the short page it held, and the items
+                // the page had gained were never loaded.
+                if reload { params.userInfo[PagingUserInfoKey.reload] = "true" }
                 anchor = last
             case .prepend:
                 guard !state.output.isRefreshing, !state.output.isPrepending,

@@ -30,6 +30,10 @@ public enum PagingUserInfoKey {
     /// it from what they hold, and to replace all they hold with its page (a hard refresh): a
     /// load that fails leaves them as they were.
     public static let hardRefresh = "hard_refresh"
+    /// `"true"` marks a request that loads again a page already loaded because it may have
+    /// grown (a short last page; ``PaginationManager`` sets it): caches and stores let it go to
+    /// the source, and replace the page they hold under its identity with its page.
+    public static let reload = "reload"
 }
 
 /// The parameters that travel with a request through the interceptors to the source.
@@ -51,6 +55,13 @@ public struct PagingRequestParams: Sendable {
     /// Whether ``userInfo`` asks for a hard refresh (see ``PagingUserInfoKey/hardRefresh``).
     @inlinable
     public var isHardRefresh: Bool { !userInfo.isEmpty && userInfo[PagingUserInfoKey.hardRefresh] == "true" }
+
+    /// Whether the page must come from the source, not from a cache or a store: a hard refresh,
+    /// or a reload (``PagingUserInfoKey/reload``).
+    @inlinable
+    public var goesToSource: Bool {
+        !userInfo.isEmpty && (userInfo[PagingUserInfoKey.hardRefresh] == "true" || userInfo[PagingUserInfoKey.reload] == "true")
+    }
 }
 
 /// A request for one page: its kind, its key chain and its parameters.
@@ -94,15 +105,16 @@ public struct PagingRequest<Key: Hashable & Sendable>: Sendable {
 
 /// What identifies the page a request asks for, the one definition every cache, store and
 /// deduplication uses (in-process, and in plugins through the C request's `identity`): the
-/// page's key, the page size and the user info, except ``PagingUserInfoKey/hardRefresh`` (how
-/// to load, not what). Two requests with equal identities ask for the same page; any parameter
+/// page's key, the page size and the user info, except ``PagingUserInfoKey/hardRefresh`` and
+/// ``PagingUserInfoKey/reload`` (how to load, not what). Two requests with equal identities ask for the same page; any parameter
 /// that changes the answer (a query, a filter) belongs in the user info so that it is part of
 /// the identity. The kind and the keys around the page are not: an append and a prepend of
 /// the same key ask for the same page.
 public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendable {
     public let key: Key
     public let pageSize: Int
-    /// The request's user info without ``PagingUserInfoKey/hardRefresh``.
+    /// The request's user info without ``PagingUserInfoKey/hardRefresh`` and
+    /// ``PagingUserInfoKey/reload``.
     public let userInfo: [String: String]
 
     @inlinable
@@ -110,17 +122,18 @@ public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendabl
         key = request.key
         pageSize = request.params.pageSize
         var userInfo = request.params.userInfo
-        if !userInfo.isEmpty, userInfo[PagingUserInfoKey.hardRefresh] != nil {
+        if !userInfo.isEmpty, userInfo[PagingUserInfoKey.hardRefresh] != nil || userInfo[PagingUserInfoKey.reload] != nil {
             userInfo[PagingUserInfoKey.hardRefresh] = nil
+            userInfo[PagingUserInfoKey.reload] = nil
         }
         self.userInfo = userInfo
     }
 
     /// Whether the user-info entry `name` is part of a request's identity: every one but
-    /// ``PagingUserInfoKey/hardRefresh``, the one entry `init` drops. (Encoders of the identity
-    /// ask this.)
+    /// ``PagingUserInfoKey/hardRefresh`` and ``PagingUserInfoKey/reload``, the entries `init`
+    /// drops. (Encoders of the identity ask this.)
     @inlinable
-    public static func identifies(_ name: String) -> Bool { name != PagingUserInfoKey.hardRefresh }
+    public static func identifies(_ name: String) -> Bool { name != PagingUserInfoKey.hardRefresh && name != PagingUserInfoKey.reload }
 
     // Written out and @inlinable (the derived ones are not), so that they are specialized;
     // an empty user info (the common case) is not hashed or compared element by element.

@@ -111,6 +111,10 @@ public struct Manifest: Sendable {
                     throw ManifestError(file: file, path: "$.user_info.\(key)", message: "a hard refresh replaces what every store and cache holds "
                                         + "on each refresh, so it is asked for on the command line only: use `pager run --hard-refresh`")
                 }
+                guard key != PagingUserInfoKey.reload else {
+                    throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'reload' marks a short page loaded again, "
+                                        + "which the pager sets itself: every request would pass the caches and stores")
+                }
                 guard case .string(let text) = value else { throw reader.expected("a string", value, at: "$.user_info.\(key)") }
                 userInfo[key] = text
             }
@@ -129,7 +133,7 @@ public struct Manifest: Sendable {
                     throw reader.expected("a parameter name of letters, digits and . _ ~ -", value, at: path)
                 }
                 // state.NAME is incremental loading's value: not a client's to set.
-                guard name != "cursor", name != PagingUserInfoKey.hardRefresh, !name.hasPrefix("state.") else {
+                guard name != "cursor", name != PagingUserInfoKey.hardRefresh, name != PagingUserInfoKey.reload, !name.hasPrefix("state.") else {
                     throw ManifestError(file: file, path: path, message: "'\(name)' cannot be set by a client")
                 }
                 if let first = serveParams.firstIndex(of: name) {

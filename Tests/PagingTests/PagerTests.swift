@@ -225,12 +225,15 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == 2)
     }
 
-    @Test func identity_isKeyPageSizeAndUserInfo_notTheKindNorTheHardRefreshFlag() {
+    @Test func identity_isKeyPageSizeAndUserInfo_notTheKindNorTheHardRefreshOrReloadFlag() {
         let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(3)))
         let append = pager.request(.append, key: 1, params: params(userInfo: ["q": "swift"]))
         #expect(append.identity == pager.request(.prepend, key: 1, params: params(userInfo: ["q": "swift"])).identity)
         #expect(append.identity == pager.request(.append, key: 1, params: params(
             userInfo: ["q": "swift", PagingUserInfoKey.hardRefresh: "true"])).identity)
+        #expect(append.identity == pager.request(.append, key: 1, params: params(
+            userInfo: ["q": "swift", PagingUserInfoKey.reload: "true"])).identity)
+        #expect(!PagingRequestIdentity<Int>.identifies(PagingUserInfoKey.reload) && PagingRequestIdentity<Int>.identifies("q"))
         #expect(append.identity != pager.request(.append, key: 1, params: params(userInfo: ["q": "rust"])).identity)
         #expect(append.identity != pager.request(.append, key: 1, params: params()).identity)
         #expect(append.identity != pager.request(.append, key: 1, params: params(pageSize: 4, userInfo: ["q": "swift"])).identity)

@@ -245,6 +245,25 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys == [0, 1, 1, 2])
     }
 
+    /// Found by a probe: with a cache in front, the cache answered the reload with the short
+    /// page it held, and the items the page had gained were never loaded.
+    @Test func anIncompleteLastPage_isReloadedFromTheSource_pastACache() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3], []])
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(600), maxEntries: 100)
+        let manager = manager(source, interceptors: [cache])
+        await manager.refresh().value
+        await manager.append().value
+        source.setPages([[0, 1, 2], [3, 4, 5], [6]])
+        await manager.append().value
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(0...6))
+        #expect(source.fetchedKeys == [0, 1, 1, 2])
+        // The reloaded page replaced the short one under the same identity: a plain request
+        // for it is answered with the grown page.
+        let plain = PagingRequest(kind: .append, keyChain: PagingKeyChain(key: 1), params: PagingRequestParams(pageSize: 3))
+        #expect(cache.cachedPage(for: plain)?.values == [3, 4, 5])
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)

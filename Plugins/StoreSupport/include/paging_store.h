@@ -70,6 +70,10 @@ int pstore_param_is(const paging_request_t *request, const char *name, const cha
 /* Whether the request is a hard refresh (REFRESH with hard_refresh = "true"). */
 int pstore_is_hard_refresh(const paging_request_t *request);
 
+/* Whether the request must not be answered from the store: a hard refresh, or a reload (param
+ * reload = "true": a short page loaded again, which may have grown). */
+int pstore_goes_to_source(const paging_request_t *request);
+
 /* Unix time in milliseconds. */
 int64_t pstore_now_ms(void);
 
@@ -83,7 +87,7 @@ typedef struct pstore_job {
     struct pstore_job *next;
     uint64_t id;              /* the deferred intercept to answer */
     uint32_t page_size;
-    uint32_t hard_refresh;    /* 1: proceed (its page replaces the namespace's in handle) */
+    uint32_t to_source;       /* 1: proceed (a hard refresh or a reload: pstore_goes_to_source) */
     int64_t waiting_since_ms; /* when the job began to wait (redis-cache's lease) */
     int64_t mark_ms;          /* the plugin's: redis-cache keeps the stored_at of a stale page here */
     size_t identity_len;

@@ -75,7 +75,8 @@ typedef struct paging_request {
 /* A request's identity: the one definition of "the same page" that every cache, store and
  * deduplication uses, in the host and in plugins. Two requests ask for the same page exactly
  * when their identities are equal byte strings. It holds the key, the page size and every
- * param except hard_refresh (how to load, not what); not the kind, nor the keys around the key.
+ * param except hard_refresh and reload (how to load, not what); not the kind, nor the keys
+ * around the key.
  * A parameter that changes the answer (a query, a filter) must therefore travel as a param.
  * Encoding (compare and store it whole; never parse it): the page size in decimal, a space,
  * the key as <length>:<bytes>, then for each param in name order a space, <length>:<name>,
@@ -83,7 +84,10 @@ typedef struct paging_request {
  * and param q=swift: `20 1:3 1:q=5:swift`.
  * A hard refresh (`pager run --hard-refresh`) is the param hard_refresh with the value "true":
  * a cache or store must not answer it from what it holds (let it proceed to the source), and
- * should replace what it holds with the page handed back. */
+ * should replace what it holds with the page handed back. The param reload with the value
+ * "true" marks a page loaded again because it may have grown (a short last page): a cache or
+ * store must let it proceed to the source too, and should replace the page it holds under its
+ * identity with the page handed back (not the others). */
 
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
 
