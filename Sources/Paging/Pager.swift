@@ -163,6 +163,14 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         return ticket
     }
 
+    /// Supersedes the loads in flight, as a refresh does when it starts (a ``PaginationManager``
+    /// about to cancel them for its refresh: they then fail as superseded, not as cancelled).
+    @usableFromInline
+    func supersedeLoadsInFlight() {
+        guard refreshSupersedes else { return }
+        registry.withLock { _ in generation.store(generation.load(ordering: .relaxed) &+ 1, ordering: .releasing) }
+    }
+
     /// A refresh without deduplication: bumps the generation and cancels the sent tasks.
     @usableFromInline
     func registerRefresh() -> Ticket {
@@ -239,7 +247,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var observers = Observers<Key>()
         let outcome: Outcome
         do {
-            var page = try await passInterceptors(request, observers: &observers)
+            var page = try await passInterceptors(request, observers: &observers, generation: generation)
             if observers.any { page = try await handBack(page, to: observers, generation: generation) }
             outcome = .page(page)
         } catch is CancellationError where Task.isCancelled {
@@ -252,10 +260,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// Runs `request` through the interceptors from `start` on and the source. When a step
     /// fails (after its retries), the interceptors before it that let the request proceed hear
-    /// of it before the error goes on.
+    /// of it before the error goes on (of a refresh superseding it, once `generation` is past).
     @inlinable @inline(__always)
     func passInterceptors(
-        _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers<Key>
+        _ request: PagingRequest<Key>, from start: Int = 0, observers: inout Observers<Key>, generation: UInt64
     ) async throws -> Page<Key, Value> {
         var request = request
         // The step running: an interceptor's index, or `interceptors.count` for the source.
@@ -278,13 +286,13 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     // This interceptor let the request proceed: it hears a failure too.
                     step += 1
                     return try await passOrFallBack(chained(next, after: request), after: step - 1, fallback: fallback, whenUsed: whenUsed,
-                                                    observers: &observers)
+                                                    observers: &observers, generation: generation)
                 }
                 step += 1
             }
             return try await fetch(request)
         } catch {
-            if step > start { await tellFailure(error, of: request, to: start..<step) }
+            if step > start { await tellFailure(error, of: request, to: start..<step, generation: generation) }
             throw error
         }
     }
@@ -311,10 +319,12 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    /// Tells the interceptors in `range` that the load of `request` failed with `error`. Off
-    /// the hot path.
+    /// Tells the interceptors in `range` that the load of `request` failed with `error`; a load
+    /// a refresh superseded (`generation` is past) failed because of it, whatever its error (the
+    /// manager cancels it: they heard a CancellationError). Off the hot path.
     @usableFromInline
-    func tellFailure(_ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>) async {
+    func tellFailure(_ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>, generation: UInt64) async {
+        let error = isSuperseded(generation) ? PagingError.supersededByRefresh : error
         for index in range.reversed() {
             await interceptors[index].loadFailed(request, error: error)
         }
@@ -324,11 +334,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @usableFromInline
     func passOrFallBack(
         _ request: PagingRequest<Key>, after index: Int, fallback: Page<Key, Value>,
-        whenUsed: @Sendable (any Error) -> Void, observers: inout Observers<Key>
+        whenUsed: @Sendable (any Error) -> Void, observers: inout Observers<Key>, generation: UInt64
     ) async throws -> Page<Key, Value> {
         var rest = Observers<Key>(observedBefore: true)
         do {
-            let page = try await passInterceptors(request, from: index + 1, observers: &rest)
+            let page = try await passInterceptors(request, from: index + 1, observers: &rest, generation: generation)
             observers.formUnion(rest)
             return page
         } catch is CancellationError where Task.isCancelled {
@@ -357,10 +367,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 observers.insert(index)
                 let page: Page<Key, Value>
                 do {
-                    page = try await passInterceptors(request, from: index + 1, observers: &observers)
+                    page = try await passInterceptors(request, from: index + 1, observers: &observers, generation: generation)
                 } catch {
                     // Interceptor `index` asked for this load: it hears how it failed too.
-                    await tellFailure(error, of: request, to: index..<index + 1)
+                    await tellFailure(error, of: request, to: index..<index + 1, generation: generation)
                     broadcast.yield(.failed(request, error))
                     return
                 }
@@ -424,7 +434,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
-                await tellFailure(error, of: page.request, to: lowest..<index)
+                await tellFailure(error, of: page.request, to: lowest..<index, generation: generation)
                 throw error
             }
         }

@@ -325,7 +325,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             broadcast.yield(state.output)
             return Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key)
         }
-        if !cancelled.isEmpty { cancel(cancelled) }
+        if !cancelled.isEmpty {
+            // Superseded first: the interceptors hear that, not the cancellation it brings.
+            pager.supersedeLoadsInFlight()
+            cancel(cancelled)
+        }
         return plan
     }
 

@@ -161,6 +161,24 @@ struct PagerCancellationTests {
         #expect(journal.all == ["log.intercept(1)", "log.intercept(0)", "log.handle(0)", "log.loadFailed(1, \(PagingError.supersededByRefresh))"])
     }
 
+    /// Found by a probe: an append a manager's refresh cuts off (the manager cancels its task)
+    /// was heard of as a CancellationError, not as superseded by the refresh.
+    @Test func anAppendTheManagersRefreshCutsOff_isHeardOfAsSuperseded() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let journal = Journal()
+        let manager = PaginationManager(source: source, pageSize: 3,
+                                        interceptors: [RecordingInterceptor(name: "log", journal: journal, recordsFailures: true)])
+        await manager.refresh().value
+        source.script(key: 1, .suspend)
+        let append = manager.append()
+        await source.waitUntilSuspended()
+        await manager.refresh().value
+        await append.value
+        #expect(journal.all.contains("log.loadFailed(1, \(PagingError.supersededByRefresh))"), "\(journal.all)")
+        #expect(!journal.all.contains { $0.contains("CancellationError") }, "\(journal.all)")
+        #expect(Array(manager.output.values) == [0, 1, 2])
+    }
+
     /// A stale page's revalidation that started before a hard refresh, and ends after it, is
     /// dropped: the hard refresh's page stays cached.
     @Test func aRevalidationStartedBeforeAHardRefresh_isDropped() async throws {
