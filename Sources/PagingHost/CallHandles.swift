@@ -39,6 +39,20 @@ enum CallHandle {
 
     private static let sequenceMask: UInt64 = (1 << 40) - 1
 
+    /// Refusals so far, and the last tokens refused: a call whose own handle was refused while
+    /// it ran (used from a thread of the plugin's, which the call then joined) is failed by its
+    /// builder (``CallResultBuilder/withHandle(_:_:)``) rather than answered without what the
+    /// refused calls would have set.
+    private static let refusalCount = Atomic<UInt64>(0)
+    private static let refusedTokens = Locked<[UInt64]>([])
+
+    /// The count of refusals so far, to compare before and after a call.
+    @inline(__always)
+    static var refusals: UInt64 { refusalCount.load(ordering: .acquiring) }
+
+    /// Whether a use of `token` was refused lately. Off the hot path.
+    static func wasRefused(_ token: UInt64) -> Bool { refusedTokens.withLock { $0.contains(token) } }
+
     /// A fresh token for a call into `instance`, never given before.
     @inline(__always)
     static func token(for instance: PluginInstance) -> UInt64 {
@@ -79,6 +93,11 @@ enum CallHandle {
     }
 
     private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String) {
+        refusedTokens.withLock { tokens in
+            if tokens.count == 64 { tokens.removeFirst() }
+            tokens.append(token)
+        }
+        refusalCount.add(1, ordering: .releasing)
         let current = paging_call_frame_current().map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
         let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
         let why: String

@@ -209,6 +209,33 @@ struct BridgeTests {
         }
     }
 
+    /// Found by a probe: a call's handle used from a thread the call joined was refused, and
+    /// the call answered without what it would have set: a key chain without its next key
+    /// ended paging ("end reached", exit 0), an intercept completed with no items.
+    @Test func aCallsHandleUsedFromAThreadItJoins_failsTheCall() async throws {
+        let library = try PluginLibrary.open(path: try fixturePlugin("joined_thread"))
+        let source = try library.makeSource(id: "joined-keys", sink: log.sink)
+        let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 1))
+        await manager.refresh().value
+        guard case .failed(let error) = manager.output.refreshState else {
+            Issue.record("the refresh did not fail: \(manager.output.refreshState), \(Array(manager.output.values))")
+            return
+        }
+        #expect("\(error)".contains("handle was used from another thread while the call ran"), "\(error)")
+        #expect(log.contains("keys_set: a keys out (refresh_key/key_chain) handle used after its call returned, or from another thread; refused"),
+                "\(log.messages)")
+
+        let interceptor = try library.makeInterceptor(id: "joined-out", sink: log.sink)
+        let guarded = Pager(source: try jsonLinesSource(count: 5), interceptors: [interceptor])
+        do {
+            let page = try await guarded.load(guarded.refreshRequest(params: params(pageSize: 5)))
+            Issue.record("answered with \(page.values.count) items")
+        } catch let error as PluginError {
+            #expect(error.status == .invalidArgument)
+            #expect(error.message.contains("out (intercept) handle was used from another thread while the call ran"), "\(error.message)")
+        }
+    }
+
     @Test func completionFromAForeignThreadAfterDestroy_isRefused() async throws {
         // Its watcher calls once destroy() has returned (the test says when: by then, it woke
         // within destroy() and was let in, under load, as it should be).
