@@ -44,8 +44,21 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance, calls] id, timeout in
             Self.timeOut(id, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)", instance, calls, table)
         }
-        var out = KeysOut()
-        let status = out.withHandle(CallHandle.token(for: instance)) { plugin.pointee.refresh_key?(plugin, $0) }
+        // Bounded as create is: a refresh_key that never returned hung validate and run, and
+        // the child process of an isolated plugin (found by a probe).
+        let token = CallHandle.token(for: instance)
+        let call = UnsafeSendable { () -> UnsafeSendable<(UInt32?, KeysOut)> in
+            var out = KeysOut()
+            let status = out.withHandle(token) { plugin.pointee.refresh_key?(plugin, $0) }
+            return UnsafeSendable((status, out))
+        }
+        let timeout = instance.limits.startTimeout
+        let label = "plugin '\(descriptor.id)' of \(library.path)"
+        guard let (status, out) = ExitGuard.during(label, { boundedCall(named: "paging-create", within: timeout, call.value) })?.value else {
+            // Not destroyed: the plugin's thread is still in the call.
+            throw .createFailed(path: library.path, id: descriptor.id, status: .timeout,
+                                message: "refresh_key did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")
+        }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)
             // A refused keys_set is the failure, whatever refresh_key returned after it.

@@ -90,6 +90,20 @@ struct LoadingTests {
         #expect(result.stderr.contains("plugin 'hangs' could not be created: timeout: create did not return within 0.3 seconds"), "\(result.stderr)")
     }
 
+    /// Found by a probe: a source's refresh_key (called when it is created) that never returned
+    /// hung validate and run, in the process or in an isolated child, whatever the timeouts.
+    @Test(.timeLimit(.minutes(1)), arguments: [("validate", ""), ("run", ""), ("run", #", "isolation": "process""#)])
+    func aRefreshKeyThatNeverReturns_failsTheCreateAfterTheTimeout(_ command: String, _ isolation: String) async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try """
+        {"source": {"plugin": "\(try fixturePlugin("create_hangs"))", "id": "refresh-key-hangs"\(isolation)}, "call_timeout_ms": 300}
+        """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, [command, manifest])
+        #expect(result.code == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("plugin 'refresh-key-hangs' could not be created: timeout: refresh_key did not return within 0.3 seconds"),
+                "\(result.stderr)")
+    }
+
     /// A constructor that never returns hung validate and run for ever: the load gets the same
     /// timeout as create, in the process or in an isolated child (which said it "crashed
     /// (SIGTERM)" when the host stopped it).

@@ -1,24 +1,60 @@
 /* build: cc -std=c99 -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/create_hangs.c -o libcreate_hangs.so */
-/* Fixture: interceptor "hangs", whose create_interceptor never returns. */
+/* Fixture: interceptor "hangs", whose create_interceptor never returns; source
+ * "refresh-key-hangs", created at once, whose refresh_key never returns. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
 #include <time.h>
 
 #include "paging/paging.h"
 
-static paging_interceptor_t *ch_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+static void hang(void)
 {
     struct timespec pause = { 3600, 0 };
-    (void)id; (void)host; (void)config;
     for (;;) nanosleep(&pause, NULL);
+}
+
+static paging_interceptor_t *ch_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+{
+    (void)id; (void)host; (void)config;
+    hang();
     return 0;
 }
 
-static const paging_plugin_descriptor_t ch_descriptor = {
-    PAGING_DESCRIPTOR_HEAD, "hangs", "Hangs (fixture)", "1.0.0", "create_interceptor never returns.",
-    PAGING_PLUGIN_INTERCEPTOR, 0, 0
+static paging_status_t rk_refresh_key(paging_source_t *self, paging_keys_out_t *out)
+{
+    (void)self; (void)out;
+    hang();
+    return PAGING_OK;
+}
+
+static paging_status_t rk_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
+{
+    (void)self; (void)request; (void)id;
+    return PAGING_ERR_INTERNAL;
+}
+
+static void rk_destroy(paging_source_t *self) { free(self); }
+
+static paging_source_t *rk_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+{
+    paging_source_t *source = (paging_source_t *)calloc(1, sizeof *source);
+    (void)id; (void)host; (void)config;
+    if (source == NULL) return 0;
+    source->refresh_key = rk_refresh_key;
+    source->fetch = rk_fetch;
+    source->destroy = rk_destroy;
+    source->struct_size = (uint32_t)sizeof *source;
+    return source;
+}
+
+static const paging_plugin_descriptor_t ch_descriptors[2] = {
+    { PAGING_DESCRIPTOR_HEAD, "hangs", "Hangs (fixture)", "1.0.0", "create_interceptor never returns.",
+      PAGING_PLUGIN_INTERCEPTOR, 0, 0 },
+    { PAGING_DESCRIPTOR_HEAD, "refresh-key-hangs", "refresh_key hangs (fixture)", "1.0.0", "refresh_key never returns.",
+      PAGING_PLUGIN_SOURCE, 0, 0 }
 };
-static uint32_t ch_count(void) { return 1; }
-static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i == 0 ? &ch_descriptor : 0; }
-static const paging_plugin_entry_t ch_entry = { PAGING_ENTRY_HEAD, ch_count, ch_describe, 0, ch_create, 0, 0 };
+static uint32_t ch_count(void) { return 2; }
+static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i < 2 ? &ch_descriptors[i] : 0; }
+static const paging_plugin_entry_t ch_entry = { PAGING_ENTRY_HEAD, ch_count, ch_describe, rk_create, ch_create, 0, 0 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &ch_entry; }
