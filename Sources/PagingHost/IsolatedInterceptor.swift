@@ -88,7 +88,13 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
         }
     }
 
+    /// The page as the plugin's `transform` leaves it; without one, the page after
+    /// ``handle(page:)``, whose failure (a timeout) fails no load, as in process.
     public func transform(page: PluginPage) async throws -> PluginPage {
+        guard process.transforms else {
+            await handle(page: page)
+            return page
+        }
         do {
             var reader = try await process.call(.transform) { $0.page(page) }
             var result = try reader.page(base: page.request.params)

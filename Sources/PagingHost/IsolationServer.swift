@@ -1,4 +1,5 @@
 import CIsolation
+import CPaging
 import FoundationEssentials
 import Glibc
 import Paging
@@ -52,6 +53,9 @@ package enum IsolationServer {
                 guard let signals else { return }
                 for await _ in signals { send(WireWriter(.invalidated, call: 0).finishedCopy()) }
             }
+        }
+        if case .interceptor(let interceptor) = served {
+            ready.bool(interceptor.offeredExtensions.contains(PAGING_EXT_PAGE_TRANSFORM))
         }
         send(ready.finish())
 

@@ -72,6 +72,8 @@ final class PluginProcess: Sendable {
         /// The refresh key the latest child's source reported.
         var refreshKey = PluginKey(bytes: [])
         var identity = IsolatedPluginIdentity(id: "?", version: "?", abiVersion: "?")
+        /// Whether the latest child's interceptor transforms pages (`paging.page-transform/1`).
+        var transforms = false
     }
 
     /// Starts the first child; a plugin that cannot be loaded there throws, with the child's reason.
@@ -102,6 +104,9 @@ final class PluginProcess: Sendable {
     deinit { shutDown() }
 
     var refreshKey: PluginKey { state.withLock { $0.refreshKey } }
+
+    /// Whether the interceptor transforms pages; one that does not only handles them.
+    var transforms: Bool { state.withLock { $0.transforms } }
 
     /// Sends one call and waits for its answer: a reader over the reply's payload.
     func call(_ op: IsolationOp, _ payload: (inout WireWriter) -> Void) async throws -> WireReader {
@@ -286,10 +291,12 @@ final class PluginProcess: Sendable {
             let label = try reader.string()
             let identity = IsolatedPluginIdentity(id: try reader.string(), version: try reader.string(), abiVersion: try reader.string())
             let refreshKey = spec.isSource ? PluginKey(bytes: try reader.data()) : PluginKey(bytes: [])
+            let transforms = spec.isSource ? false : try reader.bool()
             state.withLock { state in
                 state.label = label
                 state.identity = identity
                 state.refreshKey = refreshKey
+                state.transforms = transforms
             }
         } catch let error as IsolationStartError {
             throw error

@@ -104,6 +104,25 @@ struct LoadingTests {
                 "\(result.stderr)")
     }
 
+    /// Found by a probe: an interceptor's handle() that never returns failed the load when the
+    /// plugin was isolated (its child timed out), and not in process (logged; the load goes on).
+    /// Both go on now: handle() only observes the page.
+    @Test(.timeLimit(.minutes(1)), arguments: [#", "call_timeout_ms": 300"#, #", "timeout_ms": 1000, "isolate": true"#])
+    func aHandleThatNeverReturns_failsNoLoad(_ settings: String) async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        let isolated = settings.contains("isolate")
+        let manifest = folder + "/m.json"
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3,
+         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))", "id": "handle-hangs"\(isolated ? #", "isolation": "process""# : "")}]\(settings.replacingOccurrences(of: #", "isolate": true"#, with: ""))}
+        """.write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 3, "\(result.stdout)")
+        #expect(result.stderr.contains(isolated ? "handle failed: " : "handle did not return within 0.3 seconds; the load goes on"), "\(result.stderr)")
+    }
+
     /// A constructor that never returns hung validate and run for ever: the load gets the same
     /// timeout as create, in the process or in an isolated child (which said it "crashed
     /// (SIGTERM)" when the host stopped it).

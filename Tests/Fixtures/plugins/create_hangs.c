@@ -1,8 +1,11 @@
 /* build: cc -std=c99 -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/create_hangs.c -o libcreate_hangs.so */
 /* Fixture: interceptor "hangs", whose create_interceptor never returns; source
- * "refresh-key-hangs", created at once, whose refresh_key never returns. */
+ * "refresh-key-hangs", created at once, whose refresh_key never returns; interceptor
+ * "handle-hangs", whose intercept proceeds and asks for the page, and whose handle never
+ * returns. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "paging/paging.h"
@@ -11,13 +14,6 @@ static void hang(void)
 {
     struct timespec pause = { 3600, 0 };
     for (;;) nanosleep(&pause, NULL);
-}
-
-static paging_interceptor_t *ch_create(const char *id, const paging_host_t *host, const paging_config_t *config)
-{
-    (void)id; (void)host; (void)config;
-    hang();
-    return 0;
 }
 
 static paging_status_t rk_refresh_key(paging_source_t *self, paging_keys_out_t *out)
@@ -35,6 +31,34 @@ static paging_status_t rk_fetch(paging_source_t *self, const paging_request_t *r
 
 static void rk_destroy(paging_source_t *self) { free(self); }
 
+static uint32_t hh_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self; (void)request; (void)out;
+    return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+}
+
+static void hh_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    (void)self; (void)page;
+    hang();
+}
+
+static void hh_destroy(paging_interceptor_t *self) { free(self); }
+
+static paging_interceptor_t *ch_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+{
+    paging_interceptor_t *interceptor;
+    (void)host; (void)config;
+    if (strcmp(id, "handle-hangs") != 0) hang();
+    interceptor = (paging_interceptor_t *)calloc(1, sizeof *interceptor);
+    if (interceptor == NULL) return 0;
+    interceptor->intercept = hh_intercept;
+    interceptor->handle = hh_handle;
+    interceptor->destroy = hh_destroy;
+    interceptor->struct_size = (uint32_t)sizeof *interceptor;
+    return interceptor;
+}
+
 static paging_source_t *rk_create(const char *id, const paging_host_t *host, const paging_config_t *config)
 {
     paging_source_t *source = (paging_source_t *)calloc(1, sizeof *source);
@@ -47,14 +71,16 @@ static paging_source_t *rk_create(const char *id, const paging_host_t *host, con
     return source;
 }
 
-static const paging_plugin_descriptor_t ch_descriptors[2] = {
+static const paging_plugin_descriptor_t ch_descriptors[3] = {
     { PAGING_DESCRIPTOR_HEAD, "hangs", "Hangs (fixture)", "1.0.0", "create_interceptor never returns.",
       PAGING_PLUGIN_INTERCEPTOR, 0, 0 },
     { PAGING_DESCRIPTOR_HEAD, "refresh-key-hangs", "refresh_key hangs (fixture)", "1.0.0", "refresh_key never returns.",
-      PAGING_PLUGIN_SOURCE, 0, 0 }
+      PAGING_PLUGIN_SOURCE, 0, 0 },
+    { PAGING_DESCRIPTOR_HEAD, "handle-hangs", "handle hangs (fixture)", "1.0.0", "handle never returns.",
+      PAGING_PLUGIN_INTERCEPTOR, 0, 0 }
 };
-static uint32_t ch_count(void) { return 2; }
-static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i < 2 ? &ch_descriptors[i] : 0; }
+static uint32_t ch_count(void) { return 3; }
+static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i < 3 ? &ch_descriptors[i] : 0; }
 static const paging_plugin_entry_t ch_entry = { PAGING_ENTRY_HEAD, ch_count, ch_describe, rk_create, ch_create, 0, 0 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &ch_entry; }
