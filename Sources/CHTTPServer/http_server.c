@@ -87,6 +87,10 @@ struct paging_http_server {
      * timeout alone let a byte every few seconds hold a connection for ever. */
     tracked_connection connections;
     unsigned header_timeout_ms;
+    /* The bytes of the answers queued and not yet sent (under `lock`): clients that never read
+     * held a copy of their page each, 600 MB for 60 of them. */
+    size_t unsent_bytes;
+    size_t max_unsent_bytes;
     pthread_t reaper;
     int reaper_running;
     int stopping;
@@ -197,6 +201,7 @@ struct paging_http_exchange {
     pthread_mutex_t lock;
     struct MHD_Response *response; /* set by paging_http_respond */
     unsigned status;
+    size_t unsent_bytes; /* its answer's part of the server's unsent_bytes */
 };
 
 static char *copy(const char *text) { return text == NULL ? NULL : strdup(text); }
@@ -445,13 +450,16 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
 {
     paging_http_exchange *exchange = *state;
     paging_http_server *server = cls;
+    size_t unsent;
     (void)code;
     headers_arrived(server, connection, 0);
     if (exchange == NULL || *state == &refused_request) return;
     /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
+    unsent = exchange->unsent_bytes;
     free_exchange(exchange);
     *state = NULL;
     pthread_mutex_lock(&server->lock);
+    server->unsent_bytes -= unsent;
     server->open--;
     pthread_cond_broadcast(&server->completed);
     pthread_mutex_unlock(&server->lock);
@@ -497,6 +505,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     pthread_cond_init(&server->stop_reaper, NULL);
     server->connections.next = server->connections.prev = &server->connections;
     server->header_timeout_ms = limits.header_timeout_ms;
+    server->max_unsent_bytes = limits.unsent_answer_bytes;
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
@@ -573,16 +582,36 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
     return index < exchange->query_count ? exchange->query[index].value : NULL;
 }
 
-void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                         const uint8_t *body, size_t length)
+unsigned paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                             const uint8_t *body, size_t length)
 {
-    paging_http_respond_with_header(exchange, status, content_type, NULL, NULL, body, length);
+    return paging_http_respond_with_header(exchange, status, content_type, NULL, NULL, body, length);
 }
 
-void paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                                     const char *name, const char *value, const uint8_t *body, size_t length)
+unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                                         const char *name, const char *value, const uint8_t *body, size_t length)
 {
-    struct MHD_Response *response = mhd.create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+    static const char full[] = "{\"error\": \"the server holds too many answers its clients have not read; try again shortly\"}\n";
+    paging_http_server *server = exchange->server;
+    struct MHD_Response *response;
+    int room;
+    pthread_mutex_lock(&server->lock);
+    /* One answer always fits, however large (a page of max_page_bytes). */
+    room = server->unsent_bytes == 0 || (server->unsent_bytes <= server->max_unsent_bytes && length <= server->max_unsent_bytes - server->unsent_bytes);
+    if (room) {
+        server->unsent_bytes += length;
+        exchange->unsent_bytes = length;
+    }
+    pthread_mutex_unlock(&server->lock);
+    if (!room) {
+        status = MHD_HTTP_SERVICE_UNAVAILABLE;
+        content_type = "application/json";
+        name = MHD_HTTP_HEADER_RETRY_AFTER;
+        value = "1";
+        body = (const uint8_t *)full;
+        length = sizeof full - 1;
+    }
+    response = mhd.create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (response != NULL) {
         mhd.add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
         mhd.add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
@@ -594,4 +623,5 @@ void paging_http_respond_with_header(paging_http_exchange *exchange, unsigned st
     exchange->answered = 1;
     pthread_mutex_unlock(&exchange->lock);
     mhd.resume_connection(exchange->connection);
+    return status;
 }

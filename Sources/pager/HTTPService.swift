@@ -42,23 +42,31 @@ final class HTTPService: @unchecked Sendable {
         /// its last response: a client that trickles a byte every few seconds, never silent for
         /// the idle timeout, held its connection for ever (1,024 of them, every connection).
         var headerTimeoutMilliseconds: UInt32 = 10_000
+        /// The answers queued and not read by their clients yet, in bytes, at most (beyond, a
+        /// 503): each holds a copy of its page until it is read (60 clients that never read
+        /// held 600 MB).
+        var unsentAnswerBytes = 256 << 20
     }
 
     private var server: OpaquePointer?
     private let handler: @Sendable (HTTPRequest) async -> HTTPAnswer
+    private let answered: @Sendable (_ path: String, _ status: Int, _ duration: Duration) -> Void
     private let refused: @Sendable (_ path: String, _ status: Int) -> Void
 
     /// Listens on `address` and `port` (0: any free port). `refused` hears of each request
     /// answered without `handler` (ambiguous framing, a body, a NUL, a query that is not UTF-8),
     /// on the server's thread: it must not block.
     init(address: String, port: UInt16, limits: Limits, handler: @escaping @Sendable (HTTPRequest) async -> HTTPAnswer,
+         answered: @escaping @Sendable (_ path: String, _ status: Int, _ duration: Duration) -> Void,
          refused: @escaping @Sendable (_ path: String, _ status: Int) -> Void) throws {
         self.handler = handler
+        self.answered = answered
         self.refused = refused
         var error = [CChar](repeating: 0, count: 256)
         let cLimits = paging_http_limits(connections: limits.connections, connections_per_address: limits.connectionsPerAddress,
                                          idle_timeout_seconds: limits.idleTimeoutSeconds,
-                                         request_bytes: limits.requestBytes, header_timeout_ms: limits.headerTimeoutMilliseconds)
+                                         request_bytes: limits.requestBytes, header_timeout_ms: limits.headerTimeoutMilliseconds,
+                                         unsent_answer_bytes: limits.unsentAnswerBytes)
         // The server outlives no request of its own: `stop()` ends it before this object goes.
         let context = Unmanaged.passUnretained(self).toOpaque()
         server = paging_http_start(address, port, cLimits, { context, exchange in
@@ -111,7 +119,11 @@ final class HTTPService: @unchecked Sendable {
         }
         let request = HTTPRequest(method: String(cString: paging_http_method(pointer)),
                                   path: Self.originForm(String(cString: paging_http_path(pointer))), query: query)
-        Task { [handler] in Self.respond(exchange, await handler(request)) }
+        Task { [handler, answered] in
+            let start = ContinuousClock.now
+            let status = Self.respond(exchange, await handler(request))
+            answered(request.path, status, .now - start)
+        }
     }
 
     /// The path of a request target in absolute form ("http://host:port/pages", which a server
@@ -122,10 +134,13 @@ final class HTTPService: @unchecked Sendable {
         return rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
     }
 
-    private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) {
-        answer.body.withUnsafeBufferPointer { body in
+    /// Sends `answer`; the status sent (503 when the answers clients have not read yet leave no
+    /// room for it).
+    @discardableResult
+    private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) -> Int {
+        Int(answer.body.withUnsafeBufferPointer { body in
             paging_http_respond_with_header(exchange.pointer, UInt32(answer.status), answer.contentType,
                                             answer.header?.name, answer.header?.value, body.baseAddress, body.count)
-        }
+        })
     }
 }

@@ -40,9 +40,13 @@ final class PageService: Sendable {
         metrics.record(route: Self.route(of: path), status: status, duration: .zero)
     }
 
+    /// Counts a request answered by ``answer(_:)``, with the status sent (HTTPService's
+    /// `answered`: a 503 when the server had no room for the answer).
+    func record(answerTo path: String, status: Int, duration: Duration) {
+        metrics.record(route: Self.route(of: path), status: status, duration: duration)
+    }
+
     func answer(_ request: HTTPRequest) async -> HTTPAnswer {
-        let start = ContinuousClock.now
-        let name = Self.route(of: request.path)
         var answer: HTTPAnswer
         if request.method != "GET" && request.method != "HEAD" {
             answer = .error(405, "only GET and HEAD are served")
@@ -61,7 +65,6 @@ final class PageService: Sendable {
         } else {
             answer = .error(503, "the server is answering \(maxRequests) requests already; try again shortly")
         }
-        metrics.record(route: name, status: answer.status, duration: ContinuousClock.now - start)
         return answer
     }
 

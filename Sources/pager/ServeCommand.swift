@@ -27,6 +27,8 @@ struct ServeCommand {
       --port N                  the port (default 8080; 0: any free port)
       --bind ADDR               the address to listen on (default 127.0.0.1)
       --max-requests N          requests served at once (default 64); more get 503
+      --max-unsent-mib N        MiB of answers clients have not read yet, at most (default 256):
+                                each keeps a copy of its page until it is read; more get 503
       --request-timeout-ms N    a request not answered by then gets 504 (default: the manifest's
                                 timeout_ms, times its retries + 1)
       --header-timeout-ms N     a request's line and headers must arrive within this, however
@@ -64,6 +66,7 @@ struct ServeCommand {
             case "--port": options.port = UInt16(try arguments.count(for: argument, in: 0...65_535))
             case "--bind": options.address = try arguments.value(for: argument)
             case "--max-requests": options.maxRequests = try arguments.count(for: argument, in: 1...100_000)
+            case "--max-unsent-mib": options.limits.unsentAnswerBytes = try arguments.count(for: argument, in: 1...1_048_576) << 20
             case "--request-timeout-ms": options.requestTimeout = .milliseconds(try arguments.count(for: argument, in: 1...86_400_000))
             case "--header-timeout-ms": options.limits.headerTimeoutMilliseconds = UInt32(try arguments.count(for: argument, in: 1...86_400_000))
             case "--max-connections-per-address": options.limits.connectionsPerAddress = UInt32(try arguments.count(for: argument, in: 0...1_024))
@@ -91,6 +94,7 @@ struct ServeCommand {
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
                                       handler: { request in await pages.answer(request) },
+                                      answered: { path, status, duration in pages.record(answerTo: path, status: status, duration: duration) },
                                       refused: { path, status in pages.record(refusalOf: path, status: status) })
         let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")

@@ -91,6 +91,43 @@ struct ServeCommandTests {
         #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
     }
 
+    /// Found by a probe: clients that send a request and never read the answer held a copy of
+    /// their page each (60 of them, 600 MB). The answers not read yet are bounded
+    /// (--max-unsent-mib): beyond, a 503 with Retry-After, counted as such.
+    @Test(.timeLimit(.minutes(2)))
+    func answersClientsDoNotRead_areBounded() throws {
+        let folder = scratchFolder()
+        let item = #"{"pad":""# + String(repeating: "x", count: 10_000) + "\"}\n"
+        try String(repeating: item, count: 300).write(toFile: folder + "/big.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "big.jsonl"}}, "page_size": 100}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "1"], environment: Self.secret)
+        // A client that asks for a page of 1 MB and never reads it.
+        let silent = try connectLoopback(port: server.port)
+        var closed = false
+        defer { if !closed { close(silent) } }
+        _ = "GET /pages HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(silent, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        // Once its answer is queued, another page does not fit beside it.
+        var reply = try server.get("/pages")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while reply.status == 200, ContinuousClock.now < deadline {
+            reply = try server.get("/pages")
+        }
+        #expect(reply.status == 503 && reply.headers["retry-after"] == "1"
+                && reply.text.contains("the server holds too many answers its clients have not read; try again shortly"),
+                "\(reply.status) \(reply.headers) \(reply.text.prefix(200))")
+        #expect(try server.get("/metrics").text.contains(#"pager_http_requests_total{route="/pages",code="503"}"#))
+        // Small answers still fit; once the silent client is gone, its room is given back.
+        #expect(try server.get("/healthz").status == 200)
+        close(silent)
+        closed = true
+        reply = try server.get("/pages")
+        while reply.status == 503, ContinuousClock.now < deadline {
+            reply = try server.get("/pages")
+        }
+        #expect(reply.status == 200)
+    }
+
     @Test(.timeLimit(.minutes(2)))
     func badRequests_getA4xxWithAJSONError_andTheServerGoesOn() throws {
         let server = try ServeProcess([try manifest()], environment: Self.secret)

@@ -29,6 +29,8 @@ typedef struct paging_http_limits {
     size_t request_bytes;          /* a request's line and headers at most (larger: 4xx) */
     unsigned header_timeout_ms;    /* a request's line and headers must arrive within this, from
                                     * the connection's start or the last response (0: no limit) */
+    size_t unsent_answer_bytes;    /* the answers queued and not read by their clients yet, at most
+                                    * (beyond: 503); one answer always fits */
 } paging_http_limits;
 
 /* Listens on `address` (an IPv4 or IPv6 literal) and `port` (0: any free port). NULL on
@@ -56,11 +58,14 @@ size_t paging_http_query_count(const paging_http_exchange *exchange);
 const char *paging_http_query_key(const paging_http_exchange *exchange, size_t index);
 const char *paging_http_query_value(const paging_http_exchange *exchange, size_t index);
 
-/* Answers the request with `status`, a Content-Type and a copy of `body`; from any thread. */
-void paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                         const uint8_t *body, size_t length);
+/* Answers the request with `status`, a Content-Type and a copy of `body`; from any thread.
+ * Returns the status sent: 503 instead when the answers its clients have not read yet would
+ * hold more than the limits' unsent_answer_bytes with this one (each keeps a copy of its body
+ * until it is read). */
+unsigned paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                             const uint8_t *body, size_t length);
 /* The same, with one more header `name: value` (none when either is NULL). */
-void paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                                     const char *name, const char *value, const uint8_t *body, size_t length);
+unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
+                                         const char *name, const char *value, const uint8_t *body, size_t length);
 
 #endif
