@@ -3,8 +3,9 @@ import Synchronization
 /// Fans values out to any number of `AsyncStream` subscribers.
 ///
 /// Yields happen under the lock so every subscriber sees values in the same order. A
-/// subscriber's buffer is unbounded: a consumer that stops iterating should cancel its task,
-/// which ends its stream and unsubscribes it.
+/// subscriber's buffer is what it subscribed with (unbounded unless it said otherwise): a
+/// consumer that stops iterating should cancel its task, which ends its stream and
+/// unsubscribes it.
 @usableFromInline
 final class Broadcast<Element: Sendable>: Sendable {
     private struct Subscribers {

@@ -100,10 +100,18 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// The current output.
     public var output: PaginationManagerOutput<Key, Value> { state.withLock { $0.output } }
 
-    /// A stream that starts with the current output and then gets every change. Any number of
+    /// A stream that starts with the current output and then gets its changes. Any number of
     /// consumers can iterate their own streams at once.
-    public func outputs() -> AsyncStream<PaginationManagerOutput<Key, Value>> {
-        state.withLock { broadcast.subscribe(initial: $0.output) }
+    ///
+    /// Each output is the whole state, so by default a consumer that falls behind gets the
+    /// newest one, not every one it missed (`.bufferingNewest(1)`): what it holds stays one
+    /// output, whatever `maxSize` dropped since. (Every change, buffered without bound: a lagging
+    /// consumer held each output's pages, 250 MB over 20,000 appends with `maxSize` 1,000.) Pass
+    /// `.unbounded` to see every change.
+    public func outputs(
+        buffering: AsyncStream<PaginationManagerOutput<Key, Value>>.Continuation.BufferingPolicy = .bufferingNewest(1)
+    ) -> AsyncStream<PaginationManagerOutput<Key, Value>> {
+        state.withLock { broadcast.subscribe(initial: $0.output, buffering: buffering) }
     }
 
     /// Loads the first page, replacing every value once it arrives. `userInfo` is added to the

@@ -446,11 +446,11 @@ struct PaginationManagerTests {
         #expect(!manager.output.isAppending && source.fetchCount == fetches)
     }
 
-    @Test func outputs_startWithTheCurrentOutput_andFollowEveryChange() async throws {
+    @Test func outputs_startWithTheCurrentOutput_andFollowEveryChange_whenUnbounded() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(2))
         let manager = manager(source)
         await manager.refresh().value
-        var iterator = manager.outputs().makeAsyncIterator()
+        var iterator = manager.outputs(buffering: .unbounded).makeAsyncIterator()
         #expect(await iterator.next().map { Array($0.values) } == [0, 1, 2])
         await manager.append().value
         let loading = await iterator.next()
@@ -458,6 +458,19 @@ struct PaginationManagerTests {
         let loaded = await iterator.next()
         #expect(loaded.map { Array($0.values) } == Array(0..<6))
         #expect(loaded?.isAppending == false)
+    }
+
+    /// Found by a probe: a consumer slower than the loads buffered every output, each holding
+    /// its pages, whatever maxSize dropped (250 MB). By default it gets the newest one.
+    @Test func aConsumerThatFallsBehind_getsTheNewestOutput() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(200))
+        let manager = manager(source, maxSize: 9)
+        await manager.refresh().value
+        var iterator = manager.outputs().makeAsyncIterator()
+        for _ in 0..<100 { await manager.append().value }
+        let next = await iterator.next()
+        #expect(next.map { Array($0.values) } == Array(294..<303), "the output it missed, not the newest")
+        #expect(next?.isAppending == false)
     }
 
     @Test func codableValues_travelThroughTheManager() async throws {
