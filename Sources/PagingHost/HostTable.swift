@@ -314,7 +314,12 @@ extension PluginInstance {
             log(.error, "\(function) for unknown or finished fetch id \(id)")
             return PAGING_ERR_INVALID_ARGUMENT
         case .finished(let problem, let waiter, let result):
-            if let problem { log(.error, problem) }
+            if let problem {
+                log(.error, problem)
+                // The plugin goes on adding items and completes: expected, not misuse again
+                // (each call was logged as a fetch id "unknown or finished").
+                if !ends { rememberEnded(id, .invalidArgument) }
+            }
             waiter?.resume(returning: result)
             return problem == nil ? PAGING_OK : PAGING_ERR_INVALID_ARGUMENT
         }

@@ -32,6 +32,10 @@ struct ABIMisuseTests {
             #expect(error.plugin.hasPrefix("invalid-items ("))
             #expect(error.message.contains(expected), "\(error.message)")
         }
+        // Completing the fetch the host failed is expected, not misuse (it was logged as an
+        // error, "for unknown or finished fetch id", found by a probe).
+        #expect(await log.waitFor("fetch_complete for fetch id"), "\(log.messages)")
+        #expect(!log.contains("unknown or finished"), "\(log.messages)")
     }
 
     @Test func anInterceptorsAnswerWithAnInvalidItem_failsTheLoad() async throws {

@@ -83,7 +83,7 @@ struct LoadingTests {
         let manifest = folder + "/m.json"
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))"}], "call_timeout_ms": 300}
+         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))", "id": "hangs"}], "call_timeout_ms": 300}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["validate", manifest])
         #expect(result.code == 2)

@@ -6,9 +6,9 @@
  * Interceptor "stale-out": keeps the `config` of create and the `out` of its first intercept().
  *   From the second intercept() on, before its own work, it uses the kept `out`
  *   (out_set_key "HIJACKED", out_add_item "666", out_set_flags) and reads the kept config
- *   (config_string "tag"), logging "kept config read: NULL" when refused. During every intercept()
- *   a thread of its own calls out_set_param("thread", "yes") on the live `out` and is joined.
- *   Then it proceeds unchanged.
+ *   (config_string "tag"), logging "kept config read: NULL" when refused. During an intercept()
+ *   of key "7", a thread of its own calls out_set_param("thread", "yes") on the live `out` and is
+ *   joined (refused: that intercept then fails). Then it proceeds unchanged.
  * Source "stale-keys": keeps the keys `out` of refresh_key() and uses it in every fetch()
  *   (keys_set PAGING_KEY_CURRENT "HIJACKED"); pages hold 3 JSON integers from the key and
  *   end there.
@@ -45,7 +45,6 @@ static uint32_t so_intercept(paging_interceptor_t *self, const paging_request_t 
     const paging_host_t *h = s->host;
     thread_call call;
     pthread_t thread;
-    (void)request;
     if (s->kept_out == NULL) {
         s->kept_out = out;
     } else {
@@ -57,9 +56,11 @@ static uint32_t so_intercept(paging_interceptor_t *self, const paging_request_t 
         h->out_set_flags(s->kept_out, PAGING_PAGE_NEXT_END);
         if (h->config_string(s->kept_config, "tag") == NULL) h->log(h, PAGING_LOG_INFO, "kept config read: NULL");
     }
-    call.host = h; call.out = out; call.status = PAGING_OK;
-    if (pthread_create(&thread, NULL, set_param_from_thread, &call) == 0) pthread_join(thread, NULL);
-    if (call.status == PAGING_ERR_INVALID_ARGUMENT) h->log(h, PAGING_LOG_INFO, "thread use refused");
+    if (request->key.len == 1 && request->key.data[0] == '7') {
+        call.host = h; call.out = out; call.status = PAGING_OK;
+        if (pthread_create(&thread, NULL, set_param_from_thread, &call) == 0) pthread_join(thread, NULL);
+        if (call.status == PAGING_ERR_INVALID_ARGUMENT) h->log(h, PAGING_LOG_INFO, "thread use refused");
+    }
     return PAGING_INTERCEPT_PROCEED;
 }
 
