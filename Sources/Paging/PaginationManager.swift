@@ -318,7 +318,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 guard !state.output.isRefreshing, !state.output.isPrepending,
                       let first = state.output.values.firstPage else { return nil }
                 guard let previous = first.prevKey else {
-                    state.output.prependState = .endReached
+                    state.output.prependState = state.unreachableBefore(first) ?? .endReached
                     return nil
                 }
                 key = previous
@@ -453,10 +453,17 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     heldKeys.insert(page.key)
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
-                // Pages dropped at the start: there is more to prepend again. A prepend in
-                // flight stays loading (its page, no longer next to the first, is dropped), and
-                // a failure stays to be retried.
-                if trim(maxSize, dropping: .prepend), output.prependState.isEndReached { output.prependState = .idle }
+                // Pages dropped at the start: there is more to prepend again, unless the new
+                // first page names no key before it (it said "idle", then "end reached" while
+                // earlier items existed). A prepend in flight stays loading (its page, no longer
+                // next to the first, is dropped), and a failure stays to be retried.
+                if trim(maxSize, dropping: .prepend), !output.prependState.isLoading {
+                    if let unreachable = output.values.firstPage.flatMap({ unreachableBefore($0) }) {
+                        output.prependState = unreachable
+                    } else if output.prependState.isEndReached {
+                        output.prependState = .idle
+                    }
+                }
             case .prepend:
                 guard let first = output.values.firstPage, first.key == plan.anchorKey else {
                     output.prependState = .idle
@@ -492,6 +499,14 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             // Looked at only when the seam repeats: most prepends have no overlap to weigh.
             guard Set(values).count == values.count, Set(head).count == head.count else { return 0 }
             return values.count - start
+        }
+
+        /// The state of prepending before `first` when it names no key before it although pages
+        /// before it were dropped (values start past the refresh's first one), else nil.
+        @inlinable
+        func unreachableBefore(_ first: Page<Key, Value>) -> LoadState? {
+            guard first.prevKey == nil, output.origin > 0 else { return nil }
+            return .failed(PagingError.droppedPagesUnreachable(source: sourceDescription, firstKey: "\(first.key)"))
         }
 
         /// Drops pages at one end while more than `maxSize` values are held, keeping at least

@@ -15,6 +15,10 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A step failed with `error` (its description), saying to retry after `retryAfter`, which
     /// is longer than the retry policy's longest wait (`maximum`): the load fails instead of waiting.
     case retryAfterBeyondBackoff(retryAfter: Duration, maximum: Duration, error: String)
+    /// The pages before the first one held (at `firstKey`) were dropped (``PaginationManager``'s
+    /// `maxSize`), and `source` gives no key before it (a cursor API without previous keys):
+    /// they cannot be loaded again. A refresh goes back to the start.
+    case droppedPagesUnreachable(source: String, firstKey: String)
 
     public var description: String {
         switch self {
@@ -27,6 +31,9 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(source): the \(kind) would load the page at key \(key), which the list holds already (the source's keys go round); nothing was loaded"
         case let .retryAfterBeyondBackoff(retryAfter, maximum, error):
             "\(error) (it says to retry after \(retryAfter.readable), longer than the retry policy's longest wait, \(maximum.readable))"
+        case let .droppedPagesUnreachable(source, firstKey):
+            "\(source): the pages before key \(firstKey) were dropped (maxSize) and the source gives no key before it "
+                + "to load them again; a refresh goes back to the start"
         }
     }
 }

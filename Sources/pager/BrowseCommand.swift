@@ -259,7 +259,9 @@ private struct Screen {
         var parts = ["\(output.values.isEmpty ? 0 : cursor + 1)/\(output.values.count)"]
         if output.isRefreshing { parts.append("refreshing…") }
         if output.isAppending { parts.append("loading more…") }
-        if let error = output.refreshState.error ?? output.prependState.error ?? output.appendState.error {
+        // Pages dropped above a source without previous keys: said at the top only, below.
+        let unreachable = output.prependState.error.map { if case PagingError.droppedPagesUnreachable = $0 { true } else { false } } ?? false
+        if let error = output.refreshState.error ?? (unreachable ? nil : output.prependState.error) ?? output.appendState.error {
             // A plugin's by its id, without its library's path: the path took the line, and
             // the reason was cut off.
             let text = (error as? PluginError).map { "\(pluginID($0.plugin)): \($0.status): \($0.message)" } ?? "\(error)"
@@ -267,9 +269,7 @@ private struct Screen {
         } else if let problem {
             parts.append(problem)
         }
-        if cursor == 0, output.prependState.isEndReached, let first = output.values.firstPage, first.request.kind == .append {
-            // The page at the top was appended and names no page before it: the pages before
-            // were dropped (max_size) and the source gives no previous keys to load them again.
+        if cursor == 0, unreachable {
             parts.append("cannot scroll back: earlier pages were dropped and the source gives no previous keys")
         }
         if output.appendState.isEndReached { parts.append("end of data") }

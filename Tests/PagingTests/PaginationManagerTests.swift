@@ -460,6 +460,31 @@ struct PaginationManagerTests {
         #expect(loaded?.isAppending == false)
     }
 
+    /// Found by a probe: with maxSize, a cursor source (no previous keys) whose first pages were
+    /// dropped said "idle" before, then "end reached" on a prepend, while earlier items existed.
+    @Test func droppedPagesOfASourceWithoutPreviousKeys_sayTheyCannotBeReloaded() async throws {
+        struct CursorSource: PagingSource {
+            let refreshKey = "start"
+            func fetch(request: PagingRequest<String>) async throws -> Page<String, String> {
+                let n = request.key == "start" ? 0 : Int(request.key.dropFirst())!
+                return Page(request: request, values: (0..<5).map { "item\(n * 5 + $0)" }, prevKey: nil, nextKey: n < 9 ? "c\(n + 1)" : nil)
+            }
+        }
+        let manager = PaginationManager(source: CursorSource(), pageSize: 5, maxSize: 10)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.prependState.isEndReached, "nothing dropped: the start")
+        for _ in 0..<3 { await manager.append().value }
+        let unreachable = PagingError.droppedPagesUnreachable(source: "CursorSource", firstKey: "c3")
+        #expect(manager.output.prependState.error as? PagingError == unreachable, "\(manager.output.prependState)")
+        await manager.prepend().value
+        #expect(manager.output.prependState.error as? PagingError == unreachable, "\(manager.output.prependState)")
+        #expect(manager.output.values.first == "item15")
+        // A refresh goes back to the start.
+        await manager.refresh().value
+        #expect(manager.output.prependState.isEndReached && manager.output.values.first == "item0")
+    }
+
     /// Found by a probe: a consumer slower than the loads buffered every output, each holding
     /// its pages, whatever maxSize dropped (250 MB). By default it gets the newest one.
     @Test func aConsumerThatFallsBehind_getsTheNewestOutput() async throws {
