@@ -26,6 +26,8 @@ public struct PluginStatus: RawRepresentable, Hashable, Sendable, CustomStringCo
     /// A failure a plugin reported with `code` and `message` through `call`: one reported as
     /// `PAGING_OK` is internal, and its message says so (what pager check looks for).
     static func failure(_ code: paging_status_t, _ message: String, call: String) -> (PluginStatus, String) {
+        // A NULL or empty message read "not found: " (found by a probe).
+        let message = message.isEmpty ? "\(call) gave no message" : message
         guard code == PAGING_OK else { return (PluginStatus(rawValue: code), message) }
         return (.internal, "\(call) \(reportedOK): \(message)")
     }

@@ -198,6 +198,11 @@ struct BridgeTests {
         await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
         #expect(await log.waitFor("fetch_add_item returned 8"))
 
+        // A failure without a message says so (it read "not found: ").
+        let silent = Pager(source: try PluginLibrary.open(path: try fixturePlugin("null_message")).makeSource(sink: log.sink))
+        let failure = await #expect(throws: PluginError.self) { try await silent.load(silent.refreshRequest(params: params(pageSize: 5))) }
+        #expect(failure?.status == .notFound && failure?.message == "fetch_fail gave no message", "\(String(describing: failure))")
+
         let interceptor = try library.makeInterceptor(id: "bad-out", sink: log.sink)
         let guarded = Pager(source: try jsonLinesSource(count: 5), interceptors: [interceptor])
         do {
