@@ -93,6 +93,10 @@ struct RunCommand {
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("run: a manifest is required\n\n\(Self.help)") }
         var manifest = try Manifest.load(path: manifestPath)
+        // Taken without a word, it let a user believe a full run had happened.
+        if full, manifest.incremental == nil {
+            throw UsageError("run: --full: \(manifestPath) has no \"incremental\" settings, so every run is full already")
+        }
         let incremental = try manifest.incremental.map { settings throws(ManifestError) in try IncrementalRun(settings, full: full) }
         if let incremental { manifest = manifest.sending(incremental.start) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,

@@ -114,6 +114,16 @@ struct PagerCommandTests {
         #expect(twice.code == 2 && twice.stderr.contains("one operand only; got '-m.json' and '--quiet'"), "\(twice.stderr)")
     }
 
+    /// Found by a probe: --full with a manifest that keeps no incremental value was taken
+    /// without a word.
+    @Test func full_withoutIncrementalSettings_isBadInput() async throws {
+        let path = try manifest(items: 5)
+        let result = try await run(pager, ["run", path, "--full"])
+        #expect(result.code == 2 && result.stderr.contains("run: --full: \(path) has no \"incremental\" settings, so every run is full already"),
+                "\(result.stderr)")
+        #expect(result.stdout.isEmpty)
+    }
+
     @Test func runtimeFailure_exitsWith1_andKeepsWhatWasLoaded() async throws {
         let folder = scratchFolder()
         let never = try fixturePlugin("never_complete")
