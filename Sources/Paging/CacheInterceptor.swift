@@ -128,11 +128,13 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     }
 
     /// The page `cached` as the answer to `request`: its values, keys and metadata (a cache hit
-    /// lost the metadata an interceptor had set).
+    /// lost the metadata an interceptor had set), and whether it named its next key (a page a
+    /// filter made short is not loaded again).
     @inlinable
     static func page(_ cached: Page<Key, Value>, answering request: PagingRequest<Key>) -> Page<Key, Value> {
         var page = Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
         page.metadata = cached.metadata
+        if cached.namesItsNextKey, !page.namesItsNextKey { page.request.keyChain.nextKey = nil }
         return page
     }
 

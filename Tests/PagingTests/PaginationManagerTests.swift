@@ -264,6 +264,39 @@ struct PaginationManagerTests {
         #expect(cache.cachedPage(for: plain)?.values == [3, 4, 5])
     }
 
+    /// Found by a probe: a transform that drops values (a filter) made full pages short, and
+    /// each was fetched again as a short last page; with a cache before the filter, too.
+    @Test func pagesAFilterMadeShort_areNotLoadedAgain() async throws {
+        struct EvenOnly: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .proceed(request, handleAfterwards: true)
+            }
+            func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+                var page = page
+                page.values.removeAll { $0 % 2 == 1 }
+                return page
+            }
+        }
+        let source = ScriptedPagingSource(pages: numberedPages(4))
+        let filtered = manager(source, interceptors: [EvenOnly()])
+        await filtered.refresh().value
+        for _ in 0..<4 { await filtered.append().value }
+        #expect(Array(filtered.output.values) == [0, 2, 4, 6, 8, 10])
+        #expect(source.fetchedKeys == [0, 1, 2, 3])
+        #expect(filtered.output.appendState.isEndReached)
+
+        // Behind a cache: its hits are not loaded again either.
+        let cached = ScriptedPagingSource(pages: numberedPages(4))
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(600), maxEntries: 100)
+        let behindCache = manager(cached, interceptors: [cache, EvenOnly()])
+        await behindCache.refresh().value
+        for _ in 0..<4 { await behindCache.append().value }
+        await behindCache.refresh().value
+        for _ in 0..<4 { await behindCache.append().value }
+        #expect(Array(behindCache.output.values) == [0, 2, 4, 6, 8, 10])
+        #expect(cached.fetchedKeys == [0, 1, 2, 3], "the second pass is answered by the cache")
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
