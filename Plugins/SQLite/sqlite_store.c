@@ -795,11 +795,16 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
         columns_unlike = "`pages` or `items` tables whose columns are not the store's";
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     if (objects == 0 || (is_store && columns_unlike == NULL)) return 1;
+    /* The store's own tables and nothing else, its meta row lost: a damaged store, most likely
+     * (it was said to be another application's). */
     snprintf(msg, sizeof msg,
              "sqlite-store: config `path` '%.1000s' is not a sqlite-store database: it holds %ld schema object%s "
-             "(%s%s) and %s; it was left unchanged", path, objects, objects == 1 ? "" : "s", found,
+             "(%s%s) and %s; it was left unchanged%s", path, objects, objects == 1 ? "" : "s", found,
              objects > 5 ? ", ..." : "",
-             columns_unlike != NULL ? columns_unlike : has_meta ? "a `meta` table without a schema_version row" : "no `meta` table");
+             columns_unlike != NULL ? columns_unlike : has_meta ? "a `meta` table without a schema_version row" : "no `meta` table",
+             !foreign && has_meta && !is_store && objects == 3
+                 ? " (the store's own table names: if this is the store's own file, damaged, remove it: the pages are loaded from the source again)"
+                 : "");
     st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return 0;

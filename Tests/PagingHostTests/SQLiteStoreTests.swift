@@ -284,6 +284,29 @@ struct SQLiteStoreTests {
         #expect(after.contains("user_version 7") && after.contains("journal_mode delete"), "\(after)")
     }
 
+    /// Found by a probe: a store whose meta row was lost (its file damaged) was said to be
+    /// another application's database; its three tables say it may be the store's own.
+    @Test func aStoreThatLostItsMetaRow_isRefused_sayingItMayBeTheStoresOwn() async throws {
+        let folder = scratchFolder(), path = folder + "/store.db"
+        _ = try await sqlite(path, "CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); CREATE TABLE pages (id); CREATE TABLE items (id);")
+        do {
+            _ = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(config: .object([("path", .string(path))]), sink: log.sink)
+            Issue.record("the store opened a damaged database")
+        } catch {
+            #expect(error.description.contains("a `meta` table without a schema_version row; it was left unchanged (the store's own table names: "
+                                               + "if this is the store's own file, damaged, remove it"), "\(error)")
+        }
+        // Another application's lone `meta` table gets no such hint.
+        let other = folder + "/app.db"
+        _ = try await sqlite(other, "CREATE TABLE meta (key TEXT, value TEXT);")
+        do {
+            _ = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(config: .object([("path", .string(other))]), sink: log.sink)
+            Issue.record("the store opened another application's database")
+        } catch {
+            #expect(!error.description.contains("damaged"), "\(error)")
+        }
+    }
+
     @Test func anEmptyDatabaseFile_becomesAStore() async throws {
         let folder = scratchFolder()
         #expect(FileManager.default.createFile(atPath: folder + "/store.db", contents: nil))
