@@ -226,6 +226,9 @@ struct RunCommand {
         var failed = false
         for kind in PagingRequestKind.allCases {
             guard let error = output[kind].error else { continue }
+            // Not a load that failed: the pages a streaming run dropped (it holds one) cannot be
+            // prepended again when the source gives no previous keys; nothing asked for them.
+            if case PagingError.droppedPagesUnreachable = error { continue }
             Output.problem("\(kind) failed: \(error)")
             failed = true
         }

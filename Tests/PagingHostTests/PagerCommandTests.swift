@@ -114,6 +114,21 @@ struct PagerCommandTests {
         #expect(twice.code == 2 && twice.stderr.contains("one operand only; got '-m.json' and '--quiet'"), "\(twice.stderr)")
     }
 
+    /// A streaming run holds one page: the pages it dropped cannot be prepended again when the
+    /// source gives no previous keys, which fails nothing (the run stopped, exit 1, when that
+    /// state was first said).
+    @Test func aStreamingRun_ofASourceWithoutPreviousKeys_loadsEveryPage() async throws {
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try fixturePlugin("numbered_source"))", "config": {"count": 50, "refresh_key": 0, "prev_keys": false}},
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "3"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 40, "\(result.stderr)")
+        #expect(!result.stderr.contains("failed"), "\(result.stderr)")
+    }
+
     /// Found by a probe: --full with a manifest that keeps no incremental value was taken
     /// without a word.
     @Test func full_withoutIncrementalSettings_isBadInput() async throws {
