@@ -19,8 +19,9 @@ struct EncodedSecret: Sendable {
     /// more is written in at most as many: "\u00F6", a surrogate pair for four).
     static let longestEncoding = 6
 
-    /// `text` with every occurrence of the secret replaced by `replacement`.
-    func replacing(in text: String, with replacement: String) -> String {
+    /// `text` with every occurrence of the secret replaced by `replacement`; one written
+    /// otherwise than as its bytes (percent-encoded, escaped) by `encodedReplacement` when given.
+    func replacing(in text: String, with replacement: String, encodedWith encodedReplacement: String? = nil) -> String {
         let t = Array(text.utf8)
         guard let first = bytes.first, t.count >= bytes.count else { return text }
         var out: [UInt8] = []
@@ -30,7 +31,11 @@ struct EncodedSecret: Sendable {
             if t[i] == first || t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\") || (first == 0x20 && t[i] == UInt8(ascii: "+")),
                let end = match(t, from: i, wholeSecret: true) {
                 out += t[copied..<i]
-                out += replacement.utf8
+                if let encodedReplacement, !t[i..<end].elementsEqual(bytes) {
+                    out += encodedReplacement.utf8
+                } else {
+                    out += replacement.utf8
+                }
                 i = end
                 copied = end
             } else {

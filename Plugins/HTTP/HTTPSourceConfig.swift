@@ -281,13 +281,17 @@ struct HTTPSourceConfig: Sendable {
     }
 
     /// A key from a response (a Link, a next URL, a cursor): the config's secrets in it are
-    /// written as their `${...}` references (however encoded), and the query parameter of an
+    /// written as their `${...}` references (percent-encoded where the secret was written
+    /// otherwise than as its bytes, so that it is filled in encoded: a token echoed as
+    /// "a%2Bb" went back as "a+b", another value in a query), and the query parameter of an
     /// `api_key` in the query, which some APIs echo in their links, is dropped
     /// (``withoutQueryKey(_:)``): keys (logged, stored, handed to `pager serve`'s clients)
     /// hold no secret.
     func hidingSecrets(_ key: String?) -> String? {
         guard var out = key.map(withoutQueryKey) else { return nil }
-        for secret in keySecrets { out = secret.encoded.replacing(in: out, with: secret.reference) }
+        for secret in keySecrets {
+            out = secret.encoded.replacing(in: out, with: secret.reference, encodedWith: percentEncode(secret.reference))
+        }
         return out
     }
 

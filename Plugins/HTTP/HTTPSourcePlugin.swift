@@ -264,7 +264,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             throw .invalidRequest("refusing a key from \(url): it holds what reads as a ${...} reference to a secret of the config")
         }
         guard var out = config.hidingSecrets(key) else { return nil }
-        for token in tokens?.issued ?? [] { out = token.replacing(in: out, with: Self.tokenReference) }
+        for token in tokens?.issued ?? [] {
+            out = token.replacing(in: out, with: Self.tokenReference, encodedWith: percentEncode(Self.tokenReference))
+        }
         return out
     }
 

@@ -108,6 +108,34 @@ struct HostileServerTests {
         }
     }
 
+    /// Found by a probe: a credential with reserved characters ("+", "/", "=") that a server
+    /// echoed percent-encoded in a next link went back raw ("+" then reads as a space): it goes
+    /// back encoded, as the server wrote it; echoed raw in a cursor, it is encoded as the url's
+    /// {key} encodes any key.
+    @Test(arguments: ["link", "cursor"])
+    func aCredentialWithReservedCharacters_echoedInAKey_goesBackAsItWas(_ via: String) async throws {
+        defer { server.stop() }
+        let credential = "tok+same/4242=="
+        setTestEnvironment("HOSTILE_TEST_TOKEN", credential)
+        let pagination = via == "link" ? #"{"type": "link"}"# : #"{"type": "cursor", "next": "/next"}"#
+        let url = "\(server.baseURL)/echo-same?via=\(via)" + (via == "link" ? "&page=1" : "&cursor={key}")
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(url)", "items": "/items", "pagination": \#(pagination), "auth": {"type": "bearer", "token": "${HOSTILE_TEST_TOKEN}"}}"#,
+                                    log: log)
+        let pager = Pager(source: source)
+        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+        #expect(!key.contains("tok") && !key.contains("4242"), "\(key)")
+        let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
+        #expect(second.values.count == 2)
+        let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
+        let query = try #require(sent["query"] as? String)
+        let items = URLComponents(string: "http://x/?" + query)?.queryItems ?? []
+        let echoed = items.first { $0.name == (via == "link" ? "t" : "cursor") }?.value
+        #expect(echoed == (via == "link" ? credential : "2-" + credential), "\(query)")
+        #expect(!log.contains(credential), "\(log.messages)")
+    }
+
     /// A cursor "/data/*/id" is the last item's id: a last item without one is no cursor (an
     /// earlier item's was taken, and the next page repeated items, exit 0).
     @Test func aCursorThroughAStar_whoseLastItemHasNone_isNoCursor() async throws {
