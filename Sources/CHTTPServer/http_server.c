@@ -91,6 +91,7 @@ struct paging_http_server {
      * held a copy of their page each, 600 MB for 60 of them. */
     size_t unsent_bytes;
     size_t max_unsent_bytes;
+    size_t request_bytes; /* a request's line and headers at most (libmicrohttpd's pool) */
     pthread_t reaper;
     int reaper_running;
     int stopping;
@@ -316,39 +317,52 @@ static const char *ambiguous_framing(struct MHD_Connection *connection, int *has
 
 /* Query parameters a request may have. libmicrohttpd 0.9.75 keeps each in its connection's
  * memory pool while it reads the request line, and when they do not fit it neither answers nor
- * closes the connection: the client waited for the header timeout. */
+ * closes the connection: the client waited for the header timeout. So a request line is
+ * refused when it has more than MAX_QUERY_ARGUMENTS parameters, or when with its parameters,
+ * QUERY_ARGUMENT_BYTES each, and some room for headers it would not fit the pool. */
 #define MAX_QUERY_ARGUMENTS 100
+#define QUERY_ARGUMENT_BYTES 64
+#define HEADER_ROOM 2048
+
+/* An answer this small is sent whatever the answers not read yet hold (unsent_bytes). */
+#define SMALL_ANSWER_BYTES ((size_t)64 << 10)
 
 /* The state of a request answered by on_request_line. */
 static char refused_request;
 
-/* Sees each request line before libmicrohttpd splits its query: a request with more than
- * MAX_QUERY_ARGUMENTS parameters is answered 414 on its socket, which is then shut down (the
- * server's thread reads the end of the stream and closes it). Returns the request's state:
- * `refused_request` for that one (libmicrohttpd may still call on_request for it), else NULL. */
+/* Sees each request line before libmicrohttpd splits its query: one it could not keep (above)
+ * is answered 414 on its socket, which is then shut down (the server's thread reads the end of
+ * the stream and closes it). Returns the request's state: `refused_request` for that one
+ * (libmicrohttpd may still call on_request for it), else NULL. */
 static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *connection)
 {
     paging_http_server *server = cls;
-    static const char body[] = "{\"error\": \"more than 100 query parameters\"}\n";
     const char *query = uri != NULL ? strchr(uri, '?') : NULL;
     const union MHD_ConnectionInfo *info;
     size_t arguments = 1, path_length;
-    char head[256], path[128];
-    int head_length;
+    char head[512], body[200], path[128];
+    int head_length, body_length;
     if (query == NULL) return NULL;
     for (const char *c = query; *c != '\0'; c++) arguments += *c == '&';
-    if (arguments <= MAX_QUERY_ARGUMENTS) return NULL;
+    if (arguments > MAX_QUERY_ARGUMENTS) {
+        body_length = snprintf(body, sizeof body, "{\"error\": \"more than %d query parameters\"}\n", MAX_QUERY_ARGUMENTS);
+    } else if (strlen(uri) + arguments * QUERY_ARGUMENT_BYTES + HEADER_ROOM > server->request_bytes) {
+        body_length = snprintf(body, sizeof body, "{\"error\": \"the request line and its %zu query parameters take more than the %zu KiB a request may\"}\n",
+                               arguments, server->request_bytes >> 10);
+    } else {
+        return NULL;
+    }
     info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info == NULL) return NULL;
+    if (info == NULL || body_length < 0) return NULL;
     path_length = (size_t)(query - uri) < sizeof path - 1 ? (size_t)(query - uri) : sizeof path - 1;
     memcpy(path, uri, path_length);
     path[path_length] = '\0';
     if (server->refused != NULL) server->refused(server->context, path, 414);
     head_length = snprintf(head, sizeof head,
                            "HTTP/1.1 414 URI Too Long\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
-                           "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", sizeof body - 1, body);
+                           "Connection: close\r\nContent-Length: %d\r\n\r\n%s", body_length, body);
     /* A fresh socket's send buffer takes these few hundred bytes at once. */
-    if (send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+    if (head_length > 0 && send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
     shutdown(info->connect_fd, SHUT_RDWR);
     return &refused_request;
 }
@@ -506,6 +520,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->connections.next = server->connections.prev = &server->connections;
     server->header_timeout_ms = limits.header_timeout_ms;
     server->max_unsent_bytes = limits.unsent_answer_bytes;
+    server->request_bytes = limits.request_bytes;
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
@@ -582,12 +597,6 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
     return index < exchange->query_count ? exchange->query[index].value : NULL;
 }
 
-unsigned paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                             const uint8_t *body, size_t length)
-{
-    return paging_http_respond_with_header(exchange, status, content_type, NULL, NULL, body, length);
-}
-
 unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
                                          const char *name, const char *value, const uint8_t *body, size_t length)
 {
@@ -596,8 +605,11 @@ unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigne
     struct MHD_Response *response;
     int room;
     pthread_mutex_lock(&server->lock);
-    /* One answer always fits, however large (a page of max_page_bytes). */
-    room = server->unsent_bytes == 0 || (server->unsent_bytes <= server->max_unsent_bytes && length <= server->max_unsent_bytes - server->unsent_bytes);
+    /* A small answer always fits (health, metrics, errors: a load balancer must not take a
+     * server whose clients read slowly for a dead one), and so does one alone, however large
+     * (a page of max_page_bytes). */
+    room = length <= SMALL_ANSWER_BYTES || server->unsent_bytes == 0
+        || (server->unsent_bytes <= server->max_unsent_bytes && length <= server->max_unsent_bytes - server->unsent_bytes);
     if (room) {
         server->unsent_bytes += length;
         exchange->unsent_bytes = length;
@@ -622,6 +634,10 @@ unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigne
     exchange->status = status;
     exchange->answered = 1;
     pthread_mutex_unlock(&exchange->lock);
-    mhd.resume_connection(exchange->connection);
     return status;
+}
+
+void paging_http_send(paging_http_exchange *exchange)
+{
+    mhd.resume_connection(exchange->connection);
 }

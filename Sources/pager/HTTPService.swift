@@ -112,7 +112,8 @@ final class HTTPService: @unchecked Sendable {
             let value = paging_http_query_value(pointer, index).map { String(validatingCString: $0) }
             guard let name, value != .some(nil) else {
                 refused(String(cString: paging_http_path(pointer)), 400)
-                Self.respond(exchange, .error(400, "a query name or value is not valid UTF-8"))
+                _ = Self.respond(exchange, .error(400, "a query name or value is not valid UTF-8"))
+                paging_http_send(pointer)
                 return
             }
             query.append((name, value ?? nil))
@@ -122,7 +123,9 @@ final class HTTPService: @unchecked Sendable {
         Task { [handler, answered] in
             let start = ContinuousClock.now
             let status = Self.respond(exchange, await handler(request))
+            // Counted before it goes out: a client that read its answer finds it in /metrics.
             answered(request.path, status, .now - start)
+            paging_http_send(exchange.pointer)
         }
     }
 
@@ -134,9 +137,8 @@ final class HTTPService: @unchecked Sendable {
         return rest.firstIndex(of: "/").map { String(rest[$0...]) } ?? "/"
     }
 
-    /// Sends `answer`; the status sent (503 when the answers clients have not read yet leave no
-    /// room for it).
-    @discardableResult
+    /// Sets `answer` (sent by `paging_http_send`); the status that will be sent (503 when the
+    /// answers clients have not read yet leave no room for it).
     private static func respond(_ exchange: Exchange, _ answer: HTTPAnswer) -> Int {
         Int(answer.body.withUnsafeBufferPointer { body in
             paging_http_respond_with_header(exchange.pointer, UInt32(answer.status), answer.contentType,

@@ -95,24 +95,25 @@ struct ServeCommandTests {
     /// their page each (60 of them, 600 MB). The answers not read yet are bounded
     /// (--max-unsent-mib): beyond, a 503 with Retry-After, counted as such.
     @Test(.timeLimit(.minutes(2)))
-    func answersClientsDoNotRead_areBounded() throws {
+    func answersClientsDoNotRead_areBounded() async throws {
         let folder = scratchFolder()
         let item = #"{"pad":""# + String(repeating: "x", count: 10_000) + "\"}\n"
-        try String(repeating: item, count: 300).write(toFile: folder + "/big.jsonl", atomically: true, encoding: .utf8)
-        try #"{"source": {"plugin": "jsonlines", "config": {"path": "big.jsonl"}}, "page_size": 100}"#
+        try String(repeating: item, count: 1_600).write(toFile: folder + "/big.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "big.jsonl"}}, "page_size": 800}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "1"], environment: Self.secret)
-        // A client that asks for a page of 1 MB and never reads it.
+        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "12"], environment: Self.secret)
+        // A client that asks for a page of 8 MB and never reads it (more than the socket
+        // buffers of loopback take, up to 4 MB: the server holds the rest).
         let silent = try connectLoopback(port: server.port)
         var closed = false
         defer { if !closed { close(silent) } }
         _ = "GET /pages HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(silent, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        // Once its answer is queued, another page does not fit beside it.
-        var reply = try server.get("/pages")
+        // Once its answer is queued (counted), another page does not fit beside it.
         let deadline = ContinuousClock.now + .seconds(30)
-        while reply.status == 200, ContinuousClock.now < deadline {
-            reply = try server.get("/pages")
+        while !(try server.get("/metrics").text.contains(#"pager_http_requests_total{route="/pages",code="200"} 1"#)), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
         }
+        var reply = try server.get("/pages")
         #expect(reply.status == 503 && reply.headers["retry-after"] == "1"
                 && reply.text.contains("the server holds too many answers its clients have not read; try again shortly"),
                 "\(reply.status) \(reply.headers) \(reply.text.prefix(200))")
@@ -146,6 +147,9 @@ struct ServeCommandTests {
             // parameters (they did not fit its connection's memory) until the header timeout.
             ("/pages?" + (0..<101).map { "t\($0)=1" }.joined(separator: "&"), 414, "more than 100 query parameters"),
             ("/pages?" + (0..<2_000).map { "t\($0)=1" }.joined(separator: "&"), 414, "more than 100 query parameters"),
+            // Fewer, longer ones that with the line did not fit its memory either (found by a review).
+            ("/pages?" + (0..<50).map { "t\($0)=" + String(repeating: "v", count: 600) }.joined(separator: "&"), 414,
+             "the request line and its 50 query parameters take more than the 32 KiB a request may"),
         ]
         for (target, status, message) in cases {
             let reply = try server.get(target)
@@ -174,7 +178,7 @@ struct ServeCommandTests {
         }
         let metrics = try server.get("/metrics").text
         #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="405"} 2"#), "\(metrics)")
-        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="414"} 2"#), "\(metrics)")
+        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="414"} 3"#), "\(metrics)")
         // The 400s of the table above for /pages (the NUL and the bytes that are not UTF-8
         // went uncounted), and the GET with a body.
         #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="400"} 9"#), "\(metrics)")

@@ -13,7 +13,8 @@ typedef struct paging_http_server paging_http_server;
 typedef struct paging_http_exchange paging_http_exchange;
 
 /* Called on the server's thread once a request has arrived whole; it must not block. The
- * exchange stays valid until it is answered with paging_http_respond (exactly once). */
+ * exchange stays valid until it is answered (paging_http_respond_with_header, then
+ * paging_http_send; exactly once). */
 typedef void (*paging_http_handler)(void *context, paging_http_exchange *exchange);
 
 /* Called on the server's thread for each request the server refuses itself, before the handler
@@ -58,14 +59,15 @@ size_t paging_http_query_count(const paging_http_exchange *exchange);
 const char *paging_http_query_key(const paging_http_exchange *exchange, size_t index);
 const char *paging_http_query_value(const paging_http_exchange *exchange, size_t index);
 
-/* Answers the request with `status`, a Content-Type and a copy of `body`; from any thread.
- * Returns the status sent: 503 instead when the answers its clients have not read yet would
- * hold more than the limits' unsent_answer_bytes with this one (each keeps a copy of its body
- * until it is read). */
-unsigned paging_http_respond(paging_http_exchange *exchange, unsigned status, const char *content_type,
-                             const uint8_t *body, size_t length);
-/* The same, with one more header `name: value` (none when either is NULL). */
+/* Sets the request's answer: `status`, a Content-Type, one more header `name: value` (none when
+ * either is NULL) and a copy of `body`; from any thread, once. Returns the status that will be
+ * sent: 503 instead when the answers clients have not read yet would hold more than the limits'
+ * unsent_answer_bytes with this one (each keeps a copy of its body until it is read; an answer
+ * of at most 64 KiB, or one alone, always fits). The answer goes out with paging_http_send. */
 unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
                                          const char *name, const char *value, const uint8_t *body, size_t length);
+
+/* Sends the answer set by paging_http_respond_with_header; the exchange is not to be used after. */
+void paging_http_send(paging_http_exchange *exchange);
 
 #endif
