@@ -842,8 +842,10 @@ final class InFlightFetches: Sendable {
             defer { state.entries = [:] }
             return state.entries.values.compactMap(\.transfer)
         }
+        // Asleep, not spinning: a completion may take a while (its host calls, a log line to a
+        // full pipe), and destroy() should cost no processor meanwhile.
         let me = pthread_self()
-        while state.withLock({ $0.completing.contains { $0 != me } }) { sched_yield() }
+        while state.withLock({ $0.completing.contains { $0 != me } }) { usleep(200) }
         return transfers
     }
 }

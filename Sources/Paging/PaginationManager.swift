@@ -420,7 +420,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 }
                 // The list shown stays, and with it what its ends say.
                 if kind == .refresh, let first = output.values.firstPage, let last = output.values.lastPage {
-                    output.prependState = first.prevKey == nil ? .endReached : .idle
+                    output.prependState = unreachableBefore(first) ?? (first.prevKey == nil ? .endReached : .idle)
                     output.appendState = last.nextKey == nil ? .endReached : .idle
                 }
                 return

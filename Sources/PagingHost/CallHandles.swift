@@ -83,21 +83,29 @@ enum CallHandle {
         while let raw = next {
             let frame = raw.assumingMemoryBound(to: CallFrame.self).pointee
             if frame.token == token {
-                guard frame.kind == kind else { break }
+                guard frame.kind == kind else {
+                    refuse(token, kind, function, liveHere: true)
+                    return nil
+                }
                 return frame.builder.assumingMemoryBound(to: Builder.self)
             }
             next = frame.previous
         }
-        refuse(token, kind, function)
+        refuse(token, kind, function, liveHere: false)
         return nil
     }
 
-    private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String) {
-        refusedTokens.withLock { tokens in
-            if tokens.count == 64 { tokens.removeFirst() }
-            tokens.append(token)
+    /// Logs the refusal; one of a handle not live on this thread is remembered, for the call
+    /// it may belong to on another (`liveHere`: the handle's call runs on this thread, and the
+    /// handle was of another kind: that is said, and fails no call).
+    private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String, liveHere: Bool) {
+        if !liveHere {
+            refusedTokens.withLock { tokens in
+                if tokens.count == 64 { tokens.removeFirst() }
+                tokens.append(token)
+            }
+            refusalCount.add(1, ordering: .releasing)
         }
-        refusalCount.add(1, ordering: .releasing)
         let current = paging_call_frame_current().map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
         let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
         let why: String

@@ -499,6 +499,7 @@ struct PaginationManagerTests {
         struct CursorSource: PagingSource {
             let refreshKey = "start"
             func fetch(request: PagingRequest<String>) async throws -> Page<String, String> {
+                if request.params.userInfo["fail"] != nil { throw ScriptedError("offline") }
                 let n = request.key == "start" ? 0 : Int(request.key.dropFirst())!
                 return Page(request: request, values: (0..<5).map { "item\(n * 5 + $0)" }, prevKey: nil, nextKey: n < 9 ? "c\(n + 1)" : nil)
             }
@@ -513,6 +514,13 @@ struct PaginationManagerTests {
         await manager.prepend().value
         #expect(manager.output.prependState.error as? PagingError == unreachable, "\(manager.output.prependState)")
         #expect(manager.output.values.first == "item15")
+        // A refresh that fails keeps the list, and what its top says (found by a review).
+        let failing = PaginationManager(source: CursorSource(), pageSize: 5, maxSize: 10)
+        await failing.refresh().value
+        for _ in 0..<4 { await failing.append().value }
+        await failing.refresh(userInfo: ["fail": "yes"]).value
+        #expect(failing.output.refreshState.error != nil)
+        #expect(failing.output.prependState.error as? PagingError == unreachable, "\(failing.output.prependState)")
         // A refresh goes back to the start.
         await manager.refresh().value
         #expect(manager.output.prependState.isEndReached && manager.output.values.first == "item0")

@@ -9,6 +9,8 @@
  *                           with one item, the key as a JSON string ("\"0\""), at once.
  *   interceptor "joined-out": intercept adds one item ("1") through `out` from a joined
  *                           thread and returns PAGING_INTERCEPT_COMPLETE.
+ *   interceptor "wrong-kind": intercept passes its `out` to keys_set, on its own thread (a
+ *                           handle of another kind: refused, which fails nothing), and proceeds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -113,6 +115,17 @@ static uint32_t icp_intercept(paging_interceptor_t *self, const paging_request_t
     return PAGING_INTERCEPT_COMPLETE;
 }
 
+static uint32_t wrong_kind_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    fx_icp *f = (fx_icp *)self;
+    paging_bytes_t key;
+    (void)request;
+    key.data = (const uint8_t *)"9";
+    key.len = 1;
+    f->host->keys_set((paging_keys_out_t *)(void *)out, PAGING_KEY_NEXT, &key); /* deliberate: the wrong kind */
+    return PAGING_INTERCEPT_PROCEED;
+}
+
 static void icp_destroy(paging_interceptor_t *self) { free(self); }
 
 static paging_source_t *create_source(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
@@ -139,20 +152,22 @@ static paging_interceptor_t *create_interceptor(const char *plugin_id, const pag
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
     f->base.plugin_data = f;
-    f->base.intercept = icp_intercept;
+    f->base.intercept = strcmp(plugin_id, "wrong-kind") == 0 ? wrong_kind_intercept : icp_intercept;
     f->base.destroy = icp_destroy;
     f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
 }
 
-static const paging_plugin_descriptor_t descriptors[2] = {
+static const paging_plugin_descriptor_t descriptors[3] = {
     { PAGING_DESCRIPTOR_HEAD, "joined-keys", "Key chain from a joined thread (fixture)", "1.0.0",
       "Sets its key chain's next key from a thread it joins.", PAGING_PLUGIN_SOURCE, 0, NULL },
     { PAGING_DESCRIPTOR_HEAD, "joined-out", "Intercept answer from a joined thread (fixture)", "1.0.0",
-      "Adds its answer's item from a thread it joins.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
+      "Adds its answer's item from a thread it joins.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "wrong-kind", "A handle of the wrong kind (fixture)", "1.0.0",
+      "Passes its intercept out to keys_set.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL }
 };
-static uint32_t fx_count(void) { return 2; }
-static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i < 2 ? &descriptors[i] : NULL; }
+static uint32_t fx_count(void) { return 3; }
+static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i < 3 ? &descriptors[i] : NULL; }
 static const paging_plugin_entry_t fx_entry = {
     PAGING_ENTRY_HEAD, fx_count, fx_descriptor_at, create_source, create_interceptor, NULL, NULL
 };
