@@ -519,9 +519,19 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// on past the total without a word, as a typo in the pointer would.
     private static func count(_ text: String??, _ what: String, url: String) throws(PluginFailure) -> Int {
         guard let found = text else { throw .internal("malformed page from \(url): \(what) is missing") }
-        if let text = found, let count = Int(text), count >= 0 { return count }
-        if let text = found, let value = Double(text), value >= 0, value < 0x1p63, value.rounded() == value { return Int(value) }
+        // As JSON writes a number: "+10" and "0x10" (16) were taken.
+        if let text = found, isJSONNumber(text), let count = Int(text), count >= 0 { return count }
+        if let text = found, isJSONNumber(text), let value = Double(text), value >= 0, value < 0x1p63, value.rounded() == value { return Int(value) }
         throw .internal("malformed page from \(url): \(what) is \(found.map { "\"\($0)\", " } ?? "")not a whole number of items")
+    }
+
+    /// Whether `text` is a number as JSON writes one: an optional "-", then digits, a fraction
+    /// and an exponent (no "+" in front, no hex, no inf or nan).
+    private static func isJSONNumber(_ text: String) -> Bool {
+        var bytes = text.utf8[...]
+        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        guard let first = bytes.first, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else { return false }
+        return bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || ".eE+-".utf8.contains($0) }
     }
 
     /// The page's keys and ends by the pagination type (its `items` are empty), then the stop
@@ -585,6 +595,10 @@ final class HTTPSourcePlugin: SourcePlugin {
             let scalar = JSONScalar(value)
             switch scalar {
             case .string, .number, .null: return scalar.cursorText
+            case .other where value.first == UInt8(ascii: "\""):
+                // A JSON string no text is: an escaped surrogate without its pair ("\ud800").
+                throw .internal("malformed body from \(url): the cursor at \(pointer) is \(ResponseParsing.kind(of: value)), "
+                                + "which holds an unpaired surrogate (\\uD800-\\uDFFF): no text, so no key")
             default: throw .internal("malformed body from \(url): the cursor at \(pointer) is \(ResponseParsing.kind(of: value)), not a string or a number")
             }
         }

@@ -146,6 +146,16 @@ struct HTTPSourcePluginTests {
         #expect(server.requestCount == 5)
     }
 
+    /// Found by a probe: a cursor "a\ud800b" was said to be "the string ..., not a string".
+    @Test func aCursorWithAnUnpairedSurrogate_isSaidToBeNoText() async throws {
+        let server = try startServer { _ in .json(#"{"items": [{"id": 1}], "next": "a\ud800b"}"#) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?c={key}", "items": "/items", "pagination": {"type": "cursor", "next": "/next"}}"#)
+        let error = try #require(await loadError(source) as? PluginError)
+        #expect(error.message.contains(#"the cursor at "/next" is the string "a\ud800b", which holds an unpaired surrogate (\uD800-\uDFFF): no text, so no key"#),
+                "\(error.message)")
+    }
+
     @Test func offsetPagination_prependsFromAMiddleOffset() async throws {
         let server = try startServer { request in
             let offset = Int(request.query["offset"] ?? "") ?? 0

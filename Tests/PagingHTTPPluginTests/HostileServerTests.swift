@@ -161,7 +161,10 @@ struct HostileServerTests {
         for (total, place, expected) in [("4", #""total": "/totl""#, #"the total at "/totl" is missing"#),
                                          ("4.5", #""total": "/total""#, #"the total at "/total" is "4.5", not a whole number of items"#),
                                          ("null", #""total": "/total""#, #"the total at "/total" is not a whole number of items"#),
-                                         ("-1", #""total_header": "X-Total-Count""#, #"the total header x-total-count is "-1""#)] {
+                                         ("-1", #""total_header": "X-Total-Count""#, #"the total header x-total-count is "-1""#),
+                                         // Found by a probe: taken as 4, and as 4 (hexadecimal).
+                                         ("%22%2B4%22", #""total": "/total""#, #"the total at "/total" is "+4", not a whole number"#),
+                                         ("%220x4%22", #""total": "/total""#, #"the total at "/total" is "0x4", not a whole number"#)] {
             let error = try await refreshError(#"{"url": "\#(server.baseURL)/clamp-total?total=\#(total)&page={key}", "items": "/items", "#
                 + #""pagination": {"type": "page", \#(place)}}"#)
             #expect(error.message.contains(expected), "\(error.message)")
