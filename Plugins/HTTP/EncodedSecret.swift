@@ -20,7 +20,8 @@ struct EncodedSecret: Sendable {
     static let longestEncoding = 6
 
     /// `text` with every occurrence of the secret replaced by `replacement`; one written
-    /// otherwise than as its bytes (percent-encoded, escaped) by `encodedReplacement` when given.
+    /// percent-encoded (or with "+" for a space) by `encodedReplacement` when given (one
+    /// JSON-escaped stands for the secret as it is).
     func replacing(in text: String, with replacement: String, encodedWith encodedReplacement: String? = nil) -> String {
         let t = Array(text.utf8)
         guard let first = bytes.first, t.count >= bytes.count else { return text }
@@ -31,7 +32,7 @@ struct EncodedSecret: Sendable {
             if t[i] == first || t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\") || (first == 0x20 && t[i] == UInt8(ascii: "+")),
                let end = match(t, from: i, wholeSecret: true) {
                 out += t[copied..<i]
-                if let encodedReplacement, !t[i..<end].elementsEqual(bytes) {
+                if let encodedReplacement, t[i..<end].contains(UInt8(ascii: "%")) || (bytes.contains(0x20) && t[i..<end].contains(UInt8(ascii: "+"))) {
                     out += encodedReplacement.utf8
                 } else {
                     out += replacement.utf8

@@ -91,7 +91,6 @@ struct paging_http_server {
      * held a copy of their page each, 600 MB for 60 of them. */
     size_t unsent_bytes;
     size_t max_unsent_bytes;
-    size_t request_bytes; /* a request's line and headers at most (libmicrohttpd's pool) */
     pthread_t reaper;
     int reaper_running;
     int stopping;
@@ -315,14 +314,13 @@ static const char *ambiguous_framing(struct MHD_Connection *connection, int *has
     return NULL;
 }
 
-/* Query parameters a request may have. libmicrohttpd 0.9.75 keeps each in its connection's
- * memory pool while it reads the request line, and when they do not fit it neither answers nor
- * closes the connection: the client waited for the header timeout. So a request line is
- * refused when it has more than MAX_QUERY_ARGUMENTS parameters, or when with its parameters,
- * QUERY_ARGUMENT_BYTES each, and some room for headers it would not fit the pool. */
+/* libmicrohttpd 0.9.75 keeps each query parameter (about 64 bytes) in its connection's memory
+ * pool beside the request line while it reads it, and when they do not fit it neither answers
+ * nor closes the connection: the client waited for the header timeout. So a request line with
+ * more than MAX_QUERY_ARGUMENTS parameters, or a query longer than MAX_QUERY_BYTES, is refused:
+ * with the largest path it leaves the headers half the pool (32 KiB). */
 #define MAX_QUERY_ARGUMENTS 100
-#define QUERY_ARGUMENT_BYTES 64
-#define HEADER_ROOM 2048
+#define MAX_QUERY_BYTES ((size_t)16 << 10)
 
 /* An answer this small is sent whatever the answers not read yet hold (unsent_bytes). */
 #define SMALL_ANSWER_BYTES ((size_t)64 << 10)
@@ -346,9 +344,8 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     for (const char *c = query; *c != '\0'; c++) arguments += *c == '&';
     if (arguments > MAX_QUERY_ARGUMENTS) {
         body_length = snprintf(body, sizeof body, "{\"error\": \"more than %d query parameters\"}\n", MAX_QUERY_ARGUMENTS);
-    } else if (strlen(uri) + arguments * QUERY_ARGUMENT_BYTES + HEADER_ROOM > server->request_bytes) {
-        body_length = snprintf(body, sizeof body, "{\"error\": \"the request line and its %zu query parameters take more than the %zu KiB a request may\"}\n",
-                               arguments, server->request_bytes >> 10);
+    } else if (strlen(query + 1) > MAX_QUERY_BYTES) {
+        body_length = snprintf(body, sizeof body, "{\"error\": \"the query is longer than 16 KiB\"}\n");
     } else {
         return NULL;
     }
@@ -520,7 +517,6 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->connections.next = server->connections.prev = &server->connections;
     server->header_timeout_ms = limits.header_timeout_ms;
     server->max_unsent_bytes = limits.unsent_answer_bytes;
-    server->request_bytes = limits.request_bytes;
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
@@ -605,12 +601,12 @@ unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigne
     struct MHD_Response *response;
     int room;
     pthread_mutex_lock(&server->lock);
-    /* A small answer always fits (health, metrics, errors: a load balancer must not take a
-     * server whose clients read slowly for a dead one), and so does one alone, however large
-     * (a page of max_page_bytes). */
+    /* A small answer always goes, and is not counted (health, metrics, errors: a load balancer
+     * must not take a server whose clients read slowly for a dead one); a large one fits alone,
+     * however large (a page of max_page_bytes), or within the limit. */
     room = length <= SMALL_ANSWER_BYTES || server->unsent_bytes == 0
         || (server->unsent_bytes <= server->max_unsent_bytes && length <= server->max_unsent_bytes - server->unsent_bytes);
-    if (room) {
+    if (room && length > SMALL_ANSWER_BYTES) {
         server->unsent_bytes += length;
         exchange->unsent_bytes = length;
     }

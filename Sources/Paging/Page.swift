@@ -14,6 +14,9 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Names and values an interceptor attached to the page (``PagingInterceptor/transform(page:)``):
     /// how many values a filter dropped, where a page came from. Empty unless one did.
     public var metadata: [String: String] = [:]
+    /// Set by the ``Pager`` on a full page a transform made short (a filter): such a page is
+    /// not loaded again as a short last page would be (``namesItsNextKey``).
+    @usableFromInline var shortenedByTransform = false
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable
@@ -40,11 +43,12 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var isComplete: Bool { values.count >= request.params.pageSize }
 
     /// Whether the source named the next page itself (a cursor, a `Link` header, an offset it
-    /// counted) rather than leaving it to the request's key chain. A short page that names its
-    /// next page is followed, not loaded again: a server that caps its page size says where
-    /// the next page is.
+    /// counted) rather than leaving it to the request's key chain, or the source's page was full
+    /// and a transform made it short. A short page that names its next page is followed, not
+    /// loaded again: a server that caps its page size says where the next page is, and a
+    /// filtered page cannot have grown.
     @inlinable
-    public var namesItsNextKey: Bool { nextKey != request.keyChain.nextKey }
+    public var namesItsNextKey: Bool { shortenedByTransform || nextKey != request.keyChain.nextKey }
 }
 
 extension Page: CustomStringConvertible {

@@ -425,13 +425,12 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         var remaining = observers
         let asked = page.request
         // A full page a transform made short (a filter) is not loaded again as a short last
-        // page would be (it cannot have grown; each was fetched twice): it is marked as naming
-        // its next key, for the manager, and for the caches before the transform that keep it.
+        // page would be (it cannot have grown; each was fetched twice): it is marked, for the
+        // manager, and for the caches before the transform that keep it.
         let filled = page.values.count >= asked.params.pageSize
         var madeShort = false
         while let index = remaining.popLast() {
             if let request = observers.request(reaching: index) { page.request = request }
-            if madeShort { page.request.keyChain.nextKey = nil }
             if isSuperseded(generation) {
                 remaining.insert(index)
                 await tellSuperseded(remaining, of: asked, observers: observers)
@@ -443,14 +442,12 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 await tellFailure(error, of: page.request, to: lowest..<index, generation: generation)
                 throw error
             }
-            if filled, !madeShort, page.values.count < asked.params.pageSize {
-                madeShort = true
-                page.request.keyChain.nextKey = nil
-            }
+            // A transform may build a new page: the mark is set again after each.
+            madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
+            page.shortenedByTransform = page.shortenedByTransform || madeShort
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }
-        if madeShort { page.request.keyChain.nextKey = nil }
         return page
     }
 

@@ -106,10 +106,10 @@ public struct PagingRequest<Key: Hashable & Sendable>: Sendable {
 /// What identifies the page a request asks for, the one definition every cache, store and
 /// deduplication uses (in-process, and in plugins through the C request's `identity`): the
 /// page's key, the page size and the user info, except ``PagingUserInfoKey/hardRefresh`` and
-/// ``PagingUserInfoKey/reload`` (how to load, not what). Two requests with equal identities ask for the same page; any parameter
-/// that changes the answer (a query, a filter) belongs in the user info so that it is part of
-/// the identity. The kind and the keys around the page are not: an append and a prepend of
-/// the same key ask for the same page.
+/// ``PagingUserInfoKey/reload`` (how to load, not what). Two requests with equal identities
+/// ask for the same page; any parameter that changes the answer (a query, a filter) belongs in
+/// the user info so that it is part of the identity. The kind and the keys around the page are
+/// not: an append and a prepend of the same key ask for the same page.
 public struct PagingRequestIdentity<Key: Hashable & Sendable>: Hashable, Sendable {
     public let key: Key
     public let pageSize: Int

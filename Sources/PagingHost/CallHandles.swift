@@ -40,18 +40,19 @@ enum CallHandle {
     private static let sequenceMask: UInt64 = (1 << 40) - 1
 
     /// Refusals so far, and the last tokens refused: a call whose own handle was refused while
-    /// it ran (used from a thread of the plugin's, which the call then joined) is failed by its
-    /// builder (``CallResultBuilder/withHandle(_:_:)``) rather than answered without what the
-    /// refused calls would have set.
+    /// it ran (used from a thread of the plugin's, which the call then joined, or passed where a
+    /// handle of another kind was expected) is failed by its builder
+    /// (``CallResultBuilder/withHandle(_:_:)``) rather than answered without what the refused
+    /// calls would have set.
     private static let refusalCount = Atomic<UInt64>(0)
-    private static let refusedTokens = Locked<[UInt64]>([])
+    private static let refusedTokens = Locked<[(token: UInt64, why: String)]>([])
 
     /// The count of refusals so far, to compare before and after a call.
     @inline(__always)
     static var refusals: UInt64 { refusalCount.load(ordering: .acquiring) }
 
-    /// Whether a use of `token` was refused lately. Off the hot path.
-    static func wasRefused(_ token: UInt64) -> Bool { refusedTokens.withLock { $0.contains(token) } }
+    /// Why a use of `token` was refused lately, or nil. Off the hot path.
+    static func refusal(of token: UInt64) -> String? { refusedTokens.withLock { $0.last { $0.token == token }?.why } }
 
     /// A fresh token for a call into `instance`, never given before.
     @inline(__always)
@@ -95,17 +96,15 @@ enum CallHandle {
         return nil
     }
 
-    /// Logs the refusal; one of a handle not live on this thread is remembered, for the call
-    /// it may belong to on another (`liveHere`: the handle's call runs on this thread, and the
-    /// handle was of another kind: that is said, and fails no call).
+    /// Logs the refusal and remembers it, for the call the handle belongs to if it still runs
+    /// (`liveHere`: on this thread, where the handle was passed as one of another kind).
     private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String, liveHere: Bool) {
-        if !liveHere {
-            refusedTokens.withLock { tokens in
-                if tokens.count == 64 { tokens.removeFirst() }
-                tokens.append(token)
-            }
-            refusalCount.add(1, ordering: .releasing)
+        let remembered = liveHere ? "passed to \(function), which takes a \(kind) handle" : "used from another thread while the call ran"
+        refusedTokens.withLock { tokens in
+            if tokens.count == 64 { tokens.removeFirst() }
+            tokens.append((token, remembered))
         }
+        refusalCount.add(1, ordering: .releasing)
         let current = paging_call_frame_current().map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
         let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
         let why: String

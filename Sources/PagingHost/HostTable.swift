@@ -497,13 +497,14 @@ extension CallResultBuilder {
 
     /// Runs `body` with the handle `token` (``CallHandle/token(for:)``, taken before the call so
     /// that the call captures no instance) to this builder, live on this thread until `body`
-    /// returns. A use of the handle refused meanwhile (from another thread) is the call's misuse:
-    /// what it would have set is missing (a key chain without its next key ended paging).
+    /// returns. A use of the handle refused meanwhile (from another thread, or as a handle of
+    /// another kind) is the call's misuse: what it would have set is missing (a key chain
+    /// without its next key ended paging).
     mutating func withHandle<R>(_ token: UInt64, _ body: (OpaquePointer) -> R) -> R {
         let refusals = CallHandle.refusals
         let result = withUnsafeMutablePointer(to: &self) { CallHandle.with(Self.handleKind, token, $0, body) }
-        if CallHandle.refusals != refusals, misuse == nil, CallHandle.wasRefused(token) {
-            misuse = "the call's \(Self.handleKind) handle was used from another thread while the call ran; refused"
+        if CallHandle.refusals != refusals, misuse == nil, let why = CallHandle.refusal(of: token) {
+            misuse = "the call's \(Self.handleKind) handle was \(why); refused"
         }
         return result
     }

@@ -29,6 +29,7 @@ struct ServeCommand {
       --max-requests N          requests served at once (default 64); more get 503
       --max-unsent-mib N        MiB of answers clients have not read yet, at most (default 256):
                                 each keeps a copy of its page until it is read; more get 503
+                                (answers of at most 64 KiB are not counted)
       --request-timeout-ms N    a request not answered by then gets 504 (default: the manifest's
                                 timeout_ms, times its retries + 1)
       --header-timeout-ms N     a request's line and headers must arrive within this, however

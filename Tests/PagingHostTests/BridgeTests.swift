@@ -240,10 +240,16 @@ struct BridgeTests {
             #expect(error.message.contains("out (intercept) handle was used from another thread while the call ran"), "\(error.message)")
         }
 
-        // A handle of the wrong kind, on the call's own thread: refused and said, and the call
-        // is not failed as if its handle had been used from another thread (found by a review).
+        // A handle of the wrong kind, on the call's own thread: refused, said, and the call
+        // fails saying so (not as if used from another thread; found by a review).
         let wrongKind = Pager(source: try jsonLinesSource(count: 5), interceptors: [try library.makeInterceptor(id: "wrong-kind", sink: log.sink)])
-        #expect(try await wrongKind.load(wrongKind.refreshRequest(params: params(pageSize: 5))).values.count == 5)
+        do {
+            let page = try await wrongKind.load(wrongKind.refreshRequest(params: params(pageSize: 5)))
+            Issue.record("answered with \(page.values.count) items")
+        } catch let error as PluginError {
+            #expect(error.message.contains("the call's out (intercept) handle was passed to keys_set, which takes a keys out (refresh_key/key_chain) handle; refused"),
+                    "\(error.message)")
+        }
         #expect(log.contains("keys_set: a out (intercept) handle where a keys out (refresh_key/key_chain) handle was expected; refused"), "\(log.messages)")
     }
 

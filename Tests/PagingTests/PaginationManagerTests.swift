@@ -285,6 +285,23 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys == [0, 1, 2, 3])
         #expect(filtered.output.appendState.isEndReached)
 
+        // An interceptor before the filter that builds the page anew from its request (whose
+        // key chain names the next page): the mark stays, and no next key is lost.
+        struct Rebuilding: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .proceed(request, handleAfterwards: true)
+            }
+            func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+                Page(request: page.request, values: page.values)
+            }
+        }
+        let rebuilt = ScriptedPagingSource(pages: numberedPages(4))
+        let rebuilding = manager(rebuilt, interceptors: [Rebuilding(), EvenOnly()])
+        await rebuilding.refresh().value
+        for _ in 0..<4 { await rebuilding.append().value }
+        #expect(Array(rebuilding.output.values) == [0, 2, 4, 6, 8, 10])
+        #expect(rebuilt.fetchedKeys == [0, 1, 2, 3])
+
         // Behind a cache: its hits are not loaded again either.
         let cached = ScriptedPagingSource(pages: numberedPages(4))
         let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(600), maxEntries: 100)

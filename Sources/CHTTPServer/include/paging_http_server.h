@@ -63,7 +63,8 @@ const char *paging_http_query_value(const paging_http_exchange *exchange, size_t
  * either is NULL) and a copy of `body`; from any thread, once. Returns the status that will be
  * sent: 503 instead when the answers clients have not read yet would hold more than the limits'
  * unsent_answer_bytes with this one (each keeps a copy of its body until it is read; an answer
- * of at most 64 KiB, or one alone, always fits). The answer goes out with paging_http_send. */
+ * of at most 64 KiB always goes and is not counted, and one alone always fits). The answer goes
+ * out with paging_http_send. */
 unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigned status, const char *content_type,
                                          const char *name, const char *value, const uint8_t *body, size_t length);
 

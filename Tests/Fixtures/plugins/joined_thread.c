@@ -10,7 +10,7 @@
  *   interceptor "joined-out": intercept adds one item ("1") through `out` from a joined
  *                           thread and returns PAGING_INTERCEPT_COMPLETE.
  *   interceptor "wrong-kind": intercept passes its `out` to keys_set, on its own thread (a
- *                           handle of another kind: refused, which fails nothing), and proceeds.
+ *                           handle of another kind: refused, which fails the call), and proceeds.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
