@@ -106,10 +106,11 @@ struct BadManifestTests {
 
     /// The checks every case must pass.
     static func check(_ result: ProgramResult, _ item: BadManifestCase, manifest: String, plugin: String?, checkFragment: Bool = true) {
-        #expect(!result.timedOut, "\(item.name): pager validate did not end within 10 s (killed)")
+        // Ends, however long a loaded machine takes (89 cases start at once: one took 15 s while
+        // the load was 20, and a bound on the time failed it).
+        #expect(!result.timedOut, "\(item.name): pager validate did not end (killed)")
         #expect(!result.signaled, "\(item.name): pager crashed with signal \(result.code): \(result.stderr)")
         #expect(result.code == 2, "\(item.name): exit code \(result.code), stderr: \(result.stderr)")
-        #expect(result.elapsed < .seconds(10))
         let newlines = result.stderr.filter { $0 == "\n" }.count
         #expect(newlines == 1 && result.stderr.hasSuffix("\n"),
                 "\(item.name): expected exactly one line on stderr, got \(newlines): \(result.stderr.debugDescription)")
