@@ -520,8 +520,10 @@ final class HTTPSourcePlugin: SourcePlugin {
     private static func count(_ text: String??, _ what: String, url: String) throws(PluginFailure) -> Int {
         guard let found = text else { throw .internal("malformed page from \(url): \(what) is missing") }
         // As JSON writes a number: "+10" and "0x10" (16) were taken.
-        if let text = found, isJSONNumber(text), let count = Int(text), count >= 0 { return count }
-        if let text = found, isJSONNumber(text), let value = Double(text), value >= 0, value < 0x1p63, value.rounded() == value { return Int(value) }
+        if let text = found, isJSONNumber(text) {
+            if let count = Int(text), count >= 0 { return count }
+            if let value = Double(text), value >= 0, value < 0x1p63, value.rounded() == value { return Int(value) }
+        }
         throw .internal("malformed page from \(url): \(what) is \(found.map { "\"\($0)\", " } ?? "")not a whole number of items")
     }
 

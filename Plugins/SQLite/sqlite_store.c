@@ -40,14 +40,13 @@
  *
  * Behaviour:
  *   Pages are stored under (namespace, the request's identity): its key, page size and every
- *   param but hard_refresh and reload (paging_request_t.identity), so a page loaded for one query is never
- *   served for another.
+ *   param but hard_refresh and reload (paging_request_t.identity), so a page loaded for one
+ *   query is never served for another.
  *   intercept(): a REFRESH request with param hard_refresh = "true" proceeds (its page, once
  *   loaded, replaces every page of the namespace; a failed load leaves them); so does a request
  *   with param reload = "true" (a short page loaded again; its page replaces the one stored
- *   under its identity). Otherwise the
- *   page stored under the request's
- *   identity, when it is complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
+ *   under its identity). Otherwise the page stored under the request's identity, when it is
+ *   complete (item_count >= page_size, or flags has PAGING_PAGE_NEXT_END:
  *   the last page is complete even when short; or it names its next page: a page a filter after
  *   the source made short), answers by the policy: COMPLETE (fresh),
  *   PROCEED_OR_FALL_BACK (network-first) or COMPLETE_THEN_REVALIDATE (stale, with

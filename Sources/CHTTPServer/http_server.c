@@ -199,7 +199,7 @@ struct paging_http_exchange {
     int started;      /* handed to the handler (the connection is suspended) */
     int answered;     /* paging_http_respond was called */
     pthread_mutex_t lock;
-    struct MHD_Response *response; /* set by paging_http_respond */
+    struct MHD_Response *response; /* set by paging_http_respond_with_header */
     unsigned status;
     size_t unsent_bytes; /* its answer's part of the server's unsent_bytes */
 };

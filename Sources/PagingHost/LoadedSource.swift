@@ -53,8 +53,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             return UnsafeSendable((status, out))
         }
         let timeout = instance.limits.startTimeout
-        let label = "plugin '\(descriptor.id)' of \(library.path)"
-        guard let (status, out) = ExitGuard.during(label, { boundedCall(named: "paging-create", within: timeout, call.value) })?.value else {
+        guard let (status, out) = ExitGuard.during("plugin '\(descriptor.id)' of \(library.path)", {
+            boundedCall(named: "paging-create", within: timeout, call.value)
+        })?.value else {
             // Not destroyed: the plugin's thread is still in the call.
             throw .createFailed(path: library.path, id: descriptor.id, status: .timeout,
                                 message: "refresh_key did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")

@@ -35,14 +35,10 @@ final class PageService: Sendable {
         ["/pages", "/healthz", "/metrics"].contains(path) ? path : "other"
     }
 
-    /// Counts a request the HTTP server answered itself (HTTPService's `refused`).
-    func record(refusalOf path: String, status: Int) {
-        metrics.record(route: Self.route(of: path), status: status, duration: .zero)
-    }
-
-    /// Counts a request answered by ``answer(_:)``, with the status sent (HTTPService's
-    /// `answered`: a 503 when the server had no room for the answer).
-    func record(answerTo path: String, status: Int, duration: Duration) {
+    /// Counts a request: one answered by ``answer(_:)``, with the status sent and how long it
+    /// took (HTTPService's `answered`: a 503 when the server had no room for the answer), or one
+    /// the HTTP server answered itself (its `refused`).
+    func record(_ path: String, status: Int, duration: Duration = .zero) {
         metrics.record(route: Self.route(of: path), status: status, duration: duration)
     }
 
@@ -155,9 +151,7 @@ final class PageService: Sendable {
     private func parameters(_ query: [(name: String, value: String?)]) throws -> (cursor: String?, userInfo: [String: String]) {
         var cursor: String?
         var userInfo: [String: String] = [:]
-        guard query.reduce(0, { $0 + $1.name.utf8.count + ($1.value?.utf8.count ?? 0) }) <= 16_384 else {
-            throw ServeBadRequest("the query is longer than 16 KiB")
-        }
+        // A query over 16 KiB is refused (414) by the HTTP server, before it is split.
         for (name, value) in query {
             guard let value else { throw ServeBadRequest("query parameter '\(name)' has no value") }
             if name == "cursor" {

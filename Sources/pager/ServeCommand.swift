@@ -95,8 +95,8 @@ struct ServeCommand {
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
                                       handler: { request in await pages.answer(request) },
-                                      answered: { path, status, duration in pages.record(answerTo: path, status: status, duration: duration) },
-                                      refused: { path, status in pages.record(refusalOf: path, status: status) })
+                                      answered: { path, status, duration in pages.record(path, status: status, duration: duration) },
+                                      refused: { path, status in pages.record(path, status: status) })
         let shown = options.address.contains(":") ? "[\(options.address)]" : options.address
         Output.error("pager serve: listening on http://\(shown):\(service.port)")
         if secret.isRandom {
