@@ -361,6 +361,7 @@ final class SerializedCalls: Sendable {
         case timedOut
     }
 
+
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.
     func runUnserialized(_ body: () -> Void) {
         _ = unlessClosed { body() }
@@ -387,6 +388,8 @@ final class SerializedCalls: Sendable {
     }
 }
 
+extension SerializedCalls.Turn: Sendable where R: Sendable {}
+
 /// Runs calls into a plugin on threads of their own and stops waiting for one after a
 /// timeout; the call itself cannot be stopped, so it goes on, and later calls queue behind it.
 final class PluginCallWorker: Sendable {
@@ -407,15 +410,73 @@ final class PluginCallWorker: Sendable {
         await withCheckedContinuation { continuation in
             let once = ResumeOnce(continuation)
             queue.async { once.resume(call()) }
-            let (seconds, attoseconds) = timeout.components
-            let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-            Self.timers.asyncAfter(deadline: .now() + .nanoseconds(nanoseconds)) { once.resume(nil) }
+            Self.timers.asyncAfter(deadline: .now() + .nanoseconds(timeout.nanoseconds)) { once.resume(nil) }
         }
+    }
+
+    /// ``run(_:)`` for a caller that cannot suspend: blocks the calling thread until the call
+    /// returns or the timeout passes (then `nil`).
+    func runBlocking<Result: Sendable>(_ call: @escaping @Sendable () -> Result) -> Result? {
+        let done = DispatchSemaphore(value: 0)
+        let result = Locked<Result?>(nil)
+        queue.async {
+            let value = call()
+            result.withLock { $0 = value }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + .nanoseconds(timeout.nanoseconds)) == .success else { return nil }
+        return result.withLock { $0 }
     }
 
     func runDetached(_ call: @escaping @Sendable () -> Void) {
         queue.async(flags: .barrier, execute: call)
     }
+}
+
+/// One call handed to a ``PluginCallWorker``, whose caller may stop waiting for it: tells
+/// the worker whether to make the call at all, and each side whether the call outlived its
+/// caller (counted as stuck from the caller's timeout until it returns).
+final class WorkerCall: Sendable {
+    private enum State { case queued, running, returned, abandoned(running: Bool) }
+    private let state = Locked(State.queued)
+
+    /// On the worker, before the call: false when the caller stopped waiting (do not make it).
+    func start() -> Bool {
+        state.withLock { state in
+            guard case .queued = state else { return false }
+            state = .running
+            return true
+        }
+    }
+
+    /// On the worker, as the call returns: true when its caller had stopped waiting (it was
+    /// counted as stuck, and is no longer).
+    func returned() -> Bool {
+        state.withLock { state in
+            defer { state = .returned }
+            if case .abandoned(running: true) = state { return true }
+            return false
+        }
+    }
+
+    /// The caller stops waiting: when the call is running, it is now stuck; when it had not
+    /// started, it never will.
+    func abandon() -> Abandoned {
+        state.withLock { state in
+            switch state {
+            case .queued:
+                state = .abandoned(running: false)
+                return .beforeStart
+            case .running:
+                state = .abandoned(running: true)
+                return .whileRunning
+            case .returned, .abandoned:
+                return .afterReturn
+            }
+        }
+    }
+
+    enum Abandoned { case beforeStart, whileRunning, afterReturn }
 }
 
 /// Resumes a continuation with the first value it gets; later ones are dropped.

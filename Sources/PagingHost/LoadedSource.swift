@@ -28,6 +28,12 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// The fetch() calls of a serialized instance that did not return within the call timeout
     /// and have not returned since: its other calls would wait for them, so they fail at once.
     private let stuckFetches = Atomic<Int>(0)
+    /// The thread key calls (`key_chain`, `refresh_key_at`) run on when
+    /// ``PluginLimits/callTimeout`` is set: one at a time, as the ABI has them.
+    private let keyWorker: PluginCallWorker?
+    /// The key calls that did not return within the call timeout and have not returned since:
+    /// they hold the turn of every key call (and of every call of a serialized instance).
+    private let stuckKeyCalls = Atomic<Int>(0)
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_source_t>, extensions: InstanceExtensions) throws(PluginLoadError) {
@@ -40,6 +46,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
         }
+        keyWorker = instance.limits.callTimeout.map { PluginCallWorker(label: instance.label + " keys", timeout: $0, concurrent: false) }
         let table = UnsafeSendable(plugin)
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance, calls] id, timeout in
             Self.timeOut(id, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)", instance, calls, table)
@@ -85,18 +92,19 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// a page without its neighbours' keys ended paging without a word).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
-        return chain(around: key) { [plugin] bytes, out in keyChain(plugin, bytes, out) }
+        let table = UnsafeSendable(plugin)
+        return chain(around: key) { bytes, out in keyChain(table.value, bytes, out) }
     }
 
     /// The plugin's key chain for pages of `pageSize` items when it offers
     /// `paging.sized-key-chain/1`; its plain ``keyChain(for:)`` otherwise.
     public func keyChain(for key: PluginKey, pageSize: Int) -> PagingKeyChain<PluginKey> {
         guard let sized = extensions.sizedKeyChain?.pointee.key_chain else { return keyChain(for: key) }
-        let size = UInt32(clamping: pageSize)
-        return chain(around: key) { [plugin] bytes, out in sized(UnsafeMutableRawPointer(plugin), bytes, size, out) }
+        let size = UInt32(clamping: pageSize), table = UnsafeSendable(plugin)
+        return chain(around: key) { bytes, out in sized(UnsafeMutableRawPointer(table.value), bytes, size, out) }
     }
 
-    private func chain(around key: PluginKey, _ call: (paging_bytes_t, OpaquePointer) -> paging_status_t) -> PagingKeyChain<PluginKey> {
+    private func chain(around key: PluginKey, _ call: @escaping @Sendable (paging_bytes_t, OpaquePointer) -> paging_status_t) -> PagingKeyChain<PluginKey> {
         var failure: PluginError?
         let keys = callForKeys("key_chain(\(key))", failure: &failure) { out in CView.withBytes(key.bytes) { call($0, out) } }
         if let failure {
@@ -123,10 +131,11 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     public func refreshKey(around anchor: PagingAnchor<PluginKey, PluginItem>) -> PluginKey? {
         guard let refreshKeyAt = extensions.invalidation?.pointee.refresh_key_at else { return nil }
         let index = UInt32(clamping: anchor.indexInPage), size = UInt32(clamping: anchor.pageSize)
-        let keys = callForKeys("refresh_key_at(\(anchor.pageKey))") { [plugin] out in
-            CView.withBytes(anchor.pageKey.bytes) { pageKey in
-                CView.withBytes(anchor.value.bytes) { item in
-                    refreshKeyAt(UnsafeMutableRawPointer(plugin), pageKey, index, item, size, out)
+        let table = UnsafeSendable(plugin), pageKey = anchor.pageKey, item = anchor.value
+        let keys = callForKeys("refresh_key_at(\(anchor.pageKey))") { out in
+            CView.withBytes(pageKey.bytes) { pageKey in
+                CView.withBytes(item.bytes) { item in
+                    refreshKeyAt(UnsafeMutableRawPointer(table.value), pageKey, index, item, size, out)
                 }
             }
         }
@@ -135,31 +144,35 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// Runs a call that answers keys, with a keys handle, serialized with the others; `nil` when
     /// it failed (logged, naming `what`).
-    private func callForKeys(_ what: String, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
+    private func callForKeys(_ what: String, _ call: @escaping @Sendable (OpaquePointer) -> paging_status_t) -> KeysOut? {
         var failure: PluginError?
         return callForKeys(what, failure: &failure, call)
     }
 
     /// ``callForKeys(_:_:)``, saying in `failure` why it failed.
-    private func callForKeys(_ what: String, failure: inout PluginError?, _ call: (OpaquePointer) -> paging_status_t) -> KeysOut? {
-        if let stuck = stuckFailure() {
+    private func callForKeys(_ what: String, failure: inout PluginError?, _ call: @escaping @Sendable (OpaquePointer) -> paging_status_t) -> KeysOut? {
+        if let stuck = stuckFailure(ofKeyCall: true) {
             failure = stuck
             return nil
         }
-        var out = KeysOut()
-        let token = CallHandle.token(for: instance)
-        let status: UInt32?
-        if let timeout = instance.limits.callTimeout {
-            // Bounded: a fetch() that does not return holds the plugin's turn, and this thread
-            // would wait for it for good.
-            guard case .ran(let ran) = calls.runExclusive(within: timeout, { out.withHandle(token, call) }) else {
-                failure = stuckFailure() ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (call_timeout_ms): "
-                                                        + "an earlier call of the plugin has not returned", plugin: instance.label)
+        let status: UInt32?, out: KeysOut
+        if let keyWorker, let timeout = instance.limits.callTimeout {
+            switch boundedKeyCall(on: keyWorker, within: timeout, call) {
+            case .ran(let ran):
+                (status, out) = ran.value
+            case .timedOut(started: true):
+                failure = PluginError(.timeout, "\(what) did not return within \(timeout) (call_timeout_ms)", plugin: instance.label)
+                return nil
+            case .timedOut(started: false):
+                failure = stuckFailure(ofKeyCall: true) ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (call_timeout_ms): "
+                                                                       + "an earlier call of the plugin has not returned", plugin: instance.label)
                 return nil
             }
-            status = ran
         } else {
-            status = calls.runExclusive { out.withHandle(token, call) }
+            var keys = KeysOut()
+            let token = CallHandle.token(for: instance)
+            status = calls.runExclusive { keys.withHandle(token, call) }
+            out = keys
         }
         guard status == PAGING_OK, out.misuse == nil else {
             let code = out.misuse == nil ? PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL) : .invalidArgument
@@ -169,6 +182,40 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             return nil
         }
         return out
+    }
+
+    /// A key call on the key worker, waited for at most `timeout`: a call that does not return
+    /// holds the plugin's turn, and the caller's thread (an engine's) would wait for it for good.
+    /// One that has not returned in time is counted as stuck until it does.
+    private func boundedKeyCall(on worker: PluginCallWorker, within timeout: Duration,
+                                _ call: @escaping @Sendable (OpaquePointer) -> paging_status_t) -> KeyCall {
+        let timed = WorkerCall()
+        let token = CallHandle.token(for: instance)
+        let ran = worker.runBlocking { [self] () -> SerializedCalls.Turn<UnsafeSendable<(UInt32?, KeysOut)>> in
+            calls.runExclusive(within: timeout) { () -> UnsafeSendable<(UInt32?, KeysOut)>? in
+                guard timed.start() else { return nil }
+                var out = KeysOut()
+                let status = out.withHandle(token, call)
+                if timed.returned() { stuckKeyCalls.subtract(1, ordering: .releasing) }
+                return UnsafeSendable((status, out))
+            }
+        }
+        if case .ran(let result)? = ran {
+            // nil: destroyed meanwhile.
+            return .ran(result ?? UnsafeSendable((nil, KeysOut())))
+        }
+        switch timed.abandon() {
+        case .beforeStart: return .timedOut(started: false)
+        case .whileRunning:
+            stuckKeyCalls.add(1, ordering: .releasing)
+            return .timedOut(started: true)
+        case .afterReturn: return .timedOut(started: true)
+        }
+    }
+
+    private enum KeyCall {
+        case ran(UnsafeSendable<(UInt32?, KeysOut)>)
+        case timedOut(started: Bool)
     }
 
     /// What the host measured of this instance's fetches, and what it published.
@@ -235,36 +282,31 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// ``callFetch(_:_:)`` on the worker thread of a call timeout. A call that has not returned
     /// in time fails the load with a timeout and is cancelled for the plugin; until it returns,
-    /// a serialized instance fails its loads and key chains at once (``stuckFailure()``).
+    /// a serialized instance fails its loads and key chains at once (``stuckFailure(ofKeyCall:)``).
     private func callFetch(on worker: PluginCallWorker, _ request: PluginRequest, _ id: UInt64) async throws(PluginError) -> UInt32? {
-        enum Call { case running, returned, abandoned }
-        let state = Locked(Call.running)
+        let timed = WorkerCall()
         let serialized = !descriptor.isThreadSafe
         let returned = await worker.run { [self] () -> UInt32? in
+            guard timed.start() else { return nil }
             let status = callFetch(request, id)
-            state.withLock { call in
-                if call == .abandoned, serialized { stuckFetches.subtract(1, ordering: .releasing) }
-                call = .returned
-            }
+            if timed.returned(), serialized { stuckFetches.subtract(1, ordering: .releasing) }
             return status
         }
         if let returned { return returned }
-        state.withLock { call in
-            guard call == .running else { return }
-            call = .abandoned
-            if serialized { stuckFetches.add(1, ordering: .releasing) }
-        }
+        if timed.abandon() == .whileRunning, serialized { stuckFetches.add(1, ordering: .releasing) }
         let message = "fetch did not return within \(instance.limits.callTimeout!) (call_timeout_ms)"
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin))
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)
     }
 
-    /// Why a call cannot be made now: an earlier fetch() of this serialized instance has not
-    /// returned, and the call would wait for it.
-    private func stuckFailure() -> PluginError? {
-        guard stuckFetches.load(ordering: .acquiring) > 0 else { return nil }
-        return PluginError(.timeout, "an earlier fetch() has not returned yet (call_timeout_ms), and the plugin's calls do not overlap", plugin: instance.label)
+    /// Why a call cannot be made now: an earlier fetch() of this serialized instance, or an
+    /// earlier key call, has not returned, and the call would wait for it.
+    private func stuckFailure(ofKeyCall keyCall: Bool = false) -> PluginError? {
+        let keysStuck = stuckKeyCalls.load(ordering: .acquiring) > 0 && (keyCall || !descriptor.isThreadSafe)
+        guard keysStuck || stuckFetches.load(ordering: .acquiring) > 0 else { return nil }
+        let earlier = keysStuck ? "key_chain() or refresh_key_at()" : "fetch()"
+        return PluginError(.timeout, "an earlier \(earlier) has not returned yet (call_timeout_ms), and the plugin's calls do not overlap", plugin: instance.label)
     }
 
     /// Ends fetch `id` for the host with a timeout. Over for the host, so for the plugin too:

@@ -130,9 +130,7 @@ func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @
         result.withLock { $0 = value }
         done.signal()
     }
-    let (seconds, attoseconds) = timeout.components
-    let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
-    guard done.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success else { return nil }
+    guard done.wait(timeout: .now() + .nanoseconds(timeout.nanoseconds)) == .success else { return nil }
     return result.withLock { $0 }
 }
 

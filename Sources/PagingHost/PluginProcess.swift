@@ -386,6 +386,12 @@ extension Duration {
         return UInt64(max(0, seconds * 1_000 + attoseconds / 1_000_000_000_000_000))
     }
 
+    /// Whole nanoseconds (for a dispatch deadline).
+    var nanoseconds: Int {
+        let (seconds, attoseconds) = components
+        return Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    }
+
     /// The duration in seconds, with its fraction.
     package var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -82,13 +82,47 @@ struct MisbehavingPluginTests {
 
         #expect(FileManager.default.createFile(atPath: wake, contents: nil))
         #expect(await log.waitFor("blocking-fetch: woke after"))
-        // The instance is free again once the stuck call returned (it is counted right after).
-        var page: PluginPage?
-        for _ in 0..<200 where page == nil {
-            page = try? await pager.load(pager.refreshRequest(params: params(pageSize: 10)))
-            if page == nil { try await Task.sleep(for: .milliseconds(20)) }
-        }
+        let page = try await firstLoadThatSucceeds(pager)
         #expect(page?.values.map(\.text) == [#"{"woke":true}"#])
+    }
+
+    /// A source whose key_chain blocks: with a call timeout, building the request waits for it
+    /// that long at most and the load fails with a timeout (it held the engine's thread for
+    /// good); while the call is stuck, the next key chain fails at once rather than queueing
+    /// behind it; once it returns, loads go through again.
+    @Test(.timeLimit(.minutes(1)))
+    func blockingKeyChain_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
+        let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
+        let wake = scratchFolder() + "/wake"
+        let config = JSONValue.object([("sleep_ms", .int(60_000)), ("until_path", .string(wake)), ("pass_first", .int(1_000)), ("block_key_chain", .int(1))])
+        let source = try PluginLibrary.open(path: try fixturePlugin("blocking_fetch")).makeSource(config: config, sink: log.sink, limits: limits)
+        let pager = Pager(source: source)
+        let first = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
+        #expect(first?.status == .timeout)
+        #expect(first?.message.contains("did not return within 0.2 seconds (call_timeout_ms)") == true, "\(String(describing: first))")
+        #expect(first?.message.contains("key_chain(") == true, "\(String(describing: first))")
+        let start = ContinuousClock.now
+        let second = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
+        #expect(second?.status == .timeout)
+        #expect(second?.message.contains("an earlier key_chain() or refresh_key_at() has not returned yet") == true, "\(String(describing: second))")
+        #expect(ContinuousClock.now - start < .seconds(30), "the second load waited for the stuck call")
+        #expect(!log.contains("key_chain woke after"), "both loads ended before the plugin woke up")
+
+        #expect(FileManager.default.createFile(atPath: wake, contents: nil))
+        #expect(await log.waitFor("blocking-fetch: key_chain woke after"))
+        let page = try await firstLoadThatSucceeds(pager)
+        #expect(page?.values.map(\.text) == [#"{"woke":true}"#])
+        #expect(page?.nextKey == PluginKey("1"))
+    }
+
+    /// The first refresh of `pager` that succeeds within 200 tries, 20 ms apart (the instance
+    /// is free again right after its stuck call returns).
+    private func firstLoadThatSucceeds(_ pager: Pager<PluginKey, PluginItem>) async throws -> PluginPage? {
+        for _ in 0..<200 {
+            if let page = try? await pager.load(pager.refreshRequest(params: params(pageSize: 10))) { return page }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return nil
     }
 
     /// A source that tries to return 2 GiB in one page: the host stops copying at

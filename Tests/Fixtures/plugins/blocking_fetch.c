@@ -7,8 +7,9 @@
  * key (decimal keys from "0"), so loads also call it. With `exit_on` N (config), its Nth
  * fetch calls exit(`exit_status`) instead (a plugin ending the host's process). It logs
  * "blocking-fetch: woke after <ms> ms" as fetch() returns, and "blocking-fetch: cancel <id>"
- * when the host cancels a fetch, so a test can tell when each happened. Serialized (not
- * thread-safe). A host with a call timeout fails the load long before the plugin wakes up; a
+ * when the host cancels a fetch, so a test can tell when each happened. With `block_key_chain`
+ * (config, default 0), key_chain sleeps as fetch does instead, logging "blocking-fetch:
+ * key_chain woke after <ms> ms". Serialized (not thread-safe). A host with a call timeout fails the load long before the plugin wakes up; a
  * host without one waits, holding the calling thread.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -23,7 +24,7 @@
 typedef struct fixture {
     paging_source_t base;
     const paging_host_t *host;
-    int64_t sleep_ms, pass_first, fetches, exit_on, exit_status;
+    int64_t sleep_ms, pass_first, fetches, exit_on, exit_status, block_key_chain;
     char *until_path;
 } fixture;
 
@@ -36,12 +37,31 @@ static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *
     return f->host->keys_set(out, PAGING_KEY_CURRENT, &k);
 }
 
+/* Sleeps up to sleep_ms, or until until_path exists; returns the milliseconds slept. */
+static int64_t fx_sleep(const fixture *f)
+{
+    struct timespec step;
+    int64_t slept = 0;
+    step.tv_sec = 0;
+    step.tv_nsec = 5 * 1000000L;
+    while (slept < f->sleep_ms && (f->until_path == NULL || access(f->until_path, F_OK) != 0)) {
+        nanosleep(&step, NULL);
+        slept += 5;
+    }
+    return slept;
+}
+
 static paging_status_t fx_key_chain(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out)
 {
     fixture *f = (fixture *)self;
     char digits[32];
     long long n = 0;
     paging_bytes_t next;
+    if (f->block_key_chain) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "blocking-fetch: key_chain woke after %lld ms", (long long)fx_sleep(f));
+        f->host->log(f->host, PAGING_LOG_INFO, msg);
+    }
     for (size_t i = 0; i < key.len && i < 18; i++) n = n * 10 + (key.data[i] - '0');
     next.len = (size_t)snprintf(digits, sizeof digits, "%lld", n + 1);
     next.data = (const uint8_t *)digits;
@@ -51,19 +71,13 @@ static paging_status_t fx_key_chain(paging_source_t *self, paging_bytes_t key, p
 static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
 {
     fixture *f = (fixture *)self;
-    struct timespec step;
     int64_t slept = 0;
     char msg[96];
     paging_bytes_t item;
     (void)request;
-    step.tv_sec = 0;
-    step.tv_nsec = 5 * 1000000L;
     int sleeps = f->fetches++ >= f->pass_first; /* serialized: no lock needed */
     if (f->exit_on > 0 && f->fetches == f->exit_on) exit((int)f->exit_status);
-    while (sleeps && slept < f->sleep_ms && (f->until_path == NULL || access(f->until_path, F_OK) != 0)) {
-        nanosleep(&step, NULL);
-        slept += 5;
-    }
+    if (sleeps) slept = fx_sleep(f);
     snprintf(msg, sizeof msg, "blocking-fetch: woke after %lld ms", (long long)slept);
     f->host->log(f->host, PAGING_LOG_INFO, msg);
     item.data = (const uint8_t *)"{\"woke\":true}";
@@ -101,6 +115,7 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->pass_first = host->config_int(config, "pass_first", 0);
     f->exit_on = host->config_int(config, "exit_on", 0);
     f->exit_status = host->config_int(config, "exit_status", 0);
+    f->block_key_chain = host->config_int(config, "block_key_chain", 0);
     if (f->sleep_ms < 0) f->sleep_ms = 0;
     if (path != NULL) {
         f->until_path = (char *)malloc(strlen(path) + 1);
