@@ -30,22 +30,27 @@ final class LoggingPlugin: FailureObservingPlugin {
         prefix = try config.string("label").map { "\($0): " } ?? ""
     }
 
+    /// A key as its text; an empty key as `""` (a line read "key : 20 items").
+    private static func shown(_ key: [UInt8]) -> String {
+        key.isEmpty ? #""""# : String(decoding: key, as: UTF8.self)
+    }
+
     func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
         if level <= 1 {
-            host.log(.debug, "\(prefix)request \(request.kind) key \(request.keyText) page size \(request.pageSize)")
+            host.log(.debug, "\(prefix)request \(request.kind) key \(Self.shown(request.key)) page size \(request.pageSize)")
         }
         return .proceed(observe: level <= 2)
     }
 
     func handle(_ page: PagingPluginPage) {
         guard level <= 2 else { return }
-        let next = page.content.isLast ? "end" : page.content.nextKey.map { String(decoding: $0, as: UTF8.self) } ?? "?"
-        host.log(.info, "\(prefix)page \(page.request.kind) key \(page.request.keyText): \(page.content.items.count) items, next \(next)")
+        let next = page.content.isLast ? "end" : page.content.nextKey.map(Self.shown) ?? "?"
+        host.log(.info, "\(prefix)page \(page.request.kind) key \(Self.shown(page.request.key)): \(page.content.items.count) items, next \(next)")
     }
 
     func loadFailed(_ request: PagingPluginRequest, failure: PluginFailure) {
         guard level <= 3 else { return }
-        host.log(.warning, "\(prefix)\(request.kind) key \(request.keyText) failed: \(failure.message)")
+        host.log(.warning, "\(prefix)\(request.kind) key \(Self.shown(request.key)) failed: \(failure.message)")
     }
 }
 

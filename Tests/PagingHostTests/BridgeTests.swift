@@ -122,6 +122,16 @@ struct BridgeTests {
         #expect(log.messages.contains { $0.contains("edge") })
     }
 
+    /// The logging plugin shows an empty key as `""` (its lines read "key : 5 items").
+    @Test func loggingPlugin_showsAnEmptyKeyQuoted() async throws {
+        let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
+            .makeInterceptor(config: .object([("level", .string("debug"))]), sink: log.sink)
+        let pager = Pager(source: try jsonLinesSource(count: 10), interceptors: [logging])
+        _ = try? await pager.load(pager.request(.refresh, key: "", params: params(pageSize: 5)))
+        #expect(log.contains(#"request refresh key "" page size 5"#), "\(log.messages)")
+        #expect(!log.messages.contains { $0.contains("key :") }, "\(log.messages)")
+    }
+
     /// A fetch ended inside fetch(), which then returns an error: the ending the host took (and
     /// answered PAGING_OK) stands, and the contradiction is logged. The page was dropped for
     /// "fetch refused the request", and a failure's own message lost.
