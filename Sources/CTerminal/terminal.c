@@ -12,6 +12,7 @@
 static struct termios saved;
 static volatile sig_atomic_t entered = 0;
 static volatile sig_atomic_t resumed = 0;
+static volatile sig_atomic_t resized = 0;
 
 static const char enter_sequence[] = "\033[?1049h\033[?25l";
 static const char leave_sequence[] = "\033[?25h\033[?1049l";
@@ -73,6 +74,12 @@ static void on_stop(int signal_number) {
     if (was_entered && enter_raw() == 0) resumed = 1;
 }
 
+/* SIGWINCH: the window changed size; the next frame is drawn to the new size. */
+static void on_resize(int signal_number) {
+    (void)signal_number;
+    resized = 1;
+}
+
 int paging_terminal_enter(void) {
     if (!isatty(0) || enter_raw() != 0) return -1;
     install(SIGINT, on_signal);
@@ -80,6 +87,7 @@ int paging_terminal_enter(void) {
     install(SIGHUP, on_signal);
     install(SIGQUIT, on_signal);
     install(SIGTSTP, on_stop);
+    install(SIGWINCH, on_resize);
     return 0;
 }
 
@@ -92,6 +100,12 @@ void paging_terminal_suspend(void) {
 int paging_terminal_take_resumed(void) {
     if (!resumed) return 0;
     resumed = 0;
+    return 1;
+}
+
+int paging_terminal_take_resized(void) {
+    if (!resized) return 0;
+    resized = 0;
     return 1;
 }
 

@@ -116,8 +116,8 @@ struct BrowseCommand {
         /// The manager's output changed.
         case output
         case key(Key)
-        /// The process was stopped and continued: the screen is drawn anew.
-        case resumed
+        /// The process was stopped and continued, or the window resized: the screen is drawn anew.
+        case redraw
     }
 
     enum Key: Sendable {
@@ -187,7 +187,8 @@ private final class KeyReader: Sendable {
                     break
                 }
                 for key in BrowseCommand.Key.parse(Array(buffer[..<Int(count)])) { input.yield(.key(key)) }
-                if paging_terminal_take_resumed() != 0 { input.yield(.resumed) }
+                // Both checked: a resize while stopped is one redraw.
+                if paging_terminal_take_resumed() | paging_terminal_take_resized() != 0 { input.yield(.redraw) }
             }
             finished.signal()
         }

@@ -71,6 +71,23 @@ struct BrowseCommandTests {
         #expect(!screen.contains("\u{202E}"), "\(screen)")
     }
 
+    /// A resized window is drawn again at once, to its new width (the frame kept the old size
+    /// until a key or a page came).
+    @Test func aResizedWindow_isDrawnAgainToItsNewSize() async throws {
+        let folder = scratchFolder()
+        try "{\"name\": \"\(String(repeating: "a", count: 200))\"}\n".write(toFile: folder + "/data.jsonl", atomically: true, encoding: .utf8)
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let terminal = try Terminal("\(pager) browse \(folder)/m.json")
+        #expect(await terminal.waitFor { $0.cursorLine == "1. " + String(repeating: "a", count: 76) + "…" && $0.status?.contains("end of data") == true },
+                "\(terminal.lastFrame?.cursorLine ?? "no frame")")
+        try terminal.resize(rows: 12, columns: 40)
+        #expect(await terminal.waitFor { $0.cursorLine == "1. " + String(repeating: "a", count: 36) + "…" },
+                "\(terminal.lastFrame?.cursorLine ?? "no frame")")
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
     @Test func withMaxSize_theCursorStaysOnItsItem_asPagesAreDropped() async throws {
         let terminal = try Terminal("\(pager) browse \(try manifest(items: 200, maxSize: 40))")
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
@@ -276,6 +293,18 @@ private final class Terminal: @unchecked Sendable {
 
     func type(_ keys: String) {
         try? input.write.write(contentsOf: Data(keys.utf8))
+    }
+
+    /// Sets the size of the command's terminal, as a window resized does (the kernel signals
+    /// SIGWINCH to it).
+    func resize(rows: Int, columns: Int) throws {
+        let text = try String(contentsOfFile: pidFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        let stty = Process()
+        stty.executableURL = URL(fileURLWithPath: "/usr/bin/stty")
+        stty.arguments = ["-F", "/proc/\(text)/fd/0", "rows", "\(rows)", "cols", "\(columns)"]
+        try stty.run()
+        stty.waitUntilExit()
+        #expect(stty.terminationStatus == 0, "stty could not resize the terminal")
     }
 
     /// Sends `signal` to the command (not to script(1)).

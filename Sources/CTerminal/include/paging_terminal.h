@@ -9,7 +9,8 @@
 /* Puts the terminal on fd 0 in raw mode and the screen (fd 1) in the alternate buffer with the
  * cursor hidden. Installs handlers so that SIGINT, SIGTERM, SIGHUP and SIGQUIT restore the
  * terminal before the process ends, and SIGTSTP before it stops (raw mode and the alternate
- * screen come back when it is continued). Returns 0, or -1 when fd 0 is not a terminal. */
+ * screen come back when it is continued), and notes SIGWINCH (paging_terminal_take_resized).
+ * Returns 0, or -1 when fd 0 is not a terminal. */
 int paging_terminal_enter(void);
 
 /* Stops the process as ctrl-z would with the terminal's own signal keys (raw mode reads ctrl-z
@@ -19,6 +20,10 @@ void paging_terminal_suspend(void);
 /* 1 once after the process was stopped and continued (the screen was cleared: draw it anew),
  * else 0. */
 int paging_terminal_take_resumed(void);
+
+/* 1 once after the terminal's window changed size (SIGWINCH, handled from
+ * paging_terminal_enter on), else 0. */
+int paging_terminal_take_resized(void);
 
 /* Restores what paging_terminal_enter changed. Safe to call more than once. */
 void paging_terminal_restore(void);
