@@ -107,6 +107,10 @@ struct RunCommand {
         // one, which the next append starts from.
         var configuration = pipeline.managerConfiguration
         configuration.maxSize = streams ? 1 : nil
+        // Every request of an incremental run goes to the source, as a reload: a store or cache
+        // in front that answered one with a page kept earlier (an empty last page, a page of a
+        // failed run) hid what was new for good. They still keep the pages loaded.
+        if incremental != nil { configuration.userInfo[PagingUserInfoKey.reload] = "true" }
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
         let interrupt = Interrupt()
         let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter() : nil) }

@@ -17,9 +17,14 @@ struct IncrementalLoadingTests {
 
     init() throws {
         server = try FixtureServer("http/api_server.py")
+        try writeManifest()
+    }
+
+    private func writeManifest(interceptors: String = "[]") throws {
         try """
             {"source": {"plugin": "\(try httpPluginPath())",
                         "config": {"url": "\(server.baseURL)/events?since={state.since}&page={key}&per_page={pageSize}"}},
+             "interceptors": \(interceptors),
              "page_size": 5,
              "incremental": {"cursor": "/updated_at", "state": "since", "namespace": "events"}}
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
@@ -79,6 +84,30 @@ struct IncrementalLoadingTests {
         // Written whole and renamed: no temporary file is left beside it.
         let names = try FileManager.default.contentsOfDirectory(atPath: folder)
         #expect(!names.contains { $0.contains(".tmp.") }, "\(names)")
+    }
+
+    /// With a store in front, every request of an incremental run goes to the source, and the
+    /// store keeps the pages: the empty last page a quiet day stored answered every later run
+    /// (nothing new arrived again, exit 0), and `--full` was answered from the store.
+    @Test func aStoreInFront_answersNoRequestOfAnIncrementalRun_andKeepsThePages() async throws {
+        defer { cleanUp() }
+        let store = folder + "/store.db"
+        try writeManifest(interceptors: #"[{"plugin": "sqlite-store", "config": {"path": "\#(store)"}}]"#)
+        #expect(try ids(try await pagerRun()) == Array(1...12))
+        let quiet = try await pagerRun()
+        #expect(quiet.code == 0, "\(quiet.stderr)")
+        #expect(try ids(quiet).isEmpty)
+        try await post(server, "/events/add", #"{"count": 3}"#)
+        let new = try await pagerRun()
+        #expect(new.code == 0, "\(new.stderr)")
+        #expect(try ids(new) == [13, 14, 15], "\(new.stderr)")
+        #expect(try kept() == "2024-01-01T00:00:15Z")
+        try await post(server, "/events/add", #"{"count": 1}"#)
+        let full = try await pagerRun(["--full"])
+        #expect(try ids(full) == Array(1...16), "\(full.stderr)")
+        #expect(try await sinceAsked().last == "")
+        let size = try FileManager.default.attributesOfItem(atPath: store)[.size] as? Int ?? 0
+        #expect(size > 0, "the store kept the pages")
     }
 
     @Test func aFailedRun_keepsTheOldValue_soTheNextRunLoadsWhatItMissed() async throws {
