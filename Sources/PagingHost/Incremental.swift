@@ -181,7 +181,15 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
         var withValue = 0
         defer { counts.withLock { $0.items += page.values.count; $0.withValue += withValue } }
         for item in page.values {
-            guard let json = try? JSONValue.parse(item.bytes), let found = json.at(pointer: settings.cursor), found != .null else { continue }
+            let json: JSONValue
+            do {
+                json = try JSONValue.parse(item.bytes)
+            } catch {
+                // Valid JSON the host let through, but holding what no value can be kept from
+                // (a number out of range, a lone surrogate): passed over, it was lost in silence.
+                throw IncrementalError("incremental.cursor \(settings.cursor): an item cannot be read for its value there: \(error)")
+            }
+            guard let found = json.at(pointer: settings.cursor), found != .null else { continue }
             guard let value = IncrementalValue(found) else {
                 throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
             }
@@ -206,7 +214,8 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
                 return
             }
             guard let higher = best.isHigher(than: current) else {
-                throw IncrementalError("incremental.cursor \(settings.cursor): items hold \(best.kind) there, but the value kept is \(current.kind) (\(current))")
+                throw IncrementalError("incremental.cursor \(settings.cursor): items hold \(best.kind) there, but earlier ones (or the value the run started from) "
+                                       + "hold \(current.kind) (\(current)); expected one kind")
             }
             if higher { kept = best }
         }
@@ -314,10 +323,14 @@ public struct IncrementalStateFile: Sendable {
         guard access(folder, W_OK) == 0 else {
             throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
         }
+        // Opened as a run opens it (made when missing): a folder or a link that goes nowhere in
+        // its place was found only once the run had loaded every page.
         let lockPath = target + ".lock"
-        guard access(lockPath, F_OK) != 0 || access(lockPath, R_OK | W_OK) == 0 else {
-            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state)")
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else {
+            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(String(cString: strerror(errno)))")
         }
+        close(lock)
     }
 
     /// The file to write: `path`, or the file its symbolic links name (renamed over, a link
@@ -381,11 +394,19 @@ public struct IncrementalStateFile: Sendable {
 
     private func write(_ bytes: [UInt8], to path: String) throws(IncrementalError) {
         let temporary = "\(path).tmp.\(getpid())"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        // A new file, never one that is there (a link planted in a shared folder would have
+        // the state written through it); one left by a crashed run of the same pid is removed.
+        func create() -> Int32 { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }
+        var fd = create()
+        if fd < 0, errno == EEXIST, unlink(temporary) == 0 { fd = create() }
         guard fd >= 0 else { throw failure("cannot create \(temporary): \(String(cString: strerror(errno)))") }
-        // The file it replaces keeps its permissions (a state file made private stays private).
+        // The file it replaces keeps its owner (when this process may give it: root) and its
+        // permissions (a state file made private stays private).
         var old = stat()
-        if stat(path, &old) == 0 { fchmod(fd, old.st_mode & 0o7777) }
+        if stat(path, &old) == 0 {
+            _ = fchown(fd, old.st_uid, old.st_gid)
+            fchmod(fd, old.st_mode & 0o7777)
+        }
         var error = bytes.withUnsafeBytes { writeAll(fd, $0) } ?? 0
         if error == 0, fsync(fd) != 0 { error = errno }
         close(fd)

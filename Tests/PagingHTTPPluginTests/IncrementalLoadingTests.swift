@@ -166,6 +166,15 @@ struct IncrementalLoadingTests {
             #expect(missing.code == 2, "\(command): \(missing.stderr)")
             #expect(missing.stderr.contains("its folder \(folder)/no/such/folder does not exist"), "\(missing.stderr)")
         }
+        // A folder in the lock file's place: said before anything is loaded (a run loaded every
+        // page, then failed keeping the state).
+        try FileManager.default.removeItem(atPath: stateFile + ".lock")
+        try FileManager.default.createDirectory(atPath: stateFile + ".lock", withIntermediateDirectories: false)
+        for command in ["validate", "run"] {
+            let folderLock = try await run(pagerCommand, [command, manifest])
+            #expect(folderLock.code == 2, "\(command): \(folderLock.stderr)")
+            #expect(folderLock.stderr.contains("its lock file \(stateFile).lock cannot be opened for writing by this process"), "\(folderLock.stderr)")
+        }
         #expect(try await sinceAsked().count == before, "nothing is fetched")
     }
 

@@ -63,6 +63,13 @@ struct IncrementalTests {
         #expect(cursor.value?.description == "100.5")
         await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": "13"}}"#])) }
         await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([#"{"meta": {"n": [1]}}"#])) }
+        // Valid JSON that holds no value a run can keep fails its load (it was passed over in
+        // silence, the run ending 0 without it).
+        for unreadable in [#"{"meta": {"n": 1e400}}"#, #"{"meta": {"n": "\ud800"}}"#] {
+            let error = await #expect(throws: IncrementalError.self) { try await cursor.transform(page: page([unreadable])) }
+            #expect(error?.message.contains("incremental.cursor /meta/n: an item cannot be read for its value there") == true, "\(String(describing: error))")
+        }
+        #expect(cursor.value?.description == "100.5")
         let strings = IncrementalCursor(settings, start: nil)
         _ = try await strings.transform(page: page([#"{"meta": {"n": "2024-01-02"}}"#, #"{"meta": {"n": "2024-01-10"}}"#, #"{"meta": {"n": "2023-12-31"}}"#]))
         #expect(strings.value == .string("2024-01-10"))
@@ -165,6 +172,20 @@ struct IncrementalTests {
         #expect(stat(file.path, &info) == 0)
         #expect(info.st_mode & 0o777 == 0o600)
         #expect(try file.values(namespace: "n") == ["since": .string("b")])
+        // And its owner, for a process that may give it (root): it became root's.
+        if getuid() == 0 {
+            #expect(chown(file.path, 65_534, 65_534) == 0)
+            try file.store(.string("c"), name: "since", namespace: "n")
+            #expect(stat(file.path, &info) == 0)
+            #expect(info.st_uid == 65_534 && info.st_gid == 65_534, "owner \(info.st_uid):\(info.st_gid)")
+        }
+        // A link planted where the temporary file goes is not written through.
+        let planted = folder + "/planted"
+        #expect(FileManager.default.createFile(atPath: planted, contents: Data("mine".utf8)))
+        #expect(symlink(planted, file.path + ".tmp.\(getpid())") == 0)
+        try file.store(.string("d"), name: "since", namespace: "n")
+        #expect(FileManager.default.contents(atPath: planted) == Data("mine".utf8))
+        #expect(try file.values(namespace: "n") == ["since": .string("d")])
     }
 
     /// `serve` and `browse` send the value kept (or `initial`) and keep none: they sent
