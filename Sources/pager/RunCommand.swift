@@ -184,13 +184,14 @@ struct RunCommand {
             switch step {
             case .retry:
                 guard failed else { continue }
-                await manager.retry().value
-                printer?.printLastPage(of: manager.output)
-                failed = report(manager.output)
+                // Named by the direction that failed; its progress line was missing.
+                let retried = PagingRequestKind.allCases.first { manager.output[$0].error != nil }
+                failed = await load("\(retried?.rawValue ?? "load") (retry)", manager, printer: &printer) { await manager.retry().value }
             case _ where failed:
                 continue
             case .refresh(let hard):
-                failed = await load(.refresh, manager, printer: &printer, userInfo: hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:])
+                let userInfo = hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:]
+                failed = await load("refresh", manager, printer: &printer) { await manager.load(.refresh, userInfo: userInfo) }
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
                 for _ in 0..<count where !failed && !Task.isCancelled && !Output.dataFailed {
@@ -198,29 +199,29 @@ struct RunCommand {
                         Output.error("\(kind): end of data reached")
                         break
                     }
-                    failed = await load(kind, manager, printer: &printer)
+                    failed = await load(kind.rawValue, manager, printer: &printer) { await manager.load(kind) }
                 }
             }
         }
         return (failed, printer)
     }
 
-    /// Runs one load, prints its page with `printer` when given, and reports it on stderr;
-    /// `true` when it failed.
+    /// Runs one load (`start` runs it to its end), prints its page with `printer` when given,
+    /// and reports it on stderr under `label`; `true` when it failed.
     private func load(
-        _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
-        userInfo: [String: String] = [:]
+        _ label: String, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
+        _ start: () async -> Void
     ) async -> Bool {
         // The items in all: those printed, or while nothing is printed before the end, those held.
         func count() -> Int { printer?.items ?? manager.output.values.count }
         let before = count()
-        await manager.load(kind, userInfo: userInfo)
+        await start()
         // Cancelled by a signal: the run says so once it has printed the items.
         if Task.isCancelled { return true }
         printer?.printLastPage(of: manager.output)
         if report(manager.output) { return true }
         let after = count()
-        Output.error("\(kind.rawValue): \(after >= before ? "+" : "")\(after - before) items, \(after) in all")
+        Output.error("\(label): \(after >= before ? "+" : "")\(after - before) items, \(after) in all")
         return false
     }
 

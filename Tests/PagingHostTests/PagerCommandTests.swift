@@ -174,6 +174,9 @@ struct PagerCommandTests {
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("refresh failed"))
         #expect(result.stdout.split(separator: "\n").count == 20, "the refresh retried, then one append")
+        // The retry says what it loaded, as every load does (it said nothing).
+        #expect(result.stderr.contains("refresh (retry): +10 items, 10 in all"), "\(result.stderr)")
+        #expect(result.stderr.contains("append: +10 items, 20 in all"), "\(result.stderr)")
     }
 
     @Test func plugins_listsEveryPluginWithItsDescriptor() async throws {
