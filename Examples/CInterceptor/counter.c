@@ -54,8 +54,14 @@ static paging_interceptor_t *counter_create(const char *plugin_id, const paging_
                                             const paging_config_t *config)
 {
     const char *label = host->config_string(config, "label");
-    counter *c = (counter *)calloc(1, sizeof *c);
+    counter *c;
     (void)plugin_id;            /* this library has one interceptor */
+    /* Absent is the default; present but not a string is a mistake to refuse, saying why. */
+    if (label == NULL && host->config_type(config, "label") != PAGING_CONFIG_ABSENT) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "label: expected a string");
+        return NULL;
+    }
+    c = (counter *)calloc(1, sizeof *c);
     if (c == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     snprintf(c->label, sizeof c->label, "%s", label ? label : "counter");
     c->host = host;

@@ -518,7 +518,7 @@ struct HTTPSourceConfig: Sendable {
             throw .invalidConfig("pagination: expected an object with \"type\": \"page\", \"offset\", \"cursor\", \"link\", \"next_url\" or \"header\", got \(value)")
         }
         guard let type = object["type"]?.string else {
-            throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\" or \"link\"")
+            throw .invalidConfig("pagination.type: required; expected \"page\", \"offset\", \"cursor\", \"link\", \"next_url\" or \"header\"")
         }
         var allowed: [String]
         switch type {

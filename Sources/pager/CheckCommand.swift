@@ -2,6 +2,7 @@ import FoundationEssentials
 import Glibc
 import PagingConformance
 import PagingHost
+import Synchronization
 
 /// `pager check LIB.so`: the conformance suite, every check in a child process.
 struct CheckCommand {
@@ -135,7 +136,6 @@ struct CheckCommand {
         let runner = ConformanceRunner(executable: executable, options: options)
         let absolute = URL(fileURLWithPath: libraryPath).standardizedFileURL.path
         let table = TablePrinter()
-        if !json { table.header() }
         let report: ConformanceRunner.Report
         do {
             report = try await runner.run(library: absolute, plugin: plugin) { result in
@@ -212,13 +212,15 @@ struct CheckCommand {
     }
 }
 
-/// The pass/fail table, a line per check as results come in.
-private struct TablePrinter: Sendable {
-    func header() {
-        Output.line(pad("PLUGIN", 16) + pad("CHECK", 23) + pad("RESULT", 7) + pad("TIME", 9) + "REASON")
-    }
+/// The pass/fail table, a line per check as results come in, under a header printed with the
+/// first (a library that could not be listed printed a header without rows before its error).
+private final class TablePrinter: Sendable {
+    private let headed = Atomic<Bool>(false)
 
     func row(_ result: ConformanceResult) {
+        if !headed.exchange(true, ordering: .relaxed) {
+            Output.line(pad("PLUGIN", 16) + pad("CHECK", 23) + pad("RESULT", 7) + pad("TIME", 9) + "REASON")
+        }
         let time = result.durationMs < 10_000 ? fixedPoint(result.durationMs, digits: 0) + " ms" : fixedPoint(result.durationMs / 1_000, digits: 1) + " s"
         var line = pad(result.plugin, 16) + pad(result.check, 23) + pad(result.status.rawValue, 7) + pad(time, 9) + result.reason
         for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + note }

@@ -310,6 +310,8 @@ struct PagerCheckTests {
             let result = try await run(pager, arguments)
             #expect(result.code == 2, "\(arguments): \(result.stdout) \(result.stderr)")
             #expect(!result.stderr.isEmpty)
+            // No table header without rows on stdout, which a script reads.
+            #expect(result.stdout.isEmpty, "\(arguments): \(result.stdout)")
         }
         #expect(try await run(pager, ["check", "--help"]).stdout.hasPrefix("usage: pager check"))
     }

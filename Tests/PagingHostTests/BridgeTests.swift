@@ -122,6 +122,16 @@ struct BridgeTests {
         #expect(log.messages.contains { $0.contains("edge") })
     }
 
+    /// The C example everyone copies refuses a label that is not a string, as the guide asks
+    /// of every plugin (it took `"label": 5` without a word).
+    @Test func theCCounterExample_refusesALabelOfTheWrongType() throws {
+        let library = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
+        #expect {
+            try library.makeInterceptor(config: .object([("label", .int(5))]), sink: log.sink)
+        } throws: { "\($0)".contains("label: expected a string") }
+        _ = try library.makeInterceptor(config: .object([("label", .string("edge"))]), sink: log.sink)
+    }
+
     /// The logging plugin shows an empty key as `""` (its lines read "key : 5 items").
     @Test func loggingPlugin_showsAnEmptyKeyQuoted() async throws {
         let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
