@@ -135,18 +135,20 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
         var toCancel: [Task<Page<Key, Value>, any Error>] = []
         let ticket = registry.withLock { registry -> Ticket in
+            // A page loaded before the latest refresh (before this one, for a refresh) is not
+            // the data since: not reused.
+            let since = registry.refreshedAt
             let current: UInt64
             if isRefresh {
                 current = generation.load(ordering: .relaxed) &+ 1
                 generation.store(current, ordering: .releasing)
+                registry.refreshedAt = current
                 toCancel = registry.takeSentTasks()
             } else {
                 current = generation.load(ordering: .relaxed)
             }
             if let window = deduplication.reuseWindow, let recent = registry.recent[identity] {
-                // A page loaded before the latest refresh (before this one, for a refresh) is
-                // not the data since: not reused.
-                if recent.generation == (isRefresh ? current &- 1 : current), deduplication.clock.now() - recent.finishedAt <= window {
+                if recent.generation >= since, deduplication.clock.now() - recent.finishedAt <= window {
                     return .reuse(recent.page)
                 }
                 registry.recent[identity] = nil
@@ -165,6 +167,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// Supersedes the loads in flight, as a refresh does when it starts (a ``PaginationManager``
     /// about to cancel them for its refresh: they then fail as superseded, not as cancelled).
+    /// Not a refresh itself: the pages loaded since the latest one may still be reused (by the
+    /// refresh that comes next, too).
     @usableFromInline
     func supersedeLoadsInFlight() {
         guard refreshSupersedes else { return }
@@ -177,6 +181,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let (current, toCancel) = registry.withLock { registry -> (UInt64, [Task<Page<Key, Value>, any Error>]) in
             let current = generation.load(ordering: .relaxed) &+ 1
             generation.store(current, ordering: .releasing)
+            registry.refreshedAt = current
             return (current, registry.takeSentTasks())
         }
         cancel(toCancel)
@@ -615,6 +620,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
         @usableFromInline var shared: [PagingRequest<Key>.SharingKey: InFlightLoad] = [:]
         @usableFromInline var recent: [PagingRequest<Key>.SharingKey: Recent] = [:]
+        /// The generation the latest refresh started: pages loaded in it or since are the data
+        /// since that refresh (a ``PaginationManager``'s refresh bumps the generation twice).
+        @usableFromInline var refreshedAt: UInt64 = 0
         /// Prepends and appends started with `send`, which a refresh cancels.
         @usableFromInline var sentTasks: [UInt64: Task<Page<Key, Value>, any Error>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
@@ -627,7 +635,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         @usableFromInline
         mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.SharingKey,
                                generation: UInt64, at now: Duration, window: Duration) {
-            if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window && $0.value.generation == generation } }
+            if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window && $0.value.generation >= refreshedAt } }
             recent[identity] = Recent(page: page, generation: generation, finishedAt: now)
         }
 

@@ -309,6 +309,27 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == fetches, "a repeated refresh is answered from the window")
     }
 
+    /// A manager's refresh while a load is in flight (it supersedes that load, then refreshes)
+    /// is still answered from the window when no other refresh came in between: superseding
+    /// counted as a refresh of its own, and the page was loaded again.
+    @Test func reuseWindow_aManagersRefreshWithALoadInFlight_isStillAnsweredFromTheWindow() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
+        let manager = PaginationManager(pager: pager, configuration: .init(pageSize: 3))
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        source.script(key: 1, .suspend)
+        let append = Task { await manager.load(.append) }
+        await source.waitUntilSuspended()
+        await manager.refresh().value
+        source.release(key: 1)
+        await append.value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        #expect(source.fetchCount(forKey: 0) == 1, "the repeated refresh is answered from the window: \(source.fetchedKeys)")
+    }
+
     /// An interceptor that asks for another key, naming no neighbours, gets the source's key
     /// chain for it (the page named none, and paging ended there); one that names them keeps them.
     @Test func aRequestAnInterceptorRewrites_getsTheKeyChainOfItsNewKey() async throws {
