@@ -149,6 +149,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             }
             if let window = deduplication.reuseWindow, let recent = registry.recent[identity] {
                 if recent.generation >= since, deduplication.clock.now() - recent.finishedAt <= window {
+                    // A refresh answered with the data before it starts no new data: the loads
+                    // after it may be answered from that data too (they went to the source, and
+                    // the list mixed the page kept with pages of data changed since).
+                    if isRefresh { registry.refreshedAt = since }
                     return .reuse(recent.page)
                 }
                 registry.recent[identity] = nil

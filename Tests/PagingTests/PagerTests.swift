@@ -330,6 +330,30 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount(forKey: 0) == 1, "the repeated refresh is answered from the window: \(source.fetchedKeys)")
     }
 
+    /// A refresh answered from the window starts no new data: the append after it is answered
+    /// from the window too, and the list is of one snapshot (it was the kept first page and the
+    /// changed data's second: an item twice, another missing).
+    @Test func reuseWindow_aRefreshItAnswers_keepsTheAppendsAfterItOnTheSameData() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
+        let manager = PaginationManager(pager: pager, configuration: .init(pageSize: 3))
+        await manager.refresh().value
+        await manager.load(.append)
+        #expect(Array(manager.output.values) == Array(0..<6))
+        source.setPages(numberedPages(3).map { $0.map { $0 + 100 } })
+        await manager.refresh().value
+        await manager.load(.append)
+        #expect(Array(manager.output.values) == Array(0..<6), "one snapshot: \(Array(manager.output.values))")
+        #expect(source.fetchCount == 2)
+        // Once the window passed, a refresh loads the data as it is now, and so do the appends.
+        clock.advance(by: .seconds(11))
+        await manager.refresh().value
+        await manager.load(.append)
+        #expect(Array(manager.output.values) == Array(100..<106))
+    }
+
     /// An interceptor that asks for another key, naming no neighbours, gets the source's key
     /// chain for it (the page named none, and paging ended there); one that names them keeps them.
     @Test func aRequestAnInterceptorRewrites_getsTheKeyChainOfItsNewKey() async throws {
