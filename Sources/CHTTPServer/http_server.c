@@ -493,7 +493,8 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     } else if (inet_pton(AF_INET6, address, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons(port);
-        flags |= MHD_USE_IPv6;
+        /* "::" is every address, IPv4 ones too (it listened on IPv6 alone). */
+        flags |= IN6_IS_ADDR_UNSPECIFIED(&v6->sin6_addr) ? MHD_USE_DUAL_STACK : MHD_USE_IPv6;
     } else {
         snprintf(error, error_size, "'%s' is not an IPv4 or IPv6 address", address);
         return NULL;

@@ -117,28 +117,37 @@ struct ServeCommand {
         return ExitCode.success
     }
 
-    /// The secret cursors are signed with.
+    /// The secret cursors are signed with: the bytes of the file (without the whitespace around
+    /// them) or of the variable, as they are (read as UTF-8, the bytes that are not became
+    /// U+FFFD: two different binary secrets were one, and 6 bytes passed for 18).
     static func secret(file: String?) throws -> ServeSecret {
-        let text: String
+        var bytes: [UInt8]
         let origin: String
         if let file {
-            let bytes: [UInt8]
             do {
                 bytes = try Manifest.readFile(file, kind: "secret file")
             } catch {
                 throw UsageError("serve: --secret-file \(file): \(error.message)")
             }
-            text = String(decoding: bytes, as: UTF8.self).trimmingWhitespace
             origin = "--secret-file \(file)"
-        } else if let value = ProcessInfo.processInfo.environment["PAGER_SERVE_SECRET"] {
-            text = value
+            // A line break at its end (an editor's, `echo`'s) is no part of the secret.
+            let space: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+            while let last = bytes.last, space.contains(last) { bytes.removeLast() }
+            bytes.removeFirst(bytes.prefix { space.contains($0) }.count)
+            var info = stat()
+            if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
+                Output.error("pager serve: \(origin) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                             + "anyone who reads it can forge cursors; chmod 600 it")
+            }
+        } else if let value = getenv("PAGER_SERVE_SECRET") {
+            bytes = Array(UnsafeBufferPointer(start: UnsafeRawPointer(value).assumingMemoryBound(to: UInt8.self), count: strlen(value)))
             origin = "PAGER_SERVE_SECRET"
         } else {
             var random = SystemRandomNumberGenerator()
             return ServeSecret(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }, isRandom: true)
         }
-        guard text.utf8.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(text.utf8.count)") }
-        return ServeSecret(bytes: Array(text.utf8), isRandom: false)
+        guard bytes.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(bytes.count)") }
+        return ServeSecret(bytes: bytes, isRandom: false)
     }
 }
 

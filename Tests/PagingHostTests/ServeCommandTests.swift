@@ -91,6 +91,43 @@ struct ServeCommandTests {
         #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
     }
 
+    /// `--bind ::` listens on every address, IPv4 ones too (IPv4 clients could not connect).
+    @Test(.timeLimit(.minutes(1)))
+    func bindingTheIPv6AnyAddress_servesIPv4ClientsToo() throws {
+        let server = try ServeProcess([try manifest(), "--bind", "::", "--port", "0"], environment: Self.secret)
+        #expect(server.stderr.contains("listening on http://[::]:"), "\(server.stderr)")
+        #expect(try server.get("/healthz").status == 200)
+    }
+
+    /// A binary secret file is its bytes: two different ones are two secrets (read as UTF-8,
+    /// both were U+FFFD repeated, one secret), 6 bytes are 6 (they passed for 18), and a file
+    /// other users can read is warned about.
+    @Test(.timeLimit(.minutes(2)))
+    func aBinarySecretFile_isItsBytes_andOneOthersCanReadIsWarnedAbout() async throws {
+        let manifest = try manifest()
+        let folder = scratchFolder()
+        func secretFile(_ name: String, _ bytes: [UInt8], mode: mode_t = 0o600) throws -> String {
+            let path = folder + "/" + name
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            #expect(chmod(path, mode) == 0)
+            return path
+        }
+        let a = try ServeProcess([manifest, "--secret-file", try secretFile("a", Array(0x80..<0xA0))])
+        let b = try ServeProcess([manifest, "--secret-file", try secretFile("b", [UInt8](repeating: 0xC0, count: 32))])
+        let next = try #require(try a.get("/pages").json()["next"] as? String)
+        let foreign = try b.get("/pages?cursor=\(next)")
+        #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
+        #expect(!a.stderr.contains("can be read by other users"), "\(a.stderr)")
+        let short = try await run(pagerCommand, ["serve", manifest, "--secret-file", try secretFile("short", [UInt8](repeating: 0xFF, count: 6) + [0x0A])])
+        #expect(short.code == 2 && short.stderr.contains("the secret must be at least 16 bytes, got 6"), "\(short.stderr)")
+        let shared = try ServeProcess([manifest, "--secret-file", try secretFile("shared", Array("a secret of more than sixteen bytes\n".utf8), mode: 0o644)])
+        #expect(shared.stderr.contains("can be read by other users (mode 644)"), "\(shared.stderr)")
+        // The line break at its end is no part of it: the same secret as the variable's.
+        let twin = try ServeProcess([manifest], environment: Self.secret)
+        let sharedNext = try #require(try shared.get("/pages").json()["next"] as? String)
+        #expect(try numbers(try twin.get("/pages?cursor=\(sharedNext)")) == Array(20..<40))
+    }
+
     /// Found by a probe: clients that send a request and never read the answer held a copy of
     /// their page each (60 of them, 600 MB). The answers not read yet are bounded
     /// (--max-unsent-mib): beyond, a 503 with Retry-After, counted as such.
