@@ -62,19 +62,23 @@ static void mhd_load(void)
 }
 
 /* An open connection, while it waits for a request's line and headers: since it opened, or
- * since its last response was sent (keep-alive). */
+ * since its last response was sent (keep-alive); and while its request waits for the handler's
+ * answer (`waiting`), watched for its client going away. */
 typedef struct tracked_connection {
     struct tracked_connection *prev, *next;
     int fd;
     int awaiting_headers;
     int nul_decoded; /* the request's path or query had a %00 (set by unescape) */
     uint64_t since_ms;
+    struct paging_http_exchange *waiting; /* under the server's lock */
 } tracked_connection;
 
 struct paging_http_server {
     struct MHD_Daemon *daemon;
     paging_http_handler handler;
     paging_http_refused refused;
+    paging_http_gone gone;
+    uint64_t next_exchange_id; /* under `lock` */
     void *context;
     uint16_t port;
     /* Requests begun and not yet complete (their response sent, or their connection ended):
@@ -155,35 +159,6 @@ static void headers_arrived(paging_http_server *server, struct MHD_Connection *c
     pthread_mutex_unlock(&server->lock);
 }
 
-/* Shuts down, a few times a second, each connection whose headers are late: the server's
- * thread then reads the end of the stream and closes it. */
-static void *reap_slow_headers(void *cls)
-{
-    paging_http_server *server = cls;
-    unsigned period_ms = server->header_timeout_ms / 4 > 250 ? 250 : server->header_timeout_ms / 4 + 1;
-    pthread_mutex_lock(&server->lock);
-    while (!server->stopping) {
-        struct timespec wake;
-        tracked_connection *entry;
-        uint64_t now = now_ms();
-        for (entry = server->connections.next; entry != &server->connections; entry = entry->next) {
-            if (entry->awaiting_headers && now - entry->since_ms > server->header_timeout_ms) {
-                shutdown(entry->fd, SHUT_RDWR);
-                entry->awaiting_headers = 0;
-            }
-        }
-        clock_gettime(CLOCK_REALTIME, &wake);
-        wake.tv_nsec += (long)period_ms * 1000000L;
-        if (wake.tv_nsec >= 1000000000L) {
-            wake.tv_sec++;
-            wake.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&server->stop_reaper, &server->lock, &wake);
-    }
-    pthread_mutex_unlock(&server->lock);
-    return NULL;
-}
-
 typedef struct query_argument { char *key; char *value; } query_argument;
 
 struct paging_http_exchange {
@@ -198,11 +173,69 @@ struct paging_http_exchange {
     int nul_decoded;   /* the path or the query did (unescape) */
     int started;      /* handed to the handler (the connection is suspended) */
     int answered;     /* paging_http_respond was called */
+    uint64_t id;
+    tracked_connection *entry; /* its connection's record (outlives the exchange) */
+    int done;         /* answered, under the server's lock: no longer watched */
+    int gone_told;    /* its client went away, and `gone` was told (under the server's lock) */
     pthread_mutex_t lock;
     struct MHD_Response *response; /* set by paging_http_respond_with_header */
     unsigned status;
     size_t unsent_bytes; /* its answer's part of the server's unsent_bytes */
 };
+
+/* Whether the client of `fd` has gone away (closed its side, or reset the connection): its
+ * stream ends before any more bytes (a request it sent after this one is data, not an end). */
+static int client_gone(int fd)
+{
+    char byte;
+    ssize_t got = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+#define GONE_PER_ROUND 64
+
+/* A few times a second: shuts down each connection whose headers are late (the server's thread
+ * then reads the end of the stream and closes it), and tells `gone` of each request waiting
+ * for its answer whose client went away (its load is cancelled: a client that sent requests
+ * and closed at once had them load for nobody, each holding a request slot). */
+static void *watch_connections(void *cls)
+{
+    paging_http_server *server = cls;
+    unsigned period_ms = server->header_timeout_ms == 0 || server->header_timeout_ms / 4 > 250 ? 250 : server->header_timeout_ms / 4 + 1;
+    pthread_mutex_lock(&server->lock);
+    while (!server->stopping) {
+        struct timespec wake;
+        tracked_connection *entry;
+        uint64_t now = now_ms(), gone[GONE_PER_ROUND];
+        size_t gone_count = 0, i;
+        for (entry = server->connections.next; entry != &server->connections; entry = entry->next) {
+            if (server->header_timeout_ms > 0 && entry->awaiting_headers && now - entry->since_ms > server->header_timeout_ms) {
+                shutdown(entry->fd, SHUT_RDWR);
+                entry->awaiting_headers = 0;
+            }
+            if (entry->waiting != NULL && !entry->waiting->gone_told && gone_count < GONE_PER_ROUND && client_gone(entry->fd)) {
+                entry->waiting->gone_told = 1;
+                gone[gone_count++] = entry->waiting->id;
+            }
+        }
+        /* Told without the lock: the handler may answer from `gone`. */
+        if (gone_count > 0 && server->gone != NULL) {
+            pthread_mutex_unlock(&server->lock);
+            for (i = 0; i < gone_count; i++) server->gone(server->context, gone[i]);
+            pthread_mutex_lock(&server->lock);
+            continue;
+        }
+        clock_gettime(CLOCK_REALTIME, &wake);
+        wake.tv_nsec += (long)period_ms * 1000000L;
+        if (wake.tv_nsec >= 1000000000L) {
+            wake.tv_sec++;
+            wake.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&server->stop_reaper, &server->lock, &wake);
+    }
+    pthread_mutex_unlock(&server->lock);
+    return NULL;
+}
 
 static char *copy(const char *text) { return text == NULL ? NULL : strdup(text); }
 
@@ -413,8 +446,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         pthread_mutex_init(&exchange->lock, NULL);
         exchange->connection = connection;
         exchange->server = server;
+        exchange->entry = tracked(connection);
         pthread_mutex_lock(&server->lock);
         server->open++;
+        exchange->id = ++server->next_exchange_id;
         pthread_mutex_unlock(&server->lock);
         exchange->method = copy(method);
         exchange->path = copy(url);
@@ -444,6 +479,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         exchange->started = 1;
         mhd.suspend_connection(connection);
         server->handler(server->context, exchange);
+        /* Watched from now on (the handler knows it by its id), unless answered already. */
+        pthread_mutex_lock(&server->lock);
+        if (!exchange->done && exchange->entry != NULL) exchange->entry->waiting = exchange;
+        pthread_mutex_unlock(&server->lock);
         return MHD_YES;
     }
     pthread_mutex_lock(&exchange->lock);
@@ -467,6 +506,9 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
     if (exchange == NULL || *state == &refused_request) return;
     /* A suspended exchange belongs to its handler until answered; MHD ends none of those. */
     unsent = exchange->unsent_bytes;
+    pthread_mutex_lock(&server->lock);
+    if (exchange->entry != NULL && exchange->entry->waiting == exchange) exchange->entry->waiting = NULL;
+    pthread_mutex_unlock(&server->lock);
     free_exchange(exchange);
     *state = NULL;
     pthread_mutex_lock(&server->lock);
@@ -477,7 +519,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
 }
 
 paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
-                                      paging_http_handler handler, paging_http_refused refused, void *context,
+                                      paging_http_handler handler, paging_http_refused refused, paging_http_gone gone, void *context,
                                       char *error, size_t error_size)
 {
     struct sockaddr_storage storage;
@@ -511,6 +553,7 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     }
     server->handler = handler;
     server->refused = refused;
+    server->gone = gone;
     server->context = context;
     pthread_mutex_init(&server->lock, NULL);
     pthread_cond_init(&server->completed, NULL);
@@ -530,8 +573,8 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
                                       MHD_OPTION_URI_LOG_CALLBACK, on_request_line, server,
                                       MHD_OPTION_END);
-    if (server->daemon != NULL && server->header_timeout_ms > 0) {
-        server->reaper_running = pthread_create(&server->reaper, NULL, reap_slow_headers, server) == 0;
+    if (server->daemon != NULL) {
+        server->reaper_running = pthread_create(&server->reaper, NULL, watch_connections, server) == 0;
         if (!server->reaper_running) {
             mhd.stop_daemon(server->daemon);
             server->daemon = NULL;
@@ -582,6 +625,7 @@ void paging_http_stop(paging_http_server *server, unsigned wait_ms)
     free(server);
 }
 
+uint64_t paging_http_exchange_id(const paging_http_exchange *exchange) { return exchange->id; }
 const char *paging_http_method(const paging_http_exchange *exchange) { return exchange->method; }
 const char *paging_http_path(const paging_http_exchange *exchange) { return exchange->path; }
 size_t paging_http_query_count(const paging_http_exchange *exchange) { return exchange->query_count; }
@@ -611,6 +655,8 @@ unsigned paging_http_respond_with_header(paging_http_exchange *exchange, unsigne
         server->unsent_bytes += length;
         exchange->unsent_bytes = length;
     }
+    exchange->done = 1;
+    if (exchange->entry != NULL && exchange->entry->waiting == exchange) exchange->entry->waiting = NULL;
     pthread_mutex_unlock(&server->lock);
     if (!room) {
         status = MHD_HTTP_SERVICE_UNAVAILABLE;

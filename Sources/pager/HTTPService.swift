@@ -1,5 +1,6 @@
 import CHTTPServer
 import FoundationEssentials
+import Paging
 import PagingHost
 
 /// A GET request to `pager serve`, as GNU libmicrohttpd parsed it.
@@ -52,6 +53,8 @@ final class HTTPService: @unchecked Sendable {
     private let handler: @Sendable (HTTPRequest) async -> HTTPAnswer
     private let answered: @Sendable (_ path: String, _ status: Int, _ duration: Duration) -> Void
     private let refused: @Sendable (_ path: String, _ status: Int) -> Void
+    /// The task answering each request, by its exchange's id: cancelled when its client goes away.
+    private let tasks = Locked<[UInt64: Task<Void, Never>]>([:])
 
     /// Listens on `address` and `port` (0: any free port). `refused` hears of each request
     /// answered without `handler` (ambiguous framing, a body, a NUL, a query that is not UTF-8),
@@ -75,6 +78,11 @@ final class HTTPService: @unchecked Sendable {
         }, { context, path, status in
             guard let context else { return }
             Unmanaged<HTTPService>.fromOpaque(context).takeUnretainedValue().refused(path.map { String(cString: $0) } ?? "", Int(status))
+        }, { context, id in
+            // The client went away: its load is cancelled (it loaded for nobody, holding a
+            // request slot); the task still answers, to a closed connection.
+            guard let context else { return }
+            Unmanaged<HTTPService>.fromOpaque(context).takeUnretainedValue().tasks.withLock { $0[id] }?.cancel()
         }, context, &error, error.count)
         guard server != nil else {
             throw UsageError("serve: \(String(decoding: error.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self))")
@@ -120,12 +128,18 @@ final class HTTPService: @unchecked Sendable {
         }
         let request = HTTPRequest(method: String(cString: paging_http_method(pointer)),
                                   path: Self.originForm(String(cString: paging_http_path(pointer))), query: query)
-        Task { [handler, answered] in
-            let start = ContinuousClock.now
-            let status = Self.respond(exchange, await handler(request))
-            // Counted before it goes out: a client that read its answer finds it in /metrics.
-            answered(request.path, status, .now - start)
-            paging_http_send(exchange.pointer)
+        let id = paging_http_exchange_id(pointer)
+        // Registered before the task can end (it removes itself), on the server's thread,
+        // before the server watches the request (after this returns).
+        tasks.withLock { tasks in
+            tasks[id] = Task { [handler, answered, weak self] in
+                let start = ContinuousClock.now
+                let status = Self.respond(exchange, await handler(request))
+                // Counted before it goes out: a client that read its answer finds it in /metrics.
+                answered(request.path, status, .now - start)
+                paging_http_send(exchange.pointer)
+                self?.tasks.withLock { _ = $0.removeValue(forKey: id) }
+            }
         }
     }
 

@@ -110,6 +110,10 @@ final class PageService: Sendable {
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): no answer within \(timeout)")
             return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
+        } catch where Task.isCancelled {
+            // Its client went away, and the load was cancelled: answered to no one, counted
+            // as nginx counts it.
+            return .error(499, "the client closed its connection before the answer")
         } catch {
             // The details (plugin, upstream) go to the log, not to the client.
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key) failed: \(error)")
@@ -231,27 +235,32 @@ struct ServeBadRequest: Error, CustomStringConvertible {
 struct ServeTimeout: Error {}
 
 /// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit` (`body` is then
-/// cancelled and left to end when it can: a plugin may hold its thread for good).
+/// cancelled and left to end when it can: a plugin may hold its thread for good). Cancelled
+/// (its client went away), `body` is cancelled too.
 func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let work = Task { try await body() }
     let outcome = Locked<Result<T, any Error>?>(nil)
-    return try await withCheckedThrowingContinuation { continuation in
-        @Sendable func finish(_ result: Result<T, any Error>) {
-            let first = outcome.withLock { outcome in
-                defer { if outcome == nil { outcome = result } }
-                return outcome == nil
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            @Sendable func finish(_ result: Result<T, any Error>) {
+                let first = outcome.withLock { outcome in
+                    defer { if outcome == nil { outcome = result } }
+                    return outcome == nil
+                }
+                if first { continuation.resume(with: result) }
             }
-            if first { continuation.resume(with: result) }
+            let timer = Task {
+                guard (try? await Task.sleep(for: limit)) != nil else { return }
+                finish(.failure(ServeTimeout()))
+                work.cancel()
+            }
+            Task {
+                finish(await work.result)
+                timer.cancel()
+            }
         }
-        let timer = Task {
-            guard (try? await Task.sleep(for: limit)) != nil else { return }
-            finish(.failure(ServeTimeout()))
-            work.cancel()
-        }
-        Task {
-            finish(await work.result)
-            timer.cancel()
-        }
+    } onCancel: {
+        work.cancel()
     }
 }
 

@@ -91,6 +91,32 @@ struct ServeCommandTests {
         #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
     }
 
+    /// A client that sends a request and closes its connection has its load cancelled and its
+    /// request slot freed: such loads went on for nobody until the timeout, each holding one of
+    /// the slots (one address took them all with requests it never waited for).
+    @Test(.timeLimit(.minutes(2)))
+    func aClientThatGoesAway_hasItsLoadCancelled_andItsSlotFreed() throws {
+        let folder = scratchFolder()
+        let never = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_logging",
+                                       extraFlags: ["-DFIXTURE_CANCEL_LOGS"])
+        try #"{"source": {"plugin": "\#(never)"}, "page_size": 3, "timeout_ms": 600000, "serve_params": ["q"]}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
+        for round in 1...2 {
+            let fd = try connectLoopback(port: server.port)
+            let request = "GET /pages?q=gone\(round) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+            _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            #expect(server.waitFor { $0.components(separatedBy: "never-complete: fetch ").count > round }, "\(server.stderr)")
+            close(fd)
+            // Cancelled for the plugin, and the one slot free again: the next round's request
+            // is taken (it was answered 503 until the timeout).
+            #expect(server.waitFor { $0.components(separatedBy: "never-complete: cancel ").count > round }, "\(server.stderr)")
+        }
+        #expect(server.waitFor { _ in ((try? server.get("/metrics").text) ?? "").contains(#"route="/pages",code="499"} 2"#) },
+                "\((try? server.get("/metrics").text) ?? "")")
+        #expect(!server.stderr.contains("failed"), "\(server.stderr)")
+    }
+
     /// `--bind ::` listens on every address, IPv4 ones too (IPv4 clients could not connect).
     @Test(.timeLimit(.minutes(1)))
     func bindingTheIPv6AnyAddress_servesIPv4ClientsToo() throws {

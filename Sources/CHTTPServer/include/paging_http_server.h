@@ -22,6 +22,12 @@ typedef void (*paging_http_handler)(void *context, paging_http_exchange *exchang
  * status sent: so that every answer can be counted. It must not block. */
 typedef void (*paging_http_refused)(void *context, const char *path, unsigned status);
 
+/* Called on a thread of the server's, at most once a request, when the client of a request
+ * waiting for its answer has gone away (closed or reset its connection): the handler may stop
+ * working on it (it must still answer it). The request is named by its paging_http_exchange_id:
+ * it may have been answered meanwhile. It must not block. */
+typedef void (*paging_http_gone)(void *context, uint64_t exchange_id);
+
 typedef struct paging_http_limits {
     unsigned connections;          /* open connections at most; more are refused */
     unsigned connections_per_address; /* open connections from one address at most (0: no
@@ -37,7 +43,7 @@ typedef struct paging_http_limits {
 /* Listens on `address` (an IPv4 or IPv6 literal) and `port` (0: any free port). NULL on
  * failure, with the reason in `error`. */
 paging_http_server *paging_http_start(const char *address, uint16_t port, paging_http_limits limits,
-                                      paging_http_handler handler, paging_http_refused refused, void *context,
+                                      paging_http_handler handler, paging_http_refused refused, paging_http_gone gone, void *context,
                                       char *error, size_t error_size);
 
 /* The port the server listens on. */
@@ -50,6 +56,9 @@ void paging_http_stop_accepting(paging_http_server *server);
  * response is written, or its connection ended), then closes every connection and frees the
  * server; every exchange must have been answered. */
 void paging_http_stop(paging_http_server *server, unsigned wait_ms);
+
+/* The request's id: unique within the server, never 0. */
+uint64_t paging_http_exchange_id(const paging_http_exchange *exchange);
 
 /* The request: its method, its path (without the query), its query arguments in order (a
  * value is NULL for an argument without `=`), percent-decoded. */

@@ -4,7 +4,8 @@
  * completes or fails it. It has no cancel function (cancel == NULL), so the host's timeout or
  * cancellation must stop waiting on its own. Refresh key "0". Counts fetches and logs at destroy:
  *   "never-complete: destroyed after <n> fetches"
- * Built with -DFIXTURE_CANCEL_LOGS it has a cancel function, which logs "never-complete: cancel <id>".
+ * Built with -DFIXTURE_CANCEL_LOGS it has a cancel function, which logs "never-complete: cancel <id>",
+ * and logs "never-complete: fetch <id>" as each fetch is accepted.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,13 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     (void)request;
     (void)id;
     f->fetches++; /* serialized: no lock needed */
+#ifdef FIXTURE_CANCEL_LOGS
+    {
+        char msg[64];
+        snprintf(msg, sizeof msg, "never-complete: fetch %llu", (unsigned long long)id);
+        f->host->log(f->host, PAGING_LOG_INFO, msg);
+    }
+#endif
     return PAGING_OK; /* accepted ... and forgotten (deliberate misuse) */
 }
 
