@@ -26,23 +26,23 @@ final class PlainStore {
         try exec("PRAGMA synchronous=NORMAL")
         try exec("BEGIN IMMEDIATE")
         try exec("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;")
-        try exec("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 2)")
+        try exec("INSERT OR IGNORE INTO meta (name, value) VALUES ('schema_version', 3)")
         try exec("""
-            CREATE TABLE IF NOT EXISTS pages ( namespace TEXT NOT NULL, identity BLOB NOT NULL,\
+            CREATE TABLE IF NOT EXISTS pages ( id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, identity BLOB NOT NULL,\
              prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,\
-             stored_at INTEGER NOT NULL, PRIMARY KEY (namespace, identity)) WITHOUT ROWID;\
-            CREATE TABLE IF NOT EXISTS items ( namespace TEXT NOT NULL, identity BLOB NOT NULL,\
-             position INTEGER NOT NULL, item BLOB NOT NULL, PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;
+             stored_at INTEGER NOT NULL, UNIQUE (namespace, identity));\
+            CREATE TABLE IF NOT EXISTS items ( page INTEGER NOT NULL,\
+             position INTEGER NOT NULL, item BLOB NOT NULL, PRIMARY KEY (page, position)) WITHOUT ROWID;
             """)
         try exec("COMMIT")
         beginRead = try prepare("BEGIN")
         beginWrite = try prepare("BEGIN IMMEDIATE")
         commit = try prepare("COMMIT")
-        getPage = try prepare("SELECT prev_key, next_key, flags, item_count FROM pages WHERE namespace = ?1 AND identity = ?2")
-        getItems = try prepare("SELECT item FROM items WHERE namespace = ?1 AND identity = ?2 ORDER BY position")
+        getPage = try prepare("SELECT prev_key, next_key, flags, item_count, stored_at, id FROM pages WHERE namespace = ?1 AND identity = ?2")
+        getItems = try prepare("SELECT item FROM items WHERE page = ?1 ORDER BY position")
         putPage = try prepare("INSERT OR REPLACE INTO pages (namespace, identity, prev_key, next_key, flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
-        delItems = try prepare("DELETE FROM items WHERE namespace = ?1 AND identity = ?2")
-        putItem = try prepare("INSERT INTO items (namespace, identity, position, item) VALUES (?1, ?2, ?3, ?4)")
+        delItems = try prepare("DELETE FROM items WHERE page = (SELECT id FROM pages WHERE namespace = ?1 AND identity = ?2)")
+        putItem = try prepare("INSERT INTO items (page, position, item) VALUES (?1, ?2, ?3)")
     }
 
     deinit {
@@ -100,10 +100,10 @@ final class PlainStore {
             }
             sqlite3_clear_bindings(putPage)
             guard rc == SQLITE_DONE else { return false }
-            bindID(putItem, key, pageSize)
+            sqlite3_bind_int64(putItem, 1, sqlite3_last_insert_rowid(db))
             for (position, item) in items.enumerated() {
-                sqlite3_bind_int64(putItem, 3, Int64(position))
-                let rc = item.withUnsafeBytes { sqlite3_bind_blob(putItem, 4, $0.baseAddress, Int32($0.count), nil); return step(putItem) }
+                sqlite3_bind_int64(putItem, 2, Int64(position))
+                let rc = item.withUnsafeBytes { sqlite3_bind_blob(putItem, 3, $0.baseAddress, Int32($0.count), nil); return step(putItem) }
                 guard rc == SQLITE_DONE else { return false }
             }
             sqlite3_clear_bindings(putItem)
@@ -118,14 +118,17 @@ final class PlainStore {
         var count = 0, used = 0
         key.withUnsafeBytes { key in
             bindID(getPage, key, pageSize)
+            var page: Int64 = 0
             if sqlite3_step(getPage) == SQLITE_ROW {
                 for column in Int32(0)...1 { used += copyColumn(getPage, column, at: used) }
                 _ = sqlite3_column_int64(getPage, 2)
                 _ = sqlite3_column_int64(getPage, 3)
+                _ = sqlite3_column_int64(getPage, 4)
+                page = sqlite3_column_int64(getPage, 5)
             }
             sqlite3_reset(getPage)
             sqlite3_clear_bindings(getPage)
-            bindID(getItems, key, pageSize)
+            sqlite3_bind_int64(getItems, 1, page)
             while sqlite3_step(getItems) == SQLITE_ROW {
                 used += copyColumn(getItems, 0, at: used)
                 count += 1

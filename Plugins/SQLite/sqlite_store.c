@@ -64,22 +64,25 @@
  *   page of a hard refresh: every page of the namespace), in one transaction. A write error
  *   (disk full, lock timeout) is logged at ERROR and the store is left as it was.
  *
- * File format, schema version 2 (a version 1 file is upgraded in place: its pages are dropped,
- * with a WARNING, because version 1 did not record the params each page was loaded with;
- * any other version is refused):
+ * File format, schema version 3 (a version 2 file is upgraded in place, its pages kept; a
+ * version 1 file too, its pages dropped with a WARNING, because version 1 did not record the
+ * params each page was loaded with; any other version is refused):
  *   CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
- *       -- one row: ('schema_version', 2)
- *   CREATE TABLE pages (namespace TEXT NOT NULL,
+ *       -- one row: ('schema_version', 3)
+ *   CREATE TABLE pages (id INTEGER PRIMARY KEY,
+ *       namespace TEXT NOT NULL,
  *       identity BLOB NOT NULL,              -- paging_request_t.identity, bytes as given
  *       prev_key BLOB, next_key BLOB,        -- NULL: the source gave no key
  *       flags INTEGER NOT NULL,              -- PAGING_PAGE_* bits
  *       item_count INTEGER NOT NULL,
  *       stored_at INTEGER NOT NULL,          -- Unix time in milliseconds
- *       PRIMARY KEY (namespace, identity)) WITHOUT ROWID;
- *   CREATE TABLE items (namespace TEXT NOT NULL, identity BLOB NOT NULL,
+ *       UNIQUE (namespace, identity));
+ *   CREATE TABLE items (page INTEGER NOT NULL, -- pages.id
  *       position INTEGER NOT NULL,           -- 0-based
  *       item BLOB NOT NULL,                  -- one JSON value, bytes as given
- *       PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;
+ *       PRIMARY KEY (page, position)) WITHOUT ROWID;
+ *   Version 2 keyed each item by its page's namespace and identity: a page of 100 items held
+ *   its identity 101 times (a client of `pager serve` sending 3 KB parameters wrote 0.5 MB).
  *   The file uses journal_mode=WAL and synchronous=NORMAL.
  *
  * Atomicity: each page write (and each namespace clear) is one BEGIN IMMEDIATE ... COMMIT
@@ -113,7 +116,7 @@
 #include "paging/paging.h"
 #include "paging_store.h"
 
-#define SQLS_SCHEMA_VERSION 2
+#define SQLS_SCHEMA_VERSION 3
 
 typedef struct sqls_span {
     size_t offset; /* into sqls_state.buf */
@@ -182,16 +185,17 @@ static const paging_plugin_descriptor_t sqls_descriptor = {
 static const char sqls_schema_meta[] =
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;";
 
-static const char sqls_schema_v2[] =
-    "CREATE TABLE IF NOT EXISTS pages ("
-    " namespace TEXT NOT NULL, identity BLOB NOT NULL,"
-    " prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL,"
-    " stored_at INTEGER NOT NULL,"
-    " PRIMARY KEY (namespace, identity)) WITHOUT ROWID;"
-    "CREATE TABLE IF NOT EXISTS items ("
-    " namespace TEXT NOT NULL, identity BLOB NOT NULL,"
-    " position INTEGER NOT NULL, item BLOB NOT NULL,"
-    " PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;";
+/* The tables of schema version 3, under the names `pages` and `items` (an upgrade creates them
+ * under others first). */
+#define SQLS_SCHEMA_V3(pages, items) \
+    "CREATE TABLE IF NOT EXISTS " pages " (" \
+    " id INTEGER PRIMARY KEY, namespace TEXT NOT NULL, identity BLOB NOT NULL," \
+    " prev_key BLOB, next_key BLOB, flags INTEGER NOT NULL, item_count INTEGER NOT NULL," \
+    " stored_at INTEGER NOT NULL," \
+    " UNIQUE (namespace, identity));" \
+    "CREATE TABLE IF NOT EXISTS " items " (" \
+    " page INTEGER NOT NULL, position INTEGER NOT NULL, item BLOB NOT NULL," \
+    " PRIMARY KEY (page, position)) WITHOUT ROWID;"
 
 /* ---- helpers --------------------------------------------------------------------------- */
 
@@ -299,7 +303,7 @@ static int sqls_buffer_column(sqls_state *st, sqlite3_stmt *stmt, int col, size_
 static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page_size, pstore_page *page)
 {
     size_t used = 0, n = 0, i;
-    sqlite3_int64 item_count = 0;
+    sqlite3_int64 item_count = 0, page_id = 0;
     int rc, found = 0, nomem = 0;
 
     rc = sqls_exec(st->begin_read);
@@ -311,6 +315,7 @@ static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page
         page->flags = (uint32_t)sqlite3_column_int64(st->get_page, 2);
         item_count = sqlite3_column_int64(st->get_page, 3);
         page->stored_at_ms = sqlite3_column_int64(st->get_page, 4);
+        page_id = sqlite3_column_int64(st->get_page, 5);
         page->count = item_count < 0 ? 0 : (size_t)item_count;
         page->has_next = sqlite3_column_type(st->get_page, 1) != SQLITE_NULL;
         if (pstore_page_is_whole(page, page_size)) {
@@ -323,7 +328,7 @@ static int sqls_read_page(sqls_state *st, paging_bytes_t identity, uint32_t page
     sqls_done(st->get_page);
 
     if (rc == SQLITE_DONE && found && !nomem) {
-        rc = sqls_bind_page_id(st, st->get_items, identity);
+        rc = sqlite3_bind_int64(st->get_items, 1, page_id);
         if (rc == SQLITE_OK) {
             while ((rc = sqlite3_step(st->get_items)) == SQLITE_ROW) {
                 const void *data = sqlite3_column_blob(st->get_items, 0);
@@ -546,11 +551,12 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
     }
 
     if (rc == SQLITE_DONE) {
-        rc = sqls_bind_page_id(st, st->put_item, req->identity);
+        /* The items name the page row just written by its id. */
+        rc = sqlite3_bind_int64(st->put_item, 1, sqlite3_last_insert_rowid(st->db));
         for (i = 0; rc == SQLITE_OK && i < page->item_count; i++) {
             if ((int64_t)i == st->crash_after_items) _exit(137); /* test hook: see the top comment */
-            rc = sqlite3_bind_int64(st->put_item, 3, (sqlite3_int64)i);
-            if (rc == SQLITE_OK) rc = sqls_bind_bytes(st->put_item, 4, page->items[i]);
+            rc = sqlite3_bind_int64(st->put_item, 2, (sqlite3_int64)i);
+            if (rc == SQLITE_OK) rc = sqls_bind_bytes(st->put_item, 3, page->items[i]);
             if (rc == SQLITE_OK) rc = sqls_exec(st->put_item);
             if (rc == SQLITE_DONE) rc = SQLITE_OK;
         }
@@ -691,19 +697,38 @@ static int sqls_upgrade_from_v1(sqls_state *st, const char *path)
     if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM pages", -1, &stmt, NULL) != SQLITE_OK) return 0;
     if (sqlite3_step(stmt) == SQLITE_ROW) pages = sqlite3_column_int64(stmt, 0);
     sqlite3_finalize(stmt);
-    if (sqlite3_exec(st->db, "DROP TABLE items; DROP TABLE pages;"
-                     " UPDATE meta SET value = 2 WHERE name = 'schema_version';", NULL, NULL, NULL) != SQLITE_OK)
+    if (sqlite3_exec(st->db, "DROP TABLE IF EXISTS items; DROP TABLE IF EXISTS pages;"
+                     " UPDATE meta SET value = 3 WHERE name = 'schema_version';", NULL, NULL, NULL) != SQLITE_OK)
         return 0;
     snprintf(msg, sizeof msg,
-             "sqlite-store: '%.1000s' upgraded from schema version 1 to 2: its %lld stored pages were "
+             "sqlite-store: '%.1000s' upgraded from schema version 1 to 3: its %lld stored pages were "
              "dropped (version 1 did not record the params each page was loaded with)", path, (long long)pages);
     st->host->log(st->host, PAGING_LOG_WARNING, msg);
     return 1;
 }
 
-/* The store's columns, in order, of each of its tables (schema version 2). */
-#define SQLS_PAGES_COLUMNS "namespace,identity,prev_key,next_key,flags,item_count,stored_at"
-#define SQLS_ITEMS_COLUMNS "namespace,identity,position,item"
+/* Upgrades a version 2 file, inside the caller's write transaction: its pages are copied into
+ * version 3's tables, each item now naming its page by id. Returns 1 on success. */
+static int sqls_upgrade_from_v2(sqls_state *st)
+{
+    return sqlite3_exec(st->db,
+                        SQLS_SCHEMA_V3("pages_v3", "items_v3")
+                        "INSERT INTO pages_v3 (namespace, identity, prev_key, next_key, flags, item_count, stored_at)"
+                        " SELECT namespace, identity, prev_key, next_key, flags, item_count, stored_at FROM pages;"
+                        "INSERT INTO items_v3 (page, position, item)"
+                        " SELECT p.id, i.position, i.item FROM items i JOIN pages_v3 p"
+                        " ON p.namespace = i.namespace AND p.identity = i.identity;"
+                        "DROP TABLE items; DROP TABLE pages;"
+                        "ALTER TABLE pages_v3 RENAME TO pages; ALTER TABLE items_v3 RENAME TO items;"
+                        "UPDATE meta SET value = 3 WHERE name = 'schema_version';",
+                        NULL, NULL, NULL) == SQLITE_OK;
+}
+
+/* The store's columns, in order, of each of its tables, in schema versions 3 and 2. */
+#define SQLS_PAGES_COLUMNS "id,namespace,identity,prev_key,next_key,flags,item_count,stored_at"
+#define SQLS_ITEMS_COLUMNS "page,position,item"
+#define SQLS_PAGES_COLUMNS_V2 "namespace,identity,prev_key,next_key,flags,item_count,stored_at"
+#define SQLS_ITEMS_COLUMNS_V2 "namespace,identity,position,item"
 
 /* Whether `table` is absent or has exactly `columns` (names in order, comma-separated). */
 static int sqls_has_columns(sqls_state *st, const char *table, const char *columns)
@@ -789,7 +814,10 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
      * dropped on upgrade: another application's tables of those names were). */
     if (is_store && foreign) columns_unlike = "objects a store does not hold";
     else if (is_store && !sqls_has_columns(st, "meta", "name,value")) columns_unlike = "a `meta` table whose columns are not the store's";
-    else if (is_store && sqls_schema_version(st) != 1
+    else if (is_store && sqls_schema_version(st) == 2
+             && (!sqls_has_columns(st, "pages", SQLS_PAGES_COLUMNS_V2) || !sqls_has_columns(st, "items", SQLS_ITEMS_COLUMNS_V2)))
+        columns_unlike = "`pages` or `items` tables whose columns are not the store's";
+    else if (is_store && sqls_schema_version(st) == SQLS_SCHEMA_VERSION
              && (!sqls_has_columns(st, "pages", SQLS_PAGES_COLUMNS) || !sqls_has_columns(st, "items", SQLS_ITEMS_COLUMNS)))
         columns_unlike = "`pages` or `items` tables whose columns are not the store's";
     sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
@@ -837,7 +865,11 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         sqls_fail_db(st, config, path, "cannot upgrade the schema from version 1");
         return 0;
     }
-    if (rc == SQLITE_ROW && version != 1 && version != SQLS_SCHEMA_VERSION) {
+    if (rc == SQLITE_ROW && version == 2 && !sqls_upgrade_from_v2(st)) {
+        sqls_fail_db(st, config, path, "cannot upgrade the schema from version 2");
+        return 0;
+    }
+    if (rc == SQLITE_ROW && version != 1 && version != 2 && version != SQLS_SCHEMA_VERSION) {
         char msg[1400];
         snprintf(msg, sizeof msg,
                  "sqlite-store: config `path` '%.1000s': the file has schema version %lld, this "
@@ -848,9 +880,9 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         return 0;
     }
     if ((rc == SQLITE_DONE
-         && sqlite3_exec(st->db, "INSERT INTO meta (name, value) VALUES ('schema_version', 2)",
+         && sqlite3_exec(st->db, "INSERT INTO meta (name, value) VALUES ('schema_version', 3)",
                          NULL, NULL, NULL) != SQLITE_OK)
-        || sqlite3_exec(st->db, sqls_schema_v2, NULL, NULL, NULL) != SQLITE_OK
+        || sqlite3_exec(st->db, SQLS_SCHEMA_V3("pages", "items"), NULL, NULL, NULL) != SQLITE_OK
         || sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         sqls_fail_db(st, config, path, "cannot create the schema");
         return 0;
@@ -993,18 +1025,17 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         || !sqls_prepare(st, &st->commit, "COMMIT")
         || !sqls_prepare(st, &st->rollback, "ROLLBACK")
         || !sqls_prepare(st, &st->get_page,
-                         "SELECT prev_key, next_key, flags, item_count, stored_at FROM pages"
+                         "SELECT prev_key, next_key, flags, item_count, stored_at, id FROM pages"
                          " WHERE namespace = ?1 AND identity = ?2")
-        || !sqls_prepare(st, &st->get_items,
-                         "SELECT item FROM items WHERE namespace = ?1 AND identity = ?2 ORDER BY position")
+        || !sqls_prepare(st, &st->get_items, "SELECT item FROM items WHERE page = ?1 ORDER BY position")
         || !sqls_prepare(st, &st->put_page,
                          "INSERT OR REPLACE INTO pages (namespace, identity, prev_key, next_key,"
                          " flags, item_count, stored_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)")
-        || !sqls_prepare(st, &st->del_items, "DELETE FROM items WHERE namespace = ?1 AND identity = ?2")
-        || !sqls_prepare(st, &st->put_item,
-                         "INSERT INTO items (namespace, identity, position, item) VALUES (?1, ?2, ?3, ?4)")
+        || !sqls_prepare(st, &st->del_items,
+                         "DELETE FROM items WHERE page = (SELECT id FROM pages WHERE namespace = ?1 AND identity = ?2)")
+        || !sqls_prepare(st, &st->put_item, "INSERT INTO items (page, position, item) VALUES (?1, ?2, ?3)")
         || !sqls_prepare(st, &st->clear_pages, "DELETE FROM pages WHERE namespace = ?1")
-        || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE namespace = ?1"))
+        || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)"))
         return sqls_fail_db(st, config, path, "cannot prepare statements");
 
     st->interceptor.plugin_data = st;

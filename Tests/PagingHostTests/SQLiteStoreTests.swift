@@ -142,7 +142,7 @@ struct SQLiteStoreTests {
             folder + "/store.db"], input: version1)
         #expect(created.code == 0, "\(created.stderr)")
         let pager = try storeOnly(folder: folder)
-        #expect(log.contains("upgraded from schema version 1 to 2: its 1 stored pages were dropped"))
+        #expect(log.contains("upgraded from schema version 1 to 3: its 1 stored pages were dropped"))
         await #expect(throws: PluginError.self, "the version 1 page is gone") {
             try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 1)))
         }
@@ -151,6 +151,52 @@ struct SQLiteStoreTests {
         #expect(stored.code == 0, "\(stored.stderr)")
         let served = try storeOnly(folder: folder)
         #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
+    }
+
+    /// A version 2 file (each item keyed by its page's namespace and identity) is upgraded in
+    /// place, its pages kept and served.
+    @Test func schemaVersion2File_isUpgraded_keepingItsPages() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        // Made version 2's tables again, as a file written before looks.
+        _ = try await sqlite(folder + "/store.db", """
+            CREATE TABLE pages2 (namespace TEXT NOT NULL, identity BLOB NOT NULL, prev_key BLOB, next_key BLOB,
+              flags INTEGER NOT NULL, item_count INTEGER NOT NULL, stored_at INTEGER NOT NULL,
+              PRIMARY KEY (namespace, identity)) WITHOUT ROWID;
+            CREATE TABLE items2 (namespace TEXT NOT NULL, identity BLOB NOT NULL, position INTEGER NOT NULL, item BLOB NOT NULL,
+              PRIMARY KEY (namespace, identity, position)) WITHOUT ROWID;
+            INSERT INTO pages2 SELECT namespace, identity, prev_key, next_key, flags, item_count, stored_at FROM pages;
+            INSERT INTO items2 SELECT p.namespace, p.identity, i.position, i.item FROM items i JOIN pages p ON p.id = i.page;
+            DROP TABLE items; DROP TABLE pages;
+            ALTER TABLE pages2 RENAME TO pages; ALTER TABLE items2 RENAME TO items;
+            UPDATE meta SET value = 2 WHERE name = 'schema_version';
+            """)
+        let pager = try storeOnly(folder: folder)
+        for first in stride(from: 0, to: 100, by: 5) {
+            #expect(try await loadsItsOwnPage(pager, first), "the page at \(first)")
+        }
+        let schema = try await sqlite(folder + "/store.db")
+        #expect(schema.contains("page INTEGER NOT NULL") && !schema.contains("pages2"), "\(schema)")
+    }
+
+    /// A page's identity is stored once, not once an item: a page of 100 items with 3 KB of
+    /// user info took half a megabyte (a client of `pager serve` filled the disk that way).
+    @Test func aPagesIdentity_isStoredOnce() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 100, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "store.db"}}],
+         "page_size": 100, "user_info": {"q": "\(String(repeating: "x", count: 3_000))"}}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let stored = try await run(pager, ["run", folder + "/m.json", "--refresh"])
+        #expect(stored.code == 0, "\(stored.stderr)")
+        let bytes = try ["store.db", "store.db-wal"].reduce(0) { total, name in
+            let path = folder + "/" + name
+            guard FileManager.default.fileExists(atPath: path) else { return total }
+            return total + (try FileManager.default.attributesOfItem(atPath: path)[.size] as? Int ?? 0)
+        }
+        #expect(bytes < 100_000, "\(bytes) bytes for one page of 100 small items")
     }
 
     /// Lookups run on the store's reader thread, one after another, and each answers its own load.
@@ -262,6 +308,9 @@ struct SQLiteStoreTests {
          + " CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT);",
          "it holds 2 schema objects (table 'meta', table 'users') and objects a store does not hold"),
         ("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); INSERT INTO meta VALUES ('schema_version', 2);"
+         + " CREATE TABLE pages (id INTEGER PRIMARY KEY, title TEXT);",
+         "it holds 2 schema objects (table 'meta', table 'pages') and `pages` or `items` tables whose columns are not the store's"),
+        ("CREATE TABLE meta (name TEXT PRIMARY KEY, value INTEGER); INSERT INTO meta VALUES ('schema_version', 3);"
          + " CREATE TABLE pages (id INTEGER PRIMARY KEY, title TEXT);",
          "it holds 2 schema objects (table 'meta', table 'pages') and `pages` or `items` tables whose columns are not the store's"),
     ])

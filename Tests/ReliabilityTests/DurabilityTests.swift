@@ -43,8 +43,8 @@ func inspectStore(_ path: String) -> StoreInspection {
     query("PRAGMA integrity_check") { result.integrity.append(String(cString: sqlite3_column_text($0, 0))) }
     query("""
         SELECT p.identity, p.item_count, COUNT(i.position), COALESCE(MIN(i.position), 0), COALESCE(MAX(i.position), -1)
-        FROM pages p LEFT JOIN items i ON i.namespace = p.namespace AND i.identity = p.identity
-        GROUP BY p.namespace, p.identity
+        FROM pages p LEFT JOIN items i ON i.page = p.id
+        GROUP BY p.id
         """) { row in
         result.pages += 1
         let key = identityKey(text(row, 0))
@@ -54,15 +54,14 @@ func inspectStore(_ path: String) -> StoreInspection {
             result.problems.append("page \(key): item_count \(expected), \(count) items at positions \(low)...\(high)")
         }
     }
-    query("SELECT identity, position, item FROM items") { row in
+    query("SELECT p.identity, i.position, i.item FROM items i JOIN pages p ON p.id = i.page") { row in
         result.items += 1
         let key = Int(identityKey(text(row, 0))) ?? -1_000_000, position = Int(sqlite3_column_int64(row, 1))
         let item = text(row, 2)
         if item != #"{"n":\#(key + position)}"# { result.problems.append("item \(key)+\(position) is \(item)") }
     }
     query("""
-        SELECT COUNT(*) FROM items i WHERE NOT EXISTS (SELECT 1 FROM pages p
-        WHERE p.namespace = i.namespace AND p.identity = i.identity)
+        SELECT COUNT(*) FROM items i WHERE NOT EXISTS (SELECT 1 FROM pages p WHERE p.id = i.page)
         """) { row in
         let orphans = sqlite3_column_int64(row, 0)
         if orphans != 0 { result.problems.append("\(orphans) items without their page row") }
