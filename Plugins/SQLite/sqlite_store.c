@@ -707,21 +707,51 @@ static int sqls_upgrade_from_v1(sqls_state *st, const char *path)
     return 1;
 }
 
+/* The most items a version 2 file may hold for its pages to be copied on upgrade: a larger store
+ * (this format's repeated identities made them large) could not be copied within create's time,
+ * nor in the space left; its pages are dropped instead, as a cache's may be. */
+#define SQLS_UPGRADE_MAX_ITEMS 1000000
+
 /* Upgrades a version 2 file, inside the caller's write transaction: its pages are copied into
- * version 3's tables, each item now naming its page by id. Returns 1 on success. */
-static int sqls_upgrade_from_v2(sqls_state *st)
+ * version 3's tables, each item now naming its page by id (dropped, with a WARNING, beyond
+ * SQLS_UPGRADE_MAX_ITEMS). Returns 1 on success. */
+static int sqls_upgrade_from_v2(sqls_state *st, const char *path)
 {
-    return sqlite3_exec(st->db,
-                        SQLS_SCHEMA_V3("pages_v3", "items_v3")
-                        "INSERT INTO pages_v3 (namespace, identity, prev_key, next_key, flags, item_count, stored_at)"
-                        " SELECT namespace, identity, prev_key, next_key, flags, item_count, stored_at FROM pages;"
-                        "INSERT INTO items_v3 (page, position, item)"
-                        " SELECT p.id, i.position, i.item FROM items i JOIN pages_v3 p"
-                        " ON p.namespace = i.namespace AND p.identity = i.identity;"
-                        "DROP TABLE items; DROP TABLE pages;"
-                        "ALTER TABLE pages_v3 RENAME TO pages; ALTER TABLE items_v3 RENAME TO items;"
-                        "UPDATE meta SET value = 3 WHERE name = 'schema_version';",
-                        NULL, NULL, NULL) == SQLITE_OK;
+    sqlite3_stmt *stmt = NULL;
+    sqlite3_int64 pages = 0, items = 0;
+    int copy, ok;
+    char msg[1400];
+    if (sqlite3_prepare_v2(st->db, "SELECT (SELECT count(*) FROM pages), (SELECT count(*) FROM items)", -1, &stmt, NULL) != SQLITE_OK)
+        return 0;
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+        pages = sqlite3_column_int64(stmt, 0);
+        items = sqlite3_column_int64(stmt, 1);
+    }
+    sqlite3_finalize(stmt);
+    copy = items <= SQLS_UPGRADE_MAX_ITEMS;
+    ok = sqlite3_exec(st->db,
+                      copy ? SQLS_SCHEMA_V3("pages_v3", "items_v3")
+                             "INSERT INTO pages_v3 (namespace, identity, prev_key, next_key, flags, item_count, stored_at)"
+                             " SELECT namespace, identity, prev_key, next_key, flags, item_count, stored_at FROM pages;"
+                             "INSERT INTO items_v3 (page, position, item)"
+                             " SELECT p.id, i.position, i.item FROM items i JOIN pages_v3 p"
+                             " ON p.namespace = i.namespace AND p.identity = i.identity;"
+                             "DROP TABLE items; DROP TABLE pages;"
+                             "ALTER TABLE pages_v3 RENAME TO pages; ALTER TABLE items_v3 RENAME TO items;"
+                             "UPDATE meta SET value = 3 WHERE name = 'schema_version';"
+                           : "DROP TABLE items; DROP TABLE pages;"
+                             "UPDATE meta SET value = 3 WHERE name = 'schema_version';",
+                      NULL, NULL, NULL) == SQLITE_OK;
+    if (!ok) return 0;
+    if (copy)
+        snprintf(msg, sizeof msg, "sqlite-store: '%.1000s' upgraded from schema version 2 to 3: its %lld stored pages were kept "
+                 "(processes of an older pager that share the file can no longer use it)", path, (long long)pages);
+    else
+        snprintf(msg, sizeof msg, "sqlite-store: '%.1000s' upgraded from schema version 2 to 3: its %lld stored pages (%lld items, "
+                 "more than %d to copy) were dropped; they are loaded from the source again", path, (long long)pages,
+                 (long long)items, SQLS_UPGRADE_MAX_ITEMS);
+    st->host->log(st->host, copy ? PAGING_LOG_INFO : PAGING_LOG_WARNING, msg);
+    return 1;
 }
 
 /* The store's columns, in order, of each of its tables, in schema versions 3 and 2. */
@@ -865,7 +895,7 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         sqls_fail_db(st, config, path, "cannot upgrade the schema from version 1");
         return 0;
     }
-    if (rc == SQLITE_ROW && version == 2 && !sqls_upgrade_from_v2(st)) {
+    if (rc == SQLITE_ROW && version == 2 && !sqls_upgrade_from_v2(st, path)) {
         sqls_fail_db(st, config, path, "cannot upgrade the schema from version 2");
         return 0;
     }

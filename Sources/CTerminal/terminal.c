@@ -50,13 +50,16 @@ static int enter_raw(void) {
     return 0;
 }
 
-static void install(int signal_number, void (*handler)(int)) {
+static void install_with_flags(int signal_number, void (*handler)(int), int flags) {
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = handler;
+    action.sa_flags = flags;
     sigemptyset(&action.sa_mask);
     sigaction(signal_number, &action, NULL);
 }
+
+static void install(int signal_number, void (*handler)(int)) { install_with_flags(signal_number, handler, 0); }
 
 /* SIGTSTP (ctrl-z, which browse raises, or a kill): the terminal as it was, then stopped as by
  * default; once continued (fg), raw mode and the alternate screen again, and `resumed` set so
@@ -87,7 +90,10 @@ int paging_terminal_enter(void) {
     install(SIGHUP, on_signal);
     install(SIGQUIT, on_signal);
     install(SIGTSTP, on_stop);
-    install(SIGWINCH, on_resize);
+    /* Restarted: a window dragged sends dozens, and a plugin's read or write that one of them
+     * interrupted would fail with EINTR (it was ignored before); the key reader's poll() still
+     * returns early. */
+    install_with_flags(SIGWINCH, on_resize, SA_RESTART);
     return 0;
 }
 

@@ -140,6 +140,78 @@ extension JSONValue {
     }
 }
 
+/// Valid JSON as bytes, walked without building it: for the value at a pointer in a document
+/// JSONValue does not read whole.
+package struct JSONBytes {
+    let bytes: [UInt8]
+
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    /// The bytes of the value at an RFC 6901 pointer (the last of duplicate members, as
+    /// ``JSONValue/at(pointer:)``); nil when a member or index is missing.
+    package func value(at pointer: String) -> ArraySlice<UInt8>? {
+        var start = space(from: 0)
+        for raw in pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
+            let token = raw.replacing("~1", with: "/").replacing("~0", with: "~")
+            guard start < bytes.count, let next = child(of: start, named: String(token)) else { return nil }
+            start = next
+        }
+        guard start < bytes.count else { return nil }
+        return bytes[start..<end(of: start)]
+    }
+
+    /// Where the member `token` of the object at `start` (or its element, of an array) begins.
+    private func child(of start: Int, named token: String) -> Int? {
+        let object = bytes[start] == UInt8(ascii: "{")
+        guard object || bytes[start] == UInt8(ascii: "[") else { return nil }
+        let index = object ? nil : Int(token)
+        if !object, index == nil || token.first == "+" || token.first == "-" { return nil }
+        var i = space(from: start + 1), position = 0, found: Int?
+        while i < bytes.count, bytes[i] != UInt8(ascii: object ? "}" : "]") {
+            var name: String?
+            if object {
+                let nameEnd = end(of: i)
+                if case .string(let text)? = try? JSONValue.parse(bytes[i..<nameEnd]) { name = text }
+                i = space(from: space(from: nameEnd) + 1) // past the colon
+            }
+            if object ? name == token : position == index { found = i }
+            i = space(from: end(of: i))
+            if i < bytes.count, bytes[i] == UInt8(ascii: ",") { i = space(from: i + 1) }
+            position += 1
+        }
+        return found
+    }
+
+    /// The index after the value that begins at `start`.
+    private func end(of start: Int) -> Int {
+        var i = start, depth = 0
+        repeat {
+            switch bytes[i] {
+            case UInt8(ascii: "\""):
+                i += 1
+                while i < bytes.count, bytes[i] != UInt8(ascii: "\"") { i += bytes[i] == UInt8(ascii: "\\") ? 2 : 1 }
+            case UInt8(ascii: "{"), UInt8(ascii: "["): depth += 1
+            case UInt8(ascii: "}"), UInt8(ascii: "]"): depth -= 1
+            default:
+                if depth == 0 {
+                    while i < bytes.count, !Self.ends.contains(bytes[i]) { i += 1 }
+                    return i
+                }
+            }
+            i += 1
+        } while depth > 0 && i < bytes.count
+        return min(i, bytes.count)
+    }
+
+    private static let ends: Set<UInt8> = [UInt8(ascii: ","), UInt8(ascii: "}"), UInt8(ascii: "]"), 0x20, 0x09, 0x0A, 0x0D]
+
+    private func space(from start: Int) -> Int {
+        var i = start
+        while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x09 || bytes[i] == 0x0A || bytes[i] == 0x0D { i += 1 }
+        return i
+    }
+}
+
 /// An in-process interceptor, placed first, that keeps the highest value of the cursor field
 /// among the items of every page loaded. Items without the field (or with null there) are
 /// passed over; a value that is not a string or a number, or whose kind differs from the
@@ -166,6 +238,20 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
         highest = Mutex(start)
     }
 
+    /// The value at the cursor of `item`, nil when it has none. Items are valid JSON (the host
+    /// checked them), but one may hold what JSONValue does not read, a number out of range or a
+    /// lone surrogate: then only the value at the cursor is read, and fails the load when it is
+    /// such a thing (passed over, it was lost in silence; elsewhere in the item, it is no matter).
+    private func value(of item: PluginItem) throws(IncrementalError) -> JSONValue? {
+        if let json = try? JSONValue.parse(item.bytes) { return json.at(pointer: settings.cursor) }
+        guard let bytes = JSONBytes(item.bytes).value(at: settings.cursor) else { return nil }
+        do {
+            return try JSONValue.parse(bytes)
+        } catch {
+            throw IncrementalError("incremental.cursor \(settings.cursor): an item holds a value there that cannot be kept: \(error)")
+        }
+    }
+
     /// The highest value seen, or the start value.
     public var value: IncrementalValue? { highest.withLock { $0 } }
 
@@ -181,15 +267,7 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
         var withValue = 0
         defer { counts.withLock { $0.items += page.values.count; $0.withValue += withValue } }
         for item in page.values {
-            let json: JSONValue
-            do {
-                json = try JSONValue.parse(item.bytes)
-            } catch {
-                // Valid JSON the host let through, but holding what no value can be kept from
-                // (a number out of range, a lone surrogate): passed over, it was lost in silence.
-                throw IncrementalError("incremental.cursor \(settings.cursor): an item cannot be read for its value there: \(error)")
-            }
-            guard let found = json.at(pointer: settings.cursor), found != .null else { continue }
+            guard let found = try value(of: item), found != .null else { continue }
             guard let value = IncrementalValue(found) else {
                 throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
             }
@@ -323,14 +401,14 @@ public struct IncrementalStateFile: Sendable {
         guard access(folder, W_OK) == 0 else {
             throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
         }
-        // Opened as a run opens it (made when missing): a folder or a link that goes nowhere in
-        // its place was found only once the run had loaded every page.
+        // Opened as a run opens it, when it is there (a run makes it otherwise, in the folder
+        // checked above): a folder in its place was found only once the run had loaded every page.
         let lockPath = target + ".lock"
-        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard lock >= 0 else {
+        let lock = open(lockPath, O_RDWR | O_CLOEXEC)
+        guard lock >= 0 || errno == ENOENT else {
             throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(String(cString: strerror(errno)))")
         }
-        close(lock)
+        if lock >= 0 { close(lock) }
     }
 
     /// The file to write: `path`, or the file its symbolic links name (renamed over, a link

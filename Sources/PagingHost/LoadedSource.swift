@@ -1,4 +1,5 @@
 import CPaging
+import Dispatch
 import FoundationEssentials
 import Paging
 import Synchronization
@@ -34,6 +35,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// The key calls that did not return within the call timeout and have not returned since:
     /// they hold the turn of every key call (and of every call of a serialized instance).
     private let stuckKeyCalls = Atomic<Int>(0)
+    /// Where the plugin's cancel() is called, one after another: never on the thread that
+    /// cancels (see ``waitForCompletion(of:)``), and never a thread each (cancels come as often
+    /// as `pager serve`'s clients go away, and a cancel() that blocks held its thread for good).
+    private let cancels: DispatchQueue
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_source_t>, extensions: InstanceExtensions) throws(PluginLoadError) {
@@ -48,8 +53,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         keyWorker = instance.limits.callTimeout.map { PluginCallWorker(label: instance.label + " keys", timeout: $0, concurrent: false) }
         let table = UnsafeSendable(plugin)
+        let cancels = DispatchQueue(label: "paging.cancel \(instance.label)")
+        self.cancels = cancels
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [instance, calls] id, timeout in
-            Self.timeOut(id, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)", instance, calls, table)
+            Self.timeOut(id, "the fetch did not complete within \(timeout) (the fetch timeout: the manifest's timeout_ms)", instance, calls, table, cancels)
         }
         // Bounded as create is: a refresh_key that never returned hung validate and run, and
         // the child process of an isolated plugin (found by a probe).
@@ -295,7 +302,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         if let returned { return returned }
         if timed.abandon() == .whileRunning, serialized { stuckFetches.add(1, ordering: .releasing) }
         let message = "fetch did not return within \(instance.limits.callTimeout!) (call_timeout_ms)"
-        Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin))
+        Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)
     }
@@ -310,14 +317,14 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     /// Ends fetch `id` for the host with a timeout. Over for the host, so for the plugin too:
-    /// told as a cancelled load is, on a thread of its own (a cancel() that blocks holds up no
-    /// shared pool); never after destroy().
+    /// told as a cancelled load is, on `cancels` (a cancel() that blocks holds up no shared
+    /// pool); never after destroy().
     private static func timeOut(
         _ id: UInt64, _ message: String, _ instance: PluginInstance, _ calls: SerializedCalls,
-        _ table: UnsafeSendable<UnsafeMutablePointer<paging_source_t>>
+        _ table: UnsafeSendable<UnsafeMutablePointer<paging_source_t>>, _ cancels: DispatchQueue
     ) {
         instance.finishFetch(id, .failed(.timeout, message))
-        detachThread(named: "paging-cancel") { calls.runUnserialized { table.value.pointee.cancel?(table.value, id) } }
+        cancels.async { calls.runUnserialized { table.value.pointee.cancel?(table.value, id) } }
     }
 
     private func waitForCompletion(of id: UInt64) async -> FetchResult {
@@ -343,15 +350,11 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         } onCancel: {
             // Not here: the handler runs under the task's status lock, which resuming a fetch
             // takes too, and a plugin may complete a fetch (resuming it) while holding the very
-            // lock its cancel() waits for: both would hang. On a thread of its own (cancels are
-            // rare), so that a cancel() that blocks holds up no shared pool.
-            detachThread(named: "paging-cancel") { self.cancel(id) }
+            // lock its cancel() waits for: both would hang. The fetch ends for the host at once
+            // (a cancel() before that blocks delays no other), the plugin hears it on `cancels`.
+            DispatchQueue.global().async { self.instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled")) }
+            cancels.async { self.calls.runUnserialized { self.plugin.pointee.cancel?(self.plugin, id) } }
         }
-    }
-
-    private func cancel(_ id: UInt64) {
-        instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled"))
-        calls.runUnserialized { plugin.pointee.cancel?(plugin, id) }
     }
 
     /// How the host says a fetch() contradicted the ending it gave its fetch (what pager check

@@ -234,33 +234,63 @@ struct ServeBadRequest: Error, CustomStringConvertible {
 
 struct ServeTimeout: Error {}
 
-/// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit` (`body` is then
-/// cancelled and left to end when it can: a plugin may hold its thread for good). Cancelled
-/// (its client went away), `body` is cancelled too.
+/// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit`, or a
+/// `CancellationError` at once when cancelled (its client went away). Either way `body` is
+/// cancelled and left to end when it can: a plugin may hold its thread for good, and the
+/// request's slot must not wait for it.
 func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     let work = Task { try await body() }
-    let outcome = Locked<Result<T, any Error>?>(nil)
-    return try await withTaskCancellationHandler {
-        try await withCheckedThrowingContinuation { continuation in
-            @Sendable func finish(_ result: Result<T, any Error>) {
-                let first = outcome.withLock { outcome in
-                    defer { if outcome == nil { outcome = result } }
-                    return outcome == nil
-                }
-                if first { continuation.resume(with: result) }
-            }
-            let timer = Task {
-                guard (try? await Task.sleep(for: limit)) != nil else { return }
-                finish(.failure(ServeTimeout()))
-                work.cancel()
-            }
-            Task {
-                finish(await work.result)
-                timer.cancel()
-            }
-        }
-    } onCancel: {
+    let outcome = FirstOutcome<T>()
+    let timer = Task {
+        guard (try? await Task.sleep(for: limit)) != nil else { return }
+        outcome.finish(.failure(ServeTimeout()))
         work.cancel()
+    }
+    Task {
+        outcome.finish(await work.result)
+        timer.cancel()
+    }
+    return try await withTaskCancellationHandler {
+        try await outcome.value()
+    } onCancel: {
+        outcome.finish(.failure(CancellationError()))
+        work.cancel()
+        timer.cancel()
+    }
+}
+
+/// The first of several results, for one waiter that may come before or after it.
+private final class FirstOutcome<T: Sendable>: Sendable {
+    private enum State {
+        case waiting(CheckedContinuation<T, any Error>?)
+        /// The first result, until the waiter takes it (then nil).
+        case finished(Result<T, any Error>?)
+    }
+
+    private let state = Locked(State.waiting(nil))
+
+    func value() async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let early = state.withLock { state -> Result<T, any Error>? in
+                guard case .finished(let result) = state else {
+                    state = .waiting(continuation)
+                    return nil
+                }
+                state = .finished(nil)
+                return result
+            }
+            if let early { continuation.resume(with: early) }
+        }
+    }
+
+    /// Ignored after the first.
+    func finish(_ result: Result<T, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            guard case .waiting(let waiter) = state else { return nil }
+            state = .finished(waiter == nil ? result : nil)
+            return waiter
+        }
+        waiter?.resume(with: result)
     }
 }
 

@@ -135,7 +135,7 @@ struct ServeCommand {
             while let last = bytes.last, space.contains(last) { bytes.removeLast() }
             bytes.removeFirst(bytes.prefix { space.contains($0) }.count)
             var info = stat()
-            if stat(file, &info) == 0, info.st_mode & 0o077 != 0 {
+            if stat(file, &info) == 0, info.st_mode & 0o007 != 0 {
                 Output.error("pager serve: \(origin) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
                              + "anyone who reads it can forge cursors; chmod 600 it")
             }

@@ -172,6 +172,7 @@ struct SQLiteStoreTests {
             UPDATE meta SET value = 2 WHERE name = 'schema_version';
             """)
         let pager = try storeOnly(folder: folder)
+        #expect(log.contains("upgraded from schema version 2 to 3: its 20 stored pages were kept"), "\(log.messages)")
         for first in stride(from: 0, to: 100, by: 5) {
             #expect(try await loadsItsOwnPage(pager, first), "the page at \(first)")
         }

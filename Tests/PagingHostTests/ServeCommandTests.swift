@@ -108,13 +108,37 @@ struct ServeCommandTests {
             _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
             #expect(server.waitFor { $0.components(separatedBy: "never-complete: fetch ").count > round }, "\(server.stderr)")
             close(fd)
-            // Cancelled for the plugin, and the one slot free again: the next round's request
-            // is taken (it was answered 503 until the timeout).
+            // Cancelled for the plugin, and the one slot free again (counted once it is): the
+            // next round's request is taken (it was answered 503 until the timeout).
             #expect(server.waitFor { $0.components(separatedBy: "never-complete: cancel ").count > round }, "\(server.stderr)")
+            #expect(server.waitFor { _ in answeredClosed(server) == round }, "\((try? server.get("/metrics").text) ?? "")")
         }
-        #expect(server.waitFor { _ in ((try? server.get("/metrics").text) ?? "").contains(#"route="/pages",code="499"} 2"#) },
-                "\((try? server.get("/metrics").text) ?? "")")
         #expect(!server.stderr.contains("failed"), "\(server.stderr)")
+    }
+
+    /// The requests answered 499 (their client gone), from /metrics.
+    func answeredClosed(_ server: ServeProcess) -> Int {
+        let metrics = (try? server.get("/metrics").text) ?? ""
+        return metrics.firstMatch(of: /route="\/pages",code="499"} (\d+)/).flatMap { Int($0.1) } ?? 0
+    }
+
+    /// A client that goes away while the plugin is stuck in its fetch() call (which no cancel
+    /// reaches) frees its slot at once all the same: it was held until the request timeout.
+    @Test(.timeLimit(.minutes(2)))
+    func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce() throws {
+        let folder = scratchFolder()
+        let wake = folder + "/wake"
+        try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "until_path": "\#(wake)"}}, "page_size": 3, "timeout_ms": 600000}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
+        defer { FileManager.default.createFile(atPath: wake, contents: nil) }
+        let fd = try connectLoopback(port: server.port)
+        let request = "GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        #expect(server.waitFor("blocking-fetch: asleep"), "\(server.stderr)")
+        close(fd)
+        #expect(server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
+        #expect(!server.stderr.contains("blocking-fetch: woke"), "answered while the plugin still sleeps: \(server.stderr)")
     }
 
     /// `--bind ::` listens on every address, IPv4 ones too (IPv4 clients could not connect).

@@ -92,14 +92,16 @@ struct MisbehavingPluginTests {
     /// behind it; once it returns, loads go through again.
     @Test(.timeLimit(.minutes(1)))
     func blockingKeyChain_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
-        let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
+        // A second: the key call must have started on its thread by then on a loaded machine
+        // (else it "did not get its turn").
+        let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .seconds(1))
         let wake = scratchFolder() + "/wake"
         let config = JSONValue.object([("sleep_ms", .int(60_000)), ("until_path", .string(wake)), ("pass_first", .int(1_000)), ("block_key_chain", .int(1))])
         let source = try PluginLibrary.open(path: try fixturePlugin("blocking_fetch")).makeSource(config: config, sink: log.sink, limits: limits)
         let pager = Pager(source: source)
         let first = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
         #expect(first?.status == .timeout)
-        #expect(first?.message.contains("did not return within 0.2 seconds (call_timeout_ms)") == true, "\(String(describing: first))")
+        #expect(first?.message.contains("did not return within 1.0 seconds (call_timeout_ms)") == true, "\(String(describing: first))")
         #expect(first?.message.contains("key_chain(") == true, "\(String(describing: first))")
         let start = ContinuousClock.now
         let second = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }

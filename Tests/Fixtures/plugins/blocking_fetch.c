@@ -1,7 +1,8 @@
 /* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/blocking_fetch.c -o libblocking_fetch.so */
 /*
  * Misbehaving fixture: source "blocking-fetch" sleeps inside fetch() for `sleep_ms`
- * milliseconds (config, default 5000), or until the file `until_path` (config) exists, then
+ * milliseconds (config, default 5000), or until the file `until_path` (config) exists (logging
+ * "blocking-fetch: asleep" as it starts to), then
  * completes the fetch inside fetch() with one item {"woke":true} and no page before it. The first
  * `pass_first` fetches (config, default 0) do not sleep. Its key_chain names key + 1 after every
  * key (decimal keys from "0"), so loads also call it. With `exit_on` N (config), its Nth
@@ -77,7 +78,10 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
     (void)request;
     int sleeps = f->fetches++ >= f->pass_first; /* serialized: no lock needed */
     if (f->exit_on > 0 && f->fetches == f->exit_on) exit((int)f->exit_status);
-    if (sleeps) slept = fx_sleep(f);
+    if (sleeps) {
+        f->host->log(f->host, PAGING_LOG_INFO, "blocking-fetch: asleep");
+        slept = fx_sleep(f);
+    }
     snprintf(msg, sizeof msg, "blocking-fetch: woke after %lld ms", (long long)slept);
     f->host->log(f->host, PAGING_LOG_INFO, msg);
     item.data = (const uint8_t *)"{\"woke\":true}";
