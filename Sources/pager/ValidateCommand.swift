@@ -1,4 +1,6 @@
+import Dispatch
 import FoundationEssentials
+import Paging
 import PagingHost
 
 /// `pager validate MANIFEST`: loads and checks every plugin, fetches nothing.
@@ -8,7 +10,8 @@ struct ValidateCommand {
 
     Reads the manifest, finds, checks (sha256 pins, ABI version, kind, required extensions) and
     creates every plugin with its config, asks each plugin that offers a health check whether it
-    can serve now, reads the incremental state file (if the manifest loads incrementally) as a
+    can serve now (a check that has not answered within call_timeout_ms, else timeout_ms, is
+    unhealthy), reads the incremental state file (if the manifest loads incrementally) as a
     run would, then prints a summary with the value kept. Nothing is fetched.
 
     options:
@@ -36,18 +39,35 @@ struct ValidateCommand {
         let kept = try manifest.incremental.map { settings throws(ManifestError) in (settings, try settings.keptValue()) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         // Plugins that offer paging.health/1 say whether they can serve now (in their child
-        // processes when isolated).
-        let plugins = pipeline.members.map { ($0, $0.health()) }
-        let unhealthy = plugins.filter { if case .unhealthy = $0.1 { true } else { false } }
+        // processes when isolated), each within the call timeout (else timeout_ms): one that
+        // never answered held validate for good.
+        let limit = manifest.callTimeout ?? manifest.fetchTimeout
+        var stuck = false
+        let plugins = pipeline.members.map { member -> (Pipeline.Member, PluginHealth?) in
+            let answer = Locked<PluginHealth?>(nil), done = DispatchSemaphore(value: 0)
+            detachThread(named: "paging-health") {
+                let health = member.health()
+                answer.withLock { $0 = health }
+                done.signal()
+            }
+            guard done.wait(timeout: .now() + .milliseconds(Int(limit.wholeMilliseconds))) == .success else {
+                stuck = true
+                return (member, nil)
+            }
+            return (member, answer.withLock { $0 })
+        }
+        let unhealthy = plugins.filter { if case .healthy? = $0.1 { false } else if case .notOffered? = $0.1 { false } else { true } }
         Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
         for (plugin, health) in plugins {
-            Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(describe(health))")
+            Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(health.map(describe) ?? ": unhealthy (no answer within \(limit.wholeMilliseconds) ms)")")
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         if let (settings, value) = kept {
             Output.line("  incremental: {state.\(settings.state)} = \((value ?? settings.initial).jsonText) "
                         + (value == nil ? "(initial; nothing kept yet in \(settings.stateFile))" : "(kept in \(settings.stateFile))"))
         }
+        // A check still running holds its plugin: destroying it would wait for the check.
+        if stuck { PluginLibrary.exitHost(ExitCode.failure) }
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }
 

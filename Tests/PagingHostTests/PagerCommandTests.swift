@@ -71,6 +71,23 @@ struct PagerCommandTests {
         #expect(!result.stderr.contains("page refresh"))
     }
 
+    /// A health check that does not answer within call_timeout_ms (else timeout_ms) is
+    /// unhealthy, said so, exit 1: in process, it held validate for as long as it took.
+    @Test(.timeLimit(.minutes(1)))
+    func validate_boundsAHealthCheckThatDoesNotAnswer() async throws {
+        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        let folder = scratchFolder()
+        writeJSONLines(count: 5, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "\(lifecycle)", "config": {"health_sleep_ms": 600000}}], "timeout_ms": 500}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["validate", folder + "/m.json"], deadline: .seconds(30))
+        #expect(result.code == 1, "\(result.stdout) \(result.stderr)")
+        #expect(result.stdout.contains("1 plugin(s) cannot serve now"), "\(result.stdout)")
+        #expect(result.stdout.contains(": unhealthy (no answer within 500 ms)"), "\(result.stdout)")
+    }
+
     /// An extension table whose function is NULL is not offered, and validate says so (it was
     /// taken without a word: the health check went unasked, and validate said ok).
     @Test func anExtensionTableWithoutItsFunction_isSaidToBeNotOffered() async throws {

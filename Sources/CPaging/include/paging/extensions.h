@@ -62,7 +62,8 @@ typedef struct paging_ext_health {
      * writable, its server reachable - without loading a page. `self` is the instance pointer
      * create_* returned (a paging_source_t * or paging_interceptor_t *). Returns PAGING_OK, or a
      * PAGING_ERR_* code after logging why through host->log. May block briefly: keep it well
-     * under a second (pager validate waits for it). [serialized] */
+     * under a second (pager validate waits for it, call_timeout_ms or timeout_ms at most).
+     * [serialized] */
     paging_status_t (*check)(void *self);
 } paging_ext_health_t;
 
