@@ -256,7 +256,7 @@ public struct ConformanceRunner: Sendable {
             if ContinuousClock.now >= deadline {
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
-                return .died("timed out after \(formatSeconds(childTimeout)) (killed)", output())
+                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 10 s + 2 × --timeout-ms)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

@@ -370,15 +370,15 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// Destroys the plugin instance: fetches in flight fail, later completions are refused.
     /// Called by deinit if not before.
     public func destroy() {
-        destroy(beginning: {})
+        destroy(returned: {})
     }
 
-    /// ``destroy()``, calling `beginning` once the calls in flight returned, just before the
-    /// plugin's destroy() (what a plugin calls after that is its destroy's or later).
-    package func destroy(beginning: () -> Void) {
+    /// ``destroy()``, calling `returned` as soon as the plugin's destroy() returns (what the
+    /// plugin calls after that, it calls after destroy).
+    package func destroy(returned: () -> Void) {
         calls.close { [plugin, library] in
-            beginning()
             plugin.pointee.destroy?(plugin)
+            returned()
             library.liveInstances.subtract(1, ordering: .releasing)
         }
         instance.destroyed.store(true, ordering: .releasing)

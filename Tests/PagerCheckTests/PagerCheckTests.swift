@@ -253,6 +253,22 @@ struct PagerCheckTests {
         #expect(failed.contains { $0.reason.contains(reason) }, "\(output)")
     }
 
+    /// A worker that destroy() joins completes a fetch twice while destroy() runs: that is
+    /// fetch-completes-once's failure, not a call after destroy (destroy-in-flight said so).
+    @Test func aSecondCompletionWhileDestroyRuns_isNotACallAfterDestroy() async throws {
+        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+                                                     Self.fast + ["--config", #"{"from_worker": true}"#])
+        #expect(code == 1, "\(output)")
+        let failed = Set(report.results.filter { $0.status == .fail }.map(\.check))
+        #expect(failed == ["fetch-completes-once"], "\(output)")
+        // Its cancel() does nothing, said in a note (it passed as a working cancel, with the
+        // same words).
+        let (_, noop, noopOutput) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+                                                    Self.fast + ["--config", #"{"from_worker": true, "noop_cancel": true}"#])
+        let cancelSafe = try #require(noop.results.first { $0.check == "cancel-safe" })
+        #expect(cancelSafe.notes.contains { $0.contains("none failed with CANCELLED: cancel() may stop nothing") }, "\(noopOutput)")
+    }
+
     /// A fetch() that ends its fetch, then returns an error, contradicts itself: the host keeps
     /// the ending and logs it, and fetch-completes-once fails the plugin (it passed).
     @Test func aFetchThatEndsItsFetch_thenReturnsAnError_failsFetchCompletesOnce() async throws {

@@ -1,4 +1,4 @@
-/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/double_complete.c -o libdouble_complete.so */
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -pthread -I Sources/CPaging/include Tests/Fixtures/plugins/double_complete.c -o libdouble_complete.so */
 /*
  * Misbehaving fixture: source "double-complete" completes every fetch twice. The host must accept
  * the first fetch_complete and reject the second with PAGING_ERR_INVALID_ARGUMENT (and log it),
@@ -9,10 +9,16 @@
  * instead (completes it, or with "fail_first" true fails it with "fail_code", default
  * NOT_FOUND, and "nope") and then returns
  * that code: a contradiction the host must settle. With "bad_refresh_slot" true, refresh_key
- * sets slot 99 (which the host refuses) and returns PAGING_OK.
+ * sets slot 99 (which the host refuses) and returns PAGING_OK. With "from_worker" true, each
+ * fetch is completed twice 20 ms later from a thread of its own, which destroy() joins (so the
+ * second completion may come while destroy() runs, never after it); with "noop_cancel" true
+ * too, it has a cancel() that does nothing (the fetches are completed all the same).
  */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "paging/paging.h"
 
@@ -23,7 +29,43 @@ typedef struct fixture {
     int fail_first;
     int bad_refresh_slot;
     paging_status_t fail_code;
+    int from_worker;
+    pthread_mutex_t lock;
+    pthread_t workers[256];
+    int worker_count;
 } fixture;
+
+typedef struct job { fixture *f; uint64_t id; } job;
+
+/* One item, both ends, completed; then completed again (deliberate misuse), logged. */
+static void complete_twice(fixture *f, uint64_t id)
+{
+    const paging_host_t *h = f->host;
+    paging_bytes_t item;
+    paging_status_t second;
+    char msg[96];
+    item.data = (const uint8_t *)"\"once\"";
+    item.len = 6;
+    h->fetch_add_item(h, id, item);
+    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+    h->fetch_complete(h, id);
+    if (f->then_return != PAGING_OK) return;
+    second = h->fetch_complete(h, id);
+    snprintf(msg, sizeof msg, "double-complete: second fetch_complete returned %u", (unsigned)second);
+    h->log(h, PAGING_LOG_INFO, msg);
+}
+
+static void *fx_worker(void *arg)
+{
+    job *j = (job *)arg;
+    struct timespec pause;
+    pause.tv_sec = 0;
+    pause.tv_nsec = 20 * 1000000L;
+    nanosleep(&pause, NULL);
+    complete_twice(j->f, j->id);
+    free(j);
+    return NULL;
+}
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
@@ -42,27 +84,46 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
 {
     fixture *f = (fixture *)self;
     const paging_host_t *h = f->host;
-    paging_bytes_t item;
-    paging_status_t second;
-    char msg[96];
     (void)request;
     if (f->fail_first) {
         h->fetch_fail(h, id, f->fail_code, "nope");
         return f->then_return;
     }
-    item.data = (const uint8_t *)"\"once\"";
-    item.len = 6;
-    h->fetch_add_item(h, id, item);
-    h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
-    h->fetch_complete(h, id);
-    if (f->then_return != PAGING_OK) return f->then_return;
-    second = h->fetch_complete(h, id); /* deliberate misuse */
-    snprintf(msg, sizeof msg, "double-complete: second fetch_complete returned %u", (unsigned)second);
-    h->log(h, PAGING_LOG_INFO, msg);
-    return PAGING_OK;
+    if (f->from_worker) {
+        job *j = (job *)malloc(sizeof *j);
+        int started = 0;
+        if (j != NULL) {
+            j->f = f;
+            j->id = id;
+            pthread_mutex_lock(&f->lock);
+            started = f->worker_count < 256 && pthread_create(&f->workers[f->worker_count], NULL, fx_worker, j) == 0;
+            if (started) f->worker_count++;
+            pthread_mutex_unlock(&f->lock);
+        }
+        if (!started) {
+            free(j);
+            h->fetch_fail(h, id, PAGING_ERR_INTERNAL, "no worker");
+        }
+        return PAGING_OK;
+    }
+    complete_twice(f, id);
+    return f->then_return;
 }
 
-static void fx_destroy(paging_source_t *self) { free(self); }
+static void fx_noop_cancel(paging_source_t *self, uint64_t id)
+{
+    (void)self;
+    (void)id;
+}
+
+static void fx_destroy(paging_source_t *self)
+{
+    fixture *f = (fixture *)self;
+    int i;
+    for (i = 0; i < f->worker_count; i++) pthread_join(f->workers[i], NULL);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
 
 static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
@@ -74,11 +135,13 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->fail_first = host->config_bool(config, "fail_first", 0) != 0;
     f->bad_refresh_slot = host->config_bool(config, "bad_refresh_slot", 0) != 0;
     f->fail_code = (paging_status_t)host->config_int(config, "fail_code", PAGING_ERR_NOT_FOUND);
+    f->from_worker = host->config_bool(config, "from_worker", 0) != 0;
+    pthread_mutex_init(&f->lock, NULL);
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
     f->base.key_chain = NULL;
     f->base.fetch = fx_fetch;
-    f->base.cancel = NULL;
+    f->base.cancel = host->config_bool(config, "noop_cancel", 0) ? fx_noop_cancel : NULL;
     f->base.destroy = fx_destroy;
     f->base.struct_size = (uint32_t)sizeof f->base;
     return &f->base;
