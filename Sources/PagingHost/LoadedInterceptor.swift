@@ -361,7 +361,6 @@ final class SerializedCalls: Sendable {
         case timedOut
     }
 
-
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.
     func runUnserialized(_ body: () -> Void) {
         _ = unlessClosed { body() }
