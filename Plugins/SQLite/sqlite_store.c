@@ -30,6 +30,11 @@
  *                      ever; with "stale-while-revalidate", 0: every answer is revalidated).
  *   busy_timeout_ms    integer, optional (default 5000, 0...2147483647). How long a call waits
  *                      for another process holding the write lock.
+ *   max_pages          integer, optional (1...2147483647; default: no bound). The most pages the
+ *                      namespace keeps: a write that takes it past the bound drops the oldest
+ *                      stored pages, down to nine tenths of it (never the page just written),
+ *                      counted as `evicted`. What bounds a store in front of `pager serve`,
+ *                      whose clients' parameters each make pages of their own.
  *   Any other key fails create naming it, as does a key of the wrong type; so does a `path` that
  *   is a folder, a FIFO, a socket or a device.
  *
@@ -151,12 +156,14 @@ typedef struct sqls_state {
     sqlite3 *db;
     char *ns;                 /* namespace, NUL-terminated */
     int64_t crash_after_items;
+    int64_t max_pages;        /* 0: no bound */
     pstore_freshness freshness;
     /* prepared once at create, reused */
     sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
     sqlite3_stmt *get_page, *get_items;
     sqlite3_stmt *put_page, *del_items, *put_item;
     sqlite3_stmt *clear_pages, *clear_items;
+    sqlite3_stmt *count_pages, *evict_items, *evict_pages;
     /* read buffer: a page is read whole before anything is handed to the host */
     uint8_t *buf;
     size_t buf_cap;
@@ -516,6 +523,34 @@ static void sqls_cancel(void *self, uint64_t id)
 
 /* ---- handle ---------------------------------------------------------------------------- */
 
+/* Inside the write of page `kept`: when the namespace holds more than max_pages pages, drops the
+ * oldest (never `kept`) down to nine tenths of the bound, so that a store at its bound does not
+ * drop and sort on every write. Returns SQLITE_OK or SQLite's error. [under db_lock] */
+static int sqls_evict(sqls_state *st, sqlite3_int64 kept)
+{
+    sqlite3_int64 count = 0, excess;
+    int rc = sqlite3_bind_text(st->count_pages, 1, st->ns, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && (rc = sqlite3_step(st->count_pages)) == SQLITE_ROW) {
+        count = sqlite3_column_int64(st->count_pages, 0);
+        rc = SQLITE_OK;
+    }
+    sqls_done(st->count_pages);
+    if (rc != SQLITE_OK || count <= st->max_pages) return rc;
+    excess = count - st->max_pages + st->max_pages / 10;
+    /* Items first, then their pages: both choose the same pages (nothing changes in between). */
+    sqlite3_stmt *steps[2] = { st->evict_items, st->evict_pages };
+    for (int k = 0; k < 2 && rc == SQLITE_OK; k++) {
+        sqlite3_bind_text(steps[k], 1, st->ns, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(steps[k], 2, excess);
+        sqlite3_bind_int64(steps[k], 3, kept);
+        rc = sqls_exec(steps[k]);
+        sqlite3_clear_bindings(steps[k]);
+        if (rc == SQLITE_DONE) rc = SQLITE_OK;
+    }
+    if (rc == SQLITE_OK && st->metrics != NULL) st->metrics->counter_add(st->host, "evicted", (uint64_t)excess);
+    return rc;
+}
+
 /* Writes `page` in one transaction. [under db_lock] */
 /* Stores the page, replacing the one under its identity; the page of a hard refresh replaces
  * every page of the namespace. One transaction: a failure leaves the store as it was. */
@@ -523,6 +558,7 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
 {
     const paging_request_t *req = page->request;
     size_t i;
+    sqlite3_int64 page_id = 0;
     int rc = sqls_exec(st->begin_write);
     if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
 
@@ -552,7 +588,8 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
 
     if (rc == SQLITE_DONE) {
         /* The items name the page row just written by its id. */
-        rc = sqlite3_bind_int64(st->put_item, 1, sqlite3_last_insert_rowid(st->db));
+        page_id = sqlite3_last_insert_rowid(st->db);
+        rc = sqlite3_bind_int64(st->put_item, 1, page_id);
         for (i = 0; rc == SQLITE_OK && i < page->item_count; i++) {
             if ((int64_t)i == st->crash_after_items) _exit(137); /* test hook: see the top comment */
             rc = sqlite3_bind_int64(st->put_item, 2, (sqlite3_int64)i);
@@ -562,6 +599,7 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
         }
         sqlite3_clear_bindings(st->put_item);
         if (rc == SQLITE_OK && (int64_t)page->item_count == st->crash_after_items) _exit(137);
+        if (rc == SQLITE_OK && st->max_pages > 0) rc = sqls_evict(st, page_id);
         if (rc == SQLITE_OK) rc = sqls_exec(st->commit);
     }
     if (rc != SQLITE_DONE) {
@@ -617,7 +655,7 @@ static const void *sqls_get_extension(paging_interceptor_t *self, const char *id
 static void sqls_destroy(paging_interceptor_t *self)
 {
     sqls_state *st = (sqls_state *)self;
-    sqlite3_stmt **stmts[11];
+    sqlite3_stmt **stmts[14];
     size_t i;
     pthread_mutex_lock(&st->queue_lock);
     st->stopping = 1;
@@ -633,6 +671,7 @@ static void sqls_destroy(paging_interceptor_t *self)
     stmts[3] = &st->rollback;    stmts[4] = &st->get_page;    stmts[5] = &st->get_items;
     stmts[6] = &st->put_page;    stmts[7] = &st->del_items;   stmts[8] = &st->put_item;
     stmts[9] = &st->clear_pages; stmts[10] = &st->clear_items;
+    stmts[11] = &st->count_pages; stmts[12] = &st->evict_items; stmts[13] = &st->evict_pages;
     for (i = 0; i < sizeof stmts / sizeof stmts[0]; i++) {
         sqlite3_finalize(*stmts[i]);
         *stmts[i] = NULL;
@@ -934,7 +973,7 @@ static int sqls_known_keys(const paging_host_t *host, const paging_config_t *con
 {
     static const char *const sql =
         "SELECT key FROM json_each(?1) WHERE key NOT IN"
-        " ('path', 'namespace', 'policy', 'max_age_seconds', 'busy_timeout_ms') LIMIT 1";
+        " ('path', 'namespace', 'policy', 'max_age_seconds', 'busy_timeout_ms', 'max_pages') LIMIT 1";
     sqlite3 *db = NULL;
     sqlite3_stmt *stmt = NULL;
     char msg[400];
@@ -944,7 +983,7 @@ static int sqls_known_keys(const paging_host_t *host, const paging_config_t *con
         && sqlite3_bind_text(stmt, 1, host->config_json(config), -1, SQLITE_STATIC) == SQLITE_OK
         && sqlite3_step(stmt) == SQLITE_ROW) {
         snprintf(msg, sizeof msg, "sqlite-store: config `%.200s`: unknown key; expected path, namespace, policy, "
-                 "max_age_seconds or busy_timeout_ms", (const char *)sqlite3_column_text(stmt, 0));
+                 "max_age_seconds, busy_timeout_ms or max_pages", (const char *)sqlite3_column_text(stmt, 0));
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
         ok = 0;
     }
@@ -960,7 +999,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     struct stat info;
     const char *path, *ns, *crash_after;
     sqls_state *st;
-    int64_t busy;
+    int64_t busy, max_pages;
     sqlite3_stmt *stmt = NULL;
     int rc;
 
@@ -996,6 +1035,13 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
                           "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647");
         return NULL;
     }
+    max_pages = host->config_int(config, "max_pages", 0);
+    if (host->config_type(config, "max_pages") != PAGING_CONFIG_ABSENT
+        && (host->config_type(config, "max_pages") != PAGING_CONFIG_INT || max_pages < 1 || max_pages > 0x7fffffff)) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
+                          "sqlite-store: config `max_pages` must be an integer in 1...2147483647 (the most pages the namespace keeps)");
+        return NULL;
+    }
     st = (sqls_state *)calloc(1, sizeof *st);
     if (st != NULL) st->ns = (char *)malloc(strlen(ns) + 1);
     if (st == NULL || st->ns == NULL) {
@@ -1012,6 +1058,7 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     st->metrics = (const paging_ext_metrics_host_t *)host->get_extension(host, PAGING_EXT_METRICS);
     crash_after = getenv("PAGING_SQLITE_STORE_TEST_CRASH_AFTER_ITEMS");
     st->crash_after_items = crash_after && *crash_after ? strtoll(crash_after, NULL, 10) : -1;
+    st->max_pages = max_pages;
     if (!sqls_configure_freshness(st, config)) return NULL;
 
     rc = sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
@@ -1065,7 +1112,14 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
                          "DELETE FROM items WHERE page = (SELECT id FROM pages WHERE namespace = ?1 AND identity = ?2)")
         || !sqls_prepare(st, &st->put_item, "INSERT INTO items (page, position, item) VALUES (?1, ?2, ?3)")
         || !sqls_prepare(st, &st->clear_pages, "DELETE FROM pages WHERE namespace = ?1")
-        || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)"))
+        || !sqls_prepare(st, &st->clear_items, "DELETE FROM items WHERE page IN (SELECT id FROM pages WHERE namespace = ?1)")
+        || !sqls_prepare(st, &st->count_pages, "SELECT count(*) FROM pages WHERE namespace = ?1")
+        || !sqls_prepare(st, &st->evict_items,
+                         "DELETE FROM items WHERE page IN (SELECT id FROM pages WHERE namespace = ?1 AND id <> ?3"
+                         " ORDER BY stored_at, id LIMIT ?2)")
+        || !sqls_prepare(st, &st->evict_pages,
+                         "DELETE FROM pages WHERE id IN (SELECT id FROM pages WHERE namespace = ?1 AND id <> ?3"
+                         " ORDER BY stored_at, id LIMIT ?2)"))
         return sqls_fail_db(st, config, path, "cannot prepare statements");
 
     st->interceptor.plugin_data = st;

@@ -200,6 +200,35 @@ struct SQLiteStoreTests {
         #expect(bytes < 100_000, "\(bytes) bytes for one page of 100 small items")
     }
 
+    /// `max_pages` bounds the pages a namespace keeps: a write past it drops the oldest (the
+    /// store grew without bound, with a page for each value clients of `pager serve` sent).
+    @Test func maxPages_keepsTheNewestPages_droppingTheOldest() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 100, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "store.db", "namespace": "test", "max_pages": 5}}],
+         "page_size": 5}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let stored = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "19", "--stats"])
+        #expect(stored.code == 0, "\(stored.stderr)")
+        #expect(stored.stderr.contains("counter evicted = 15"), "\(stored.stderr)")
+        let pager = try storeOnly(folder: folder)
+        for first in stride(from: 75, to: 100, by: 5) {
+            #expect(try await loadsItsOwnPage(pager, first), "the page at \(first) is kept")
+        }
+        await #expect(throws: PluginError.self, "the oldest page was dropped") { _ = try await loadsItsOwnPage(pager, 0) }
+        let bad = try await run(self.pager, ["validate", try storeManifestWith(folder: folder, store: #"{"path": "store.db", "max_pages": 0}"#)])
+        #expect(bad.code == 2 && bad.stderr.contains("config `max_pages` must be an integer in 1...2147483647"), "\(bad.stderr)")
+    }
+
+    func storeManifestWith(folder: String, store: String) throws -> String {
+        let path = folder + "/bad.json"
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "interceptors": [{"plugin": "sqlite-store", "config": \#(store)}]}"#
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
     /// Lookups run on the store's reader thread, one after another, and each answers its own load.
     @Test func manyConcurrentLoads_servedFromTheStore_eachGetItsOwnPage() async throws {
         let folder = scratchFolder()
@@ -383,7 +412,7 @@ struct SQLiteStoreTests {
         try Data((0..<5_000).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 3) }).write(to: URL(fileURLWithPath: junk))
         let cases: [(JSONValue, String)] = [
             (.object([("path", .string(folder + "/s.db")), ("polcy", .string("network-first"))]),
-             "sqlite-store: config `polcy`: unknown key; expected path, namespace, policy, max_age_seconds or busy_timeout_ms"),
+             "sqlite-store: config `polcy`: unknown key; expected path, namespace, policy, max_age_seconds, busy_timeout_ms or max_pages"),
             (.object([("path", .string(folder + "/s.db")), ("namespace", .int(5))]), "sqlite-store: config `namespace` must be a string"),
             (.object([("path", .string(folder + "/s.db")), ("busy_timeout_ms", .string("abc"))]),
              "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647"),
