@@ -56,7 +56,12 @@ struct ValidateCommand {
             }
             return (member, answer.withLock { $0 })
         }
-        let unhealthy = plugins.filter { if case .healthy? = $0.1 { false } else if case .notOffered? = $0.1 { false } else { true } }
+        let unhealthy = plugins.filter { _, health in
+            switch health {
+            case .healthy?, .notOffered?: false
+            case .unhealthy?, nil: true
+            }
+        }
         Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
         for (plugin, health) in plugins {
             Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(health.map(describe) ?? ": unhealthy (no answer within \(limit.wholeMilliseconds) ms)")")
