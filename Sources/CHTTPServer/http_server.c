@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,13 +184,13 @@ struct paging_http_exchange {
     size_t unsent_bytes; /* its answer's part of the server's unsent_bytes */
 };
 
-/* Whether the client of `fd` has gone away (closed its side, or reset the connection): its
- * stream ends before any more bytes (a request it sent after this one is data, not an end). */
+/* Whether the client of `fd` has gone away: closed its side (or shut down its sending half),
+ * or reset the connection. POLLRDHUP says so even when bytes it sent before are still unread
+ * (a byte, or a pipelined request, after this one hid its close from a peek). */
 static int client_gone(int fd)
 {
-    char byte;
-    ssize_t got = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    struct pollfd watched = { fd, POLLRDHUP, 0 };
+    return poll(&watched, 1, 0) > 0 && (watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 #define GONE_PER_ROUND 64

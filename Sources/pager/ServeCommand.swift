@@ -117,9 +117,9 @@ struct ServeCommand {
         return ExitCode.success
     }
 
-    /// The secret cursors are signed with: the bytes of the file (without the whitespace around
-    /// them) or of the variable, as they are (read as UTF-8, the bytes that are not became
-    /// U+FFFD: two different binary secrets were one, and 6 bytes passed for 18).
+    /// The secret cursors are signed with: the bytes of the file or of the variable, without the
+    /// whitespace around them (read as UTF-8, the bytes that are not became U+FFFD: two
+    /// different binary secrets were one, and 6 bytes passed for 18).
     static func secret(file: String?) throws -> ServeSecret {
         var bytes: [UInt8]
         let origin: String
@@ -130,10 +130,6 @@ struct ServeCommand {
                 throw UsageError("serve: --secret-file \(file): \(error.message)")
             }
             origin = "--secret-file \(file)"
-            // A line break at its end (an editor's, `echo`'s) is no part of the secret.
-            let space: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
-            while let last = bytes.last, space.contains(last) { bytes.removeLast() }
-            bytes.removeFirst(bytes.prefix { space.contains($0) }.count)
             var info = stat()
             if stat(file, &info) == 0, info.st_mode & 0o007 != 0 {
                 Output.error("pager serve: \(origin) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
@@ -146,6 +142,11 @@ struct ServeCommand {
             var random = SystemRandomNumberGenerator()
             return ServeSecret(bytes: (0..<32).map { _ in UInt8.random(in: 0...255, using: &random) }, isRandom: true)
         }
+        // Whitespace around it (a file's line break, an editor's, `echo`'s) is no part of it, from
+        // the file and the variable alike: hosts given one secret both ways read one secret.
+        let space: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
+        while let last = bytes.last, space.contains(last) { bytes.removeLast() }
+        bytes.removeFirst(bytes.prefix { space.contains($0) }.count)
         guard bytes.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(bytes.count)") }
         return ServeSecret(bytes: bytes, isRandom: false)
     }
