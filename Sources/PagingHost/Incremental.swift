@@ -117,20 +117,28 @@ public enum IncrementalValue: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// The tokens of an RFC 6901 JSON pointer (`""` has none), unescaped.
+private func pointerTokens(_ pointer: String) -> [String] {
+    pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { String($0.replacing("~1", with: "/").replacing("~0", with: "~")) }
+}
+
+/// A pointer token as an array index: decimal digits only.
+private func arrayIndex(_ token: String) -> Int? {
+    token.first == "+" || token.first == "-" ? nil : Int(token)
+}
+
 extension JSONValue {
     /// The value at an RFC 6901 JSON pointer (`""` is the value itself); nil when a member or
     /// index is missing.
     func at(pointer: String) -> JSONValue? {
-        guard !pointer.isEmpty else { return self }
         var value = self
-        for raw in pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            let token = raw.replacing("~1", with: "/").replacing("~0", with: "~")
+        for token in pointerTokens(pointer) {
             switch value {
             case .object(let members):
                 guard let member = members.last(where: { $0.key == token }) else { return nil }
                 value = member.value
             case .array(let values):
-                guard let index = Int(token), token.first != "+", token.first != "-", values.indices.contains(index) else { return nil }
+                guard let index = arrayIndex(token), values.indices.contains(index) else { return nil }
                 value = values[index]
             default:
                 return nil
@@ -151,9 +159,8 @@ package struct JSONBytes {
     /// ``JSONValue/at(pointer:)``); nil when a member or index is missing.
     package func value(at pointer: String) -> ArraySlice<UInt8>? {
         var start = space(from: 0)
-        for raw in pointer.split(separator: "/", omittingEmptySubsequences: false).dropFirst() {
-            let token = raw.replacing("~1", with: "/").replacing("~0", with: "~")
-            guard start < bytes.count, let next = child(of: start, named: String(token)) else { return nil }
+        for token in pointerTokens(pointer) {
+            guard start < bytes.count, let next = child(of: start, named: token) else { return nil }
             start = next
         }
         guard start < bytes.count else { return nil }
@@ -164,8 +171,8 @@ package struct JSONBytes {
     private func child(of start: Int, named token: String) -> Int? {
         let object = bytes[start] == UInt8(ascii: "{")
         guard object || bytes[start] == UInt8(ascii: "[") else { return nil }
-        let index = object ? nil : Int(token)
-        if !object, index == nil || token.first == "+" || token.first == "-" { return nil }
+        let index = object ? nil : arrayIndex(token)
+        if !object, index == nil { return nil }
         var i = space(from: start + 1), position = 0, found: Int?
         while i < bytes.count, bytes[i] != UInt8(ascii: object ? "}" : "]") {
             var name: String?

@@ -416,15 +416,7 @@ final class PluginCallWorker: Sendable {
     /// ``run(_:)`` for a caller that cannot suspend: blocks the calling thread until the call
     /// returns or the timeout passes (then `nil`).
     func runBlocking<Result: Sendable>(_ call: @escaping @Sendable () -> Result) -> Result? {
-        let done = DispatchSemaphore(value: 0)
-        let result = Locked<Result?>(nil)
-        queue.async {
-            let value = call()
-            result.withLock { $0 = value }
-            done.signal()
-        }
-        guard done.wait(timeout: .now() + .nanoseconds(timeout.nanoseconds)) == .success else { return nil }
-        return result.withLock { $0 }
+        waiting(atMost: timeout, start: { queue.async(execute: $0) }, call)
     }
 
     func runDetached(_ call: @escaping @Sendable () -> Void) {

@@ -121,11 +121,17 @@ extension PluginLibrary {
 
 /// A call into a plugin's code on a thread of its own, waited for at most `timeout`: its
 /// result, or nil when it has not returned by then (the thread is left to the plugin).
-func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @escaping () -> Result) -> Result? {
+package func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @escaping () -> Result) -> Result? {
+    waiting(atMost: timeout, start: { detachThread(named: name, $0) }, body)
+}
+
+/// `body`, which `start` runs elsewhere (a thread, a queue), waited for at most `timeout` by
+/// the calling thread: its result, or nil when it has not returned by then.
+func waiting<Result>(atMost timeout: Duration, start: (@escaping @Sendable () -> Void) -> Void, _ body: @escaping () -> Result) -> Result? {
     let done = DispatchSemaphore(value: 0)
     let result = Locked<Result?>(nil)
     let work = UnsafeSendable(body)
-    detachThread(named: name) {
+    start {
         let value = work.value()
         result.withLock { $0 = value }
         done.signal()

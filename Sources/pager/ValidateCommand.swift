@@ -1,6 +1,4 @@
-import Dispatch
 import FoundationEssentials
-import Paging
 import PagingHost
 
 /// `pager validate MANIFEST`: loads and checks every plugin, fetches nothing.
@@ -44,17 +42,9 @@ struct ValidateCommand {
         let limit = manifest.callTimeout ?? manifest.fetchTimeout
         var stuck = false
         let plugins = pipeline.members.map { member -> (Pipeline.Member, PluginHealth?) in
-            let answer = Locked<PluginHealth?>(nil), done = DispatchSemaphore(value: 0)
-            detachThread(named: "paging-health") {
-                let health = member.health()
-                answer.withLock { $0 = health }
-                done.signal()
-            }
-            guard done.wait(timeout: .now() + .milliseconds(Int(limit.wholeMilliseconds))) == .success else {
-                stuck = true
-                return (member, nil)
-            }
-            return (member, answer.withLock { $0 })
+            let health = boundedCall(named: "paging-health", within: limit) { member.health() }
+            if health == nil { stuck = true }
+            return (member, health)
         }
         let unhealthy = plugins.filter { _, health in
             switch health {

@@ -309,15 +309,20 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == fetches, "a repeated refresh is answered from the window")
     }
 
+    /// A manager of pages of 3 over a Pager of `source` that reuses results for `window` of `clock`.
+    private func managerReusingResults(for window: Duration, of source: ScriptedPagingSource<Int>,
+                                       clock: ManualClock) -> PaginationManager<Int, Int> {
+        let pager = Pager(source: source, deduplication: Deduplication(sharesInFlight: true, reuseWindow: window, clock: clock.pagingClock))
+        return PaginationManager(pager: pager, configuration: .init(pageSize: 3))
+    }
+
     /// A manager's refresh while a load is in flight (it supersedes that load, then refreshes)
     /// is still answered from the window when no other refresh came in between: superseding
     /// counted as a refresh of its own, and the page was loaded again.
     @Test func reuseWindow_aManagersRefreshWithALoadInFlight_isStillAnsweredFromTheWindow() async throws {
         let clock = ManualClock()
         let source = ScriptedPagingSource(pages: numberedPages(3))
-        let pager = Pager(source: source, deduplication: Deduplication(
-            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
-        let manager = PaginationManager(pager: pager, configuration: .init(pageSize: 3))
+        let manager = managerReusingResults(for: .seconds(10), of: source, clock: clock)
         await manager.refresh().value
         #expect(Array(manager.output.values) == [0, 1, 2])
         source.script(key: 1, .suspend)
@@ -336,9 +341,7 @@ struct PagerDeduplicationTests {
     @Test func reuseWindow_aRefreshItAnswers_keepsTheAppendsAfterItOnTheSameData() async throws {
         let clock = ManualClock()
         let source = ScriptedPagingSource(pages: numberedPages(3))
-        let pager = Pager(source: source, deduplication: Deduplication(
-            sharesInFlight: true, reuseWindow: .seconds(10), clock: clock.pagingClock))
-        let manager = PaginationManager(pager: pager, configuration: .init(pageSize: 3))
+        let manager = managerReusingResults(for: .seconds(10), of: source, clock: clock)
         await manager.refresh().value
         await manager.load(.append)
         #expect(Array(manager.output.values) == Array(0..<6))
