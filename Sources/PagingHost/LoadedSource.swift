@@ -351,9 +351,12 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // Not here: the handler runs under the task's status lock, which resuming a fetch
             // takes too, and a plugin may complete a fetch (resuming it) while holding the very
             // lock its cancel() waits for: both would hang. The fetch ends for the host at once
-            // (a cancel() before that blocks delays no other), the plugin hears it on `cancels`.
-            DispatchQueue.global().async { self.instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled")) }
-            cancels.async { self.calls.runUnserialized { self.plugin.pointee.cancel?(self.plugin, id) } }
+            // (a cancel() before that blocks delays no other), the plugin hears it after, on
+            // `cancels`: a completion its cancel() makes always finds the fetch ended.
+            DispatchQueue.global().async {
+                self.instance.finishFetch(id, .failed(.cancelled, "the fetch was cancelled"))
+                self.cancels.async { self.calls.runUnserialized { self.plugin.pointee.cancel?(self.plugin, id) } }
+            }
         }
     }
 

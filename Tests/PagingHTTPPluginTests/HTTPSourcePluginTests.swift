@@ -504,10 +504,11 @@ struct HTTPSourcePluginTests {
         case .failure(let error):
             #expect(error is CancellationError || (error as? PluginError)?.status == .cancelled)
         }
-        // The host finished the fetch when the task was cancelled; the plugin's one completion
+        // The host finishes the fetch before it tells the plugin; the plugin's one completion
         // (CANCELLED, from cancel) is then expected, and no second may follow: wait past the
         // server's reply.
-        try await Task.sleep(for: .milliseconds(2_500))
+        #expect(await log.waitFor("which the host already ended (cancelled)"))
+        try await Task.sleep(until: start + .milliseconds(5_500), clock: clock)
         #expect(log.count(containing: "unknown or finished fetch id") == 0, "the plugin's completion after a cancel is expected")
         #expect(log.count(containing: "which the host already ended (cancelled)") == 1)
     }
