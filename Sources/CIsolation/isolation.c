@@ -2,6 +2,7 @@
 #include "paging_isolation.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -10,15 +11,87 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-int paging_isolation_die_with_parent(pid_t parent) {
+/* Asks the kernel to SIGKILL this process when the thread that started it ends, and checks that
+ * `parent` is still this process's parent (it may have ended before the request took effect).
+ * Returns 0, or -1 when the parent is already gone. */
+static int die_with_parent(pid_t parent) {
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return -1;
     return getppid() == parent ? 0 : -1;
 }
 
-int paging_isolation_adopt_orphans(void) {
-    return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : -1;
+/* How many threads this process has (/proc/self/task), or -1. */
+static int thread_count(void) {
+    DIR *tasks = opendir("/proc/self/task");
+    if (tasks == NULL) return -1;
+    int count = 0;
+    struct dirent *entry;
+    while ((entry = readdir(tasks)) != NULL) {
+        if (entry->d_name[0] != '.') count++;
+    }
+    closedir(tasks);
+    return count;
+}
+
+/* Ends as `status` says the server ended: the same exit status, or the same signal (without a
+ * second core dump: not dumpable). */
+static void end_as(int status) {
+    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+    int signal = WIFSIGNALED(status) ? WTERMSIG(status) : SIGKILL;
+    (void)prctl(PR_SET_DUMPABLE, 0);
+    struct sigaction fatal = { 0 };
+    fatal.sa_handler = SIG_DFL;
+    sigaction(signal, &fatal, NULL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, signal);
+    sigprocmask(SIG_UNBLOCK, &only, NULL);
+    kill(getpid(), signal);
+    _exit(128 + signal);
+}
+
+/* The reaper's life: reaps every child until `server` ends (orphans the plugin's processes
+ * left, adopted here, the moment they end), then ends what is left of the tree and ends as the
+ * server did. Single-threaded: it runs after fork() in the process that forked. */
+static void serve_as_reaper(pid_t server) {
+    /* The host's SIGTERM to the group is for the server to end on; the reaper outlives it. */
+    struct sigaction ignore = { 0 };
+    ignore.sa_handler = SIG_IGN;
+    const int endings[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM };
+    for (size_t i = 0; i < sizeof endings / sizeof endings[0]; i++) sigaction(endings[i], &ignore, NULL);
+    int status = 0;
+    for (;;) {
+        int child_status;
+        pid_t child = waitpid(-1, &child_status, 0);
+        if (child == server) { status = child_status; break; }
+        if (child < 0 && errno != EINTR) _exit(70); /* the server is no child: cannot be */
+    }
+    /* What the plugin left (a daemon, its children): ended and reaped, a process forking
+     * meanwhile found again, for a second at most. */
+    for (int round = 0; round < 1000; round++) {
+        paging_isolation_kill_descendants(getpid(), 4);
+        pid_t child;
+        while ((child = waitpid(-1, NULL, WNOHANG)) > 0) {}
+        if (child < 0 && errno == ECHILD) break;
+        usleep(1000);
+    }
+    end_as(status);
+}
+
+int paging_isolation_start_reaper(pid_t parent) {
+    if (die_with_parent(parent) != 0) return -1;
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited by a fork's child */
+    /* fork() copies one thread only: with another running, the server could wait for ever on
+     * a lock that thread held. This process then serves, and adopts the orphans itself. */
+    if (thread_count() != 1) return 0;
+    pid_t reaper = getpid();
+    pid_t server = fork();
+    if (server <= 0) return server == 0 ? die_with_parent(reaper) : 0;
+    close(3); /* the socket is the server's: when it ends, the host must see the socket close */
+    serve_as_reaper(server);
+    return -1; /* not reached */
 }
 
 typedef struct { pid_t pid, parent; } process_link;

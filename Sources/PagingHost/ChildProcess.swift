@@ -246,7 +246,7 @@ final class ChildProcess: Sendable {
     }
 
     /// SIGKILLs every descendant of the child, in its process group or not (a daemon the plugin
-    /// detached is still one: the child adopts what its descendants orphan), then sends `signal`
+    /// detached is still one: the child's reaper adopts what its descendants orphan), then sends `signal`
     /// to the child's group. Nothing once the child is reaped: its pid may be another's then.
     private func signalEverything(_ signal: Int32) {
         reaped.withLock { reaped in
@@ -350,8 +350,8 @@ final class ChildProcess: Sendable {
         return nil
     }
 
-    /// Ends the child (SIGTERM, then SIGKILL after 200 ms) and its process group, and waits
-    /// until it is reaped; how it ended. Idempotent.
+    /// Ends the child and its process group (SIGKILL to its descendants, SIGTERM to the group,
+    /// then SIGKILL to all after 2 s), and waits until it is reaped; how it ended. Idempotent.
     @discardableResult
     func stop() -> String {
         let first = stopping.withLock { stopping in
@@ -375,17 +375,17 @@ final class ChildProcess: Sendable {
     private func reap() -> String {
         if let how = howItEnded.withLock({ $0 }) { return how }
         var waitStatus: Int32?
-        if stopping.withLock({ $0 }) {
-            let deadline = ContinuousClock.now + .milliseconds(200)
-            while waitStatus == nil, ContinuousClock.now < deadline {
-                waitStatus = reapChild(blocking: false)
-                if waitStatus == nil { usleep(1_000) }
-            }
+        // The server has ended (a crash, or killed with the child's descendants by stop()), or
+        // soon will (SIGTERM), and the reaper is ending what the plugin left before it ends as
+        // the server did: a kill now would hide how.
+        let deadline = ContinuousClock.now + .seconds(2)
+        while waitStatus == nil, ContinuousClock.now < deadline {
+            waitStatus = reapChild(blocking: false)
+            if waitStatus == nil { usleep(1_000) }
         }
         if waitStatus == nil {
-            // Not ended after SIGTERM; or the socket closed: the child is ending or has ended
-            // (a kill changes no status already decided), or it closed fd 3 itself and is of
-            // no more use.
+            // Not ended after SIGTERM; or the socket closed and the child did not end: it
+            // closed fd 3 itself and is of no more use.
             signalEverything(SIGKILL)
             waitStatus = reapChild(blocking: true)
         }

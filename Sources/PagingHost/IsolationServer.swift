@@ -9,15 +9,19 @@ import Paging
 /// the parent's calls over the socket on fd 3, each call in a task of its own, so that
 /// calls overlap as they would in the parent.
 package enum IsolationServer {
-    /// Serves until the parent closes the socket or ends (the kernel then kills this process).
-    /// `arguments` are those after `__isolate`: the parent's pid.
-    package static func run(_ arguments: [String]) async -> Never {
-        guard let parent = arguments.first.flatMap({ Int32($0) }), paging_isolation_die_with_parent(parent) == 0 else {
+    /// Splits the child into the reaper of what the plugin orphans, which stays, and the
+    /// server, which returns (see `paging_isolation_start_reaper`). Called first thing, while
+    /// the process has one thread. `arguments` are those after `__isolate`: the parent's pid.
+    package static func startReaper(_ arguments: [String]) {
+        guard let parent = arguments.first.flatMap({ Int32($0) }), paging_isolation_start_reaper(parent) == 0 else {
             writeToStandardError("pager __isolate: the parent process is gone or was not named\n")
             exit(70)
         }
-        // What the plugin forks and detaches stays this process's descendant, for the host to end.
-        _ = paging_isolation_adopt_orphans()
+    }
+
+    /// Serves until the parent closes the socket or ends (the kernel then kills this process);
+    /// after ``startReaper(_:)``.
+    package static func run() async -> Never {
         let socket = WireSocket(fd: 3)
         let writer = Locked(())
         let send: @Sendable ([UInt8]) -> Void = { frame in

@@ -4,13 +4,15 @@ import Dispatch
 import PagingHost
 
 let arguments = Array(CommandLine.arguments.dropFirst())
+// The child process of an isolated plugin splits before any thread starts (see startReaper).
+if arguments.first == "__isolate" { IsolationServer.startReaper(Array(arguments.dropFirst())) }
 // The command runs off the main actor; the main thread only serves the main queue. pager links
 // FoundationEssentials only, and once a plugin brings Foundation in, the main queue may stop
 // being served (seen with a Swift plugin answering intercepts from a Dispatch timer: the
 // command never resumed on the main actor), so nothing of pager's waits to resume there.
 Task.detached {
     // The child process of an isolated plugin: serves it to the parent over fd 3.
-    if arguments.first == "__isolate" { await IsolationServer.run(Array(arguments.dropFirst())) }
+    if arguments.first == "__isolate" { await IsolationServer.run() }
     PluginIsolation.executable = (PluginSearchPath.executableFolder() ?? ".") + "/" + CheckCommand.executableName()
     PluginLibrary.librarySink = Output.pluginLog(minimum: .info)
     // A plugin that calls exit() while it is loaded or created is bad input, said so: not a quiet 0.

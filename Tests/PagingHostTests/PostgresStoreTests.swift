@@ -39,10 +39,10 @@ struct PostgresStoreTests {
         var generator = SystemRandomNumberGenerator()
         let long = String((0..<3_500).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement(using: &generator)! })
         for _ in 0..<2 { #expect(try await load(pager, "0", userInfo: ["q": long]) == items(0..<10)) }
-        #expect(upstream.fetches == 1)
+        #expect(upstream.fetches == 1, "\(log.messages)")
         _ = try await load(pager, "0", kind: .refresh, userInfo: ["q": long, PagingUserInfoKey.hardRefresh: "true"])
         _ = try await load(pager, "0", userInfo: ["q": long])
-        #expect(upstream.fetches == 2)
+        #expect(upstream.fetches == 2, "\(log.messages)")
         #expect(!log.messages.contains { $0.contains("not stored") }, "\(log.messages)")
     }
 

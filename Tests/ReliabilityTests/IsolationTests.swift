@@ -51,8 +51,8 @@ struct IsolationTests {
     /// A child that crashes while a process it forked (a plain one, or a daemon in a session of
     /// its own) holds its socket open is seen to crash at once, and the next load restarts it:
     /// the crash waited for the call's timeout and was said to be a hang, and after a daemon's,
-    /// the child was never restarted (every load timed out). (A daemon whose parent crashed is
-    /// not found to be ended with it: this test ends it.)
+    /// the child was never restarted (every load timed out). The daemon of the child that
+    /// crashed ends with it (it was left to init).
     @Test(.timeLimit(.minutes(1)), arguments: [false, true])
     func aCrashWhileAForkedProcessHoldsTheSocket_isSeenAtOnce_andTheChildRestarts(daemon: Bool) async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
@@ -80,6 +80,9 @@ struct IsolationTests {
             Issue.record("the second fetch did not crash")
         } catch let error as PluginError {
             #expect(error.description.contains("crashed (SIGSEGV)"), "\(error)")
+        }
+        if daemon, let crashedChilds = daemons.withLock({ $0.first }) {
+            #expect(await waitUntil { !isLive(crashedChilds) }, "the daemon \(crashedChilds) outlived the child that crashed")
         }
         #expect(try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: pipeline.requestParams)).values.count == 10)
         #expect(ContinuousClock.now - start < .seconds(20), "waited for a timeout")
@@ -224,6 +227,34 @@ struct IsolationTests {
         #expect(isLive(pid))
         pipeline = nil
         #expect(await waitUntil { !isLive(pid) }, "the daemon \(pid) outlived the pipeline")
+    }
+
+    /// A daemon started by a plugin that first stops its process adopting orphans ends with the
+    /// child too: the orphans go to the child's reaper, a process of its own (before, the daemon
+    /// went to init, out of the host's reach).
+    @Test(.timeLimit(.minutes(1)))
+    func aPluginClearingTheSubreaperFlag_stillLosesItsDaemon() async throws {
+        let pidFile = scratchFolder() + "/daemon.pid"
+        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)", "clear_subreaper": true}"#)
+        _ = try #require(pipeline?.isolatedSource?.childPID)
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
+        let pid = try #require((try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
+        defer { kill(pid, SIGKILL) }
+        #expect(isLive(pid))
+        pipeline = nil
+        #expect(await waitUntil { !isLive(pid) }, "the daemon \(pid) outlived the pipeline")
+    }
+
+    /// What the plugin's processes orphan is reaped as it ends: a plugin forking a short-lived
+    /// process on every fetch leaves no zombies (before, each stayed one until the child ended,
+    /// and a fast forker filled the process table). The plugin's own children stay its own: it
+    /// finds the status of one it waits for long after it ended.
+    @Test(.timeLimit(.minutes(1)))
+    func orphansAreReaped_andThePluginsOwnChildrenStayItsOwn() async throws {
+        let pipeline = try pipeline(#"{"orphan_per_fetch": true, "wait_child_ms": 50, "count": 300}"#)
+        let child = try #require(pipeline.isolatedSource?.childPID)
+        #expect(try await pageThrough(pipeline, pages: 30) == Array(0..<300))
+        #expect(await waitUntil { zombies(under: child) == 0 }, "\(zombies(under: child)) zombies under the child")
     }
 
     @Test(.timeLimit(.minutes(1)))
@@ -416,6 +447,26 @@ func liveMembers(ofGroup group: Int32) -> Int {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group
     }.count
+}
+
+/// How many zombies are among the descendants of `root`.
+func zombies(under root: Int32) -> Int {
+    var children: [Int32: [(pid: Int32, zombie: Bool)]] = [:]
+    for entry in (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? [] {
+        guard let pid = Int32(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+              let close = stat.lastIndex(of: ")") else { continue }
+        // After "(comm)": state, ppid.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        if fields.count > 1, let parent = Int32(fields[1]) { children[parent, default: []].append((pid, fields[0] == "Z")) }
+    }
+    var count = 0
+    var queue = [root]
+    while let parent = queue.popLast() {
+        for child in children[parent] ?? [] {
+            if child.zombie { count += 1 } else { queue.append(child.pid) }
+        }
+    }
+    return count
 }
 
 /// Whether process `pid` runs (exists and is not a zombie).

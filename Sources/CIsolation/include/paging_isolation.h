@@ -8,16 +8,16 @@
 #include <spawn.h>
 #include <sys/types.h>
 
-/* Asks the kernel to SIGKILL this process when the thread that started it ends, and checks
- * that `parent` is still this process's parent (the parent may have ended before the request
- * took effect). Returns 0, or -1 when the parent is already gone. */
-int paging_isolation_die_with_parent(pid_t parent);
-
-/* Makes this process the reaper of what its descendants orphan (PR_SET_CHILD_SUBREAPER): a
- * process the plugin forks and detaches (a daemon: fork, setsid, fork again) stays among this
- * process's descendants, where the host finds it (paging_isolation_kill_descendants). Returns 0
- * or -1. */
-int paging_isolation_adopt_orphans(void);
+/* Splits this process, a child of `parent` that has no other thread yet, in two: this process
+ * stays as the reaper of what its descendants orphan (PR_SET_CHILD_SUBREAPER), and its child,
+ * the server, returns (0) to load and serve the plugin. A process the plugin forks and detaches
+ * (a daemon: fork, setsid, fork again) stays among the reaper's descendants, where the host finds
+ * it (paging_isolation_kill_descendants); it is reaped the moment it ends (not left a zombie),
+ * and the plugin's own children stay the server's, for the plugin to wait for. When the server
+ * ends, the reaper ends what is left, then ends as the server did (its exit status or signal).
+ * Each dies with its parent. Returns -1 when `parent` is gone. With another thread running, or
+ * no fork, the process does not split and adopts its descendants' orphans itself. */
+int paging_isolation_start_reaper(pid_t parent);
 
 /* SIGKILLs every descendant of `root` (not `root` itself), found through /proc, whatever its
  * process group or session; looks again, up to `rounds` times, while one is found (a process

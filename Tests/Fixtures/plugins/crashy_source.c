@@ -19,13 +19,21 @@
  *   frame_garbage: in fetch, writes to fd 3 what is not a frame of the protocol, and never
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
  *                  frame length of 3 bytes (0: neither);
- *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false).
+ *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false);
+ *   orphan_per_fetch: in fetch, forks a process that forks one more and exits (the plugin
+ *                  waits for it); the one more, orphaned, exits at once (true/false);
+ *   wait_child_ms N: in fetch, forks a process that exits with status 7 at once, waits N ms,
+ *                  then waits for it, and fails the fetch unless it is found, with status 7
+ *                  (-1: not done);
+ *   clear_subreaper: in create, first clears PR_SET_CHILD_SUBREAPER for its process (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
- * daemon_pid_file, log_on_create, frame_bomb, frame_garbage, garbage_on_create.
+ * daemon_pid_file, log_on_create, frame_bomb, frame_garbage, garbage_on_create, orphan_per_fetch,
+ * wait_child_ms, clear_subreaper.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -43,6 +51,8 @@ typedef struct cs_source {
     long block_ms;
     int frame_bomb;
     long frame_garbage;
+    int orphan_per_fetch;
+    long wait_child_ms;
     unsigned long fetches;
 } cs_source;
 
@@ -53,6 +63,12 @@ static paging_bytes_t cs_number(char *buf, size_t cap, unsigned long value, cons
     b.data = (const uint8_t *)buf;
     b.len = n > 0 ? (size_t)n : 0;
     return b;
+}
+
+static void cs_sleep_ms(long ms)
+{
+    struct timespec pause_for = { ms / 1000, (ms % 1000) * 1000000L };
+    nanosleep(&pause_for, NULL);
 }
 
 static paging_status_t cs_refresh_key(paging_source_t *self, paging_keys_out_t *out)
@@ -92,9 +108,22 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     }
     if (s->hang) h->log(h, PAGING_LOG_WARNING, "crashy: this fetch never returns");
     while (s->hang || (s->hang_every > 0 && n % (unsigned long)s->hang_every == 0)) pause();
-    if (s->block_ms > 0) {
-        struct timespec pause_for = { s->block_ms / 1000, (s->block_ms % 1000) * 1000000L };
-        nanosleep(&pause_for, NULL);
+    if (s->block_ms > 0) cs_sleep_ms(s->block_ms);
+    if (s->orphan_per_fetch) {
+        pid_t first = fork();
+        if (first == 0) {
+            if (fork() == 0) _exit(0);
+            _exit(0);
+        }
+        if (first > 0) waitpid(first, NULL, 0);
+    }
+    if (s->wait_child_ms >= 0) {
+        int status = 0;
+        pid_t child = fork();
+        if (child == 0) _exit(7);
+        cs_sleep_ms(s->wait_child_ms);
+        if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status) != 7)
+            return h->fetch_fail(h, id, PAGING_ERR_INTERNAL, "crashy: its child's exit status was lost");
     }
     for (i = 0; i < request->key.len; i++) key = key * 10 + (unsigned long)(request->key.data[i] - '0');
     end = key + request->page_size < s->count ? key + request->page_size : s->count;
@@ -124,6 +153,9 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->block_ms = (long)host->config_int(config, "block_ms", 0);
     s->frame_bomb = host->config_bool(config, "frame_bomb", 0);
     s->frame_garbage = (long)host->config_int(config, "frame_garbage", 0);
+    s->orphan_per_fetch = host->config_bool(config, "orphan_per_fetch", 0);
+    s->wait_child_ms = (long)host->config_int(config, "wait_child_ms", -1);
+    if (host->config_bool(config, "clear_subreaper", 0)) (void)prctl(PR_SET_CHILD_SUBREAPER, 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "garbage_on_create", 0) && write(3, "JUNK\n", 5) != 5) exit(4);
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
