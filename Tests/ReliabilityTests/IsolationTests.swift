@@ -229,6 +229,23 @@ struct IsolationTests {
         #expect(await waitUntil { !isLive(pid) }, "the daemon \(pid) outlived the pipeline")
     }
 
+    /// A daemon that forks and exits every millisecond, each time another pid, ends with the
+    /// child too: the reaper adopts each hop, and looks again until none is left.
+    @Test(.timeLimit(.minutes(1)))
+    func aDaemonThatKeepsForking_endsWithThePipeline() async throws {
+        let pidFile = scratchFolder() + "/daemon.pid"
+        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)", "daemon_hops": true}"#)
+        _ = try #require(pipeline?.isolatedSource?.childPID)
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
+        // Each hop holds the file's lock: it is free when none lives.
+        let lock = open(pidFile, O_RDONLY)
+        try #require(lock >= 0)
+        defer { close(lock) }
+        #expect(flock(lock, LOCK_EX | LOCK_NB) != 0, "the daemon does not run")
+        pipeline = nil
+        #expect(await waitUntil { flock(lock, LOCK_EX | LOCK_NB) == 0 }, "the daemon outlived the pipeline")
+    }
+
     /// A daemon started by a plugin that first stops its process adopting orphans ends with the
     /// child too: the orphans go to the child's reaper, a process of its own (before, the daemon
     /// went to init, out of the host's reach).

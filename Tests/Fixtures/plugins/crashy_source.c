@@ -12,7 +12,9 @@
  *   fork_sleeper:  in create, forks a process that sleeps forever (true/false);
  *   daemon_pid_file: in create, starts a daemon that sleeps forever (fork, setsid, fork: in a
  *                  session and process group of its own, its parent gone) and writes its pid
- *                  to this file (a path);
+ *                  to this file (a path), which it holds locked (flock) while it lives;
+ *   daemon_hops:   the daemon, rather than sleep, forks and exits every millisecond, its child
+ *                  going on the same (true/false);
  *   log_on_create: logs "created" (info) in create, before it returns (true/false);
  *   frame_bomb:    in fetch, writes to fd 3 (an isolated child's socket to the host) the header
  *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false);
@@ -27,12 +29,14 @@
  *                  (-1: not done);
  *   clear_subreaper: in create, first clears PR_SET_CHILD_SUBREAPER for its process (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
- * daemon_pid_file, log_on_create, frame_bomb, frame_garbage, garbage_on_create, orphan_per_fetch,
+ * daemon_pid_file, daemon_hops, log_on_create, frame_bomb, frame_garbage, garbage_on_create, orphan_per_fetch,
  * wait_child_ms, clear_subreaper.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -162,15 +166,25 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
         for (;;) pause();
     }
     const char *daemon_pid_file = host->config_string(config, "daemon_pid_file");
+    int hops = host->config_bool(config, "daemon_hops", 0);
     if (daemon_pid_file != NULL) {
         pid_t first = fork();
         if (first == 0) {
             setsid();
             if (fork() != 0) _exit(0);
-            FILE *out = fopen(daemon_pid_file, "w");
-            if (out != NULL) {
-                fprintf(out, "%ld\n", (long)getpid());
-                fclose(out);
+            /* Written whole and locked before it appears; the lock, which every hop shares,
+             * is held while one lives. */
+            char temporary[4096];
+            snprintf(temporary, sizeof temporary, "%s.tmp", daemon_pid_file);
+            int out = open(temporary, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+            if (out >= 0) {
+                flock(out, LOCK_EX);
+                dprintf(out, "%ld\n", (long)getpid());
+                rename(temporary, daemon_pid_file);
+            }
+            while (hops) {
+                cs_sleep_ms(1);
+                if (fork() != 0) _exit(0);
             }
             for (;;) pause();
         }
