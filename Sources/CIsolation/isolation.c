@@ -52,35 +52,65 @@ static void end_as(int status) {
     _exit(128 + signal);
 }
 
-/* The reaper's life: reaps every child until `server` ends (orphans the plugin's processes
- * left, adopted here, the moment they end), then ends what is left of the tree and ends as the
- * server did. Single-threaded: it runs after fork() in the process that forked. */
-static void serve_as_reaper(pid_t server) {
-    /* The host's SIGTERM to the group is for the server to end on; the reaper outlives it. */
-    struct sigaction ignore = { 0 };
-    ignore.sa_handler = SIG_IGN;
-    const int endings[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2, SIGALRM };
-    for (size_t i = 0; i < sizeof endings / sizeof endings[0]; i++) sigaction(endings[i], &ignore, NULL);
-    int status = 0;
-    for (;;) {
-        int child_status;
-        pid_t child = waitpid(-1, &child_status, 0);
-        if (child == server) { status = child_status; break; }
-        if (child < 0 && errno != EINTR) _exit(70); /* the server is no child: cannot be */
-    }
-    /* What the plugin left (a daemon, its children): ended and reaped, a process forking
-     * meanwhile found again, for a second at most. */
+/* Ends every descendant of this process and reaps them (a process forking meanwhile is found
+ * again, for a second at most); how many were running when it was called. */
+static int end_descendants(void) {
+    int running = paging_isolation_kill_descendants(getpid(), 1);
     for (int round = 0; round < 1000; round++) {
-        paging_isolation_kill_descendants(getpid(), 4);
         pid_t child;
         while ((child = waitpid(-1, NULL, WNOHANG)) > 0) {}
         if (child < 0 && errno == ECHILD) break;
+        paging_isolation_kill_descendants(getpid(), 4);
         usleep(1000);
     }
-    end_as(status);
+    return running;
 }
 
-int paging_isolation_start_reaper(pid_t parent) {
+/* The reaper's life: reaps every child as it ends (the orphans the plugin's processes leave,
+ * adopted here) until `server` ends; then ends what is left of the tree (writing how many
+ * processes that was to `report_fd`, when not -1) and ends as the server did. When `parent`
+ * ends first, ends the whole tree, the server too, and exits. Single-threaded: it runs after
+ * fork() in the process that forked. */
+static void serve_as_reaper(pid_t parent, pid_t server, int report_fd) {
+    /* The host's SIGTERM to the group is for the server to end on; the reaper outlives it. */
+    struct sigaction ignore = { 0 };
+    ignore.sa_handler = SIG_IGN;
+    const int endings[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR2, SIGALRM };
+    for (size_t i = 0; i < sizeof endings / sizeof endings[0]; i++) sigaction(endings[i], &ignore, NULL);
+    /* Waited for, not handled: a child's end, and the parent's (SIGUSR1, not SIGKILL, so that
+     * the tree is ended first). */
+    sigset_t waited;
+    sigemptyset(&waited);
+    sigaddset(&waited, SIGCHLD);
+    sigaddset(&waited, SIGUSR1);
+    sigprocmask(SIG_BLOCK, &waited, NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGUSR1) != 0 || getppid() != parent) {
+        end_descendants();
+        _exit(70);
+    }
+    for (;;) {
+        int status;
+        pid_t child;
+        while ((child = waitpid(-1, &status, WNOHANG)) > 0) {
+            if (child != server) continue;
+            int left = end_descendants();
+            if (report_fd >= 0) {
+                char count[16];
+                int length = snprintf(count, sizeof count, "%d\n", left);
+                if (write(report_fd, count, (size_t)length) != length) { /* the reader learns nothing more */ }
+            }
+            end_as(status);
+        }
+        if (child < 0 && errno == ECHILD) _exit(70); /* the server is no child: cannot be */
+        siginfo_t info;
+        if (sigwaitinfo(&waited, &info) == SIGUSR1 && getppid() != parent) {
+            end_descendants();
+            _exit(70);
+        }
+    }
+}
+
+int paging_isolation_start_reaper(pid_t parent, int server_fd, int report_fd) {
     if (die_with_parent(parent) != 0) return -1;
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1); /* not inherited by a fork's child */
     /* fork() copies one thread only: with another running, the server could wait for ever on
@@ -88,9 +118,14 @@ int paging_isolation_start_reaper(pid_t parent) {
     if (thread_count() != 1) return 0;
     pid_t reaper = getpid();
     pid_t server = fork();
-    if (server <= 0) return server == 0 ? die_with_parent(reaper) : 0;
-    close(3); /* the socket is the server's: when it ends, the host must see the socket close */
-    serve_as_reaper(server);
+    if (server == 0) {
+        if (report_fd >= 0) close(report_fd);
+        return die_with_parent(reaper);
+    }
+    if (server < 0) return 0;
+    /* The server's: when it ends, its reader must see the end. */
+    if (server_fd >= 0) close(server_fd);
+    serve_as_reaper(parent, server, report_fd);
     return -1; /* not reached */
 }
 

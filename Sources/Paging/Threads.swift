@@ -38,6 +38,16 @@ package final class Condition: @unchecked Sendable {
 
     /// Waits for a signal; the lock must be held, and is held again on return.
     package func wait() { pthread_cond_wait(condition, mutex) }
+    /// ``wait()``, for `seconds` at most (the lock is held again on return either way); false
+    /// when the time ran out.
+    package func wait(seconds: Double) -> Bool {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanoseconds = Int(deadline.tv_nsec) + Int((seconds - seconds.rounded(.down)) * 1e9)
+        deadline.tv_sec += Int(seconds) + nanoseconds / 1_000_000_000
+        deadline.tv_nsec = nanoseconds % 1_000_000_000
+        return pthread_cond_timedwait(condition, mutex, &deadline) != ETIMEDOUT
+    }
     package func signal() { pthread_cond_signal(condition) }
     package func broadcast() { pthread_cond_broadcast(condition) }
 }

@@ -165,7 +165,7 @@ public struct ConformanceRunner: Sendable {
             if output.leftBehind > 0 && result.status != .fail {
                 result.status = .fail
                 result.reason = "left \(output.leftBehind) forked process\(output.leftBehind == 1 ? "" : "es") running after the check "
-                    + "(killed with the check's process group); end what you fork in destroy()"
+                    + "(killed); end what you fork in destroy()"
                     + (result.reason.isEmpty ? "" : "; the check itself: \(result.reason)")
             }
             return result
@@ -181,7 +181,7 @@ public struct ConformanceRunner: Sendable {
         var stdout: String
         var stderr: String
         var durationMs: Double
-        /// Processes of the child's group (forked by the plugin) still running when it ended;
+        /// Processes the plugin forked (daemons included) still running when the check ended;
         /// they were killed.
         var leftBehind = 0
 
@@ -202,10 +202,11 @@ public struct ConformanceRunner: Sendable {
     func child(_ arguments: [String]) async -> ChildResult {
         let start = ContinuousClock.now
         let base = "\(options.scratchFolder)/child-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
-        let outPath = base + ".out", errPath = base + ".err"
+        let outPath = base + ".out", errPath = base + ".err", leftPath = base + ".left"
         defer {
             unlink(outPath)
             unlink(errPath)
+            unlink(leftPath)
         }
         func output() -> ChildOutput {
             ChildOutput(stdout: readFile(outPath), stderr: readFile(errPath), durationMs: Conformance.milliseconds(since: start))
@@ -217,6 +218,8 @@ public struct ConformanceRunner: Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        // Where the child's reaper says how many processes the plugin left running.
+        posix_spawn_file_actions_addopen(&actions, 3, leftPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let argv = ([executable] + prefix + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
@@ -254,6 +257,7 @@ public struct ConformanceRunner: Sendable {
                 return .died("could not be waited for: \(String(cString: strerror(error)))", output())
             }
             if ContinuousClock.now >= deadline {
+                ProcessTree.killDescendants(of: pid)
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
                 return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 10 s + 2 × --timeout-ms)", output())
@@ -261,7 +265,8 @@ public struct ConformanceRunner: Sendable {
             try? await Task.sleep(for: .milliseconds(2))
         }
         var finished = output()
-        finished.leftBehind = Self.endGroup(pid)
+        let reported = Int(readFile(leftPath).trimmingWhitespace) ?? 0
+        finished.leftBehind = reported + Self.endGroup(pid)
         let signal = status & 0x7F
         if signal != 0 { return .died("crashed (\(signalName(signal)))", finished) }
         return .finished(finished, status: (status >> 8) & 0xFF)
@@ -299,7 +304,10 @@ public struct ConformanceRunner: Sendable {
         // removes it as it reaps), so it cannot have been reused by another process.
         let pids = running.withLock { state in
             state.stopped = true
-            for pid in state.pids { kill(-pid, SIGKILL) }
+            for pid in state.pids {
+                ProcessTree.killDescendants(of: pid)
+                kill(-pid, SIGKILL)
+            }
             return state.pids
         }
         for pid in pids {

@@ -113,15 +113,21 @@ final class ChildProcess: Sendable {
     }
 
     /// What comes next on the socket, if something does within `timeout`.
+    /// The child's end counts as the socket's: a process the plugin forked may hold the socket
+    /// open after the child ended (a crash while loading went unseen until the start timed out).
     func next(within timeout: Duration) -> WireSocket.Incoming? {
-        var poller = pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0)
+        let exited = paging_isolation_pidfd(pid)
+        defer { if exited >= 0 { close(exited) } }
+        var pollers = [pollfd(fd: socket.fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: exited, events: Int16(POLLIN), revents: 0)]
         let deadline = ContinuousClock.now + timeout
         while true {
             let left = Int32(clamping: (deadline - .now).wholeMilliseconds)
-            let ready = poll(&poller, 1, left)
+            let ready = poll(&pollers, exited >= 0 ? 2 : 1, left)
             if ready < 0 && errno == EINTR { continue }
             guard ready > 0 else { return nil }
-            return socket.next()
+            // What it sent before it ended is read first.
+            return pollers[0].revents != 0 ? socket.next() : .ended
         }
     }
 
@@ -251,7 +257,7 @@ final class ChildProcess: Sendable {
     private func signalEverything(_ signal: Int32) {
         reaped.withLock { reaped in
             guard !reaped else { return }
-            paging_isolation_kill_descendants(pid, 4)
+            ProcessTree.killDescendants(of: pid)
             kill(-pid, signal)
         }
     }
@@ -350,20 +356,34 @@ final class ChildProcess: Sendable {
         return nil
     }
 
-    /// Ends the child and its process group (SIGKILL to its descendants, SIGTERM to the group,
-    /// then SIGKILL to all after 2 s), and waits until it is reaped; how it ended. Idempotent.
+    /// How long a child asked to end may take (its plugin's destroy()) before it is killed.
+    static let endingGrace = Duration.seconds(2)
+    /// How a child killed after ``endingGrace`` ended begins.
+    static let killedWhileEnding = "was killed: it had not ended "
+
+    /// Ends the child, and waits until it is reaped; how it ended. Idempotent. A child serving
+    /// its plugin is asked to end (its side of the socket closed: it destroys the plugin and
+    /// exits), and killed with its descendants after ``endingGrace``; one that never finished
+    /// loading is killed at once (SIGKILL to its descendants, SIGTERM to its group, SIGKILL to
+    /// all after 2 s).
     @discardableResult
     func stop() -> String {
         let first = stopping.withLock { stopping in
             defer { stopping = true }
             return !stopping
         }
-        if first {
+        if first, servedFlag.withLock({ $0 }) {
+            shutdown(socket.fd, Int32(SHUT_WR))
+            if !ended.wait(within: Self.endingGrace) {
+                killedBecause.withLock { $0 = $0 ?? Self.killedWhileEnding + "within \(Self.endingGrace) of being asked to (its plugin's destroy() did not return)" }
+                signalEverything(SIGKILL)
+            }
+        } else if first {
+            // Without a reader (a child that never finished loading), reap here.
             signalEverything(SIGTERM)
             shutdown(socket.fd, Int32(SHUT_RDWR))
+            _ = reap()
         }
-        // Without a reader (a child that never finished loading), reap here.
-        if first, !servedFlag.withLock({ $0 }) { _ = reap() }
         ended.wait()
         return howItEnded.withLock { $0 } ?? "ended"
     }
@@ -441,6 +461,19 @@ final class Latch: @unchecked Sendable {
         condition.lock()
         while !isOpen { condition.wait() }
         condition.unlock()
+    }
+
+    /// ``wait()`` for `timeout` at most; whether the gate opened.
+    func wait(within timeout: Duration) -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        condition.lock()
+        defer { condition.unlock() }
+        while !isOpen {
+            let left = deadline - .now
+            guard left > .zero else { return false }
+            _ = condition.wait(seconds: Double(left.components.seconds) + Double(left.components.attoseconds) * 1e-18)
+        }
+        return true
     }
 }
 

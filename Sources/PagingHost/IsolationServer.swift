@@ -10,10 +10,11 @@ import Paging
 /// calls overlap as they would in the parent.
 package enum IsolationServer {
     /// Splits the child into the reaper of what the plugin orphans, which stays, and the
-    /// server, which returns (see `paging_isolation_start_reaper`). Called first thing, while
-    /// the process has one thread. `arguments` are those after `__isolate`: the parent's pid.
+    /// server, which returns (``ProcessTree/startReaper(parent:workerFD:reportFD:)``). Called
+    /// first thing, while the process has one thread. `arguments` are those after `__isolate`:
+    /// the parent's pid.
     package static func startReaper(_ arguments: [String]) {
-        guard let parent = arguments.first.flatMap({ Int32($0) }), paging_isolation_start_reaper(parent) == 0 else {
+        guard let parent = arguments.first.flatMap({ Int32($0) }), ProcessTree.startReaper(parent: parent, workerFD: 3) else {
             writeToStandardError("pager __isolate: the parent process is gone or was not named\n")
             exit(70)
         }
@@ -92,6 +93,15 @@ package enum IsolationServer {
             }
         }
         threads.socket = socket
+        threads.closed = {
+            // The host closed its side: asked to end, the plugin is destroyed as it would be in
+            // the host's own process (calls still running end as they do there), then its
+            // library is told (deinit).
+            served.destroy()
+            PluginLibrary.shutDown()
+            if PluginLibrary.isLoaderStuck { _exit(0) }
+            exit(0)
+        }
         threads.start()
         while true { try? await Task.sleep(for: .seconds(86_400)) }
     }
@@ -118,6 +128,13 @@ package enum IsolationServer {
             switch self {
             case .source(let source): source.health()
             case .interceptor(let interceptor): interceptor.health()
+            }
+        }
+
+        func destroy() {
+            switch self {
+            case .source(let source): source.destroy()
+            case .interceptor(let interceptor): interceptor.destroy()
             }
         }
 
@@ -235,6 +252,8 @@ private final class CallFlag: @unchecked Sendable {
 /// run the call they read.
 private final class ServerThreads: @unchecked Sendable {
     var body: @Sendable ([UInt8]) -> Void = { _ in }
+    /// Called, once, when the socket closes: ends the process.
+    var closed: @Sendable () -> Never = { exit(0) }
     var socket = WireSocket(fd: -1)
     private let condition = Condition()
     private var reading = false
@@ -256,8 +275,9 @@ private final class ServerThreads: @unchecked Sendable {
             }
             reading = true
             condition.unlock()
-            // The parent closed the socket or went away: nothing more to serve.
-            guard let frame = socket.receive() else { exit(0) }
+            // The parent closed the socket or went away: nothing more to serve. (The reading
+            // is handed on only after a frame: one thread sees the end.)
+            guard let frame = socket.receive() else { closed() }
             condition.lock()
             reading = false
             let none = idle == 0

@@ -351,7 +351,8 @@ final class PluginProcess: Sendable {
         }
     }
 
-    /// Ends the child (SIGTERM, then SIGKILL to its process group) and waits until it is reaped;
+    /// Ends the child (asked to: the plugin is destroyed there; killed with what it forked if
+    /// it has not ended within ``ChildProcess/endingGrace``) and waits until it is reaped;
     /// calls in flight fail as cancelled, later calls fail.
     func shutDown() {
         let child = state.withLock { state -> ChildProcess? in
@@ -359,7 +360,8 @@ final class PluginProcess: Sendable {
             defer { state.child = nil }
             return state.child
         }
-        child?.stop()
+        guard let how = child?.stop(), how.hasPrefix(ChildProcess.killedWhileEnding) else { return }
+        sink(.warning, label, "the isolated plugin process \(how)")
     }
 
     /// The process id of the running child, if one runs.

@@ -169,6 +169,13 @@ struct CheckCommand {
 
     // MARK: - Child processes (hidden)
 
+    /// Splits a check's child process, first thing: its reaper adopts what the plugin's
+    /// processes orphan (a daemon), and when the check ends, ends them and writes how many it
+    /// found running to fd 3 (the runner's file).
+    static func startReaper() {
+        guard ProcessTree.startReaper(parent: getppid(), reportFD: 3) else { childExit("the check's runner is gone") }
+    }
+
     /// `pager check __list LIB [--without-extension ID]...` and `pager check __one LIB ID CHECK [options]`: run by
     /// ``ConformanceRunner`` in a child; print one marked JSON line, then end at once (no
     /// exit-time destructors racing the plugin's threads).

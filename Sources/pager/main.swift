@@ -4,8 +4,10 @@ import Dispatch
 import PagingHost
 
 let arguments = Array(CommandLine.arguments.dropFirst())
-// The child process of an isolated plugin splits before any thread starts (see startReaper).
+// The child process of an isolated plugin, or of a check, splits before any thread starts
+// into a reaper of what the plugin's processes orphan and the process that does the work.
 if arguments.first == "__isolate" { IsolationServer.startReaper(Array(arguments.dropFirst())) }
+if arguments.first == "check", ["__one", "__list"].contains(arguments.dropFirst().first) { CheckCommand.startReaper() }
 // The command runs off the main actor; the main thread only serves the main queue. pager links
 // FoundationEssentials only, and once a plugin brings Foundation in, the main queue may stop
 // being served (seen with a Swift plugin answering intercepts from a Dispatch timer: the

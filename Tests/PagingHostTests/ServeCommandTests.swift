@@ -199,7 +199,10 @@ struct ServeCommandTests {
         try String(repeating: item, count: 2 * perPage).write(toFile: folder + "/big.jsonl", atomically: true, encoding: .utf8)
         try #"{"source": {"plugin": "jsonlines", "config": {"path": "big.jsonl"}}, "page_size": \#(perPage)}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "\(pageMiB * 3 / 2)"], environment: Self.secret)
+        // Room for one page (a little over pageMiB): the silent client's answer holds at least
+        // the half its socket's buffers cannot take (they held more than a quarter of it, and
+        // room for one and a half pages then took a second page too).
+        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "\(pageMiB + 1)"], environment: Self.secret)
         // A client that asks for a page and never reads it.
         let silent = try connectLoopback(port: server.port)
         var closed = false

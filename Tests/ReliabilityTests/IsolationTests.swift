@@ -229,6 +229,71 @@ struct IsolationTests {
         #expect(await waitUntil { !isLive(pid) }, "the daemon \(pid) outlived the pipeline")
     }
 
+    /// An isolated plugin is destroyed when its pipeline goes away, as in the host's process
+    /// (its destroy() never ran: the child was killed).
+    @Test(.timeLimit(.minutes(1)))
+    func destroyingThePipeline_destroysTheIsolatedPlugin() async throws {
+        let mark = scratchFolder() + "/destroyed"
+        var pipeline: Pipeline? = try pipeline(#"{"destroy_mark": "\#(mark)"}"#)
+        #expect(try await pageThrough(try #require(pipeline), pages: 1) == Array(0..<10))
+        pipeline = nil
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: mark) }, "destroy() did not run")
+        #expect(!log.contains("was killed"), "\(log.messages)")
+    }
+
+    /// A destroy() that never returns holds up no one for long: the child is killed after the
+    /// grace period, and a warning says so.
+    @Test(.timeLimit(.minutes(1)))
+    func anIsolatedPluginWhoseDestroyHangs_isKilled_withAWarning() async throws {
+        var pipeline: Pipeline? = try pipeline(#"{"destroy_hangs": true}"#)
+        let child = try #require(pipeline?.isolatedSource?.childPID)
+        #expect(try await pageThrough(try #require(pipeline), pages: 1) == Array(0..<10))
+        pipeline = nil
+        #expect(await log.waitFor("was killed: it had not ended within 2.0 seconds of being asked to (its plugin's destroy() did not return)"), "\(log.messages)")
+        #expect(await waitUntil { !isLive(child) })
+    }
+
+    /// A host killed with SIGKILL (by the OOM killer, say) takes what its isolated plugin
+    /// started with it: the child's reaper hears it and ends the whole tree (before, the
+    /// reaper was killed by the kernel at once, and the plugin's processes lived on).
+    @Test(.timeLimit(.minutes(1)))
+    func aHostKilledWithSIGKILL_takesTheDaemonWithIt() async throws {
+        let folder = scratchFolder()
+        let pidFile = folder + "/daemon.pid", manifest = folder + "/m.json"
+        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "#
+             + #""config": {"daemon_pid_file": "\#(pidFile)", "hang": true}}, "page_size": 10}"#)
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let host = Process()
+        host.executableURL = URL(fileURLWithPath: pagerCommand)
+        host.arguments = ["run", manifest]
+        host.standardOutput = FileHandle.nullDevice
+        host.standardError = FileHandle.nullDevice
+        try host.run()
+        defer { if host.isRunning { kill(host.processIdentifier, SIGKILL) } }
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
+        // The daemon holds the file's lock while it lives.
+        let lock = open(pidFile, O_RDONLY)
+        try #require(lock >= 0)
+        defer { close(lock) }
+        #expect(flock(lock, LOCK_EX | LOCK_NB) != 0, "the daemon does not run")
+        kill(host.processIdentifier, SIGKILL)
+        host.waitUntilExit()
+        #expect(await waitUntil { flock(lock, LOCK_EX | LOCK_NB) == 0 }, "the daemon outlived the host")
+    }
+
+    /// A plugin that kills its child's reaper while it loads, a process it forked holding the
+    /// socket open, fails the start at once (it waited for the start's timeout: 95 s).
+    @Test(.timeLimit(.minutes(1)))
+    func aPluginKillingItsReaperWhileLoading_failsTheStartAtOnce() async throws {
+        let start = ContinuousClock.now
+        #expect {
+            _ = try pipeline(#"{"fork_sleeper": true, "kill_parent": true}"#)
+        } throws: { error in
+            "\(error)".contains("crashed (SIGKILL) while loading the plugin")
+        }
+        #expect(ContinuousClock.now - start < .seconds(10))
+    }
+
     /// A daemon that forks and exits every millisecond, each time another pid, ends with the
     /// child too: the reaper adopts each hop, and looks again until none is left.
     @Test(.timeLimit(.minutes(1)))

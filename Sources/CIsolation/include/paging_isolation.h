@@ -10,14 +10,17 @@
 
 /* Splits this process, a child of `parent` that has no other thread yet, in two: this process
  * stays as the reaper of what its descendants orphan (PR_SET_CHILD_SUBREAPER), and its child,
- * the server, returns (0) to load and serve the plugin. A process the plugin forks and detaches
- * (a daemon: fork, setsid, fork again) stays among the reaper's descendants, where the host finds
- * it (paging_isolation_kill_descendants); it is reaped the moment it ends (not left a zombie),
- * and the plugin's own children stay the server's, for the plugin to wait for. When the server
- * ends, the reaper ends what is left, then ends as the server did (its exit status or signal).
- * Each dies with its parent. Returns -1 when `parent` is gone. With another thread running, or
- * no fork, the process does not split and adopts its descendants' orphans itself. */
-int paging_isolation_start_reaper(pid_t parent);
+ * the server, returns (0) to do the work (load and serve a plugin, run a check). A process the
+ * plugin forks and detaches (a daemon: fork, setsid, fork again) stays among the reaper's
+ * descendants, where the host finds it (paging_isolation_kill_descendants); it is reaped the
+ * moment it ends (not left a zombie), and the plugin's own children stay the server's, for the
+ * plugin to wait for. When the server ends, the reaper ends what is left (and writes how many
+ * processes that was, in decimal and a line break, to `report_fd`, unless it is -1), then ends
+ * as the server did (its exit status or signal). When `parent` ends first, the reaper ends the
+ * whole tree, the server too. `server_fd` (or -1) is closed in the reaper, `report_fd` in the
+ * server. Returns -1 when `parent` is gone. With another thread running, or no fork, the
+ * process does not split and adopts its descendants' orphans itself. */
+int paging_isolation_start_reaper(pid_t parent, int server_fd, int report_fd);
 
 /* SIGKILLs every descendant of `root` (not `root` itself), found through /proc, whatever its
  * process group or session; looks again, up to `rounds` times, while one is found (a process

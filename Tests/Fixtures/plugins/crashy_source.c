@@ -27,13 +27,17 @@
  *   wait_child_ms N: in fetch, forks a process that exits with status 7 at once, waits N ms,
  *                  then waits for it, and fails the fetch unless it is found, with status 7
  *                  (-1: not done);
- *   clear_subreaper: in create, first clears PR_SET_CHILD_SUBREAPER for its process (true/false).
+ *   clear_subreaper: in create, first clears PR_SET_CHILD_SUBREAPER for its process (true/false);
+ *   kill_parent: at the end of create, SIGKILLs its parent process (true/false);
+ *   destroy_mark:  in destroy, creates this file (a path);
+ *   destroy_hangs: in destroy, never returns (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
- * daemon_pid_file, daemon_hops, log_on_create, frame_bomb, frame_garbage, garbage_on_create, orphan_per_fetch,
- * wait_child_ms, clear_subreaper.
+ * daemon_pid_file, daemon_hops, log_on_create, frame_bomb, frame_garbage, garbage_on_create,
+ * orphan_per_fetch, wait_child_ms, clear_subreaper, kill_parent, destroy_mark, destroy_hangs.
  */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/file.h>
@@ -57,6 +61,8 @@ typedef struct cs_source {
     long frame_garbage;
     int orphan_per_fetch;
     long wait_child_ms;
+    char destroy_mark[4096];
+    int destroy_hangs;
     unsigned long fetches;
 } cs_source;
 
@@ -141,7 +147,16 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     return h->fetch_complete(h, id);
 }
 
-static void cs_destroy(paging_source_t *self) { free(self); }
+static void cs_destroy(paging_source_t *self)
+{
+    cs_source *s = (cs_source *)self;
+    if (s->destroy_mark[0] != '\0') {
+        int mark = open(s->destroy_mark, O_WRONLY | O_CREAT, 0600);
+        if (mark >= 0) close(mark);
+    }
+    while (s->destroy_hangs) pause();
+    free(self);
+}
 
 static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
@@ -160,6 +175,9 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->orphan_per_fetch = host->config_bool(config, "orphan_per_fetch", 0);
     s->wait_child_ms = (long)host->config_int(config, "wait_child_ms", -1);
     if (host->config_bool(config, "clear_subreaper", 0)) (void)prctl(PR_SET_CHILD_SUBREAPER, 0);
+    const char *destroy_mark = host->config_string(config, "destroy_mark");
+    if (destroy_mark != NULL) snprintf(s->destroy_mark, sizeof s->destroy_mark, "%s", destroy_mark);
+    s->destroy_hangs = host->config_bool(config, "destroy_hangs", 0);
     if (host->config_bool(config, "log_on_create", 0)) host->log(host, PAGING_LOG_INFO, "created");
     if (host->config_bool(config, "garbage_on_create", 0) && write(3, "JUNK\n", 5) != 5) exit(4);
     if (host->config_bool(config, "fork_sleeper", 0) && fork() == 0) {
@@ -190,6 +208,7 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
         }
         if (first > 0) waitpid(first, NULL, 0);
     }
+    if (host->config_bool(config, "kill_parent", 0)) kill(getppid(), SIGKILL);
     s->base.plugin_data = s;
     s->base.refresh_key = cs_refresh_key;
     s->base.fetch = cs_fetch;
