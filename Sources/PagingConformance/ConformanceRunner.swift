@@ -154,7 +154,10 @@ public struct ConformanceRunner: Sendable {
                          "--scratch", options.scratchFolder]
         if let config = options.config { arguments += ["--config", config.jsonText] }
         arguments += withheldArguments
-        switch await child(arguments) {
+        // Each create-destroy cycle starts a thread for its create: on a loaded machine, 1,000
+        // of them outlasted 12 s.
+        let cycles = check == .createDestroyCycles ? Duration.milliseconds(10) * options.cycles : .zero
+        switch await child(arguments, within: childTimeout + cycles) {
         case .finished(let output, let status):
             guard var result = ConformanceWire.decode(ConformanceResult.self, from: output.stdout) else {
                 return ConformanceResult(plugin: plugin, check: check.rawValue, status: .fail,
@@ -199,7 +202,10 @@ public struct ConformanceRunner: Sendable {
         case died(String, ChildOutput)
     }
 
-    func child(_ arguments: [String]) async -> ChildResult {
+    /// Runs `pager ARGUMENTS` (a check, a listing), killed after `timeout` (``childTimeout``
+    /// when nil).
+    func child(_ arguments: [String], within timeout: Duration? = nil) async -> ChildResult {
+        let childTimeout = timeout ?? childTimeout
         let start = ContinuousClock.now
         let base = "\(options.scratchFolder)/child-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let outPath = base + ".out", errPath = base + ".err", leftPath = base + ".left"
@@ -260,7 +266,7 @@ public struct ConformanceRunner: Sendable {
                 ProcessTree.killDescendants(of: pid)
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
-                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 10 s + 2 × --timeout-ms)", output())
+                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 10 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }
