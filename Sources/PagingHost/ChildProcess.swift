@@ -112,9 +112,9 @@ final class ChildProcess: Sendable {
         return try result.get()
     }
 
-    /// What comes next on the socket, if something does within `timeout`.
-    /// The child's end counts as the socket's: a process the plugin forked may hold the socket
-    /// open after the child ended (a crash while loading went unseen until the start timed out).
+    /// What comes next on the socket, if something does within `timeout`. The child's end
+    /// counts as the socket's: a process the plugin forked may hold the socket open after the
+    /// child ended (a crash while loading went unseen until the start timed out).
     func next(within timeout: Duration) -> WireSocket.Incoming? {
         let exited = paging_isolation_pidfd(pid)
         defer { if exited >= 0 { close(exited) } }

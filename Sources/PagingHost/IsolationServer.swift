@@ -20,8 +20,9 @@ package enum IsolationServer {
         }
     }
 
-    /// Serves until the parent closes the socket or ends (the kernel then kills this process);
-    /// after ``startReaper(_:)``.
+    /// Serves until the parent closes its side of the socket (the plugin is then destroyed and
+    /// the process exits) or ends (the reaper then ends this process); after
+    /// ``startReaper(_:)``.
     package static func run() async -> Never {
         let socket = WireSocket(fd: 3)
         let writer = Locked(())
