@@ -10,6 +10,9 @@ final class PageService: Sendable {
     private let timeout: Duration
     private let metrics = ServeMetrics()
     private let running = Locked(0)
+    /// Loads given up on (their client gone, or past the timeout) that still run: they hold no
+    /// request's slot, but while `maxRequests` of them run, new requests are refused.
+    private let abandoned = Locked(0)
     private let allowed: Set<String>
 
     init(pipeline: Pipeline, secret: ServeSecret, maxRequests: Int, timeout: Duration) {
@@ -51,17 +54,29 @@ final class PageService: Sendable {
             // Health and metrics are answered however many pages are being loaded: a busy
             // server was taken for a sick one, and its metrics were lost under load.
             answer = await route(request)
-        } else if running.withLock({ running in
+        } else if let refusal = reserveSlot() {
+            answer = refusal
+        } else {
+            answer = await route(request)
+            running.withLock { $0 -= 1 }
+        }
+        return answer
+    }
+
+    /// Takes a request's slot; or the 503 when none is free, or too many loads given up on
+    /// still run (a plugin that goes on after a cancel would otherwise pile them up, a client
+    /// that leaves at once freeing each slot).
+    private func reserveSlot() -> HTTPAnswer? {
+        let left = abandoned.withLock { $0 }
+        guard left < maxRequests else {
+            return .error(503, "the server is still ending \(left) load\(left == 1 ? "" : "s") its clients left or that timed out; try again shortly")
+        }
+        let reserved = running.withLock { running in
             guard running < maxRequests else { return false }
             running += 1
             return true
-        }) {
-            answer = await route(request)
-            running.withLock { $0 -= 1 }
-        } else {
-            answer = .error(503, "the server is answering \(maxRequests) requests already; try again shortly")
         }
-        return answer
+        return reserved ? nil : .error(503, "the server is answering \(maxRequests) requests already; try again shortly")
     }
 
     private func route(_ request: HTTPRequest) async -> HTTPAnswer {
@@ -106,7 +121,7 @@ final class PageService: Sendable {
         let userInfo = params.userInfo.filter { allowed.contains($0.key) }
         let loaded: PluginPage
         do {
-            loaded = try await within(timeout) { try await pager.load(pagingRequest) }
+            loaded = try await within(timeout, countingAbandonedIn: abandoned) { try await pager.load(pagingRequest) }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): no answer within \(timeout)")
             return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
@@ -237,10 +252,13 @@ struct ServeTimeout: Error {}
 /// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit`, or a
 /// `CancellationError` at once when cancelled (its client went away). Either way `body` is
 /// cancelled and left to end when it can: a plugin may hold its thread for good, and the
-/// request's slot must not wait for it.
-func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+/// request's slot must not wait for it. While it runs on, it is counted in `abandoned`.
+func within<T: Sendable>(
+    _ limit: Duration, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
     let work = Task { try await body() }
     let outcome = FirstOutcome<T>()
+    let left = Locked((ended: false, counted: false))
     let timer = Task {
         guard (try? await Task.sleep(for: limit)) != nil else { return }
         outcome.finish(.failure(ServeTimeout()))
@@ -249,13 +267,27 @@ func within<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async
     Task {
         outcome.finish(await work.result)
         timer.cancel()
+        let counted = left.withLock { left in
+            left.ended = true
+            return left.counted
+        }
+        if counted { abandoned?.withLock { $0 -= 1 } }
     }
-    return try await withTaskCancellationHandler {
-        try await outcome.value()
-    } onCancel: {
-        outcome.finish(.failure(CancellationError()))
-        work.cancel()
-        timer.cancel()
+    do {
+        return try await withTaskCancellationHandler {
+            try await outcome.value()
+        } onCancel: {
+            outcome.finish(.failure(CancellationError()))
+            work.cancel()
+            timer.cancel()
+        }
+    } catch {
+        let runsOn = left.withLock { left in
+            left.counted = !left.ended
+            return left.counted
+        }
+        if runsOn { abandoned?.withLock { $0 += 1 } }
+        throw error
     }
 }
 

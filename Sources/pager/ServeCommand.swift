@@ -26,7 +26,9 @@ struct ServeCommand {
     options:
       --port N                  the port (default 8080; 0: any free port)
       --bind ADDR               the address to listen on (default 127.0.0.1)
-      --max-requests N          requests served at once (default 64); more get 503
+      --max-requests N          requests served at once (default 64); more get 503, and so
+                                do all while N loads given up on (client gone, timed out)
+                                still run
       --max-unsent-mib N        MiB of answers clients have not read yet, at most (default 256):
                                 each keeps a copy of its page until it is read; more get 503
                                 (answers of at most 64 KiB are not counted)
