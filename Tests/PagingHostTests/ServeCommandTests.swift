@@ -126,9 +126,12 @@ struct ServeCommandTests {
     }
 
     /// A client that goes away while the plugin is stuck in its fetch() call (which no cancel
-    /// reaches) frees its slot at once all the same: it was held until the request timeout.
+    /// reaches) frees its slot at once all the same (it was held until the request timeout).
+    /// Such loads that run on are bounded too: while --max-requests of them run, a request gets
+    /// a 503 saying so (clients leaving at once could pile them up without end); once they end,
+    /// requests are served again.
     @Test(.timeLimit(.minutes(2)))
-    func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce() throws {
+    func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce_andItsLoadIsBounded() throws {
         let folder = scratchFolder()
         let wake = folder + "/wake"
         try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "until_path": "\#(wake)"}}, "page_size": 3, "timeout_ms": 600000}"#
@@ -142,26 +145,6 @@ struct ServeCommandTests {
         close(fd)
         #expect(server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
         #expect(!server.stderr.contains("blocking-fetch: woke"), "answered while the plugin still sleeps: \(server.stderr)")
-    }
-
-    /// Loads their clients left that still run (a plugin stuck in its fetch() call, which no
-    /// cancel reaches) are bounded too: while --max-requests of them run, a request gets a 503
-    /// saying so (a client leaving at once could pile them up without end); once they end,
-    /// requests are served again.
-    @Test(.timeLimit(.minutes(2)))
-    func loadsItsClientsLeft_thatRunOn_areBounded() throws {
-        let folder = scratchFolder()
-        let wake = folder + "/wake"
-        try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "until_path": "\#(wake)"}}, "page_size": 3, "timeout_ms": 600000}"#
-            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
-        defer { FileManager.default.createFile(atPath: wake, contents: nil) }
-        let fd = try connectLoopback(port: server.port)
-        let request = "GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
-        _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        #expect(server.waitFor("blocking-fetch: asleep"), "\(server.stderr)")
-        close(fd)
-        #expect(server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
         let refused = try server.get("/pages")
         #expect(refused.status == 503 && refused.text.contains("the server is still ending 1 load its clients left or that timed out"), "\(refused.status) \(refused.text)")
         FileManager.default.createFile(atPath: wake, contents: nil)
