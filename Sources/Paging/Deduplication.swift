@@ -5,7 +5,8 @@ public struct Deduplication: Sendable {
     /// Identical requests in flight share one fetch, and every caller gets the page.
     public var sharesInFlight: Bool
     /// When set, an identical request that finished within this window is answered with its
-    /// page without fetching again (the original SwiftPaging dropped repeats within 0.25 s).
+    /// page without fetching again (the original SwiftPaging dropped repeats within 0.25 s);
+    /// the latest 1,024 pages are kept for it.
     public var reuseWindow: Duration?
     /// The clock the reuse window is measured on.
     public var clock: PagingClock

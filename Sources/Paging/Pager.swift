@@ -624,6 +624,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
         @usableFromInline var shared: [PagingRequest<Key>.SharingKey: InFlightLoad] = [:]
         @usableFromInline var recent: [PagingRequest<Key>.SharingKey: Recent] = [:]
+        /// The identities in `recent` as they were remembered, oldest first from
+        /// `recentOrderStart` (an identity remembered again is there twice: its older place is
+        /// skipped when it comes first).
+        @usableFromInline var recentOrder: [(identity: PagingRequest<Key>.SharingKey, finishedAt: Duration)] = []
+        @usableFromInline var recentOrderStart = 0
         /// The generation the latest refresh started: pages loaded in it or since are the data
         /// since that refresh (a ``PaginationManager``'s refresh bumps the generation twice).
         @usableFromInline var refreshedAt: UInt64 = 0
@@ -636,11 +641,33 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         @usableFromInline
         init() {}
 
+        /// The most pages kept for the reuse window.
+        @usableFromInline static var maxRecent: Int { 1_024 }
+
+        /// Keeps `page` for the reuse window. What the window has passed goes, and past
+        /// ``maxRecent`` pages the oldest: oldest first, so each load costs what goes (the whole
+        /// set was filtered on every load past 1,024 pages, and kept everything the window held).
         @usableFromInline
         mutating func remember(_ page: Page<Key, Value>, for identity: PagingRequest<Key>.SharingKey,
                                generation: UInt64, at now: Duration, window: Duration) {
-            if recent.count >= 1024 { recent = recent.filter { now - $0.value.finishedAt <= window && $0.value.generation >= refreshedAt } }
+            while recentOrderStart < recentOrder.count {
+                let oldest = recentOrder[recentOrderStart]
+                let current = recent[oldest.identity]?.finishedAt == oldest.finishedAt
+                guard !current || now - oldest.finishedAt > window || recent.count >= Self.maxRecent else { break }
+                if current { recent[oldest.identity] = nil }
+                recentOrderStart += 1
+            }
             recent[identity] = Recent(page: page, generation: generation, finishedAt: now)
+            recentOrder.append((identity, now))
+            // The places skipped, once they are most of the order, or the order grown well past
+            // what it orders (identities remembered again behind an older one), are dropped.
+            if recentOrderStart > Self.maxRecent, recentOrderStart * 2 > recentOrder.count {
+                recentOrder.removeFirst(recentOrderStart)
+                recentOrderStart = 0
+            } else if recentOrder.count - recentOrderStart > 4 * Self.maxRecent {
+                recentOrder = recent.map { ($0.key, $0.value.finishedAt) }.sorted { $0.finishedAt < $1.finishedAt }
+                recentOrderStart = 0
+            }
         }
 
         @usableFromInline

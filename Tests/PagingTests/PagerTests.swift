@@ -288,6 +288,23 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// The reuse window keeps the latest 1,024 pages: past them the oldest is loaded again,
+    /// the latest still reused (it kept every page the window held, and filtered them all on
+    /// each load past 1,024: 4,000 loads took 6 s).
+    @Test func reuseWindow_keepsTheLatestPages_only() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3_000))
+        let pager = Pager(source: source, deduplication: Deduplication(
+            sharesInFlight: true, reuseWindow: .seconds(600), clock: clock.pagingClock))
+        for key in 0..<3_000 { _ = try await pager.load(pager.request(.append, key: key, params: params())) }
+        #expect(source.fetchCount == 3_000)
+        _ = try await pager.load(pager.request(.append, key: 2_999, params: params()))
+        _ = try await pager.load(pager.request(.append, key: 3_000 - 1_024, params: params()))
+        #expect(source.fetchCount == 3_000, "the latest 1,024 pages are reused")
+        _ = try await pager.load(pager.request(.append, key: 3_000 - 1_025, params: params()))
+        #expect(source.fetchCount == 3_001, "an older one is loaded again")
+    }
+
     /// A page loaded before a refresh is not reused after it: the appends after a hard refresh
     /// load the data as it is now (they were answered from the reuse window). A repeated
     /// refresh still is, when no other refresh came in between.
