@@ -130,14 +130,17 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @discardableResult
     public func append() -> Task<Void, Never> { start(.append, userInfo: [:]) }
 
-    /// Loads again in every direction whose last load failed.
+    /// Loads again in every direction whose last load failed (a refresh first: while it runs,
+    /// there is nothing to prepend or append to). The prepends and appends are cancelled by a
+    /// refresh, as those ``prepend()`` and ``append()`` start are.
     @discardableResult
     public func retry() -> Task<Void, Never> {
-        Task {
-            let failed = state.withLock { state in
-                PagingRequestKind.allCases.filter { state.output[$0].error != nil }
-            }
-            for kind in failed { await load(kind, userInfo: kind == .refresh ? nil : [:]) }
+        let failed = state.withLock { state in
+            PagingRequestKind.allCases.filter { state.output[$0].error != nil }
+        }
+        let loads = failed.map { kind in start(kind, userInfo: kind == .refresh ? nil : [:]) }
+        return Task {
+            for load in loads { await load.value }
         }
     }
 
@@ -241,7 +244,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// is loading when this returns: calls in a row (``itemVisible(at:of:)`` on every event) start
     /// one load, where tasks that planned later each loaded one more page once the one before
     /// them had ended.
-    private func start(_ kind: PagingRequestKind, userInfo: [String: String]) -> Task<Void, Never> {
+    private func start(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Task<Void, Never> {
         guard let plan = plan(kind, userInfo: userInfo) else { return Task {} }
         return state.withLock { state in
             let id = state.nextTaskID
@@ -262,14 +265,17 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Plan? {
         var cancelled: [Task<Void, Never>] = []
         let plan = state.withLock { state -> Plan? in
-            var kind = kind
-            // A prepend or append with no page loaded refreshes. It cancels no task: with no
-            // page there is no prepend or append in flight, and the caller may be one of them.
-            // (A page without items is a page: its keys say where the others are.)
+            var kind = kind, userInfo = userInfo
+            // A prepend or append with no page loaded refreshes, as a retry does: what the last
+            // refresh asked for, at its key (it loaded the source's refresh key without the
+            // refresh's user info). It cancels no task: with no page there is no prepend or
+            // append in flight, and the caller may be one of them. (A page without items is a
+            // page: its keys say where the others are.)
             let asked = kind
             if !kind.isRefresh && state.output.values.pageCount == 0 {
                 guard !state.output.isRefreshing else { return nil }
                 kind = .refresh
+                userInfo = nil
             }
             var params = PagingRequestParams(pageSize: configuration.pageSize,
                                              retryPolicy: configuration.retryPolicy,

@@ -543,6 +543,35 @@ struct PaginationManagerTests {
         #expect(manager.output.prependState.isEndReached && manager.output.values.first == "item0")
     }
 
+    /// Found by a probe: the append a retry starts is cancelled by a refresh, as one append()
+    /// starts is (it ran on, its fetch in the source's hands).
+    @Test func theAppendARetryStarts_isCancelledByARefresh() async throws {
+        let source = ScriptedPagingSource(pages: [[0], [1], [2]])
+        source.script(key: 1, .fail(ScriptedError("offline")), .suspend)
+        let manager = PaginationManager(source: source, pageSize: 1)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.appendState.error != nil)
+        manager.retry()
+        await source.waitUntilSuspended()
+        await manager.refresh().value
+        #expect(await eventually { source.suspendedCount == 0 }, "the retried append still runs")
+        #expect(Array(manager.output.values) == [0])
+    }
+
+    /// Found by a probe: an append on a list a failed refresh left empty loads what that refresh
+    /// asked for, as a retry does (it loaded the source's refresh key without the refresh's
+    /// user info: the results of no query).
+    @Test func anAppendAfterAFailedFirstRefresh_loadsWhatTheRefreshAskedFor() async throws {
+        let scripted = ScriptedPagingSource(pages: [[0, 1], [2, 3]])
+        scripted.script(key: 0, .fail(ScriptedError("offline")))
+        let manager = PaginationManager(source: QueryTaggingSource(scripted: scripted), pageSize: 2)
+        await manager.refresh(userInfo: ["q": "swift"]).value
+        #expect(manager.output.refreshState.error != nil && manager.output.values.isEmpty)
+        await manager.append().value
+        #expect(Array(manager.output.values) == ["swift:0", "swift:1"])
+    }
+
     /// Found by a probe: a consumer slower than the loads buffered every output, each holding
     /// its pages, whatever maxSize dropped (250 MB). By default it gets the newest one.
     @Test func aConsumerThatFallsBehind_getsTheNewestOutput() async throws {
