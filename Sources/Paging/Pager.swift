@@ -59,8 +59,14 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// A stream of every state from now on. Any number of consumers can iterate their own
     /// streams at once; a stream ends when its task is cancelled or the pager is gone.
-    public func states() -> AsyncStream<PagingState<Key, Value>> {
-        broadcast.subscribe()
+    ///
+    /// A consumer that falls behind keeps the newest 1,024 states by default, and loses the
+    /// older ones (a `loaded` state holds its page: a stream kept and not read, buffering
+    /// without bound, grew by 6 MB every 5,000 appends). Pass `.unbounded` to keep every one.
+    public func states(
+        buffering: AsyncStream<PagingState<Key, Value>>.Continuation.BufferingPolicy = .bufferingNewest(1_024)
+    ) -> AsyncStream<PagingState<Key, Value>> {
+        broadcast.subscribe(buffering: buffering)
     }
 
     /// A request for `key` whose key chain comes from the source.

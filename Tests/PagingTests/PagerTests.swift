@@ -288,6 +288,23 @@ struct PagerDeduplicationTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// Found by a probe: a states() stream kept and not read buffered every state, and its
+    /// page, without bound; it keeps the newest 1,024 now, or every one when asked.
+    @Test func aStatesStreamNotRead_keepsTheNewestStates() async throws {
+        var pager: Pager<Int, Int>? = Pager(source: ScriptedPagingSource(pages: numberedPages(1_000)))
+        let bounded = pager!.states()
+        let unbounded = pager!.states(buffering: .unbounded)
+        for key in 0..<1_000 { _ = try await pager!.load(pager!.request(.append, key: key, params: params())) }
+        pager = nil
+        var kept: [PagingState<Int, Int>] = []
+        for await state in bounded { kept.append(state) }
+        var all = 0
+        for await _ in unbounded { all += 1 }
+        #expect(all == 2_000, "loading and loaded, a load")
+        #expect(kept.count == 1_024)
+        if case .loaded(let page)? = kept.last { #expect(page.key == 999) } else { Issue.record("the newest state is not the last load's: \(String(describing: kept.last))") }
+    }
+
     /// The reuse window keeps the latest 1,024 pages: past them the oldest is loaded again,
     /// the latest still reused (it kept every page the window held, and filtered them all on
     /// each load past 1,024: 4,000 loads took 6 s).
