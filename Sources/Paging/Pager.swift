@@ -372,12 +372,21 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     func revalidate(_ request: PagingRequest<Key>, after index: Int) {
         // A refresh from now on supersedes it: its page, loaded before, is not handed back.
         let generation = generation.load(ordering: .acquiring)
+        // One at a time for a request and the interceptor that asked: each hit of a stale page
+        // started one more.
+        let revalidation = Registry.Revalidation(request: request.sharingKey, interceptor: index)
         // Registered under the lock, so the task cannot end (and unregister) before it is registered.
         registry.withLock { registry in
+            guard registry.revalidating.insert(revalidation).inserted else { return }
             let id = registry.nextTaskID
             registry.nextTaskID += 1
             registry.backgroundLoads[id] = Task {
-                defer { self.registry.withLock { _ = $0.backgroundLoads.removeValue(forKey: id) } }
+                defer {
+                    self.registry.withLock { registry in
+                        _ = registry.backgroundLoads.removeValue(forKey: id)
+                        _ = registry.revalidating.remove(revalidation)
+                    }
+                }
                 var observers = Observers<Key>()
                 observers.insert(index)
                 let page: Page<Key, Value>
@@ -643,6 +652,20 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         @usableFromInline var nextTaskID: UInt64 = 0
         /// Revalidations running in the background (``PagingInterceptResult/completeThenRevalidate(_:)``).
         @usableFromInline var backgroundLoads: [UInt64: Task<Void, Never>] = [:]
+        /// What those revalidate: a request, and the interceptor that asked.
+        @usableFromInline var revalidating: Set<Revalidation> = []
+
+        @usableFromInline
+        struct Revalidation: Hashable, Sendable {
+            @usableFromInline let request: PagingRequest<Key>.SharingKey
+            @usableFromInline let interceptor: Int
+
+            @usableFromInline
+            init(request: PagingRequest<Key>.SharingKey, interceptor: Int) {
+                self.request = request
+                self.interceptor = interceptor
+            }
+        }
 
         @usableFromInline
         init() {}

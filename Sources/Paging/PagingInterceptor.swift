@@ -9,7 +9,8 @@ public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Se
     /// in the background through the interceptors after this one and the source, and hand the
     /// fresh page to this interceptor's ``PagingInterceptor/handle(page:)`` (and to the later
     /// ones that observe it). A failure of that load is published as a ``PagingState/failed(_:_:)``
-    /// state. Stale-while-revalidate.
+    /// state. Stale-while-revalidate. One such load runs at a time for a request and this
+    /// interceptor: answers given while it runs start no other.
     case completeThenRevalidate(Page<Key, Value>)
     /// Pass the request on and see the page afterwards, as `.proceed(request, handleAfterwards:
     /// true)`; but should the rest of the chain fail (with anything but a cancellation), answer

@@ -128,6 +128,28 @@ struct CacheInterceptorTests {
         #expect(try await pager.load(request(1)).values == [9, 9, 9], "the fresh page was cached")
     }
 
+    /// Found by a probe: each hit of a stale page started a revalidation of its own (20 hits,
+    /// 20 fetches of the same page); one runs at a time, and the hits meanwhile share it.
+    @Test func staleWhileRevalidate_hitsWhileARevalidationRuns_startNoOther() async throws {
+        let clock = ManualClock()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(60), policy: .staleWhileRevalidate, clock: clock.pagingClock)
+        let pager = Pager(source: source, interceptors: [cache], deduplication: .disabled)
+        _ = try await pager.load(request(1))
+        clock.advance(by: .seconds(61))
+        source.script(key: 1, .suspend)
+        for _ in 0..<20 { #expect(try await pager.load(request(1)).values == [3, 4, 5]) }
+        await source.waitUntilSuspended()
+        source.release(key: 1)
+        await pager.backgroundLoadsFinished()
+        #expect(source.fetchCount == 2, "one revalidation")
+        // Once it ended, a stale hit revalidates again.
+        clock.advance(by: .seconds(61))
+        _ = try await pager.load(request(1))
+        await pager.backgroundLoadsFinished()
+        #expect(source.fetchCount == 3)
+    }
+
     @Test func hardRefresh_goesToTheSource_andItsPageReplacesTheCache() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>()
