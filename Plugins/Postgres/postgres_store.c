@@ -58,7 +58,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include <libpq-fe.h>
+#include <postgresql/libpq-fe.h>
 
 #include "paging/paging.h"
 #include "paging_store.h"
