@@ -14,12 +14,15 @@ public struct ConformanceRunner: Sendable {
     public var options: ConformanceOptions
     /// How long one child may run before it is killed.
     public var childTimeout: Duration
+    /// What a check's process is given besides twice the fetch timeout: on a machine running
+    /// many processes, 10 s was outlived by checks that take a tenth of a second alone.
+    public static let fixedTimeout = Duration.seconds(20)
 
     public init(executable: String, prefix: [String] = ["check"], options: ConformanceOptions, childTimeout: Duration? = nil) {
         self.executable = executable
         self.prefix = prefix
         self.options = options
-        self.childTimeout = childTimeout ?? .seconds(10) + options.fetchTimeout * 2
+        self.childTimeout = childTimeout ?? Self.fixedTimeout + options.fetchTimeout * 2
     }
 
     /// What a whole run found.
@@ -266,7 +269,7 @@ public struct ConformanceRunner: Sendable {
                 ProcessTree.killDescendants(of: pid)
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
-                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 10 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
+                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 20 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

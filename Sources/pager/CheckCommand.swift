@@ -12,7 +12,7 @@ struct CheckCommand {
     Runs the conformance suite against every plugin of a plugin library (or one, with --plugin)
     and prints a line per check: plugin, check, PASS/FAIL/SKIP, time, reason. Every check runs
     in a process of its own, so a plugin that crashes or hangs fails that check ("crashed
-    (SIGSEGV)", "timed out after 20 s") and the run goes on.
+    (SIGSEGV)", "timed out after 30 s") and the run goes on.
 
     checks:
       descriptor              ids (non-empty, unique, no spaces), name, version, kind, ABI major
@@ -51,7 +51,7 @@ struct CheckCommand {
       --config JSON         a valid config for the plugin(s) checked
       --config-file FILE    the same, read from a file
       --timeout-ms N        how long a fetch may take (default 5000); a check process is killed
-                            after 10 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
+                            after 20 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
       --cycles N            create/destroy cycles (default 1000)
       --without-extension ID
                             do not offer the plugin host extension ID (repeatable), as a host

@@ -82,7 +82,7 @@ struct PagerCheckTests {
         defer { postgres.stop() }
         for (name, config) in [("redis-cache", #"{"address": "\#(redis.address)", "namespace": "check", "lease_ms": 100}"#),
                                ("postgres-store", #"{"conninfo": "\#(postgres.conninfo)", "namespace": "check"}"#)] {
-            // A check process lives 10 s + 2 x --timeout-ms: 100 connections made and closed
+            // A check process lived 10 s + 2 x --timeout-ms: 100 connections made and closed
             // outlived 11 s under the full suite's load.
             let (code, report, output) = try await check(shippedPlugin(name), Self.passing + ["--config", config])
             #expect(code == 0 && report.failed == 0, "\(name): \(output)")
