@@ -207,11 +207,14 @@ struct ServeCommandTests {
         try #"{"source": {"plugin": "jsonlines", "config": {"path": "big.jsonl"}}, "page_size": \#(perPage)}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         // Room for one page (a little over pageMiB): the silent client's answer holds at least
-        // the half its socket's buffers cannot take (they held more than a quarter of it, and
-        // room for one and a half pages then took a second page too).
+        // the half its socket's send buffer cannot take (room for one and a half pages took a
+        // second page too).
         let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "\(pageMiB + 1)"], environment: Self.secret)
-        // A client that asks for a page and never reads it.
+        // A client that asks for a page and never reads it, with a small receive buffer: one
+        // the kernel grows (tcp_rmem here lets it reach 32 MiB) took most of the page.
         let silent = try connectLoopback(port: server.port)
+        var small: Int32 = 4_096
+        setsockopt(silent, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         var closed = false
         defer { if !closed { close(silent) } }
         _ = "GET /pages HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(silent, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
