@@ -28,7 +28,7 @@
  *                  then waits for it, and fails the fetch unless it is found, with status 7
  *                  (-1: not done);
  *   clear_subreaper: in create, first clears PR_SET_CHILD_SUBREAPER for its process (true/false);
- *   kill_parent: at the end of create, SIGKILLs its parent process (true/false);
+ *   kill_parent: at the end of create, SIGKILLs its parent process, and never returns (true/false);
  *   destroy_mark:  in destroy, creates this file (a path);
  *   destroy_hangs: in destroy, never returns (true/false).
  * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
@@ -208,7 +208,14 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
         }
         if (first > 0) waitpid(first, NULL, 0);
     }
-    if (host->config_bool(config, "kill_parent", 0)) kill(getppid(), SIGKILL);
+    if (host->config_bool(config, "kill_parent", 0)) {
+        /* Until it is gone, and for good: this process ends with it (an isolated child's
+         * server dies with its reaper), before anything it would answer. */
+        pid_t parent = getppid();
+        kill(parent, SIGKILL);
+        while (getppid() == parent) cs_sleep_ms(1);
+        for (;;) pause();
+    }
     s->base.plugin_data = s;
     s->base.refresh_key = cs_refresh_key;
     s->base.fetch = cs_fetch;
