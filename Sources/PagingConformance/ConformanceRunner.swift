@@ -208,7 +208,7 @@ public struct ConformanceRunner: Sendable {
     /// Runs `pager ARGUMENTS` (a check, a listing), killed after `timeout` (``childTimeout``
     /// when nil).
     func child(_ arguments: [String], within timeout: Duration? = nil) async -> ChildResult {
-        let childTimeout = timeout ?? childTimeout
+        let limit = timeout ?? childTimeout
         let start = ContinuousClock.now
         let base = "\(options.scratchFolder)/child-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         let outPath = base + ".out", errPath = base + ".err", leftPath = base + ".left"
@@ -256,7 +256,7 @@ public struct ConformanceRunner: Sendable {
             return .died("could not be started: \(String(cString: strerror(spawned)))", output())
         }
         var status: Int32 = 0
-        let deadline = ContinuousClock.now + childTimeout
+        let deadline = ContinuousClock.now + limit
         while true {
             let waited = Self.reap(pid, &status, options: WNOHANG)
             if waited == pid { break }
@@ -269,7 +269,7 @@ public struct ConformanceRunner: Sendable {
                 ProcessTree.killDescendants(of: pid)
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
-                return .died("timed out after \(formatSeconds(childTimeout)) (killed; a check may take 20 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
+                return .died("timed out after \(formatSeconds(limit)) (killed; a check may take 20 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

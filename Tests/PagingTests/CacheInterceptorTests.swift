@@ -112,11 +112,17 @@ struct CacheInterceptorTests {
         await #expect(throws: ScriptedError.self, "nothing cached: the failure stands") { try await pager.load(self.request(2)) }
     }
 
-    @Test func staleWhileRevalidate_answersAtOnce_andCachesTheFreshPageInTheBackground() async throws {
+    /// A pager of 3 numbered pages of 3 behind a stale-while-revalidate cache whose pages go
+    /// stale after 60 s of `clock`.
+    func staleWhileRevalidatePager() -> (ManualClock, ScriptedPagingSource<Int>, Pager<Int, Int>) {
         let clock = ManualClock()
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(60), policy: .staleWhileRevalidate, clock: clock.pagingClock)
-        let pager = Pager(source: source, interceptors: [cache], deduplication: .disabled)
+        return (clock, source, Pager(source: source, interceptors: [cache], deduplication: .disabled))
+    }
+
+    @Test func staleWhileRevalidate_answersAtOnce_andCachesTheFreshPageInTheBackground() async throws {
+        let (clock, source, pager) = staleWhileRevalidatePager()
         _ = try await pager.load(request(1))
         source.setPages([[0, 0, 0], [9, 9, 9], [0, 0, 0]])
         #expect(try await pager.load(request(1)).values == [3, 4, 5], "fresh: the cache answers, nothing is loaded")
@@ -131,10 +137,7 @@ struct CacheInterceptorTests {
     /// Found by a probe: each hit of a stale page started a revalidation of its own (20 hits,
     /// 20 fetches of the same page); one runs at a time, and the hits meanwhile share it.
     @Test func staleWhileRevalidate_hitsWhileARevalidationRuns_startNoOther() async throws {
-        let clock = ManualClock()
-        let source = ScriptedPagingSource(pages: numberedPages(3))
-        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(60), policy: .staleWhileRevalidate, clock: clock.pagingClock)
-        let pager = Pager(source: source, interceptors: [cache], deduplication: .disabled)
+        let (clock, source, pager) = staleWhileRevalidatePager()
         _ = try await pager.load(request(1))
         clock.advance(by: .seconds(61))
         source.script(key: 1, .suspend)

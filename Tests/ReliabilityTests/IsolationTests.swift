@@ -270,15 +270,11 @@ struct IsolationTests {
         host.standardError = FileHandle.nullDevice
         try host.run()
         defer { if host.isRunning { kill(host.processIdentifier, SIGKILL) } }
-        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
-        // The daemon holds the file's lock while it lives.
-        let lock = open(pidFile, O_RDONLY)
-        try #require(lock >= 0)
-        defer { close(lock) }
-        #expect(flock(lock, LOCK_EX | LOCK_NB) != 0, "the daemon does not run")
+        let daemon = try await DaemonLock(pidFile)
+        #expect(daemon.isHeld, "the daemon does not run")
         kill(host.processIdentifier, SIGKILL)
         host.waitUntilExit()
-        #expect(await waitUntil { flock(lock, LOCK_EX | LOCK_NB) == 0 }, "the daemon outlived the host")
+        #expect(await waitUntil { !daemon.isHeld }, "the daemon outlived the host")
     }
 
     /// A plugin that kills its child's reaper while it loads, a process it forked holding the
@@ -301,14 +297,11 @@ struct IsolationTests {
         let pidFile = scratchFolder() + "/daemon.pid"
         var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)", "daemon_hops": true}"#)
         _ = try #require(pipeline?.isolatedSource?.childPID)
-        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
         // Each hop holds the file's lock: it is free when none lives.
-        let lock = open(pidFile, O_RDONLY)
-        try #require(lock >= 0)
-        defer { close(lock) }
-        #expect(flock(lock, LOCK_EX | LOCK_NB) != 0, "the daemon does not run")
+        let daemon = try await DaemonLock(pidFile)
+        #expect(daemon.isHeld, "the daemon does not run")
         pipeline = nil
-        #expect(await waitUntil { flock(lock, LOCK_EX | LOCK_NB) == 0 }, "the daemon outlived the pipeline")
+        #expect(await waitUntil { !daemon.isHeld }, "the daemon outlived the pipeline")
     }
 
     /// A daemon started by a plugin that first stops its process adopting orphans ends with the
@@ -529,6 +522,23 @@ func liveMembers(ofGroup group: Int32) -> Int {
         let fields = stat[stat.index(after: close)...].split(separator: " ")
         return fields.count > 2 && fields[0] != "Z" && Int32(fields[2]) == group
     }.count
+}
+
+/// The lock a crashy_source daemon (and every hop of it) holds on its pid file while it lives.
+final class DaemonLock {
+    private let fd: Int32
+
+    /// Opens `pidFile` once it appears (10 s at most).
+    init(_ pidFile: String) async throws {
+        #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) }, "no \(pidFile)")
+        fd = open(pidFile, O_RDONLY)
+        try #require(fd >= 0)
+    }
+
+    deinit { close(fd) }
+
+    /// Whether a daemon holds the lock (once it is free, this takes it: free from then on).
+    var isHeld: Bool { flock(fd, LOCK_EX | LOCK_NB) != 0 }
 }
 
 /// How many zombies are among the descendants of `root`.

@@ -169,9 +169,7 @@ struct CheckContainmentTests {
         #expect(result.stdout.contains("create-valid-config") && result.stdout.contains("left 1 forked process running after the check (killed)"),
                 "\(result.stdout)")
         // The last daemon started holds the file's lock while it lives.
-        let lock = open(pidFile, O_RDONLY)
-        try #require(lock >= 0)
-        defer { close(lock) }
-        #expect(await waitUntil { flock(lock, LOCK_EX | LOCK_NB) == 0 }, "the daemon outlived its check")
+        let daemon = try await DaemonLock(pidFile)
+        #expect(await waitUntil { !daemon.isHeld }, "the daemon outlived its check")
     }
 }
