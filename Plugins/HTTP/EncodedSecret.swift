@@ -3,7 +3,7 @@
 // or escaped as in a JSON string.
 
 /// A secret to find in text, each of its characters written as it is, byte by byte
-/// percent-encoded in either case ("%2F", "%2f", "%C3%B6"), escaped as in a JSON string ("\/",
+/// percent-encoded in either case ("%2F", "%2f", "%C3%B6"), or more than once ("%252F"), escaped as in a JSON string ("\/",
 /// "\"", "\\", "\u002F", "\u00f6", a surrogate pair), or, for a space, as "+" (a form-encoded
 /// query).
 struct EncodedSecret: Sendable {
@@ -19,10 +19,13 @@ struct EncodedSecret: Sendable {
     /// more is written in at most as many: "\u00F6", a surrogate pair for four).
     static let longestEncoding = 6
 
-    /// `text` with every occurrence of the secret replaced by `replacement`; one written
-    /// percent-encoded (or with "+" for a space) by `encodedReplacement` when given (one
-    /// JSON-escaped stands for the secret as it is).
-    func replacing(in text: String, with replacement: String, encodedWith encodedReplacement: String? = nil) -> String {
+    /// The most times a byte may be percent-encoded over ("%252F" is "/" encoded twice).
+    static let deepestEncoding = 8
+
+    /// `text` with every occurrence of the secret replaced by `replacement`; with
+    /// `encodingAsWritten`, `replacement` is percent-encoded as many times as the secret was
+    /// where it is written so ("+" for a space counts as once; JSON-escaped is as it is).
+    func replacing(in text: String, with replacement: String, encodingAsWritten: Bool = false) -> String {
         let t = Array(text.utf8)
         guard let first = bytes.first, t.count >= bytes.count else { return text }
         var out: [UInt8] = []
@@ -30,13 +33,11 @@ struct EncodedSecret: Sendable {
         while i < t.count {
             // Only a byte that may begin the secret is tried (its own, or the start of an escape).
             if t[i] == first || t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\") || (first == 0x20 && t[i] == UInt8(ascii: "+")),
-               let end = match(t, from: i, wholeSecret: true) {
+               let (end, depth) = match(t, from: i, wholeSecret: true) {
                 out += t[copied..<i]
-                if let encodedReplacement, t[i..<end].contains(UInt8(ascii: "%")) || (bytes.contains(0x20) && t[i..<end].contains(UInt8(ascii: "+"))) {
-                    out += encodedReplacement.utf8
-                } else {
-                    out += replacement.utf8
-                }
+                var written = replacement
+                if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
+                out += written.utf8
                 i = end
                 copied = end
             } else {
@@ -51,7 +52,7 @@ struct EncodedSecret: Sendable {
     /// Whether `text` is the secret, whole.
     func isWritten(as text: Substring) -> Bool {
         let t = Array(text.utf8)
-        return match(t, from: 0, wholeSecret: true) == t.count
+        return match(t, from: 0, wholeSecret: true)?.end == t.count
     }
 
     /// How many bytes at the end of `text` are the beginning of the secret (0 when none):
@@ -59,68 +60,85 @@ struct EncodedSecret: Sendable {
     func cutPrefixLength(atEndOf text: String) -> Int {
         let t = Array(text.utf8)
         let earliest = max(0, t.count - bytes.count * Self.longestEncoding)
-        for start in earliest..<t.count where match(t, from: start, wholeSecret: false) == t.count {
+        for start in earliest..<t.count where match(t, from: start, wholeSecret: false)?.end == t.count {
             return t.count - start
         }
         return 0
     }
 
+    /// A place the secret is written: where it ends, and the most times one of its bytes is
+    /// percent-encoded there.
+    private typealias Written = (end: Int, depth: Int)
+
     /// Where the secret written from `start` ends in `t`; nil when it is not written there.
     /// Without `wholeSecret`, reaching the end of `t` partway through the secret counts too.
-    private func match(_ t: [UInt8], from start: Int, wholeSecret: Bool) -> Int? {
-        match(t, character: 0, at: start, wholeSecret: wholeSecret)
+    private func match(_ t: [UInt8], from start: Int, wholeSecret: Bool) -> Written? {
+        match(t, character: 0, at: start, depth: 0, wholeSecret: wholeSecret)
     }
 
     /// The secret's characters from number `k` on, written from `j`, tried each way the
     /// character may be written ("\\" is a backslash, or one escaped).
-    private func match(_ t: [UInt8], character k: Int, at j: Int, wholeSecret: Bool) -> Int? {
-        guard k < scalars.count else { return wholeSecret ? j : nil }
-        for end in Self.ends(of: scalars[k], in: t, at: j, partial: !wholeSecret) {
-            if end == t.count, !wholeSecret { return end }
-            if let matched = match(t, character: k + 1, at: end, wholeSecret: wholeSecret) { return matched }
+    private func match(_ t: [UInt8], character k: Int, at j: Int, depth: Int, wholeSecret: Bool) -> Written? {
+        guard k < scalars.count else { return wholeSecret ? (j, depth) : nil }
+        for (end, written) in Self.ends(of: scalars[k], in: t, at: j, partial: !wholeSecret) {
+            if end == t.count, !wholeSecret { return (end, max(depth, written)) }
+            if let matched = match(t, character: k + 1, at: end, depth: max(depth, written), wholeSecret: wholeSecret) { return matched }
         }
         return nil
     }
 
     /// Where `scalar` written at `j` in `t` ends, for each way it is written there; with
     /// `partial`, `t.count` when `t` ends partway through it.
-    private static func ends(of scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> [Int] {
+    private static func ends(of scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> [Written] {
         guard j < t.count else { return [] }
-        let cut = partial ? [t.count] : []
-        var ends: [Int] = []
-        if let end = bytewise(scalar, in: t, at: j, partial: partial) { ends.append(end) }
+        let cut: [Written] = partial ? [(t.count, 0)] : []
+        var ends: [Written] = []
+        if let written = bytewise(scalar, in: t, at: j, partial: partial) { ends.append(written) }
         guard t[j] == UInt8(ascii: "\\") else { return ends }
         guard j + 1 < t.count else { return ends + cut }
         let escaped = t[j + 1]
-        if scalar == "/" || scalar == "\"" || scalar == "\\", escaped == UInt8(scalar.value) { ends.append(j + 2) }
+        if scalar == "/" || scalar == "\"" || scalar == "\\", escaped == UInt8(scalar.value) { ends.append((j + 2, 0)) }
         guard escaped == UInt8(ascii: "u") else { return ends }
         guard let (value, end) = unicodeEscape(in: t, at: j) else { return ends + (j + 6 > t.count ? cut : []) }
-        if value == scalar.value { return ends + [end] }
+        if value == scalar.value { return ends + [(end, 0)] }
         // A character beyond U+FFFF: a high surrogate, then a low one.
         guard scalar.value > 0xFFFF, (0xD800..<0xDC00).contains(value), 0xD800 + (scalar.value - 0x10000) >> 10 == value else { return ends }
         guard end < t.count else { return ends + cut }
         guard let (low, after) = unicodeEscape(in: t, at: end) else { return ends + (end + 6 > t.count ? cut : []) }
-        if 0xDC00 + (scalar.value - 0x10000) & 0x3FF == low { ends.append(after) }
+        if 0xDC00 + (scalar.value - 0x10000) & 0x3FF == low { ends.append((after, 0)) }
         return ends
     }
 
-    /// Where `scalar`'s bytes written from `j` end, each as it is or percent-encoded (a space
-    /// also as "+"); with `partial`, `t.count` when `t` ends partway through them.
-    private static func bytewise(_ scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> Int? {
-        var i = j
+    /// Where `scalar`'s bytes written from `j` end, each as it is or percent-encoded once or
+    /// more ("%2F", "%252F": the "%" encoded as "%25" again; a space also as "+"), and the
+    /// most times one is encoded; with `partial`, `t.count` when `t` ends partway through them.
+    private static func bytewise(_ scalar: Unicode.Scalar, in t: [UInt8], at j: Int, partial: Bool) -> Written? {
+        var i = j, depth = 0
         for byte in String(scalar).utf8 {
-            guard i < t.count else { return partial ? t.count : nil }
-            if t[i] == byte || (byte == 0x20 && t[i] == UInt8(ascii: "+")) {
+            guard i < t.count else { return partial ? (t.count, depth) : nil }
+            if t[i] == byte {
                 i += 1
+            } else if byte == 0x20 && t[i] == UInt8(ascii: "+") {
+                i += 1
+                depth = max(depth, 1)
             } else if t[i] == UInt8(ascii: "%") {
-                guard i + 2 < t.count else { return partial && hex(t[(i + 1)...]) != nil ? t.count : nil }
-                guard hex(t[(i + 1)...(i + 2)]) == UInt32(byte) else { return nil }
-                i += 3
+                // "%", then "25" for each encoding over the first, then the byte's two digits.
+                var k = i + 1, times = 1
+                while true {
+                    guard k + 1 < t.count else { return partial && hex(t[k...]) != nil ? (t.count, depth) : nil }
+                    guard let value = hex(t[k...(k + 1)]) else { return nil }
+                    if value == UInt32(byte) { break }
+                    guard value == 0x25, times < deepestEncoding else { return nil }
+                    k += 2
+                    times += 1
+                }
+                i = k + 2
+                depth = max(depth, times)
             } else {
                 return nil
             }
         }
-        return i
+        return (i, depth)
     }
 
     /// The value of the escape "\uXXXX" at `j`, and where it ends.

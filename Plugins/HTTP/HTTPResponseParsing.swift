@@ -188,6 +188,26 @@ enum ResponseParsing {
         String(decoding: bytes.map(asciiLowercased), as: UTF8.self)
     }
 
+    /// `bytes` as text, each byte that is not part of valid UTF-8 percent-encoded ("%E9"): a
+    /// URL a server wrote in another encoding goes back byte for byte, not as U+FFFD.
+    static func percentEncodingInvalidUTF8(_ bytes: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        if let text = String(validating: bytes, as: UTF8.self) { return text }
+        var out: [UInt8] = []
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let lead = bytes[i]
+            let length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2
+            if i + length <= bytes.endIndex, String(validating: bytes[i..<(i + length)], as: UTF8.self) != nil {
+                out += bytes[i..<(i + length)]
+                i += length
+            } else {
+                out += Array("%\(String(lead, radix: 16, uppercase: true))".utf8)
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// `byte`, an ASCII capital made small.
     static func asciiLowercased(_ byte: UInt8) -> UInt8 {
         (65...90).contains(byte) ? byte | 0x20 : byte

@@ -157,12 +157,19 @@ struct URLTemplate: Sendable {
     }
 }
 
-/// `text` with `reference` replaced by `value`, and its percent-encoded form (a key that the
-/// url's {key} encoded) by `value` percent-encoded.
+/// `text` with `reference` replaced by `value`, and its percent-encoded forms (a key that the
+/// url's {key} encoded, a secret a server echoed encoded once or more: see
+/// ``EncodedSecret/deepestEncoding``) by `value` encoded as many times.
 func fillingIn(_ text: String, reference: String, with value: String) -> String {
     var out = text
     if out.hasUTF8("${") { out = out.replacing(reference, with: value) }
-    if out.hasUTF8("%24%7B") { out = out.replacing(percentEncode(reference), with: percentEncode(value)) }
+    // Encoded n times, a reference starts with "%", n - 1 times "25", then "24" (its "$").
+    var (encodedReference, encodedValue, percents) = (reference, value, "%")
+    for _ in 0..<EncodedSecret.deepestEncoding where out.contains(percents) {
+        (encodedReference, encodedValue) = (percentEncode(encodedReference), percentEncode(encodedValue))
+        if out.contains(percents + "24") { out = out.replacing(encodedReference, with: encodedValue) }
+        percents += "25"
+    }
     return out
 }
 
@@ -281,16 +288,16 @@ struct HTTPSourceConfig: Sendable {
     }
 
     /// A key from a response (a Link, a next URL, a cursor): the config's secrets in it are
-    /// written as their `${...}` references (percent-encoded where the secret was written
-    /// otherwise than as its bytes, so that it is filled in encoded: a token echoed as
-    /// "a%2Bb" went back as "a+b", another value in a query), and the query parameter of an
+    /// written as their `${...}` references (percent-encoded as many times as the secret was
+    /// where it is written so, so that it is filled in as it was: a token echoed as "a%2Bb"
+    /// went back as "a+b", another value in a query), and the query parameter of an
     /// `api_key` in the query, which some APIs echo in their links, is dropped
     /// (``withoutQueryKey(_:)``): keys (logged, stored, handed to `pager serve`'s clients)
     /// hold no secret.
     func hidingSecrets(_ key: String?) -> String? {
         guard var out = key.map(withoutQueryKey) else { return nil }
         for secret in keySecrets {
-            out = secret.encoded.replacing(in: out, with: secret.reference, encodedWith: percentEncode(secret.reference))
+            out = secret.encoded.replacing(in: out, with: secret.reference, encodingAsWritten: true)
         }
         return out
     }

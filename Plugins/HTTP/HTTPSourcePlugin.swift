@@ -265,7 +265,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         guard var out = config.hidingSecrets(key) else { return nil }
         for token in tokens?.issued ?? [] {
-            out = token.replacing(in: out, with: Self.tokenReference, encodedWith: percentEncode(Self.tokenReference))
+            out = token.replacing(in: out, with: Self.tokenReference, encodingAsWritten: true)
         }
         return out
     }

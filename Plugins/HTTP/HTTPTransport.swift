@@ -102,17 +102,17 @@ struct TransportResponse {
         // Bytes, not Strings, until each name and value is cut out (names lower-cased as ASCII:
         // header names are tokens).
         let isSpace: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
-        func trimmed(_ value: Slice<UnsafeBufferPointer<UInt8>>) -> String {
+        func trimmed(_ value: Slice<UnsafeBufferPointer<UInt8>>, isURL: Bool = false) -> String {
             var value = value
             while let last = value.last, isSpace(last) { value.removeLast() }
             while let first = value.first, isSpace(first) { value.removeFirst() }
-            return String(decoding: value, as: UTF8.self)
+            return isURL ? ResponseParsing.percentEncodingInvalidUTF8(value) : String(decoding: value, as: UTF8.self)
         }
         var out: [(name: String, value: String)] = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
             // A line folded onto the one before (obsolete, RFC 9112 5.2): one value, the fold a space.
             if let first = line.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t"), !out.isEmpty {
-                let more = trimmed(line)
+                let more = trimmed(line, isURL: out[out.count - 1].name == "link")
                 if !more.isEmpty { out[out.count - 1].value += (out[out.count - 1].value.isEmpty ? "" : " ") + more }
                 continue
             }
@@ -120,7 +120,8 @@ struct TransportResponse {
             // "Link : <...>": RFC 9112 has no space there, but libcurl takes the line, and so does this.
             var name = line[..<colon]
             while let last = name.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { name.removeLast() }
-            out.append((ResponseParsing.asciiLowercased(name), trimmed(line[(colon + 1)...])))
+            let lowercased = ResponseParsing.asciiLowercased(name)
+            out.append((lowercased, trimmed(line[(colon + 1)...], isURL: lowercased == "link")))
         }
         return out
     }

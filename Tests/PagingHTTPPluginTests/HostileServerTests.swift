@@ -111,14 +111,15 @@ struct HostileServerTests {
     /// Found by a probe: a credential with reserved characters ("+", "/", "=") that a server
     /// echoed percent-encoded in a next link went back raw ("+" then reads as a space): it goes
     /// back encoded, as the server wrote it; echoed raw in a cursor, it is encoded as the url's
-    /// {key} encodes any key.
-    @Test(arguments: ["link", "cursor"])
+    /// {key} encodes any key. Echoed encoded twice ("%252B"), it was not found at all: the key
+    /// held it, and so did the log lines and stores that keys reach.
+    @Test(arguments: ["link", "link2", "cursor"])
     func aCredentialWithReservedCharacters_echoedInAKey_goesBackAsItWas(_ via: String) async throws {
         defer { server.stop() }
         let credential = "tok+same/4242=="
         setTestEnvironment("HOSTILE_TEST_TOKEN", credential)
-        let pagination = via == "link" ? #"{"type": "link"}"# : #"{"type": "cursor", "next": "/next"}"#
-        let url = "\(server.baseURL)/echo-same?via=\(via)" + (via == "link" ? "&page=1" : "&cursor={key}")
+        let pagination = via == "cursor" ? #"{"type": "cursor", "next": "/next"}"# : #"{"type": "link"}"#
+        let url = "\(server.baseURL)/echo-same?via=\(via)" + (via == "cursor" ? "&cursor={key}" : "&page=1")
         let log = LogRecorder()
         let source = try makeSource(#"{"url": "\#(url)", "items": "/items", "pagination": \#(pagination), "auth": {"type": "bearer", "token": "${HOSTILE_TEST_TOKEN}"}}"#,
                                     log: log)
@@ -131,9 +132,10 @@ struct HostileServerTests {
         let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
         let query = try #require(sent["query"] as? String)
         let items = URLComponents(string: "http://x/?" + query)?.queryItems ?? []
-        let echoed = items.first { $0.name == (via == "link" ? "t" : "cursor") }?.value
-        #expect(echoed == (via == "link" ? credential : "2-" + credential), "\(query)")
-        #expect(!log.contains(credential), "\(log.messages)")
+        let echoed = items.first { $0.name == (via == "cursor" ? "cursor" : "t") }?.value
+        let expected = ["link": credential, "link2": "tok%2Bsame%2F4242%3D%3D", "cursor": "2-" + credential]
+        #expect(echoed == expected[via], "\(query)")
+        #expect(!log.contains("4242"), "\(log.messages)")
     }
 
     /// A cursor "/data/*/id" is the last item's id: a last item without one is no cursor (an
@@ -945,5 +947,15 @@ struct HostileServerTests {
         #expect(error.message.contains("is the page itself"), "\(error.message)")
         let spaced = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=spaced&page=1", "items": "/items", "pagination": {"type": "link"}}"#)
         #expect(try ids(try await pageToEnd(spaced, pageSize: 2).output.values) == [10, 11, 20, 21])
+    }
+
+    /// A Link target with a byte that is not UTF-8 (Latin-1 "é", 0xE9, as some servers write
+    /// it) was read as U+FFFD and asked for as "%EF%BF%BD": it goes back as the byte, "%E9".
+    @Test func aLinkWithALatin1Byte_asksForThatByte() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/link-latin1?page=1", "items": "/items", "pagination": {"type": "link"}}"#)
+        #expect(try ids(try await pageToEnd(source, pageSize: 2).output.values) == [10, 11, 20, 21])
+        let sent = try await server.seen().filter { $0["path"] as? String == "/link-latin1" }.compactMap { $0["query"] as? String }
+        #expect(sent == ["page=1", "page=2&q=caf%E9"])
     }
 }

@@ -30,6 +30,8 @@ Paths (query strings are ignored unless said):
   /link-port?to=P      items; Link rel="next" to http://127.0.0.1:P/items?page=2 (the same host,
                        another port: another server; &scheme=https for an https link)
   /redirect-port?to=P  302 to http://127.0.0.1:P/items?page=1 (&scheme=https for https)
+  /link-latin1?page=N  items; page 1's Link rel="next" is </link-latin1?page=2&q=caf?> where ? is
+                       the byte 0xE9 ("é" in Latin-1, not UTF-8), as it is
   /link-file           items; Link rel="next" <file:///etc/passwd>
   /link-gopher         items; Link rel="next" <gopher://127.0.0.1/1>
   /next-nul            items and {"next": "http://127.0.0.1:1\u0000@127.0.0.1:PORT/items?page=2"}: a
@@ -79,8 +81,9 @@ Paths (query strings are ignored unless said):
                        "link" (page 1's items and a Link rel="next" to it) or "redirect" (a 302 to it)
   /echo-same?via=V&page=N  echoes the credential it was sent (the bearer token, else X-Api-Key)
                        for page N+1 on the same host (pages 1 and 2): V is "link" (Link
-                       rel="next" to /echo-same?via=link&page=N+1&t=<credential>) or "cursor"
-                       (the body's "next" is "<N+1>-<credential>"; its page is the cursor's number)
+                       rel="next" to /echo-same?via=link&page=N+1&t=<credential>), "link2" (the
+                       same, the credential percent-encoded twice) or "cursor" (the body's "next"
+                       is "<N+1>-<credential>"; its page is the cursor's number)
   /cursor-last-no-id?starting_after=X  Stripe-style pages of 3 ("data", "has_more": true, the
                        cursor "/data/*/id"), whose last item has no "id" on the first page
   /clamp-total?total=T&page=N  items 2 a page of 4 (a page past 2 repeats page 2, as APIs that
@@ -227,6 +230,9 @@ class Handler(loopback.Handler):
         elif path == "/redirect-port":
             to, scheme = int(query.get("to", "0") or 0), query.get("scheme", "http")
             self.send(302, headers=[("Location", f"{scheme}://127.0.0.1:{to}/items?page=1")])
+        elif path == "/link-latin1":
+            links = [("Link", '</link-latin1?page=2&q=caf\udce9>; rel="next"')] if page == 1 else []
+            self.send(200, items_body(page), headers=links)
         elif path == "/link-file":
             self.send(200, items_body(1), headers=[("Link", '<file:///etc/passwd>; rel="next"')])
         elif path == "/next-nul":
@@ -326,7 +332,10 @@ class Handler(loopback.Handler):
                         "next": f"{page + 1}-{credential}" if page < 2 else None}
                 self.send(200, json.dumps(body).encode())
             else:
-                links = [("Link", f'</echo-same?via=link&page={page + 1}&t={quote(credential, safe="")}>; rel="next"')] if page < 2 else []
+                echoed = quote(credential, safe="")
+                if query.get("via") == "link2":
+                    echoed = quote(echoed, safe="")
+                links = [("Link", f'</echo-same?via={query.get("via")}&page={page + 1}&t={echoed}>; rel="next"')] if page < 2 else []
                 self.send(200, items_body(page), headers=links)
         elif path == "/cursor-last-no-id":
             pages = {"": [{"id": "a"}, {"id": "b"}, {"uid": "c"}], "b": [{"id": "d"}], "c": [{"id": "e"}]}

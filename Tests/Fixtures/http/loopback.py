@@ -29,7 +29,8 @@ class Handler(socketserver.StreamRequestHandler):
     def send(self, status, body=b"", headers=(), content_type="application/json"):
         head = [f"HTTP/1.1 {status} X", f"Content-Type: {content_type}", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers]
-        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        # A lone surrogate ("\udce9") is the byte it escapes (0xE9): a header not in UTF-8.
+        self.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode("utf-8", "surrogateescape") + body)
         self.wfile.flush()
 
     def handle(self):
