@@ -382,8 +382,8 @@ struct HostileServerTests {
              "page_size": 2}
             """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let run = try PagerProcess(["run", manifest, "--append", "10"])
-        #expect(run.waitFor("append: +2 items, 4 in all"), "\(run.stderr)")
-        let status = run.stop(signal)
+        #expect(await run.waitFor("append: +2 items, 4 in all"), "\(run.stderr)")
+        let status = await run.stop(signal)
         let ids = run.stdout.split(separator: "\n").map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Int] }
         #expect(ids == [["id": 10], ["id": 11], ["id": 20], ["id": 21]], "\(run.stdout)")
         guard signal != SIGKILL else {

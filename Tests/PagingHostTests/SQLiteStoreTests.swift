@@ -249,7 +249,7 @@ struct SQLiteStoreTests {
     @Test func lookupsWaitingForALockedFile_leaveTheLoadsThreadsFree() async throws {
         let folder = scratchFolder()
         try await storeTwentyPages(folder: folder)
-        let pager = try storeOnly(folder: folder, config: [("busy_timeout_ms", .int(120_000))], deduplication: .disabled)
+        let pager = try storeOnly(folder: folder, config: [("busy_timeout_ms", .int(600_000))], deduplication: .disabled)
         let lock = try FileLock(folder + "/store.db")
         let loads = (0..<4 * ProcessInfo.processInfo.activeProcessorCount + 8).map { index in
             Task { try await loadsItsOwnPage(pager, index % 20 * 5) }
@@ -494,8 +494,9 @@ final class FileLock: @unchecked Sendable {
     }
 
     /// Whether a new task gets a thread while the file is locked. Should none (every thread of
-    /// the pool blocked), the lock is released after 30 s, so that the blocked calls end, and
-    /// the answer is false.
+    /// the pool blocked), the lock is released after 2 minutes, so that the blocked calls end,
+    /// and the answer is false. (Other tests share the pool: under the full suite's load, a
+    /// task waited more than 30 s for a thread.)
     func aTaskRunsWhileLocked() async -> Bool {
         let answered = Locked(false)
         return await withCheckedContinuation { continuation in
@@ -505,7 +506,7 @@ final class FileLock: @unchecked Sendable {
                 }
             }
             Thread.detachNewThread { [self] in
-                if released.wait(timeout: .now() + 30) == .timedOut {
+                if released.wait(timeout: .now() + 120) == .timedOut {
                     answer(false) // before the release frees the threads for the task
                     release()
                 }

@@ -27,8 +27,8 @@ struct ServeCommandTests {
 
     /// The same with every plugin in a child process of its own (`--isolate-all`).
     @Test(.timeLimit(.minutes(2)), arguments: [[], ["--isolate-all"]])
-    func pagesThroughEveryItem_onceAndInOrder_andBack(options: [String]) throws {
-        let server = try ServeProcess([try manifest()] + options, environment: Self.secret)
+    func pagesThroughEveryItem_onceAndInOrder_andBack(options: [String]) async throws {
+        let server = try await ServeProcess([try manifest()] + options, environment: Self.secret)
         var reply = try server.get("/pages")
         #expect(reply.status == 200 && reply.headers["content-type"] == "application/json", "\(reply.text)")
         var items = try numbers(reply)
@@ -44,12 +44,12 @@ struct ServeCommandTests {
         // The last page's prev cursor names the page before it.
         let prev = try #require(try pages[2].json()["prev"] as? String)
         #expect(try numbers(try server.get("/pages?cursor=\(prev)")) == Array(20..<40))
-        #expect(server.stop() == 0, "\(server.stderr)")
+        #expect(await server.stop() == 0, "\(server.stderr)")
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func serveParams_reachTheSource_andStayWithTheCursors() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    func serveParams_reachTheSource_andStayWithTheCursors() async throws {
+        let server = try await ServeProcess([try manifest()], environment: Self.secret)
         let first = try server.get("/pages?tag=blue")
         let tags = try #require(first.json()["items"] as? [[String: Any]]).compactMap { $0["tag"] as? String }
         #expect(tags == Array(repeating: "blue", count: 20), "\(first.text)")
@@ -64,11 +64,11 @@ struct ServeCommandTests {
     /// Cursors are signed: a made-up one, a changed one and one signed with another secret are
     /// refused; servers that share the secret take each other's.
     @Test(.timeLimit(.minutes(2)))
-    func cursors_areSigned_andSharedByServersWithTheSameSecret() throws {
+    func cursors_areSigned_andSharedByServersWithTheSameSecret() async throws {
         let manifest = try manifest()
-        let server = try ServeProcess([manifest], environment: Self.secret)
-        let twin = try ServeProcess([manifest], environment: Self.secret)
-        let other = try ServeProcess([manifest], environment: ["PAGER_SERVE_SECRET": "another secret, sixteen bytes or more"])
+        let server = try await ServeProcess([manifest], environment: Self.secret)
+        let twin = try await ServeProcess([manifest], environment: Self.secret)
+        let other = try await ServeProcess([manifest], environment: ["PAGER_SERVE_SECRET": "another secret, sixteen bytes or more"])
         let next = try #require(try server.get("/pages").json()["next"] as? String)
         #expect(try numbers(try twin.get("/pages?cursor=\(next)")) == Array(20..<40))
         var tampered = Array(next.utf8)
@@ -81,12 +81,12 @@ struct ServeCommandTests {
         #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
         // The same manifest elsewhere takes them; one of another source, under the same secret,
         // refuses them (found by a probe: a cursor was served from another file).
-        let copy = try ServeProcess([try self.manifest()], environment: Self.secret)
+        let copy = try await ServeProcess([try self.manifest()], environment: Self.secret)
         #expect(try numbers(try copy.get("/pages?cursor=\(next)")) == Array(20..<40))
         let otherSource = try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #""count": 45"#, with: #""count": 46"#)
         let otherFile = scratchFolder() + "/m.json"
         try otherSource.write(toFile: otherFile, atomically: true, encoding: .utf8)
-        let otherService = try ServeProcess([otherFile], environment: Self.secret)
+        let otherService = try await ServeProcess([otherFile], environment: Self.secret)
         let refused = try otherService.get("/pages?cursor=\(next)")
         #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
     }
@@ -95,26 +95,26 @@ struct ServeCommandTests {
     /// request slot freed: such loads went on for nobody until the timeout, each holding one of
     /// the slots (one address took them all with requests it never waited for).
     @Test(.timeLimit(.minutes(2)))
-    func aClientThatGoesAway_hasItsLoadCancelled_andItsSlotFreed() throws {
+    func aClientThatGoesAway_hasItsLoadCancelled_andItsSlotFreed() async throws {
         let folder = scratchFolder()
         let never = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_logging",
                                        extraFlags: ["-DFIXTURE_CANCEL_LOGS"])
         try #"{"source": {"plugin": "\#(never)"}, "page_size": 3, "timeout_ms": 600000, "serve_params": ["q"]}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
+        let server = try await ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
         // The second client sends a byte more (the start of its next request) before it closes:
         // unread, it hid the close from the server.
         for round in 1...2 {
             let fd = try connectLoopback(port: server.port)
             let request = "GET /pages?q=gone\(round) HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
             _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-            #expect(server.waitFor { $0.components(separatedBy: "never-complete: fetch ").count > round }, "\(server.stderr)")
+            #expect(await server.waitFor { $0.components(separatedBy: "never-complete: fetch ").count > round }, "\(server.stderr)")
             if round == 2 { _ = "G".withCString { send(fd, $0, 1, Int32(MSG_NOSIGNAL)) } }
             close(fd)
             // Cancelled for the plugin, and the one slot free again (counted once it is): the
             // next round's request is taken (it was answered 503 until the timeout).
-            #expect(server.waitFor { $0.components(separatedBy: "never-complete: cancel ").count > round }, "\(server.stderr)")
-            #expect(server.waitFor { _ in answeredClosed(server) == round }, "\((try? server.get("/metrics").text) ?? "")")
+            #expect(await server.waitFor { $0.components(separatedBy: "never-complete: cancel ").count > round }, "\(server.stderr)")
+            #expect(await server.waitFor { _ in answeredClosed(server) == round }, "\((try? server.get("/metrics").text) ?? "")")
         }
         #expect(!server.stderr.contains("failed"), "\(server.stderr)")
     }
@@ -131,30 +131,30 @@ struct ServeCommandTests {
     /// a 503 saying so (clients leaving at once could pile them up without end); once they end,
     /// requests are served again.
     @Test(.timeLimit(.minutes(2)))
-    func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce_andItsLoadIsBounded() throws {
+    func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce_andItsLoadIsBounded() async throws {
         let folder = scratchFolder()
         let wake = folder + "/wake"
         try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "until_path": "\#(wake)"}}, "page_size": 3, "timeout_ms": 600000}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
+        let server = try await ServeProcess([folder + "/m.json", "--max-requests", "1"], environment: Self.secret)
         defer { FileManager.default.createFile(atPath: wake, contents: nil) }
         let fd = try connectLoopback(port: server.port)
         let request = "GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         _ = request.withCString { send(fd, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
-        #expect(server.waitFor("blocking-fetch: asleep"), "\(server.stderr)")
+        #expect(await server.waitFor("blocking-fetch: asleep"), "\(server.stderr)")
         close(fd)
-        #expect(server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
+        #expect(await server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
         #expect(!server.stderr.contains("blocking-fetch: woke"), "answered while the plugin still sleeps: \(server.stderr)")
         let refused = try server.get("/pages")
         #expect(refused.status == 503 && refused.text.contains("the server is still ending 1 load its clients left or that timed out"), "\(refused.status) \(refused.text)")
         FileManager.default.createFile(atPath: wake, contents: nil)
-        #expect(server.waitFor { _ in (try? server.get("/pages").status) == 200 }, "\(server.stderr)")
+        #expect(await server.waitFor { _ in (try? server.get("/pages").status) == 200 }, "\(server.stderr)")
     }
 
     /// `--bind ::` listens on every address, IPv4 ones too (IPv4 clients could not connect).
     @Test(.timeLimit(.minutes(1)))
-    func bindingTheIPv6AnyAddress_servesIPv4ClientsToo() throws {
-        let server = try ServeProcess([try manifest(), "--bind", "::", "--port", "0"], environment: Self.secret)
+    func bindingTheIPv6AnyAddress_servesIPv4ClientsToo() async throws {
+        let server = try await ServeProcess([try manifest(), "--bind", "::", "--port", "0"], environment: Self.secret)
         #expect(server.stderr.contains("listening on http://[::]:"), "\(server.stderr)")
         #expect(try server.get("/healthz").status == 200)
     }
@@ -172,20 +172,20 @@ struct ServeCommandTests {
             #expect(chmod(path, mode) == 0)
             return path
         }
-        let a = try ServeProcess([manifest, "--secret-file", try secretFile("a", Array(0x80..<0xA0))])
-        let b = try ServeProcess([manifest, "--secret-file", try secretFile("b", [UInt8](repeating: 0xC0, count: 32))])
+        let a = try await ServeProcess([manifest, "--secret-file", try secretFile("a", Array(0x80..<0xA0))])
+        let b = try await ServeProcess([manifest, "--secret-file", try secretFile("b", [UInt8](repeating: 0xC0, count: 32))])
         let next = try #require(try a.get("/pages").json()["next"] as? String)
         let foreign = try b.get("/pages?cursor=\(next)")
         #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
         #expect(!a.stderr.contains("can be read by other users"), "\(a.stderr)")
         let short = try await run(pagerCommand, ["serve", manifest, "--secret-file", try secretFile("short", [UInt8](repeating: 0xFF, count: 6) + [0x0A])])
         #expect(short.code == 2 && short.stderr.contains("the secret must be at least 16 bytes, got 6"), "\(short.stderr)")
-        let shared = try ServeProcess([manifest, "--secret-file", try secretFile("shared", Array("a secret of more than sixteen bytes\n".utf8), mode: 0o644)])
+        let shared = try await ServeProcess([manifest, "--secret-file", try secretFile("shared", Array("a secret of more than sixteen bytes\n".utf8), mode: 0o644)])
         #expect(shared.stderr.contains("can be read by other users (mode 644)"), "\(shared.stderr)")
         // The line break at its end is no part of it, nor of the variable's: one secret.
         let sharedNext = try #require(try shared.get("/pages").json()["next"] as? String)
         for secret in ["a secret of more than sixteen bytes", "a secret of more than sixteen bytes\n"] {
-            let twin = try ServeProcess([manifest], environment: ["PAGER_SERVE_SECRET": secret])
+            let twin = try await ServeProcess([manifest], environment: ["PAGER_SERVE_SECRET": secret])
             #expect(try numbers(try twin.get("/pages?cursor=\(sharedNext)")) == Array(20..<40))
         }
     }
@@ -209,7 +209,7 @@ struct ServeCommandTests {
         // Room for one page (a little over pageMiB): the silent client's answer holds at least
         // the half its socket's send buffer cannot take (room for one and a half pages took a
         // second page too).
-        let server = try ServeProcess([folder + "/m.json", "--max-unsent-mib", "\(pageMiB + 1)"], environment: Self.secret)
+        let server = try await ServeProcess([folder + "/m.json", "--max-unsent-mib", "\(pageMiB + 1)"], environment: Self.secret)
         // A client that asks for a page and never reads it, with a small receive buffer: one
         // the kernel grows (tcp_rmem here lets it reach 32 MiB) took most of the page.
         let silent = try connectLoopback(port: server.port)
@@ -240,8 +240,8 @@ struct ServeCommandTests {
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func badRequests_getA4xxWithAJSONError_andTheServerGoesOn() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    func badRequests_getA4xxWithAJSONError_andTheServerGoesOn() async throws {
+        let server = try await ServeProcess([try manifest()], environment: Self.secret)
         let cases: [(String, Int, String)] = [
             ("/pages?color=red", 400, "unknown query parameter 'color' (this server takes: cursor, tag)"),
             ("/pages?tag", 400, "query parameter 'tag' has no value"),
@@ -321,8 +321,8 @@ struct ServeCommandTests {
     /// timeout, is closed once --header-timeout-ms has passed (it held its connection for ever,
     /// and 1,024 such clients every connection); other clients are answered meanwhile.
     @Test(.timeLimit(.minutes(2)))
-    func aClientTricklingItsHeaders_isClosedAfterTheHeaderTimeout() throws {
-        let server = try ServeProcess([try manifest(), "--header-timeout-ms", "500"], environment: Self.secret)
+    func aClientTricklingItsHeaders_isClosedAfterTheHeaderTimeout() async throws {
+        let server = try await ServeProcess([try manifest(), "--header-timeout-ms", "500"], environment: Self.secret)
         let slow = try connectLoopback(port: server.port)
         defer { close(slow) }
         let request = Array(("GET /pages?tag=" + String(repeating: "x", count: 5_000)).utf8)
@@ -349,12 +349,12 @@ struct ServeCommandTests {
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func healthz_saysWhichPluginCannotServe() throws {
-        let healthy = try ServeProcess([try manifest()], environment: Self.secret)
+    func healthz_saysWhichPluginCannotServe() async throws {
+        let healthy = try await ServeProcess([try manifest()], environment: Self.secret)
         let ok = try healthy.get("/healthz")
         #expect(ok.status == 200 && ok.text.contains(#""status": "ok""#))
         let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
-        let sick = try ServeProcess([try manifest(interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health": 2}}]"#)],
+        let sick = try await ServeProcess([try manifest(interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health": 2}}]"#)],
                                     environment: Self.secret)
         let reply = try sick.get("/healthz")
         #expect(reply.status == 503 && reply.text.contains("lifecycle: transient"), "\(reply.text)")
@@ -370,7 +370,7 @@ struct ServeCommandTests {
         let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
         // A check far longer than the timeout: on a loaded machine the four requests may come
         // seconds apart, and one that came after a 4 s check had ended shared its "ok".
-        let server = try ServeProcess([try manifest(#", "timeout_ms": 1000"#, interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health_sleep_ms": 30000}}]"#)],
+        let server = try await ServeProcess([try manifest(#", "timeout_ms": 1000"#, interceptors: #"[{"plugin": "\#(lifecycle)", "config": {"health_sleep_ms": 30000}}]"#)],
                                       environment: Self.secret)
         let replies = try await withThrowingTaskGroup(of: HTTPReply.self) { group in
             for _ in 0..<4 { group.addTask { try server.get("/healthz") } }
@@ -385,8 +385,8 @@ struct ServeCommandTests {
 
     /// A request target in absolute form (as a proxy sends it) is its path (it was a 404).
     @Test(.timeLimit(.minutes(2)))
-    func anAbsoluteFormTarget_isItsPath() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    func anAbsoluteFormTarget_isItsPath() async throws {
+        let server = try await ServeProcess([try manifest()], environment: Self.secret)
         let request = "GET http://127.0.0.1:\(server.port)/pages?tag=abs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
         let reply = try httpGet(port: server.port, "", request: request)
         #expect(reply.status == 200, "\(reply.text)")
@@ -394,8 +394,8 @@ struct ServeCommandTests {
     }
 
     @Test(.timeLimit(.minutes(2)))
-    func metrics_countRequestsAndUpstreamFetches_inPrometheusText() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    func metrics_countRequestsAndUpstreamFetches_inPrometheusText() async throws {
+        let server = try await ServeProcess([try manifest()], environment: Self.secret)
         _ = try server.get("/pages")
         _ = try server.get("/pages?bad=1")
         let reply = try server.get("/metrics")
@@ -437,49 +437,49 @@ struct ServeCommandTests {
             }
         }
 
-        init(_ test: ServeCommandTests, options: [String]) throws {
+        init(_ test: ServeCommandTests, options: [String]) async throws {
             resume = scratchFolder() + "/resume"
             let waiting = #"[{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "deferring", "#
                 + #""config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
-            server = try ServeProcess([try test.manifest(interceptors: waiting), "-v"] + options, environment: ServeCommandTests.secret)
+            server = try await ServeProcess([try test.manifest(interceptors: waiting), "-v"] + options, environment: ServeCommandTests.secret)
         }
 
         /// How many times stderr says `text`.
         private func count(_ text: String, in stderr: String) -> Int { stderr.components(separatedBy: text).count - 1 }
 
         /// Sends GET `target`; returns it once the interceptor holds it (nil if it never does).
-        func startRequest(_ target: String = "/pages") -> Request? {
+        func startRequest(_ target: String = "/pages") async -> Request? {
             let held = count("deferred ", in: server.stderr)
             let request = Request(server, target)
-            return server.waitFor { count("deferred ", in: $0) > held } ? request : nil
+            return await server.waitFor { count("deferred ", in: $0) > held } ? request : nil
         }
 
         /// Lets one of the loads held go on; returns once it has.
-        func resumeOne() {
+        func resumeOne() async {
             let resumed = count("late resume", in: server.stderr)
             #expect(FileManager.default.createFile(atPath: resume, contents: Data()))
-            #expect(server.waitFor { count("late resume", in: $0) > resumed }, "\(server.stderr)")
+            #expect(await server.waitFor { count("late resume", in: $0) > resumed }, "\(server.stderr)")
         }
     }
 
     /// Requests past --max-requests get 503; a load past --request-timeout-ms gets 504.
     @Test(.timeLimit(.minutes(2)))
-    func limits_refuseWhatIsTooMuch_with503And504() throws {
-        let waiting = try WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
-        let held = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
+    func limits_refuseWhatIsTooMuch_with503And504() async throws {
+        let waiting = try await WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
+        let held = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
         let busy = try waiting.server.get("/pages")
         #expect(busy.status == 503 && busy.text.contains("answering 1 requests already"), "\(busy.text)")
         // Health and metrics are answered however busy the server is (a load balancer took a
         // busy server for a sick one, and the metrics were lost under load).
         #expect(try waiting.server.get("/healthz").status == 200)
         #expect(try waiting.server.get("/metrics").status == 200)
-        waiting.resumeOne()
+        await waiting.resumeOne()
         #expect(held.answer()?.status == 200)
 
         let folder = scratchFolder()
         let hanging = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 60000}"#
         try hanging.write(toFile: folder + "/hang.json", atomically: true, encoding: .utf8)
-        let slow = try ServeProcess([folder + "/hang.json", "--request-timeout-ms", "300"], environment: Self.secret)
+        let slow = try await ServeProcess([folder + "/hang.json", "--request-timeout-ms", "300"], environment: Self.secret)
         let reply = try slow.get("/pages")
         #expect(reply.status == 504 && reply.text.contains("not loaded within 300 ms"), "\(reply.text)")
     }
@@ -489,11 +489,11 @@ struct ServeCommandTests {
     /// SIGTERM went unheard. Without call_timeout_ms, serve bounds each plugin call by
     /// timeout_ms: the stuck load is answered 504, the next at once, and the server stays up.
     @Test(.timeLimit(.minutes(2)))
-    func aFetchThatNeverReturns_holdsNoOtherRequest() throws {
+    func aFetchThatNeverReturns_holdsNoOtherRequest() async throws {
         let folder = scratchFolder()
         try #"{"source": {"plugin": "\#(try fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500, "serve_params": ["q"]}"#
             .write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+        let server = try await ServeProcess([folder + "/blocking.json"], environment: Self.secret)
         #expect(try server.get("/pages").status == 200)
         // The next fetch gets stuck; loads of other queries come meanwhile (none shares it), whose
         // key chains wait for the plugin's turn behind it: each call_timeout_ms at most (they
@@ -511,16 +511,16 @@ struct ServeCommandTests {
             #expect(next.status == 504 && next.text.contains("could not be loaded (timeout)"), "\(next.text)")
         }
         #expect(try server.get("/healthz").status == 200)
-        #expect(server.waitFor("fetch did not return within 0.5 seconds (call_timeout_ms)"), "\(server.stderr)")
-        #expect(server.waitFor("an earlier fetch() has not returned yet"), "\(server.stderr)")
-        #expect(server.stop(SIGTERM) == 0, "\(server.stderr)")
+        #expect(await server.waitFor("fetch did not return within 0.5 seconds (call_timeout_ms)"), "\(server.stderr)")
+        #expect(await server.waitFor("an earlier fetch() has not returned yet"), "\(server.stderr)")
+        #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
     }
 
     /// A cursor whose page the source no longer has (its upstream answers 404, as an API does
     /// for a stale cursor) gets 410, to start again; an upstream that fails the first page is
     /// still the gateway's failure (502).
     @Test(.timeLimit(.minutes(2)))
-    func aCursorWhosePageIsGone_gets410_aFailingFirstPage502() throws {
+    func aCursorWhosePageIsGone_gets410_aFailingFirstPage502() async throws {
         let gone = Locked(false)
         let upstream = try LoopbackHTTPServer { request in
             if request.query["page"] == "2" || gone.withLock({ $0 }) { return .json(#"{"message": "Not Found"}"#, status: 404) }
@@ -533,7 +533,7 @@ struct ServeCommandTests {
         {"source": {"plugin": "\(try shippedPlugin("http"))",
                     "config": {"url": "\(upstream.baseURL)/list?page=1", "items": "/items", "pagination": {"type": "link"}}}}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let server = try ServeProcess([folder + "/m.json"], environment: Self.secret)
+        let server = try await ServeProcess([folder + "/m.json"], environment: Self.secret)
         let first = try server.get("/pages")
         let next = try #require(try first.json()["next"] as? String, "\(first.text)")
         let stale = try server.get("/pages?cursor=\(next)")
@@ -546,32 +546,32 @@ struct ServeCommandTests {
 
     /// SIGTERM: new connections are refused, the request in flight is answered, exit 0.
     @Test(.timeLimit(.minutes(2)))
-    func sigterm_drainsTheRequestsInFlight_thenExits0() throws {
-        let waiting = try WaitingServer(self, options: [])
+    func sigterm_drainsTheRequestsInFlight_thenExits0() async throws {
+        let waiting = try await WaitingServer(self, options: [])
         let server = waiting.server
-        let held = try #require(waiting.startRequest(), "\(server.stderr)")
+        let held = try #require(await waiting.startRequest(), "\(server.stderr)")
         kill(server.pid, SIGTERM)
-        #expect(server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
+        #expect(await server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
         #expect(throws: ServeStartError.self) { _ = try connectLoopback(port: server.port) }
-        waiting.resumeOne()
+        await waiting.resumeOne()
         #expect(try numbers(try #require(held.answer())) == Array(0..<20))
-        #expect(server.stop() == 0, "\(server.stderr)")
+        #expect(await server.stop() == 0, "\(server.stderr)")
         #expect(server.stderr.contains("pager serve: stopped"))
     }
 
     /// Clients page on their own: a client's first page, asked while another client's next page
     /// is loading, cancels nothing (that client got a 502).
     @Test(.timeLimit(.minutes(2)))
-    func aClientsFirstPage_leavesAnotherClientsPageInFlight() throws {
-        let waiting = try WaitingServer(self, options: [])
-        let first = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
-        waiting.resumeOne()
+    func aClientsFirstPage_leavesAnotherClientsPageInFlight() async throws {
+        let waiting = try await WaitingServer(self, options: [])
+        let first = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
+        await waiting.resumeOne()
         let firstPage = try #require(first.answer())
         let next = try #require(try firstPage.json()["next"] as? String)
-        let second = try #require(waiting.startRequest("/pages?cursor=\(next)"), "\(waiting.server.stderr)")
-        let other = try #require(waiting.startRequest(), "\(waiting.server.stderr)")
-        waiting.resumeOne()
-        waiting.resumeOne()
+        let second = try #require(await waiting.startRequest("/pages?cursor=\(next)"), "\(waiting.server.stderr)")
+        let other = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
+        await waiting.resumeOne()
+        await waiting.resumeOne()
         let page = try #require(second.answer())
         #expect(page.status == 200, "\(page.text)")
         #expect(try numbers(page) == Array(20..<40))
@@ -582,8 +582,8 @@ struct ServeCommandTests {
     /// holds them half-open locks no other client out (1,024 took every connection, and every
     /// client waited for the header timeout).
     @Test(.timeLimit(.minutes(2)))
-    func oneAddress_cannotTakeEveryConnection() throws {
-        let server = try ServeProcess([try manifest(), "--max-connections-per-address", "3"], environment: Self.secret)
+    func oneAddress_cannotTakeEveryConnection() async throws {
+        let server = try await ServeProcess([try manifest(), "--max-connections-per-address", "3"], environment: Self.secret)
         let held = try (0..<3).map { _ in try connectLoopback(port: server.port) }
         defer { held.forEach { close($0) } }
         for fd in held { _ = "GET /pa".withCString { send(fd, $0, 7, Int32(MSG_NOSIGNAL)) } }
@@ -597,8 +597,8 @@ struct ServeCommandTests {
     /// every page after the first out of reach), and a key too long for any cursor fails the
     /// page with 502.
     @Test(.timeLimit(.minutes(2)))
-    func cursorsGivenOut_areAlwaysTakenBack() throws {
-        let server = try ServeProcess([try manifest()], environment: Self.secret)
+    func cursorsGivenOut_areAlwaysTakenBack() async throws {
+        let server = try await ServeProcess([try manifest()], environment: Self.secret)
         let long = try server.get("/pages?tag=" + String(repeating: "a", count: 6_200))
         #expect(long.status == 400 && long.text.contains("more than the 4096 each cursor can carry"), "\(long.text)")
         let fits = try server.get("/pages?tag=" + String(repeating: "a", count: 4_000))
@@ -612,7 +612,7 @@ struct ServeCommandTests {
             {"source": {"plugin": "\(try fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 45, "key_padding": \(padding)}},
              "page_size": 20}
             """.write(toFile: path, atomically: true, encoding: .utf8)
-            let keyed = try ServeProcess([path], environment: Self.secret)
+            let keyed = try await ServeProcess([path], environment: Self.secret)
             let first = try keyed.get("/pages")
             #expect(first.status == status, "\(first.text)")
             if status == 200 {
@@ -620,7 +620,7 @@ struct ServeCommandTests {
                 #expect(try numbers(try keyed.get("/pages?cursor=\(cursor)")) == Array(20..<40))
             } else {
                 #expect(first.text.contains("the next page's key is too long for a cursor"), "\(first.text)")
-                #expect(keyed.waitFor("the next page's key is 14003 bytes"), "\(keyed.stderr)")
+                #expect(await keyed.waitFor("the next page's key is 14003 bytes"), "\(keyed.stderr)")
             }
         }
     }
@@ -628,7 +628,7 @@ struct ServeCommandTests {
     @Test
     func aTakenPort_orABadAddressOrSecret_isBadInput() async throws {
         let manifest = try manifest()
-        let server = try ServeProcess([manifest], environment: Self.secret)
+        let server = try await ServeProcess([manifest], environment: Self.secret)
         let taken = try await run(pagerCommand, ["serve", manifest, "--port", "\(server.port)"], environment: Self.secret)
         #expect(taken.code == 2 && taken.stderr.contains("cannot listen on 127.0.0.1 port \(server.port)"), "\(taken.stderr)")
         let address = try await run(pagerCommand, ["serve", manifest, "--bind", "localhost"], environment: Self.secret)

@@ -8,18 +8,16 @@ import Testing
 struct StuckFetchTests {
     /// The first signal cancels the load, which cannot end; 10 s later the run ends with
     /// 128 + the signal, saying why (it ran for ever, the first SIGTERM or SIGINT unheard).
-    /// The waits block: on a thread of their own, not one of the few that run every test.
     @Test(.timeLimit(.minutes(1)))
     func pagerRun_endsTenSecondsAfterASignal_sayingWhy() async throws {
         let folder = scratchFolder()
         try #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 1000}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let run = try PagerProcess(["run", folder + "/m.json"])
-        let (said, status, took) = try await onAThreadOfItsOwn { () -> (Bool, Int32, Duration) in
-            let said = run.waitFor("this fetch never returns")
-            let start = ContinuousClock.now
-            return (said, run.stop(SIGTERM), ContinuousClock.now - start)
-        }
+        let said = await run.waitFor("this fetch never returns")
+        let start = ContinuousClock.now
+        let status = await run.stop(SIGTERM)
+        let took = ContinuousClock.now - start
         #expect(said, "\(run.stderr)")
         #expect(status == 128 + SIGTERM, "\(run.stderr)")
         #expect(took >= .seconds(9))

@@ -73,7 +73,9 @@ extension FleetScenario {
          "retry": {"max_retries": 3, "initial_backoff_ms": 50}}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let environment = ["PAGER_SERVE_SECRET": "the fleet's shared secret, 32 bytes"]
-        let processes = try (0..<servers).map { _ in try ServeProcess([manifest], environment: environment) }
+        var started: [ServeProcess] = []
+        for _ in 0..<servers { started.append(try await ServeProcess([manifest], environment: environment)) }
+        let processes = started
         let ports = processes.map(\.port)
         let killed = Locked<Set<Int>>([])
         let answered = Locked(0)
@@ -89,7 +91,7 @@ extension FleetScenario {
             }
             if count == killAfter {
                 killed.withLock { _ = $0.insert(0) }
-                processes[0].stop(SIGKILL)
+                kill(processes[0].pid, SIGKILL)
             }
             if count == restartRedisAfter {
                 redis.stop()
@@ -115,7 +117,7 @@ extension FleetScenario {
             result.slowest = sorted.last!
         }
         result.upstreamFetches = fetches.withLock { $0 }
-        for process in processes { process.stop() }
+        for process in processes { await process.stop() }
         return result
     }
 

@@ -7,7 +7,6 @@ public final class PagerProcess: @unchecked Sendable {
     private let process = Process()
     private let output = Locked(Data())
     private let errors = Locked(Data())
-    private let arrived = DispatchSemaphore(value: 0)
     private let ended = DispatchSemaphore(value: 0)
     /// Signalled by each of the two readers at the end of its pipe.
     private let drained = DispatchSemaphore(value: 0)
@@ -18,10 +17,7 @@ public final class PagerProcess: @unchecked Sendable {
         process.executableURL = URL(fileURLWithPath: pagerCommand)
         process.arguments = arguments
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        process.terminationHandler = { [ended, arrived] _ in
-            ended.signal()
-            arrived.signal()
-        }
+        process.terminationHandler = { [ended] _ in ended.signal() }
         let (out, err) = try spawning {
             let out = ExecSafePipe(), err = ExecSafePipe()
             process.standardOutput = out.write
@@ -32,12 +28,11 @@ public final class PagerProcess: @unchecked Sendable {
         }
         for (pipe, collected) in [(out, output), (err, errors)] {
             try? pipe.write.close()
-            Thread.detachNewThread { [arrived, drained] in
+            Thread.detachNewThread { [drained] in
                 while true {
                     let data = pipe.read.availableData
                     if data.isEmpty { break }
                     collected.withLock { $0.append(data) }
-                    arrived.signal()
                 }
                 drained.signal()
             }
@@ -59,16 +54,18 @@ public final class PagerProcess: @unchecked Sendable {
     public var isRunning: Bool { process.isRunning }
 
     /// Returns once `found` holds for stderr, or false when the process ended (and all it wrote
-    /// was read) or after `deadline`.
-    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) -> Bool {
+    /// was read) or after `deadline`. Polls without holding a thread: the tests' tasks share a
+    /// pool of as many threads as the machine has cores, and a test blocking two of them for
+    /// a minute stalled every other test.
+    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) async -> Bool {
         let until = ContinuousClock.now + deadline
         while !found(stderr) {
             guard ContinuousClock.now < until else { return false }
             if !process.isRunning {
-                readToTheEnd()
+                try? await onAThreadOfItsOwn { [self] in readToTheEnd() }
                 return found(stderr)
             }
-            _ = arrived.wait(timeout: .now() + .milliseconds(100))
+            try? await Task.sleep(for: .milliseconds(10))
         }
         return true
     }
@@ -83,17 +80,19 @@ public final class PagerProcess: @unchecked Sendable {
     }
 
     /// Returns once stderr holds `text`, or false when the process ended or after `deadline`.
-    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
-        waitFor(deadline: deadline) { $0.contains(text) }
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) async -> Bool {
+        await waitFor(deadline: deadline) { $0.contains(text) }
     }
 
-    /// Sends `signal` and waits for the process to end; its exit status.
+    /// Sends `signal` and waits, on a thread of its own, for the process to end; its exit status.
     @discardableResult
-    public func stop(_ signal: Int32 = SIGTERM) -> Int32 {
+    public func stop(_ signal: Int32 = SIGTERM) async -> Int32 {
         if process.isRunning { kill(process.processIdentifier, signal) }
-        ended.wait()
-        ended.signal()
-        readToTheEnd()
+        try? await onAThreadOfItsOwn { [self] in
+            ended.wait()
+            ended.signal()
+            readToTheEnd()
+        }
         return process.terminationStatus
     }
 }
@@ -106,10 +105,10 @@ public final class ServeProcess: @unchecked Sendable {
 
     /// Starts `pager serve` with `arguments` (the manifest first); throws when it ends or says
     /// nothing of its port within `deadline`, with what it said.
-    public init(_ arguments: [String], environment: [String: String] = [:], deadline: Duration = .seconds(60)) throws {
+    public init(_ arguments: [String], environment: [String: String] = [:], deadline: Duration = .seconds(60)) async throws {
         process = try PagerProcess(["serve"] + arguments + ["--port", "0"], environment: environment)
         var found: UInt16?
-        _ = process.waitFor(deadline: deadline) { stderr in
+        _ = await process.waitFor(deadline: deadline) { stderr in
             found = stderr.firstMatch(of: /listening on http:\/\/[^ ]+:(\d+)/).flatMap { UInt16($0.1) }
             return found != nil
         }
@@ -123,18 +122,18 @@ public final class ServeProcess: @unchecked Sendable {
     public var pid: Int32 { process.pid }
 
     /// Returns once stderr holds `text`, or false after `deadline`.
-    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) -> Bool {
-        process.waitFor(text, deadline: deadline)
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) async -> Bool {
+        await process.waitFor(text, deadline: deadline)
     }
 
     /// Returns once `found` holds for stderr, or false after `deadline`.
-    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) -> Bool {
-        process.waitFor(deadline: deadline, found)
+    public func waitFor(deadline: Duration = .seconds(60), _ found: (String) -> Bool) async -> Bool {
+        await process.waitFor(deadline: deadline, found)
     }
 
     /// Sends `signal` and waits for the process to end; its exit status.
     @discardableResult
-    public func stop(_ signal: Int32 = SIGTERM) -> Int32 { process.stop(signal) }
+    public func stop(_ signal: Int32 = SIGTERM) async -> Int32 { await process.stop(signal) }
 
     /// GET `target` (a path and query) from this server.
     public func get(_ target: String) throws -> HTTPReply { try httpGet(port: port, target) }
