@@ -62,7 +62,7 @@ enum ResponseParsing {
     /// resolved against `base`. The first link of each rel wins. Read as RFC 8288 writes it:
     /// comma-separated `<target>` and `;`-separated parameters, whose values may be quoted
     /// strings holding any of `<>;,` (a value is never taken for a link or a parameter).
-    static func links(_ header: String, base: String) -> [String: String] {
+    static func links(_ header: String, base: String) -> (byRel: [String: String], unreadable: Bool) {
         // Bytes, not Characters: a header is ASCII in practice, and walking it by grapheme
         // cost ~13 µs a page.
         var result: [String: String] = [:]
@@ -74,13 +74,15 @@ enum ResponseParsing {
                 result[rel] = resolved
             }
         }
-        return result
+        return (result, reader.skipped)
     }
 
     /// Reads the link-values of a Link header one by one.
     private struct LinkReader {
         let bytes: [UInt8]
         var i = 0
+        /// Whether a malformed link-value was skipped.
+        var skipped = false
 
         init(_ bytes: [UInt8]) { self.bytes = bytes }
 
@@ -91,6 +93,7 @@ enum ResponseParsing {
                 skip(" \t,")
                 guard i < bytes.count else { return nil }
                 guard bytes[i] == UInt8(ascii: "<"), let close = bytes[i...].firstIndex(of: UInt8(ascii: ">")) else {
+                    skipped = true
                     skipToComma()
                     continue
                 }
@@ -122,6 +125,7 @@ enum ResponseParsing {
                 }
                 skip(" \t")
                 if !wellFormed || (i < bytes.count && bytes[i] != UInt8(ascii: ",")) {
+                    skipped = true
                     skipToComma()
                     continue
                 }
@@ -283,10 +287,11 @@ enum ResponseParsing {
 
     /// How long a rate-limited response asks to wait, in seconds: `Retry-After` (seconds or
     /// an HTTP date), else `X-RateLimit-Reset` (epoch seconds, as GitHub sends it, or seconds
-    /// from now when it is small); nil when neither says.
+    /// from now when it is small; a fraction is rounded up); nil when neither says.
     static func rateLimitWait(_ response: TransportResponse, now: Date = Date()) -> Int? {
         if let seconds = retryAfterSeconds(response.header("retry-after"), now: now) { return seconds }
-        guard let text = response.header("x-ratelimit-reset"), let reset = Int(text.trimmingSpaces), reset >= 0 else { return nil }
+        guard let text = response.header("x-ratelimit-reset"), let value = Double(text.trimmingSpaces), value.isFinite, value >= 0 else { return nil }
+        let reset = value < 9e18 ? Int(value.rounded(.up)) : Int.max
         if reset < 1_000_000_000 { return reset } // a delta, as some APIs send it
         return max(0, reset - Int(now.timeIntervalSince1970.rounded(.down)))
     }

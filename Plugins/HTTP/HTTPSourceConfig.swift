@@ -636,7 +636,7 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
                   let data = FileManager.default.contents(atPath: path), var value = String(data: data, encoding: .utf8) else {
                 throw .invalidConfig("\(key): cannot read the secret file \"\(path)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)")
             }
-            while let last = value.last, last == "\n" || last == "\r" { value.removeLast() }
+            while let last = value.last, last == "\n" || last == "\r" || last == "\r\n" { value.removeLast() }
             guard !value.isEmpty else { throw .invalidConfig("\(key): the secret file \"\(path)\" is empty") }
             // A NUL would cut the value short where it meets C; other control bytes have no place in a header.
             guard !value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else {

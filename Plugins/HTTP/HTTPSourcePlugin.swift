@@ -35,6 +35,8 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let projection: ScanPlan?
     /// Whether a page whose items had none of the `fields` was logged (once an instance).
     private let saidNoFields = Atomic(false)
+    /// Whether a rate limit spent without a reset to wait for was logged (once an instance).
+    private let saidNoReset = Atomic(false)
     private let pacer: Pacer
     private let tokens: TokenCache?
     private let prefetcher: Prefetcher<Exchange>
@@ -294,11 +296,18 @@ final class HTTPSourcePlugin: SourcePlugin {
         let status = response.status
         switch status {
         case 200..<300:
-            if response.header("x-ratelimit-remaining") == "0", let wait = ResponseParsing.rateLimitWait(response), wait > 0 {
-                let pause = min(wait, Pacer.longestPause)
-                pacer.pause(seconds: pause)
-                host.log(.info, redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(pause) s for the reset"
-                                       + (pause < wait ? " (the server said \(wait) s; a day at most)" : "")))
+            if response.header("x-ratelimit-remaining") == "0" {
+                if let wait = ResponseParsing.rateLimitWait(response) {
+                    if wait > 0 {
+                        let pause = min(wait, Pacer.longestPause)
+                        pacer.pause(seconds: pause)
+                        host.log(.info, redact("\(url): X-RateLimit-Remaining is 0; the next request waits \(pause) s for the reset"
+                                               + (pause < wait ? " (the server said \(wait) s; a day at most)" : "")))
+                    }
+                } else if saidNoReset.exchange(true, ordering: .relaxed) == false {
+                    let reset = response.header("x-ratelimit-reset").map { "\"X-RateLimit-Reset: \($0.prefix(40))\"" }
+                    host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset ?? "no X-RateLimit-Reset or Retry-After") says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
+                }
             }
             deliver(response, exchange, url: url)
         case 300..<400 where response.redirectURL != nil:
@@ -482,6 +491,10 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
+        if let index = items.firstThatIsNoObject {
+            malformed(.internal("malformed body from \(url): fields: item \(index) is \(ResponseParsing.kind(of: scan.item(index).bytes)), not an object (fields keeps members of objects)"))
+            return
+        }
         if items.noneHasAField, saidNoFields.exchange(true, ordering: .relaxed) == false, let fields = config.fields {
             host.log(.warning, redact("fields: no item of the page from \(url) has any of the members \(fields.map { "\"\($0)\"" }.joined(separator: ", ")): each is {}"))
         }
@@ -641,7 +654,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             guard maySend(resolved) else { throw .invalidRequest("refusing the next URL \(redact(resolved)) from \(url): \(Self.carriesSecret)") }
             return keys(prev: nil, next: try hidingSecrets(resolved, from: url))
         case .link:
-            let links = response.headerList("link").map { ResponseParsing.links($0, base: url) } ?? [:]
+            let header = response.headerList("link")
+            let (links, unreadable) = header.map { ResponseParsing.links($0, base: url) } ?? ([:], false)
+            if unreadable, links["next"] == nil, let header {
+                host.log(.warning, redact("the Link header from \(url) has a link-value that cannot be read (RFC 8288: <URL>; rel=\"next\"), and no rel=\"next\" besides: paging ends here. It says: \(String(header.prefix(200)))"))
+            }
             for (rel, link) in links where rel == "next" || rel == "prev" {
                 guard URLParts(link)?.isHTTP == true else {
                     throw .invalidRequest("refusing the rel=\"\(rel)\" link \(link) from \(url): only http and https links are followed")
@@ -724,14 +741,21 @@ struct ItemBytes: ~Copyable {
     private var ranges: [Range<Int>?] = []
     /// Projected, the page has items and none of them has any of the members kept.
     let noneHasAField: Bool
+    /// Projected, the index of the first item that is not an object (and has no members).
+    let firstThatIsNoObject: Int?
 
     init(_ scan: BodyScan, projection: ScanPlan?) {
         var compacted: [UInt8] = []
         var ranges: [Range<Int>?] = []
         var anyField = false
+        var firstThatIsNoObject: Int?
         for index in 0..<scan.itemCount {
             let (bytes, hasSpace) = scan.item(index)
             if let projection {
+                if bytes.first != UInt8(ascii: "{") {
+                    firstThatIsNoObject = firstThatIsNoObject ?? index
+                    continue
+                }
                 let start = compacted.count
                 Self.project(bytes, projection, into: &compacted)
                 ranges.append(start..<compacted.count)
@@ -755,13 +779,14 @@ struct ItemBytes: ~Copyable {
         self.compacted = compacted
         self.ranges = ranges
         noneHasAField = projection != nil && scan.itemCount > 0 && !anyField
+        self.firstThatIsNoObject = firstThatIsNoObject
     }
 
-    /// `{"name": value, ...}` of the projection's members the item has (none for an item that
-    /// is not an object), values compacted.
+    /// `{"name": value, ...}` of the projection's members the object `item` has, values
+    /// compacted.
     private static func project(_ item: UnsafeBufferPointer<UInt8>, _ projection: ScanPlan, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
-        if item.first == UInt8(ascii: "{"), let scan = try? projection.scan(item) {
+        if let scan = try? projection.scan(item) {
             var first = true
             for (index, pointer) in projection.pointers.enumerated() {
                 guard let value = scan.value(index) else { continue }

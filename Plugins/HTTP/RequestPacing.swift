@@ -119,14 +119,60 @@ final class TokenCache: Sendable {
             return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status)\(wait.map { " (retry after \($0) s)" } ?? ""): \(config.snippet(response.body))",
                                        retryAfter: wait.map { .seconds($0) }))
         }
-        guard let scan = try? plan.scan(response.body), let token = scan.value(0).flatMap({ JSONScalar($0).cursorText }) else {
-            return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token: \(config.snippet(response.body, limit: 80))"))
+        // The body is never quoted: it may hold the token, which is not known to redact yet.
+        let (token, lifetime): (String?, Int?)
+        if let scan = try? plan.scan(response.body) {
+            (token, lifetime) = (scan.value(0).flatMap { JSONScalar($0).cursorText }, scan.value(1).flatMap { JSONScalar($0).integer })
+        } else if let form = Self.formFields(response.body) {
+            // Form-encoded (RFC 6749 says JSON; GitHub and older servers answer this way).
+            (token, lifetime) = (form["access_token"], form["expires_in"].flatMap { Int($0) })
+        } else {
+            return .failure(.internal("the OAuth2 token response from \(tokenURL) is neither JSON nor form-encoded (\(response.body.count) bytes; expected an object with an access_token)"))
+        }
+        guard let token else {
+            return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token (a string or number at its top level; \(response.body.count) bytes)"))
         }
         // It goes into a header line: visible ASCII only (RFC 6750's b64token is narrower still).
         guard !token.isEmpty, token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             return .failure(.internal("the OAuth2 token response from \(tokenURL) has an access_token that cannot go in a header (empty, or a space, control or non-ASCII character)"))
         }
-        return .success((token, scan.value(1).flatMap { JSONScalar($0).integer }))
+        return .success((token, lifetime))
+    }
+
+    /// The fields of an application/x-www-form-urlencoded body ("a=1&b=x%2By"), or nil when it
+    /// is not one (a field without "=", a bad escape, a character a form encodes, such as a
+    /// space or "<", or not UTF-8).
+    static func formFields(_ body: UnsafeBufferPointer<UInt8>) -> [String: String]? {
+        guard let text = String(validating: body, as: UTF8.self), let first = text.firstIndex(where: { !$0.isWhitespace }),
+              let last = text.lastIndex(where: { !$0.isWhitespace }),
+              !text[first...last].utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F || #""<>\{}|^`"#.utf8.contains($0) }) else { return nil }
+        var fields: [String: String] = [:]
+        for field in text[first...last].split(separator: "&") {
+            guard let equals = field.firstIndex(of: "="),
+                  let name = formDecoded(field[..<equals]), let value = formDecoded(field[field.index(after: equals)...]) else { return nil }
+            fields[name] = value
+        }
+        return fields
+    }
+
+    /// A form field's name or value decoded ("+" is a space, "%XX" a byte); nil for a bad escape.
+    private static func formDecoded(_ text: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var i = text.utf8.startIndex
+        let utf8 = text.utf8
+        while i < utf8.endIndex {
+            let byte = utf8[i]
+            if byte == UInt8(ascii: "%") {
+                let digits = utf8[utf8.index(after: i)...].prefix(2).compactMap { Character(Unicode.Scalar($0)).hexDigitValue.map(UInt8.init) }
+                guard digits.count == 2 else { return nil }
+                bytes.append(digits[0] << 4 | digits[1])
+                i = utf8.index(i, offsetBy: 3)
+            } else {
+                bytes.append(byte == UInt8(ascii: "+") ? 0x20 : byte)
+                i = utf8.index(after: i)
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 
     private func finish(_ result: Result<(String, Int?), PluginFailure>) {

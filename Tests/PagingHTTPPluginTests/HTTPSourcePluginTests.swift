@@ -587,6 +587,9 @@ struct HTTPSourcePluginTests {
         }
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/nul}"}}"#)
             .hasPrefix("auth.token: the secret file \"\(folder)/nul\" holds a control character"))
+        // A final line break written CRLF (a file saved on Windows) was refused as a control character.
+        #expect(FileManager.default.createFile(atPath: folder + "/crlf", contents: Data("abcd-efgh\r\n".utf8)))
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/crlf}"}}"#) == "created")
     }
 
     /// Secrets of the `url` in its host, and a secret too short to redact: Link pagination

@@ -9,8 +9,8 @@ import PagingTestSupport
 import Testing
 
 /// Loads the refresh page of `url` (an http source config around it) and returns its error.
-private func refreshError(_ config: String, pageSize: Int = 2) async throws -> PluginError {
-    let source = try makeSource(config)
+private func refreshError(_ config: String, pageSize: Int = 2, log: LogRecorder = LogRecorder()) async throws -> PluginError {
+    let source = try makeSource(config, log: log)
     return try #require(await loadError(source, pageSize: pageSize) as? PluginError)
 }
 
@@ -654,6 +654,29 @@ struct HostileServerTests {
         #expect(short.message.contains("/not-array: the items pointer \"/items\" resolves to an object, not an array"), "\(short.message)")
     }
 
+    /// A token response that is not JSON was quoted in the error, the token in clear (it is
+    /// redacted only once read): a form-encoded one (as GitHub answers without Accept) is read,
+    /// and one without a token at its top level is said without a byte of its body.
+    @Test func oauth2Tokens_formEncodedAreRead_andAResponseWithoutOneIsNotQuoted() async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_CLIENT_SECRET", "client-secret-789")
+        func config(_ tokenPath: String) -> String {
+            #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
+                + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
+        }
+        let pager = Pager(source: try makeSource(config("/token-form")))
+        #expect(try await pager.load(pager.request(.refresh, key: PluginKey("1"), params: PagingRequestParams(pageSize: 2))).values.count == 2)
+        let items = try await server.seen().filter { $0["path"] as? String == "/items" }
+        #expect(!items.isEmpty && items.allSatisfy { $0["authorization"] as? String == "Bearer tok-form+1" }, "\(items)")
+
+        for (path, said) in [("/token-html", "is neither JSON nor form-encoded"), ("/token-nested", "has no access_token")] {
+            let log = LogRecorder()
+            let error = try await refreshError(config(path), log: log)
+            #expect(error.message.contains("the OAuth2 token response from \(server.baseURL)\(path) \(said)"), "\(error.message)")
+            #expect(!error.message.contains("secret-1") && !log.contains("secret-1"), "\(error.message) \(log.messages)")
+        }
+    }
+
     /// A POST's body may hold the config's secrets: a 307 to another host is refused, a 307 to
     /// the same host keeps the POST and its body, a 303 goes on as a GET without one.
     @Test func aRedirectedPost_keepsItsBodyFromOtherHosts() async throws {
@@ -816,6 +839,27 @@ struct HostileServerTests {
         #expect(clock.now - start < .seconds(20))
     }
 
+    /// A spent rate limit whose reset is an epoch time with a fraction was not waited for, nor
+    /// one that is no time at all ("soon"), without a word: the first is waited for, the second
+    /// said once.
+    @Test func aRateLimitResetWithAFraction_isWaitedFor_andOneThatIsNoTime_isSaid() async throws {
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/limited-long?reset=fraction&page={key}", "items": "/items"}"#, log: log)
+        let pager = Pager(source: source)
+        _ = try await pager.load(pager.request(.refresh, key: "1", params: PagingRequestParams(pageSize: 2)))
+        let waits = log.messages.compactMap { $0.firstMatch(of: /the next request waits (\d+) s for the reset$/).flatMap { Int($0.1) } }
+        #expect(waits.count == 1 && waits.allSatisfy { (490...502).contains($0) }, "\(log.messages)")
+
+        let vague = LogRecorder()
+        let soon = Pager(source: try makeSource(#"{"url": "\#(server.baseURL)/limited-long?reset=soon&page={key}", "items": "/items"}"#, log: vague))
+        for key in ["1", "2"] {
+            _ = try await soon.load(soon.request(.refresh, key: PluginKey(key), params: PagingRequestParams(pageSize: 2)))
+        }
+        let said = vague.entries.filter { $0.level == .warning && $0.message.contains(#"X-RateLimit-Remaining is 0, and "X-RateLimit-Reset: soon" says no time to wait for"#) }
+        #expect(said.count == 1, "\(vague.messages)")
+    }
+
     /// The host refusing a page over one of its limits: the plugin's log names the URL, by the
     /// time the source is destroyed (it was logged after the fetch was finished, and a run that
     /// ended at once lost the line).
@@ -947,6 +991,25 @@ struct HostileServerTests {
         #expect(error.message.contains("is the page itself"), "\(error.message)")
         let spaced = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=spaced&page=1", "items": "/items", "pagination": {"type": "link"}}"#)
         #expect(try ids(try await pageToEnd(spaced, pageSize: 2).output.values) == [10, 11, 20, 21])
+    }
+
+    /// A Link header that cannot be read ended paging without a word: it still ends it (the
+    /// next page cannot be known), with a warning that quotes the header.
+    @Test func aLinkThatCannotBeRead_endsPagingSayingSo() async throws {
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=malformed&page=1", "items": "/items", "pagination": {"type": "link"}}"#, log: log)
+        #expect(try ids(try await pageToEnd(source, pageSize: 2).output.values) == [10, 11])
+        let said = log.entries.filter { $0.level == .warning && $0.message.contains("has a link-value that cannot be read") }
+        #expect(said.count == 1 && said.first?.message.contains("q=a>b>; rel=next") == true, "\(log.messages)")
+    }
+
+    /// With `fields`, an item that is not an object was handed out as `{}`, without a word: it
+    /// fails the page, saying which item it is.
+    @Test func fields_anItemThatIsNoObject_failsThePage() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/mixed-items", "items": "/items", "fields": ["a"]}"#)
+        #expect(error.message.contains("malformed body from \(server.baseURL)/mixed-items: fields: item 1 is the number 7, not an object"), "\(error.message)")
     }
 
     /// A Link target with a byte that is not UTF-8 (Latin-1 "é", 0xE9, as some servers write

@@ -30,6 +30,7 @@ Paths (query strings are ignored unless said):
   /link-port?to=P      items; Link rel="next" to http://127.0.0.1:P/items?page=2 (the same host,
                        another port: another server; &scheme=https for an https link)
   /redirect-port?to=P  302 to http://127.0.0.1:P/items?page=1 (&scheme=https for https)
+  /mixed-items         {"items": [{"a": 1, "b": 2}, 7, "s"]} (an object, then a number and a string)
   /link-latin1?page=N  items; page 1's Link rel="next" is </link-latin1?page=2&q=caf?> where ? is
                        the byte 0xE9 ("é" in Latin-1, not UTF-8), as it is
   /link-file           items; Link rel="next" <file:///etc/passwd>
@@ -48,6 +49,9 @@ Paths (query strings are ignored unless said):
   POST /token-huge     {"access_token": "tok-huge-1", "expires_in": 1000000000000}
   POST /token-crlf     {"access_token": "tok-crlf" CR LF "X-Injected: yes"}
   POST /token-short    {"access_token": "a"}
+  POST /token-form     access_token=tok-form%2B1&expires_in=3600&token_type=bearer (form-encoded)
+  POST /token-html     <html>access token=tok-html-secret-1</html> (text/html)
+  POST /token-nested   {"data": {"access_token": "tok-nested-secret-1"}}
   POST /post-307-other 307 to http://localhost:PORT/items?page=1 (another host name)
   POST /post-307-same  307 to /items?page=1 (the same host)
   POST /post-303       303 to /items?page=1
@@ -67,7 +71,9 @@ Paths (query strings are ignored unless said):
   /no-content          204 No Content
   /cursor-object       items; {"next": {"after": 2}} (a cursor that is an object)
   /cursor-long         items; {"next": <a cursor of 100,000 characters>}
-  /limited-long?ahead=S  items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset S s ahead (1,000)
+  /limited-long?ahead=S  items; X-RateLimit-Remaining: 0 and an X-RateLimit-Reset S s ahead (1,000);
+                       with &reset=R, that X-RateLimit-Reset ("fraction": an epoch time 500.5 s
+                       ahead, written with a tenth)
   /limited-third?page=N  items; page 3 says X-RateLimit-Remaining: 0, the reset 1,000 s ahead
   /echo-key-lower      400 {"error": "bad key <the api_key of the query, percent-encoded in lower case>"}
   /link-key-lower?page=N  items; Link rel="next" with the api_key of the query percent-encoded in
@@ -93,7 +99,8 @@ Paths (query strings are ignored unless said):
   /gzip-trailing?members=M  gzip bodies: M=1 a gzip body then bytes that are no gzip, M=2 two
                        gzip members (the items, then a space)
   /odd-links?case=C&page=N  pages 1 and 2: C "empty" gives page 1 a Link <>; rel="next" (the
-                       page itself), C "spaced" a header "Link : <...?page=2>; rel="next""
+                       page itself), C "spaced" a header "Link : <...?page=2>; rel="next"",
+                       C "malformed" a Link that cannot be read ("<...q=a>b>; rel=next")
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /capped?page=N or ?offset=O  45 records (ids 0-44), at most 7 a page whatever the limit asked
@@ -230,6 +237,8 @@ class Handler(loopback.Handler):
         elif path == "/redirect-port":
             to, scheme = int(query.get("to", "0") or 0), query.get("scheme", "http")
             self.send(302, headers=[("Location", f"{scheme}://127.0.0.1:{to}/items?page=1")])
+        elif path == "/mixed-items":
+            self.send(200, b'{"items": [{"a": 1, "b": 2}, 7, "s"]}')
         elif path == "/link-latin1":
             links = [("Link", '</link-latin1?page=2&q=caf\udce9>; rel="next"')] if page == 1 else []
             self.send(200, items_body(page), headers=links)
@@ -267,6 +276,13 @@ class Handler(loopback.Handler):
                       headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", "9223372036854775807")])
         elif path == "/token-huge":
             self.send(200, json.dumps({"access_token": "tok-huge-1", "expires_in": 1000000000000}).encode())
+        elif path == "/token-form":
+            self.send(200, b"access_token=tok-form%2B1&expires_in=3600&token_type=bearer",
+                      content_type="application/x-www-form-urlencoded")
+        elif path == "/token-html":
+            self.send(200, b"<html>access token=tok-html-secret-1</html>", content_type="text/html")
+        elif path == "/token-nested":
+            self.send(200, json.dumps({"data": {"access_token": "tok-nested-secret-1"}}).encode())
         elif path == "/token-short":
             self.send(200, b'{"access_token": "a"}')
         elif path == "/token-crlf":
@@ -368,6 +384,8 @@ class Handler(loopback.Handler):
         elif path == "/odd-links":
             if query.get("case") == "empty":
                 self.send(200, items_body(page), headers=[("Link", '<>; rel="next"')])
+            elif query.get("case") == "malformed":
+                self.send(200, items_body(page), headers=[("Link", '</odd-links?case=malformed&q=a>b>; rel=next')])
             elif page == 1:
                 self.send(200, items_body(page), headers=[("Link ", '</odd-links?case=spaced&page=2>; rel="next"')])
             else:
@@ -387,7 +405,9 @@ class Handler(loopback.Handler):
         elif path == "/cursor-long":
             self.send(200, json.dumps({"items": [{"id": 1}], "next": "x" * 100000}).encode())
         elif path == "/limited-long":
-            reset = str(int(time.time()) + int(query.get("ahead", "1000")))
+            reset = query.get("reset") or str(int(time.time()) + int(query.get("ahead", "1000")))
+            if reset == "fraction":
+                reset = f"{time.time() + 500.5:.1f}"
             self.send(200, items_body(page), headers=[("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", reset)])
         elif path == "/limited-third":
             spent = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", str(int(time.time()) + 1000))]
