@@ -628,16 +628,18 @@ struct HostileServerTests {
         #expect(error.message.contains("\(status) from \(server.baseURL)\(path)") && error.message.contains(expected), "\(error.message)")
     }
 
+    /// A source of /items paged by number, its OAuth2 token from `tokenPath`.
+    func oauth2Config(_ tokenPath: String) -> String {
+        setTestEnvironment("HOSTILE_CLIENT_SECRET", "client-secret-789")
+        return #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
+            + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
+    }
+
     /// A token that lives "forever" is cached (an overflow crashed pager); one holding a line
     /// break is refused, never sent as header lines of its own.
     @Test func oauth2Tokens_aHugeLifetimeIsKept_andALineBreakIsRefused() async throws {
         defer { server.stop() }
-        setTestEnvironment("HOSTILE_CLIENT_SECRET", "client-secret-789")
-        func config(_ tokenPath: String) -> String {
-            #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
-                + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
-        }
-        let pager = Pager(source: try makeSource(config("/token-huge")))
+        let pager = Pager(source: try makeSource(oauth2Config("/token-huge")))
         for key in ["1", "2"] {
             #expect(try await pager.load(pager.request(.refresh, key: PluginKey(key), params: PagingRequestParams(pageSize: 2))).values.count == 2)
         }
@@ -645,12 +647,12 @@ struct HostileServerTests {
         #expect(!items.isEmpty && items.allSatisfy { $0["authorization"] as? String == "Bearer tok-huge-1" }, "\(items)")
         #expect(try await server.seen().filter { $0["path"] as? String == "/token-huge" }.count == 1)
 
-        let error = try await refreshError(config("/token-crlf"))
+        let error = try await refreshError(oauth2Config("/token-crlf"))
         #expect(error.message.contains("has an access_token that cannot go in a header"), "\(error.message)")
         #expect(try await server.seen().allSatisfy { $0["x-injected"] is NSNull })
 
         // A token of one letter is too short to redact: every "a" of a message was "***".
-        let short = try await refreshError(config("/token-short").replacingOccurrences(of: "/items?page={key}", with: "/not-array"))
+        let short = try await refreshError(oauth2Config("/token-short").replacingOccurrences(of: "/items?page={key}", with: "/not-array"))
         #expect(short.message.contains("/not-array: the items pointer \"/items\" resolves to an object, not an array"), "\(short.message)")
     }
 
@@ -659,19 +661,14 @@ struct HostileServerTests {
     /// and one without a token at its top level is said without a byte of its body.
     @Test func oauth2Tokens_formEncodedAreRead_andAResponseWithoutOneIsNotQuoted() async throws {
         defer { server.stop() }
-        setTestEnvironment("HOSTILE_CLIENT_SECRET", "client-secret-789")
-        func config(_ tokenPath: String) -> String {
-            #"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
-                + #""token_url": "\#(server.baseURL)\#(tokenPath)", "client_id": "cid", "client_secret": "${HOSTILE_CLIENT_SECRET}"}}"#
-        }
-        let pager = Pager(source: try makeSource(config("/token-form")))
+        let pager = Pager(source: try makeSource(oauth2Config("/token-form")))
         #expect(try await pager.load(pager.request(.refresh, key: PluginKey("1"), params: PagingRequestParams(pageSize: 2))).values.count == 2)
         let items = try await server.seen().filter { $0["path"] as? String == "/items" }
         #expect(!items.isEmpty && items.allSatisfy { $0["authorization"] as? String == "Bearer tok-form+1" }, "\(items)")
 
         for (path, said) in [("/token-html", "is neither JSON nor form-encoded"), ("/token-nested", "has no access_token")] {
             let log = LogRecorder()
-            let error = try await refreshError(config(path), log: log)
+            let error = try await refreshError(oauth2Config(path), log: log)
             #expect(error.message.contains("the OAuth2 token response from \(server.baseURL)\(path) \(said)"), "\(error.message)")
             #expect(!error.message.contains("secret-1") && !log.contains("secret-1"), "\(error.message) \(log.messages)")
         }
