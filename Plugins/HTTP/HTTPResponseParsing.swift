@@ -355,8 +355,13 @@ enum ResponseParsing {
             let what = object ? "member \"\(tokens[depth])\"" : "element \(tokens[depth])"
             return "does not resolve: \(place)\(place.contains("*") ? " (one of them)" : "") has no \(what)"
         default:
+            let at = "\(place)\(place.contains("*") ? " (one of them)" : "")"
+            if depth < tokens.count, problem.value.first == UInt8(ascii: "[") {
+                // An array, and a token that names no element (RFC 6901: "0", or digits without a leading zero).
+                return "does not resolve: \(at) is an array, and \"\(tokens[depth])\" is no index of it (0, 1, 2, ... without leading zeros, or *)"
+            }
             let needed = depth < tokens.count && tokens[depth] == "*" ? "an array" : "an object"
-            return "does not resolve: \(place)\(place.contains("*") ? " (one of them)" : "") is \(kind(of: problem.value)), not \(needed)"
+            return "does not resolve: \(at) is \(kind(of: problem.value)), not \(needed)"
         }
     }
 }

@@ -780,6 +780,15 @@ struct HostileServerTests {
         #expect(await loadError(empty) == nil)
     }
 
+    /// A token that is no array index ("01", "-") where the pointer meets an array was said as
+    /// "is an array, not an object".
+    @Test(arguments: ["01", "-"])
+    func anItemsPointerWithNoIndexForAnArray_saysSo(_ token: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/wild?case=element", "items": "/groups/\#(token)/repos"}"#)
+        #expect(error.message.contains(#"does not resolve: /groups is an array, and "\#(token)" is no index of it"#), "\(error.message)")
+    }
+
     /// 204 No Content is an empty last page, not a body that is not JSON.
     @Test func noContent_isAnEmptyLastPage() async throws {
         defer { server.stop() }
