@@ -423,6 +423,7 @@ typedef struct pg_decision {
     int has_page;
     pstore_page page;
     PGresult *res;
+    const char *hit; /* the counter of a page answered ("hits", "stale_hits"), counted by pg_answer */
 } pg_decision;
 
 static void pg_decision_free(pg_decision *d)
@@ -465,11 +466,13 @@ static void pg_decide(pg_state *st, const pstore_job *job, pg_decision *d)
     }
     whole = d->has_page && pstore_page_is_whole(&d->page, job->page_size);
     fresh = whole && pstore_page_is_fresh(&st->fresh, &d->page);
-    pstore_count(st->host, st->metrics, !whole ? "misses" : fresh ? "hits" : "stale_hits");
+    d->hit = !whole ? "misses" : fresh ? "hits" : "stale_hits";
     if (!whole || (st->fresh.policy == PSTORE_CACHE_FIRST && !fresh)) {
+        pstore_count(st->host, st->metrics, d->hit);
         pg_decision_free(d);
         return;
     }
+    /* A page answered is counted once the host takes it (pg_answer): one it refuses is a miss. */
     d->result = st->fresh.policy == PSTORE_NETWORK_FIRST ? PAGING_INTERCEPT_PROCEED_OR_FALL_BACK
               : fresh ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE;
 }
@@ -477,8 +480,11 @@ static void pg_decide(pg_state *st, const pstore_job *job, pg_decision *d)
 static uint32_t pg_answer(void *context, paging_intercept_out_t *out)
 {
     pg_decision *d = (pg_decision *)context;
-    if (d->has_page && !pstore_put_page(d->st->host, "postgres-store", &d->page, out))
-        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (d->has_page) {
+        int taken = pstore_put_page(d->st->host, "postgres-store", &d->page, out);
+        pstore_count(d->st->host, d->st->metrics, taken ? d->hit : "misses");
+        if (!taken) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
     return d->result;
 }
 

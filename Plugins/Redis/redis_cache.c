@@ -561,6 +561,7 @@ typedef struct rc_decision {
     int has_page;
     pstore_page page;      /* views into reply */
     redisReply *reply;
+    const char *hit;       /* the counter of a page answered ("hits", "stale_hits"), counted by rc_answer */
 } rc_decision;
 
 static void rc_decision_free(rc_decision *d)
@@ -701,7 +702,9 @@ static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
     fresh = whole && pstore_page_is_fresh(&st->fresh, &d->page);
     job->mark_ms = d->has_page ? d->page.stored_at_ms : -1; /* a waiter takes only another page */
     if (!whole) rc_decision_free(d);
-    pstore_count(st->host, st->metrics, !whole ? "misses" : fresh ? "hits" : "stale_hits");
+    /* A page answered is counted once the host takes it (rc_answer): one it refuses is a miss. */
+    if (!whole) pstore_count(st->host, st->metrics, "misses");
+    d->hit = fresh ? "hits" : "stale_hits";
     if (st->fresh.policy == PSTORE_NETWORK_FIRST) {
         d->result = whole ? PAGING_INTERCEPT_PROCEED_OR_FALL_BACK : PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
         return;
@@ -715,6 +718,7 @@ static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
         d->result = lease != 0 ? PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE : PAGING_INTERCEPT_COMPLETE;
         return;
     }
+    if (whole) pstore_count(st->host, st->metrics, d->hit); /* stale, loaded again (cache-first) */
     rc_decision_free(d);
     d->result = lease != 0 ? PAGING_INTERCEPT_PROCEED_AND_OBSERVE : RC_WAIT;
 }
@@ -722,8 +726,11 @@ static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
 static uint32_t rc_answer(void *context, paging_intercept_out_t *out)
 {
     rc_decision *d = (rc_decision *)context;
-    if (d->has_page && !pstore_put_page(d->st->host, "redis-cache", &d->page, out))
-        return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    if (d->has_page) {
+        int taken = pstore_put_page(d->st->host, "redis-cache", &d->page, out);
+        pstore_count(d->st->host, d->st->metrics, taken ? d->hit : "misses");
+        if (!taken) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+    }
     return d->result;
 }
 

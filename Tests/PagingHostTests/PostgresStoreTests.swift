@@ -9,9 +9,10 @@ import Testing
 struct PostgresStoreTests {
     let log = LogRecorder()
 
-    func store(_ conninfo: String, namespace: String = "test", _ extra: [(String, JSONValue)] = []) throws -> LoadedInterceptor {
+    func store(_ conninfo: String, namespace: String = "test", _ extra: [(String, JSONValue)] = [],
+               limits: PluginLimits = PluginLimits()) throws -> LoadedInterceptor {
         try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(
-            config: .object([("conninfo", .string(conninfo)), ("namespace", .string(namespace))] + extra), sink: log.sink)
+            config: .object([("conninfo", .string(conninfo)), ("namespace", .string(namespace))] + extra), sink: log.sink, limits: limits)
     }
 
     func pipeline(_ postgres: PostgresServer, _ source: CountingPluginSource, namespace: String = "test",
@@ -220,6 +221,22 @@ struct PostgresStoreTests {
         // The statement got no answer within 1.5 s; the reconnection that followed timed out too.
         #expect(log.contains("postgres-store: PostgreSQL at 127.0.0.1:\(postgres.port)/postgres is unavailable ("), "\(log.messages)")
         store.destroy()
+    }
+
+    /// A page held that the host refuses (here: more items than max_items_per_page) is loaded
+    /// from the source and counted as a miss (it was counted as a hit: found by a probe).
+    @Test func aHeldPageTheHostRefuses_isAMiss() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(postgres, upstream)
+        #expect(try await load(pager, "0") == items(0..<10))
+        let narrow = try store(postgres.conninfo, limits: PluginLimits(maxItemsPerPage: 5))
+        let refusing = Pager(source: upstream, interceptors: [narrow])
+        #expect(try await load(refusing, "0") == items(0..<10))
+        #expect(upstream.fetches == 2, "loaded from the source")
+        #expect(narrow.stats.counters["hits"] == nil && narrow.stats.counters["misses"] == 1, "\(narrow.stats.counters)")
+        narrow.destroy()
     }
 
     @Test func cacheFirst_withMaxAge0_loadsAgain_andBadConfigsAreRefused() async throws {

@@ -227,9 +227,11 @@ struct RedisCacheTests {
         // Forged with a matching checksum, an item that is not JSON: the host refuses it, and
         // the page is loaded from the source, with a warning naming the item.
         redis.command([Array("SET".utf8), key, sealed(head + be32(UInt32(identity.count)) + identity + be32(1) + be32(3) + Array("{{{".utf8))])
-        let (forged, _) = try pipeline(redis, upstream)
+        let (forged, forgedCache) = try pipeline(redis, upstream)
         #expect(try await load(forged, "0") == items(0..<10))
         #expect(upstream.fetches == fetches + 3)
+        // A page the host refuses is a miss, not a hit (it was counted as one: found by a probe).
+        #expect(forgedCache.stats.counters["hits"] == nil && forgedCache.stats.counters["misses"] == 1, "\(forgedCache.stats.counters)")
         #expect(log.contains("redis-cache: item 0 of the page held was refused by the host (not valid JSON, or past max_page_bytes or max_items_per_page); loading from the source"), "\(log.messages)")
     }
 
