@@ -3,9 +3,9 @@
 // or escaped as in a JSON string.
 
 /// A secret to find in text, each of its characters written as it is, byte by byte
-/// percent-encoded in either case ("%2F", "%2f", "%C3%B6"), or more than once ("%252F"), escaped as in a JSON string ("\/",
-/// "\"", "\\", "\u002F", "\u00f6", a surrogate pair), or, for a space, as "+" (a form-encoded
-/// query).
+/// percent-encoded in either case ("%2F", "%2f", "%C3%B6") or more than once ("%252F"),
+/// escaped as in a JSON string ("\/", "\"", "\\", "\u002F", "\u00f6", a surrogate pair), or,
+/// for a space, as "+" (a form-encoded query).
 struct EncodedSecret: Sendable {
     let bytes: [UInt8]
     private let scalars: [Unicode.Scalar]

@@ -305,7 +305,9 @@ final class HTTPSourcePlugin: SourcePlugin {
                                                + (pause < wait ? " (the server said \(wait) s; a day at most)" : "")))
                     }
                 } else if saidNoReset.exchange(true, ordering: .relaxed) == false {
-                    let reset = response.header("x-ratelimit-reset").map { "\"X-RateLimit-Reset: \($0.prefix(40))\"" }
+                    let reset = response.header("x-ratelimit-reset").map { value in
+                        "\"X-RateLimit-Reset: \(Array(value.utf8).withUnsafeBufferPointer { config.snippet($0, limit: 40) })\""
+                    }
                     host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset ?? "no X-RateLimit-Reset or Retry-After") says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
                 }
             }
@@ -657,7 +659,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             let header = response.headerList("link")
             let (links, unreadable) = header.map { ResponseParsing.links($0, base: url) } ?? ([:], false)
             if unreadable, links["next"] == nil, let header {
-                host.log(.warning, redact("the Link header from \(url) has a link-value that cannot be read (RFC 8288: <URL>; rel=\"next\"), and no rel=\"next\" besides: paging ends here. It says: \(String(header.prefix(200)))"))
+                // Redacted before it is cut (snippet): a secret across the cut leaves nothing behind.
+                let said = Array(header.utf8).withUnsafeBufferPointer { config.snippet($0) }
+                host.log(.warning, redact("the Link header from \(url) has a link-value that cannot be read (RFC 8288: <URL>; rel=\"next\"), and no rel=\"next\" besides: paging ends here. It says: \(said)"))
             }
             for (rel, link) in links where rel == "next" || rel == "prev" {
                 guard URLParts(link)?.isHTTP == true else {
