@@ -60,43 +60,64 @@ extension PluginInstance {
         if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
             out.misuse = "resume: the answer returned PAGING_INTERCEPT_PENDING"
         }
-        finishIntercept(id, .answered(code, out))
+        guard finishIntercept(id, .answered(code, out)) else {
+            // The host ended it while `answer` ran (its load timed out or was cancelled).
+            return abandoned.withLock { $0.removeValue(forKey: id) }?.rawValue ?? PAGING_ERR_CANCELLED
+        }
         return PAGING_OK
     }
 
-    /// Ends a deferred intercept on the host's side; `false` when it was answered or ended before
-    /// (or is being answered: that answer stands).
-    func endIntercept(_ id: UInt64, _ status: PluginStatus, _ message: String) -> Bool {
+    /// How ``endIntercept(_:_:_:)`` left a deferred intercept.
+    enum Ending {
+        /// Ended: the plugin is told (its `cancel`).
+        case ended
+        /// Ended while the plugin's `answer` ran: its `resume` says so when `answer` returns (a
+        /// `cancel` meanwhile would race with the answer for the plugin's state).
+        case endedWhileAnswering
+        /// Answered or ended before.
+        case finished
+    }
+
+    /// Ends a deferred intercept on the host's side: an answer still running when the load
+    /// times out or is cancelled is not waited for (one that never returned held the load, and
+    /// `pager run`, for ever).
+    func endIntercept(_ id: UInt64, _ status: PluginStatus, _ message: String) -> Ending {
         let ending = DeferredAnswer.ended(status, message)
-        let (ended, waiter) = intercepts.withLock { intercepts -> (Bool, CheckedContinuation<DeferredAnswer, Never>?) in
-            guard let pending = intercepts[id], pending.answer == nil, !pending.answering else { return (false, nil) }
-            // Before the entry ends, so that a resume arriving meanwhile finds why.
+        let (outcome, waiter) = intercepts.withLock { intercepts -> (Ending, CheckedContinuation<DeferredAnswer, Never>?) in
+            guard let pending = intercepts[id], pending.answer == nil else { return (.finished, nil) }
+            // Before the entry ends, so that a resume arriving meanwhile (or ending) finds why.
             rememberEnded(id, status)
+            let outcome = pending.answering ? Ending.endedWhileAnswering : .ended
             if let waiter = pending.waiter {
+                intercepts[id] = nil
+                return (outcome, waiter)
+            }
+            if pending.answering {
+                intercepts[id] = nil
+                return (outcome, nil)
+            }
+            intercepts[id]?.answer = ending
+            return (outcome, nil)
+        }
+        waiter?.resume(returning: ending)
+        return outcome
+    }
+
+    /// Hands `answer` to the waiting load, or keeps it until the load waits; false when the
+    /// host ended the intercept meanwhile (the answer is dropped).
+    private func finishIntercept(_ id: UInt64, _ answer: DeferredAnswer) -> Bool {
+        let (taken, waiter) = intercepts.withLock { intercepts -> (Bool, CheckedContinuation<DeferredAnswer, Never>?) in
+            guard intercepts[id] != nil else { return (false, nil) }
+            if let waiter = intercepts[id]?.waiter {
                 intercepts[id] = nil
                 return (true, waiter)
             }
-            intercepts[id]?.answer = ending
-            return (true, nil)
-        }
-        guard ended else { return false }
-        waiter?.resume(returning: ending)
-        return true
-    }
-
-    /// Hands `answer` to the waiting load, or keeps it until the load waits.
-    private func finishIntercept(_ id: UInt64, _ answer: DeferredAnswer) {
-        let waiter = intercepts.withLock { intercepts -> CheckedContinuation<DeferredAnswer, Never>? in
-            guard intercepts[id] != nil else { return nil }
-            if let waiter = intercepts[id]?.waiter {
-                intercepts[id] = nil
-                return waiter
-            }
             intercepts[id]?.answer = answer
             intercepts[id]?.answering = false
-            return nil
+            return (true, nil)
         }
         waiter?.resume(returning: answer)
+        return taken
     }
 
     /// Waits for the answer of deferred intercept `id`.

@@ -49,7 +49,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             calls.runUnserialized { cancel(UnsafeMutableRawPointer(table.value), id) }
         }
         endDeferred = { [instance] id, status, message in
-            if instance.endIntercept(id, status, message) { tellPlugin(id) }
+            if instance.endIntercept(id, status, message) == .ended { tellPlugin(id) }
         }
         dropDeferred = { [instance] id, status in
             instance.forgetIntercept(id, status)

@@ -125,6 +125,23 @@ struct InterceptorExtensionTests {
         withExtendedLifetime(deferring) {}
     }
 
+    /// An answer still running at the fetch timeout held the load until it returned (one that
+    /// never returned, for ever): the load fails at the timeout, and the resume says so when
+    /// the answer returns, its result dropped (no cancel() meanwhile: it would race the answer).
+    @Test func deferredIntercept_whoseAnswerIsStillRunning_timesOut() async throws {
+        let limits = PluginLimits(fetchTimeout: .milliseconds(300))
+        let proceed = scratchFolder() + "/proceed"
+        let deferring = try interceptor("deferring", mode: "slow-answer", [("resume_file", .string(proceed))], limits: limits)
+        defer { withExtendedLifetime(deferring) {} }
+        let start = ContinuousClock.now
+        let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
+        #expect(error?.status == .timeout, "\(String(describing: error))")
+        #expect(ContinuousClock.now - start < .seconds(30))
+        _ = FileManager.default.createFile(atPath: proceed, contents: nil)
+        #expect(await log.waitFor("slow answer resume: 3"), "the resume says PAGING_ERR_TIMEOUT: \(log.messages)")
+        #expect(!log.contains("cancel "), "\(log.messages)")
+    }
+
     @Test func deferredIntercept_cancelledLoad_endsAtOnce_andThePluginHearsCancel() async throws {
         let pager = Pager(source: try offsets(), interceptors: [try interceptor("deferring", mode: "never")])
         let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }

@@ -24,6 +24,9 @@
  *                  "deferred <id>") and never resumes: past a call timeout, no load waits for it
  *     "sync"       defers, then answers PROCEED from intercept() itself
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
+ *     "slow-answer" defers (logging "deferred <id>"); a new thread resumes with an answer that
+ *                  waits until the file "resume_file" appears (a minute at most), then PROCEED;
+ *                  the thread logs "slow answer resume: <status>"
  *     "late"       defers (logging "deferred <id>"); a thread resumes once the file "resume_file"
  *                  appears, writes the resume's status to "<resume_file>.status" and logs "late
  *                  resume: <status>" (the instance may be destroyed by then: the host drops the line)
@@ -208,6 +211,15 @@ static void *wk_resume_late(void *argument)
     return NULL;
 }
 
+static uint32_t wk_answer_slowly(void *context, paging_intercept_out_t *out)
+{
+    const char *resume_file = (const char *)context;
+    int waited;
+    (void)out;
+    for (waited = 0; waited < 60000 && remove(resume_file) != 0; waited += 5) wk_sleep_ms(5);
+    return PAGING_INTERCEPT_PROCEED;
+}
+
 static uint32_t wk_answer_redefer(void *context, paging_intercept_out_t *out)
 {
     work_plugin *p = (work_plugin *)context;
@@ -232,6 +244,9 @@ static void *wk_resume_later(void *argument)
         p->async_host->resume(h, r->id, wk_answer_complete, p);
     } else if (strcmp(p->mode, "redefer") == 0) {
         p->async_host->resume(h, r->id, wk_answer_redefer, p);
+    } else if (strcmp(p->mode, "slow-answer") == 0) {
+        paging_status_t status = p->async_host->resume(h, r->id, wk_answer_slowly, r->resume_file);
+        wk_log(p, "slow answer resume: %llu%s", (unsigned long long)status, "");
     } else {
         p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
         if (strcmp(p->mode, "twice") == 0) {
@@ -270,7 +285,7 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     r->host = p->host;
     r->async_host = p->async_host;
     snprintf(r->resume_file, sizeof r->resume_file, "%s", p->resume_file);
-    if (strcmp(p->mode, "late") == 0) wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
+    if (strcmp(p->mode, "late") == 0 || strcmp(p->mode, "slow-answer") == 0) wk_log(p, "deferred %llu%s", (unsigned long long)id, "");
     if (pthread_create(&thread, NULL, strcmp(p->mode, "late") == 0 ? wk_resume_late : wk_resume_later, r) != 0) {
         free(r);
         return PAGING_INTERCEPT_FAIL;

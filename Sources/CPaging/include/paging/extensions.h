@@ -132,8 +132,10 @@ typedef struct paging_ext_page_transform_host {
  * Like a fetch: the host fails a deferred intercept not answered within the fetch timeout
  * (PAGING_ERR_TIMEOUT), and ends it when its load is cancelled; either way it calls the
  * instance's cancel() (when offered) and a later resume() returns PAGING_ERR_CANCELLED or
- * PAGING_ERR_TIMEOUT without calling `answer` - expected, not misuse. An unknown or finished id
- * returns PAGING_ERR_INVALID_ARGUMENT and is logged. Ids are opaque integers, never 0. */
+ * PAGING_ERR_TIMEOUT without calling `answer` - expected, not misuse. An `answer` still running
+ * then is not waited for either: its result is dropped, its resume() returns that status, and
+ * cancel() is not called for its id. An unknown or finished id returns
+ * PAGING_ERR_INVALID_ARGUMENT and is logged. Ids are opaque integers, never 0. */
 
 #define PAGING_EXT_ASYNC_INTERCEPT "paging.async-intercept/1"
 
@@ -150,7 +152,9 @@ typedef struct paging_ext_async_intercept_host {
      * [intercept-only] */
     uint64_t (*defer)(paging_intercept_out_t *out);
     /* Answers the deferred intercept `id`: calls answer(context, out) on this thread before
-     * returning, and returns PAGING_OK once its result was taken. [any-thread] */
+     * returning, and returns PAGING_OK once its result was taken (PAGING_ERR_TIMEOUT or
+     * PAGING_ERR_CANCELLED when the host ended the intercept before or while `answer` ran).
+     * [any-thread] */
     paging_status_t (*resume)(const paging_host_t *host, uint64_t id,
                               uint32_t (*answer)(void *context, paging_intercept_out_t *out), void *context);
 } paging_ext_async_intercept_host_t;

@@ -8,7 +8,8 @@
  * only, and the plugin keeps ownership of its memory. A host function given NULL data with a
  * non-zero length, a NULL required pointer, an unknown slot, or an unknown/finished fetch id
  * returns PAGING_ERR_INVALID_ARGUMENT (and logs it); it never reads through the bad pointer
- * and never crashes.
+ * and never crashes. The `host` argument itself must be the pointer the host gave the
+ * instance (or NULL, refused): a copy of the table, or any other pointer, is undefined behaviour.
  *
  * Call handles. `paging_config_t *`, `paging_intercept_out_t *` and `paging_keys_out_t *` each
  * belong to one call of the host into the plugin (create_*, intercept(), refresh_key() or
