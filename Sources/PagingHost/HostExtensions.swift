@@ -41,7 +41,7 @@ package enum HostExtensions {
         },
         set_metadata: { out, name, value in
             TransformOut.update(out, "set_metadata") { out in
-                settingNamedText(name, value, "metadata entry") { out.metadata[$0] = $1 }
+                settingNamedText(name, value, "metadata entry", in: &out.metadata)
             }
         },
         fail: { out, code, message in

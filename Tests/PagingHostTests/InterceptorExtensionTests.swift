@@ -73,6 +73,19 @@ struct InterceptorExtensionTests {
         #expect(misused?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: misused))")
     }
 
+    /// A transform could set metadata without bound (300 entries of a megabyte grew a page of
+    /// at most 1 MiB to 300 MiB): past 1,024 entries, or 1 MiB of names and values, set_metadata
+    /// is refused and the load fails naming it.
+    @Test func transform_metadataPastItsLimits_isRefused() async throws {
+        let flooded = await #expect(throws: PluginError.self) {
+            try await load([try interceptor("transformer", mode: "meta-flood")])
+        }
+        #expect(flooded?.status == .invalidArgument)
+        #expect(flooded?.message == "set_metadata: a metadata entry past the most there may be, 1024", "\(String(describing: flooded))")
+        #expect(log.contains("metadata refused at 1024: \(PluginStatus.invalidArgument.rawValue)"), "\(log.messages)")
+        #expect(log.contains("big metadata: \(PluginStatus.invalidArgument.rawValue)"), "\(log.messages)")
+    }
+
     // MARK: paging.async-intercept/1
 
     @Test func deferredIntercept_answeredFromAnotherThread_proceedsOrCompletes() async throws {

@@ -11,6 +11,9 @@
  *     "fail"       fails TRANSIENT "transform refused"
  *     "bad-index"  keep_item(999)
  *     "next-key"   keeps every item and sets the next key to "zz"
+ *     "meta-flood" keeps every item and sets metadata entries m0, m1, ... of "v" up to 2,000,
+ *                  then one "big" of 1 MiB; logs "metadata refused at <index>: <status>" for
+ *                  the first entry refused and "big metadata: <status>"
  *     "stale-out"  keeps `out` of each transform and calls keep_item(0) on it in the next one
  *                  (deliberate misuse: a handle of a call that returned), then returns KEEP
  *   deferring (interceptor, paging.async-intercept/1) - mode:
@@ -160,6 +163,25 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
     if (strcmp(p->mode, "next-key") == 0) {
         paging_bytes_t next = wk_text("zz");
         t->set_next_key(out, &next);
+    }
+    if (strcmp(p->mode, "meta-flood") == 0) {
+        paging_status_t status = PAGING_OK;
+        paging_bytes_t big;
+        for (i = 0; i < 2000 && status == PAGING_OK; i++) {
+            snprintf(number, sizeof number, "m%lu", (unsigned long)i);
+            status = t->set_metadata(out, wk_text(number), wk_text("v"));
+        }
+        if (status != PAGING_OK) {
+            char line[96];
+            snprintf(line, sizeof line, "metadata refused at %lu: %u", (unsigned long)(i - 1), (unsigned)status);
+            p->host->log(p->host, PAGING_LOG_INFO, line);
+        }
+        big.len = 1 << 20;
+        big.data = (const uint8_t *)calloc(1, big.len);
+        if (big.data != NULL) memset((void *)big.data, 'x', big.len);
+        status = t->set_metadata(out, wk_text("big"), big);
+        free((void *)big.data);
+        wk_log(p, "big metadata: %llu%s", (unsigned long long)status, "");
     }
     return PAGING_TRANSFORM_REPLACE;
 }

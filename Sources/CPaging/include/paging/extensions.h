@@ -113,7 +113,8 @@ typedef struct paging_ext_page_transform_host {
     /* Replaces the PAGING_PAGE_* flags. Value argument. */
     paging_status_t (*set_flags)(paging_page_out_t *out, uint32_t flags);
     /* Adds or replaces the metadata entry `name` (UTF-8 text, borrowed; copied): what the page
-     * carries besides its items (paging_page_t.metadata), e.g. how many items a filter dropped. */
+     * carries besides its items (paging_page_t.metadata), e.g. how many items a filter dropped.
+     * A page's metadata holds at most 1024 entries and 1 MiB of names and values in all. */
     paging_status_t (*set_metadata)(paging_page_out_t *out, paging_bytes_t name, paging_bytes_t value);
     /* Records the failure returned with PAGING_TRANSFORM_FAIL (message borrowed; copied). */
     paging_status_t (*fail)(paging_page_out_t *out, paging_status_t code, const char *message);

@@ -126,7 +126,8 @@ struct paging_host {
     paging_status_t (*out_set_page_size)(paging_intercept_out_t *out, uint32_t page_size);
 
     /* Adds or replaces the request param `name`; used with PROCEED/PROCEED_AND_OBSERVE. Both
-     * are borrowed for the call; the host copies them. [intercept-only] */
+     * are borrowed for the call; the host copies them. At most 1024 params and 1 MiB of names
+     * and values in all. [intercept-only] */
     paging_status_t (*out_set_param)(paging_intercept_out_t *out, paging_bytes_t name, paging_bytes_t value);
 
     /* Appends one item (one JSON value) to the page returned with COMPLETE. `item` is borrowed
