@@ -95,6 +95,9 @@ extension PluginStatus {
         case let error as HeardFailure: (error.status, error.message)
         case is CancellationError: (.cancelled, "the load was cancelled")
         case PagingError.supersededByRefresh: (.cancelled, "\(error)")
+        // A failure that said when to try again (later than the retry policy waits): one to
+        // retry, not an internal error (a circuit breaker branching on the code took it for one).
+        case PagingError.retryAfterBeyondBackoff: (.transient, "\(error)")
         case let error as any RetryClassifiedError: (error.isRetryable ? .transient : .internal, "\(error)")
         default: (.internal, "\(error)")
         }

@@ -267,6 +267,17 @@ struct InterceptorExtensionTests {
         #expect(log.contains(": transient: busy"))
     }
 
+    /// A failure whose retry hint is longer than the retry policy waits fails the load at
+    /// once: the interceptor hears it as transient, as it was (it heard INTERNAL).
+    @Test func failedLoad_withAHintPastTheBackoff_isHeardAsTransient() async throws {
+        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(60_000))])
+        let retry = RetryPolicy(maxRetries: 3, backoff: .init(initial: .zero, maximum: .seconds(1)))
+        await #expect(throws: PagingError.self) {
+            try await load([try interceptor("listener")], retry: retry, source: source)
+        }
+        #expect(log.contains("failed 2 offsets ("), "\(log.messages)") // PAGING_ERR_TRANSIENT
+    }
+
     // MARK: paging.retry-hint/1
 
     @Test func interceptorRetryHint_isWaitedFor_thenTheLoadSucceeds() async throws {
