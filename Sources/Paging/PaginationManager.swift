@@ -66,7 +66,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // Its own description when it has one (a loaded plugin names itself), else its type: a
         // struct's default description would print all it holds.
         let source = (pager.source as? CustomStringConvertible)?.description ?? "\(type(of: pager.source))"
-        state.withLock { $0.sourceDescription = source }
+        let keys = pager.interceptors.isEmpty ? source : "\(source), or an interceptor that set page keys"
+        state.withLock {
+            $0.sourceDescription = source
+            $0.keysDescription = keys
+        }
         // Subscribed here, so that no invalidation after init is missed.
         if let signals = pager.source.invalidation?.signals() {
             let listener = Task { [weak self] in
@@ -386,6 +390,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var nextTaskID: UInt64 = 0
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
+        /// Who gave the keys that go round, for ``PagingError/repeatedKey(source:kind:key:)``:
+        /// the source, or an interceptor's transform (a cycle a transform made was blamed on
+        /// the source).
+        @usableFromInline var keysDescription = ""
         /// The item ``itemVisible(at:of:)`` was last told of: its refresh and its place among
         /// that refresh's values (``PaginationManagerOutput/origin`` plus its index).
         @usableFromInline var lastVisible: (generation: UInt64, position: Int)?
@@ -403,7 +411,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @inlinable
         mutating func refusesRepeated(_ key: Key, kind: PagingRequestKind) -> Bool {
             guard heldKeys.contains(key) else { return false }
-            let error = PagingError.repeatedKey(source: sourceDescription, kind: kind, key: "\(key)")
+            let error = PagingError.repeatedKey(source: keysDescription, kind: kind, key: "\(key)")
             output[kind] = .failed(error)
             output.lastError = error
             return true

@@ -77,10 +77,37 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [0, 10, 20])
         let error = manager.output.appendState.error as? PagingError
         #expect(error == .repeatedKey(source: "GoingRound", kind: .append, key: "1"), "\(String(describing: error))")
-        #expect("\(error!)" == "GoingRound: the append would load the page at key 1, which the list holds already (the source's keys go round); nothing was loaded")
+        #expect("\(error!)" == "GoingRound: the append would load the page at key 1, which the list holds already (the keys go round); nothing was loaded")
         await manager.prepend().value
         #expect(manager.output.prependState.error as? PagingError == .repeatedKey(source: "GoingRound", kind: .prepend, key: "2"))
         #expect(source.fetched.withLock { $0 } == [0, 1, 2])
+    }
+
+    /// Keys an interceptor's transform sets that go round: the error does not lay them on the
+    /// source alone (a plugin author debugged the wrong plugin).
+    @Test func aKeyAnInterceptorSetThatGoesRound_isNotLaidOnTheSourceAlone() async throws {
+        struct Straight: PagingSource {
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                Page(request: request, values: [request.key], prevKey: nil, nextKey: request.key + 1)
+            }
+        }
+        struct BackToStart: PagingInterceptor {
+            func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+                .proceed(request, handleAfterwards: true)
+            }
+            func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+                var page = page
+                page.nextKey = 0
+                return page
+            }
+        }
+        let manager = PaginationManager(pager: Pager(source: Straight(), interceptors: [BackToStart()]), configuration: .init(pageSize: 1))
+        await manager.refresh().value
+        await manager.append().value
+        let error = manager.output.appendState.error as? PagingError
+        #expect(error == .repeatedKey(source: "Straight, or an interceptor that set page keys", kind: .append, key: "0"), "\(String(describing: error))")
     }
 
     // MARK: Found by a probe of the Swift API
