@@ -92,7 +92,9 @@ typedef struct paging_request {
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
 
 /* paging_page_t.flags bits (and the flags of a fetch/intercept result). An END flag means
- * "there is no key in that direction" and wins over a key set for that direction. */
+ * "there is no key in that direction" and wins over a key set for that direction. Bits this
+ * version does not define are ignored (a later minor version may give them a meaning that a
+ * host of this one does without). */
 #define PAGING_PAGE_PREV_END 1u /* there is no page before this one. */
 #define PAGING_PAGE_NEXT_END 2u /* there is no page after this one. */
 
