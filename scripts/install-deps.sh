@@ -21,7 +21,16 @@ command -v cc >/dev/null || missing+=(gcc)
 command -v script >/dev/null || missing+=(bsdutils)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing: ${missing[*]}" >&2
+    as_root=()
+    if [ "$(id -u)" -ne 0 ]; then
+        if command -v sudo >/dev/null; then
+            as_root=(sudo)
+        else
+            echo "install-deps.sh: installing needs root; run it as root, or run: apt-get install ${missing[*]}" >&2
+            exit 1
+        fi
+    fi
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    ${as_root[@]+"${as_root[@]}"} apt-get update -qq
+    ${as_root[@]+"${as_root[@]}"} env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
