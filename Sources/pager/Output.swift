@@ -13,6 +13,11 @@ import Synchronization
 /// # Thread safety
 /// Any thread; each line is written whole, under a lock of its stream.
 enum Output {
+    /// `count` and `noun`, plural but for one: "1 page", "3 pages".
+    static func counted(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
+    }
+
     /// How many bytes of a plugin's message, or of a line about a failure, are printed; the
     /// line says how many more there were.
     static let messageLimit = 4_096

@@ -121,7 +121,7 @@ struct RunCommand {
         if streamed == nil { printer.print(output.values) }
         printer.finish()
         // The states hold the failures' text, which comes from plugins and servers: escaped.
-        Output.problem("\(printer.items) items in \(printer.pages) pages; "
+        Output.problem("\(Output.counted(printer.items, "item")) in \(Output.counted(printer.pages, "page")); "
                      + "prepend: \(printer.firstPrependState ?? output.prependState), append: \(output.appendState)")
         // Stale pages served by a store are being loaded again in the background: let them be
         // stored, unless the run is told to stop (then they are cancelled).
@@ -221,7 +221,7 @@ struct RunCommand {
         printer?.printLastPage(of: manager.output)
         if report(manager.output) { return true }
         let after = count()
-        Output.error("\(label): \(after >= before ? "+" : "")\(after - before) items, \(after) in all")
+        Output.error("\(label): \(after >= before ? "+" : "")\(Output.counted(after - before, "item")), \(after) in all")
         return false
     }
 

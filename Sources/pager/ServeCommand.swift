@@ -106,13 +106,13 @@ struct ServeCommand {
         }
         let signal = await Signals.next(on: stop)
         service.stopAccepting()
-        Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(pages.inFlight) request(s)")
+        Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(Output.counted(pages.inFlight, "request"))")
         if await pages.drained(within: timeout + .seconds(1)) {
             service.stop()
         } else {
             // A plugin holds a request's thread (a health check that never returns): the server,
             // which may not end with a request unanswered, ends with the process.
-            Output.problem("pager serve: \(pages.inFlight) request(s) still unanswered; exiting without them")
+            Output.problem("pager serve: \(Output.counted(pages.inFlight, "request")) still unanswered; exiting without them")
         }
         await pipeline.pager.backgroundLoadsFinished()
         Output.error("pager serve: stopped")

@@ -52,7 +52,7 @@ struct ValidateCommand {
             case .unhealthy?, nil: true
             }
         }
-        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(unhealthy.count) plugin(s) cannot serve now")")
+        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(Output.counted(unhealthy.count, "plugin")) cannot serve now")")
         for (plugin, health) in plugins {
             Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(health.map(describe) ?? ": unhealthy (no answer within \(limit.wholeMilliseconds) ms)")")
         }

@@ -291,7 +291,7 @@ struct ABIContractTests {
         """.write(toFile: folder + "/sick.json", atomically: true, encoding: .utf8)
         let sick = try await run(pagerCommand, ["validate", folder + "/sick.json"])
         #expect(sick.code == 1, "\(sick.stderr)")
-        #expect(sick.stdout.contains("1 plugin(s) cannot serve now"))
+        #expect(sick.stdout.contains("1 plugin cannot serve now"))
         #expect(sick.stdout.contains("interceptor: lifecycle 1.0.0") && sick.stdout.contains("): unhealthy (transient)"))
         #expect(sick.stderr.contains("[error] lifecycle: health: 2"))
 

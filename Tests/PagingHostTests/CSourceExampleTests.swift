@@ -40,7 +40,7 @@ struct CSourceExampleTests {
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout == Self.rows.joined(separator: "\n") + "\n")
         #expect(result.stderr.contains("[debug] csv: 7 rows from \(folder)/people.csv\n"), "\(result.stderr)")
-        #expect(result.stderr.contains("refresh: +3 items") && result.stderr.contains("append: +1 items, 7 in all"))
+        #expect(result.stderr.contains("refresh: +3 items") && result.stderr.contains("append: +1 item, 7 in all"))
         #expect(result.stderr.contains("7 items in 3 pages; prepend: end reached, append: end reached"))
     }
 

@@ -127,7 +127,7 @@ struct FreshnessTests {
         #expect(try await run(pager, ["run", path]).code == 0)
         upstream.hold()
         let run = try PagerProcess(["run", path])
-        #expect(await run.waitFor("3 items in 1 pages"), "\(run.stderr)")
+        #expect(await run.waitFor("3 items in 1 page"), "\(run.stderr)")
         #expect(await eventually { upstream.server.requestCount == 2 }, "the page is loaded again in the background")
         let start = ContinuousClock.now
         #expect(await run.stop(SIGINT) == 128 + SIGINT, "\(run.stderr)")

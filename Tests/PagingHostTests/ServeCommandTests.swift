@@ -551,7 +551,7 @@ struct ServeCommandTests {
         let server = waiting.server
         let held = try #require(await waiting.startRequest(), "\(server.stderr)")
         kill(server.pid, SIGTERM)
-        #expect(await server.waitFor("not accepting connections; finishing 1 request(s)"), "\(server.stderr)")
+        #expect(await server.waitFor("not accepting connections; finishing 1 request"), "\(server.stderr)")
         #expect(throws: ServeStartError.self) { _ = try connectLoopback(port: server.port) }
         await waiting.resumeOne()
         #expect(try numbers(try #require(held.answer())) == Array(0..<20))

@@ -59,7 +59,7 @@ struct PagerOutputTests {
         let result = try await runWithBrokenPipe(["run", try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#)])
         #expect(result.status == 0 && !result.signaled, "\(result.status) signaled: \(result.signaled)\n\(result.stderr)")
         #expect(!result.stderr.contains("cannot write"), "\(result.stderr)")
-        #expect(result.stderr.contains("10 items in 1 pages"), "\(result.stderr)")
+        #expect(result.stderr.contains("10 items in 1 page"), "\(result.stderr)")
     }
 
     /// Items that did not reach standard output were not received: an incremental run keeps
