@@ -18,7 +18,8 @@ struct RunCommand {
       --refresh         load the first page, replacing everything
       --hard-refresh    the same, from the source: its page replaces what stores and caches
                         hold (should it fail, they keep it)
-      --append N        load N pages after the last one (stops early at the end of the data)
+      --append N        load N pages after the last one (stops early at the end of the data;
+                    on an empty list, the first of them is the first page)
       --prepend N       load N pages before the first one
       --retry           load again where the last load failed
 
