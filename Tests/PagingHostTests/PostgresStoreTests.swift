@@ -103,11 +103,15 @@ struct PostgresStoreTests {
         #expect(Set(firsts.split(separator: "\n").map(String.init)) == Set(stride(from: 0, to: 100, by: 5).map { #"{"n":\#($0)}"# }))
     }
 
+    /// The server's timeouts are a minute: under the full suite's load, six connections at once
+    /// waited more than the default 5 s (a warning, which the test counts).
     @Test func concurrentWriters_ofTheSamePages_fromManyConnections_leaveWholePages() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
         let upstream = CountingPluginSource()
-        let pipelines = try (0..<6).map { _ in try pipeline(postgres, upstream, [("policy", .string("network-first"))]) }
+        let patient: [(String, JSONValue)] = [("policy", .string("network-first")), ("connect_timeout_ms", .int(60_000)),
+                                              ("statement_timeout_ms", .int(60_000))]
+        let pipelines = try (0..<6).map { _ in try pipeline(postgres, upstream, patient) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, (pager, _)) in pipelines.enumerated() {
                 group.addTask {
