@@ -21,7 +21,8 @@
  *             "less_than", "less_or_equal", "greater_than", "greater_or_equal"
  *                                     a number; a value that is not a number does not match.
  *           A value the pointer does not reach never matches, except for "not_equals", which then
- *           holds. Where an object repeats a key, the first one counts.
+ *           holds. Where an object repeats a key, the last one counts (as JSON parsers and
+ *           the http source read it).
  *   mode    string, optional: "keep" (default) keeps the items that match, "drop" drops them
  *           ("drop" needs at least one condition).
  *   fields  array, optional. Projection: each kept item becomes an object holding only these
@@ -461,9 +462,12 @@ static const uint8_t *filt_resolve_from(const filt_pointer *pointer, size_t firs
         filt_cursor c;
         if (p >= end) return NULL;
         if (*p == '{') {
+            /* Every member is read: of a repeated key, the last one counts. */
+            const uint8_t *member;
             filt_open(&c, p, end);
-            while ((value = filt_next(&c, 1, &key, &key_end)) != NULL
-                   && !filt_string_is(key, (size_t)(key_end - key), t->text, t->len, t->has_backslash)) {}
+            while ((member = filt_next(&c, 1, &key, &key_end)) != NULL) {
+                if (filt_string_is(key, (size_t)(key_end - key), t->text, t->len, t->has_backslash)) value = member;
+            }
         } else if (*p == '[' && t->is_index) {
             size_t k = 0;
             filt_open(&c, p, end);
@@ -581,30 +585,28 @@ static int filt_append(filt_buffer *b, const uint8_t *bytes, size_t n)
 #define FILT_FIELDS_IN_ONE_WALK 32
 
 /* Sets values[i] to the start of field i's value in the item [p, end), or NULL. Each top-level
- * member is read once and matched against the first token of every field still looking for
- * one (the first member of a repeated key counts, as in filt_resolve). */
+ * member is read once and matched against the first token of every field (the last member
+ * of a repeated key counts, as in filt_resolve). */
 static void filt_find_fields(const filt_state *st, const uint8_t *p, const uint8_t *end, const uint8_t **values)
 {
-    unsigned char found[FILT_FIELDS_IN_ONE_WALK];
+    unsigned char walked[FILT_FIELDS_IN_ONE_WALK];
     size_t i, pending = 0;
     const uint8_t *value, *key = NULL, *key_end = NULL;
     filt_cursor c;
     p = filt_ws(p, end);
     for (i = 0; i < st->field_count; i++) {
         values[i] = NULL;
-        found[i] = st->fields[i].pointer.count == 0 || p >= end || *p != '{';
-        if (found[i]) values[i] = filt_resolve(&st->fields[i].pointer, p, end);
-        else pending++;
+        walked[i] = st->fields[i].pointer.count > 0 && p < end && *p == '{';
+        if (walked[i]) pending++;
+        else values[i] = filt_resolve(&st->fields[i].pointer, p, end);
     }
     if (pending == 0) return;
     filt_open(&c, p, end);
-    while (pending > 0 && (value = filt_next(&c, 1, &key, &key_end)) != NULL) {
+    while ((value = filt_next(&c, 1, &key, &key_end)) != NULL) {
         for (i = 0; i < st->field_count; i++) {
             const filt_token *t = &st->fields[i].pointer.tokens[0];
-            if (found[i] || !filt_string_is(key, (size_t)(key_end - key), t->text, t->len, t->has_backslash)) continue;
+            if (!walked[i] || !filt_string_is(key, (size_t)(key_end - key), t->text, t->len, t->has_backslash)) continue;
             values[i] = filt_resolve_from(&st->fields[i].pointer, 1, value, end);
-            found[i] = 1;
-            pending--;
         }
     }
 }

@@ -204,18 +204,23 @@ struct FilterPluginTests {
         #expect(page.metadata["filter.dropped"] == "3")
     }
 
-    /// Where an object repeats a key, its first member counts, for conditions and fields alike;
-    /// an item that is not an object has only the fields of pointers into arrays, or the whole.
-    @Test func repeatedKeys_countTheFirst_andItemsThatAreNotObjects_projectWhatTheyHave() async throws {
-        let items = [#"{"a":[1,2],"b":{"x":1},"a":9}"#, #"[{"b":2}]"#, #""text""#]
-        let page = try await filtered(#"{"fields": ["/a/0", "/b", {"whole": ""}, {"first": "/0/b"}]}"#, items)
+    /// Where an object repeats a key, its last member counts, for conditions and fields alike,
+    /// as JSON parsers and the http source read it (the first counted: a filter kept an item
+    /// the user's own tools read as failing its condition; found by a probe); an item that is
+    /// not an object has only the fields of pointers into arrays, or the whole.
+    @Test func repeatedKeys_countTheLast_andItemsThatAreNotObjects_projectWhatTheyHave() async throws {
+        let items = [#"{"a":9,"b":{"x":1},"a":[1,2]}"#, #"[{"b":2}]"#, #""text""#, #"{"b":{"x":1},"b":{"x":2,"y":3}}"#]
+        let page = try await filtered(#"{"fields": ["/a/0", "/b/x", {"whole": ""}, {"first": "/0/b"}]}"#, items)
         #expect(page.values.texts == [
-            #"{"0":1,"b":{"x":1},"whole":{"a":[1,2],"b":{"x":1},"a":9}}"#,
+            #"{"0":1,"x":1,"whole":{"a":9,"b":{"x":1},"a":[1,2]}}"#,
             #"{"whole":[{"b":2}],"first":2}"#,
             #"{"whole":"text"}"#,
+            #"{"x":2,"whole":{"b":{"x":1},"b":{"x":2,"y":3}}}"#,
         ])
         let repeated = try await filtered(#"{"where": [{"pointer": "/a", "equals": 9}]}"#, items)
-        #expect(repeated.values.isEmpty, "the first a is [1,2]")
+        #expect(repeated.values.isEmpty, "the last a is [1,2]")
+        let nested = try await filtered(#"{"where": [{"pointer": "/b/x", "equals": 2}]}"#, items)
+        #expect(nested.values.texts == [#"{"b":{"x":1},"b":{"x":2,"y":3}}"#])
     }
 
     /// Through the built `pager`, as a user runs it: only the projections are printed.
