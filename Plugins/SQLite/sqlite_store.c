@@ -157,6 +157,7 @@ typedef struct sqls_state {
     char *ns;                 /* namespace, NUL-terminated */
     int64_t crash_after_items;
     int64_t max_pages;        /* 0: no bound */
+    int said_damaged;         /* a damaged file was logged (once an instance; then at debug) */
     pstore_freshness freshness;
     /* prepared once at create, reused */
     sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
@@ -208,8 +209,14 @@ static const char sqls_schema_meta[] =
 
 static void sqls_log(sqls_state *st, uint32_t level, const char *what)
 {
-    char msg[1200];
-    snprintf(msg, sizeof msg, "sqlite-store: %.500s: %.600s", what, sqlite3_errmsg(st->db));
+    char msg[1600];
+    int code = sqlite3_errcode(st->db);
+    const char *file = sqlite3_db_filename(st->db, "main");
+    /* A damaged file fails every read and write alike: said once, with what to do. */
+    int damaged = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
+    if (damaged && st->said_damaged++) level = PAGING_LOG_DEBUG;
+    snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db),
+             damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)" : "");
     st->host->log(st->host, level, msg);
 }
 

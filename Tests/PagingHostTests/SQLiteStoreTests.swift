@@ -288,6 +288,22 @@ struct SQLiteStoreTests {
         #expect(try await run(pager, ["run", manifest]).code == 0)
     }
 
+    /// A store file damaged underneath (a database page overwritten) fails every read and
+    /// write: the pages load from the source, and one warning names the file and what to do
+    /// (two lines a page said "database disk image is malformed" without the file).
+    @Test func aDamagedFile_isNamedOnce_andThePagesLoadFromTheSource() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        let damage = "import sys\nwith open(sys.argv[1], 'r+b') as f:\n    f.seek(2 * 4096)\n    f.write(b'\\xa5' * 4096 * 8)\n"
+        #expect(try await run("/usr/bin/env", ["python3", "-c", damage, folder + "/store.db"]).code == 0)
+        let result = try await run(pager, ["run", folder + "/test.json", "--refresh", "--append", "3"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 20, "\(result.stdout)")
+        let said = result.stderr.components(separatedBy: "(the file is damaged: pages load from the source meanwhile; remove the file to start a new store)")
+        #expect(said.count == 2, "\(result.stderr)")
+        #expect(result.stderr.contains("sqlite-store: '\(folder)/store.db': "), "\(result.stderr)")
+    }
+
     /// A page held whose item is no longer JSON (the file changed underneath) is loaded from
     /// the source, as the warning says, and stored again: it failed the load, on every run.
     @Test func aHeldItemThatIsNotJSON_isLoadedFromTheSource_andStoredAgain() async throws {
