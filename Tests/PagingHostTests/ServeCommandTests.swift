@@ -578,6 +578,20 @@ struct ServeCommandTests {
         #expect(try numbers(try #require(other.answer())) == Array(0..<20))
     }
 
+    /// A load that failed saying when to try again (here a rate limit's refusal) was answered
+    /// 502, its hint lost: it is 503 with Retry-After (found by a probe).
+    @Test(.timeLimit(.minutes(2)))
+    func aRefusalThatSaysWhenToRetry_is503_withRetryAfter() async throws {
+        let server = try await ServeProcess([try manifest(interceptors: #"[{"plugin": "rate-limit", "config": {"per_second": 0.2, "max_wait_ms": 0}}]"#)],
+                                            environment: Self.secret)
+        #expect(try server.get("/pages").status == 200)
+        let refused = try server.get("/pages?tag=other")
+        #expect(refused.status == 503, "\(refused.text)")
+        let seconds = Int(refused.headers["retry-after"] ?? "") ?? 0
+        #expect((1...5).contains(seconds), "\(refused.headers)")
+        #expect(refused.text.contains("retry after \(seconds) s"), "\(refused.text)")
+    }
+
     /// One client address holds at most --max-connections-per-address connections: one that
     /// holds them half-open locks no other client out (1,024 took every connection, and every
     /// client waited for the header timeout).
