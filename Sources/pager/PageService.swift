@@ -4,18 +4,6 @@ import PagingHost
 
 /// What `pager serve` answers: pages of the pipeline under signed cursors, health and metrics.
 final class PageService: Sendable {
-    /// The wait a failed load's error asked for (a transient failure with a retry hint, past
-    /// the retry policy's longest wait or without one), capped at a day; nil when it asked none.
-    static func retryHint(of error: any Error) -> Duration? {
-        let hint: Duration?
-        switch error {
-        case let error as PluginError where error.status == .transient: hint = error.retryAfter
-        case let PagingError.retryAfterBeyondBackoff(retryAfter, _, _): hint = retryAfter
-        default: hint = nil
-        }
-        return hint.map { min($0, .seconds(86_400)) }
-    }
-
     private let pipeline: Pipeline
     private let secret: [UInt8]
     private let maxRequests: Int
@@ -151,8 +139,8 @@ final class PageService: Sendable {
                 return .error(410, "the page this cursor names is gone (the source has it no more): load the first page again")
             }
             // A failure that said when to try again (a rate limit): the client is told when.
-            if let wait = Self.retryHint(of: error) {
-                let seconds = max(1, Int((Double(wait.components.seconds) + Double(wait.components.attoseconds) * 1e-18).rounded(.up)))
+            if let wait = retryHint(of: error) {
+                let seconds = max(1, Int(wait.seconds.rounded(.up)))
                 var answer = HTTPAnswer.error(503, "the page could not be loaded now; retry after \(seconds) s")
                 answer.header = ("Retry-After", "\(seconds)")
                 return answer

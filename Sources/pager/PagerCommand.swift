@@ -1,5 +1,18 @@
 import FoundationEssentials
+import Paging
 import PagingHost
+
+/// The wait a failed load's error asked for (a transient failure with a retry hint, past the
+/// retry policy's longest wait or without one), capped at a day; nil when it asked none.
+func retryHint(of error: any Error) -> Duration? {
+    let hint: Duration?
+    switch error {
+    case let error as PluginError where error.status == .transient: hint = error.retryAfter
+    case let PagingError.retryAfterBeyondBackoff(retryAfter, _, _): hint = retryAfter
+    default: hint = nil
+    }
+    return hint.map { min($0, .seconds(86_400)) }
+}
 
 /// The `pager` command line: subcommands, help, and exit codes (0 success, 1 a failure at
 /// run time, 2 bad input).

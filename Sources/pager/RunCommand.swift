@@ -21,7 +21,8 @@ struct RunCommand {
       --append N        load N pages after the last one (stops early at the end of the data;
                     on an empty list, the first of them is the first page)
       --prepend N       load N pages before the first one
-      --retry           load again where the last load failed
+      --retry           load again where the last load failed (after the wait the failure
+                    asked for, if it did, up to a minute; past that, not at all)
 
     options:
     \(LogOptions.help)
@@ -171,6 +172,9 @@ struct RunCommand {
         }
     }
 
+    /// The longest a --retry step waits for the retry hint of the failure it retries.
+    static let longestRetryWait = Duration.seconds(60)
+
     /// Runs the steps, printing each page as it comes with `printer` when given; whether a load
     /// failed, and the printer. After a failure, the steps up to the next --retry are skipped; a
     /// retry that succeeds clears the failure. Cancelled (a signal), it stops after the load in
@@ -187,6 +191,16 @@ struct RunCommand {
                 guard failed else { continue }
                 // Named by the direction that failed; its progress line was missing.
                 let retried = PagingRequestKind.allCases.first { manager.output[$0].error != nil }
+                // A failure that said when to try again is retried then (at once, it failed
+                // again: a rate limit's refusal could never pass), up to a minute.
+                if let error = retried.flatMap({ manager.output[$0].error }), let wait = retryHint(of: error) {
+                    guard wait <= Self.longestRetryWait else {
+                        Output.error("retry: the failure says to retry after \(wait.readable), more than \(Self.longestRetryWait.readable); not retried")
+                        continue
+                    }
+                    Output.error("retry: waiting \(wait.readable), as the failure said")
+                    guard (try? await Task.sleep(for: wait)) != nil else { continue }
+                }
                 failed = await load("\(retried?.rawValue ?? "load") (retry)", manager, printer: &printer) { await manager.retry().value }
             case _ where failed:
                 continue

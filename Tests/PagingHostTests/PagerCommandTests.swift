@@ -196,6 +196,32 @@ struct PagerCommandTests {
         #expect(result.stderr.contains("append: +10 items, 20 in all"), "\(result.stderr)")
     }
 
+    /// A failure that says when to try again (a rate limit's refusal) was retried at once by
+    /// --retry, and refused again (found by a probe): the retry waits as it said, or, past a
+    /// minute, is not made.
+    @Test func retry_waitsForTheRetryHint_thenSucceeds() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 25, to: folder + "/data.jsonl")
+        func manifest(perSecond: Double) throws -> String {
+            let path = folder + "/m\(perSecond).json"
+            try """
+            {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+             "interceptors": [{"plugin": "rate-limit", "config": {"per_second": \(perSecond), "max_wait_ms": 0}}], "page_size": 10}
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let clock = ContinuousClock()
+        let start = clock.now
+        let waited = try await run(pager, ["run", try manifest(perSecond: 1), "--refresh", "--append", "1", "--retry"])
+        #expect(waited.code == 0, "\(waited.stderr)")
+        #expect(waited.stderr.contains("append failed") && waited.stderr.contains("retry: waiting "), "\(waited.stderr)")
+        #expect(waited.stderr.contains("append (retry): +10 items, 20 in all"), "\(waited.stderr)")
+        #expect(clock.now - start >= .milliseconds(500))
+        let tooLong = try await run(pager, ["run", try manifest(perSecond: 0.001), "--refresh", "--append", "1", "--retry"])
+        #expect(tooLong.code == 1, "\(tooLong.stderr)")
+        #expect(tooLong.stderr.contains("retry: the failure says to retry after 17 min, more than 60 s; not retried"), "\(tooLong.stderr)")
+    }
+
     @Test func plugins_listsEveryPluginWithItsDescriptor() async throws {
         let result = try await run(pager, ["plugins", productsFolder])
         #expect(result.code == 0)
