@@ -15,12 +15,13 @@ struct EncodedSecret: Sendable {
         scalars = Array(secret.unicodeScalars)
     }
 
-    /// The longest a byte of the secret may be written: "\u00XX" (a character of two bytes and
-    /// more is written in at most as many: "\u00F6", a surrogate pair for four).
-    static let longestEncoding = 6
-
     /// The most times a byte may be percent-encoded over ("%252F" is "/" encoded twice).
     static let deepestEncoding = 8
+
+    /// The longest a byte of the secret may be written: percent-encoded ``deepestEncoding``
+    /// times ("%", "25" seven times, two digits; "\u00XX" is 6, and a character of two bytes
+    /// and more is written in at most as many: "\u00F6", a surrogate pair for four).
+    static let longestEncoding = 2 * deepestEncoding + 1
 
     /// `text` with every occurrence of the secret replaced by `replacement`; with
     /// `encodingAsWritten`, `replacement` is percent-encoded as many times as the secret was
@@ -94,6 +95,8 @@ struct EncodedSecret: Sendable {
         let cut: [Written] = partial ? [(t.count, 0)] : []
         var ends: [Written] = []
         if let written = bytewise(scalar, in: t, at: j, partial: partial) { ends.append(written) }
+        // A "%" of the secret is itself (bytewise), or "%25", "%2525"...: each a way it may end.
+        if scalar == "%" { ends += percentEncodings(ofPercentIn: t, at: j, partial: partial) }
         guard t[j] == UInt8(ascii: "\\") else { return ends }
         guard j + 1 < t.count else { return ends + cut }
         let escaped = t[j + 1]
@@ -122,23 +125,47 @@ struct EncodedSecret: Sendable {
                 i += 1
                 depth = max(depth, 1)
             } else if t[i] == UInt8(ascii: "%") {
-                // "%", then "25" for each encoding over the first, then the byte's two digits.
-                var k = i + 1, times = 1
-                while true {
-                    guard k + 1 < t.count else { return partial && hex(t[k...]) != nil ? (t.count, depth) : nil }
-                    guard let value = hex(t[k...(k + 1)]) else { return nil }
-                    if value == UInt32(byte) { break }
-                    guard value == 0x25, times < deepestEncoding else { return nil }
-                    k += 2
-                    times += 1
-                }
-                i = k + 2
+                guard let (end, times) = percentEncoded(byte, in: t, at: i, partial: partial) else { return nil }
+                if end == t.count, partial { return (end, max(depth, times)) }
+                i = end
                 depth = max(depth, times)
             } else {
                 return nil
             }
         }
         return (i, depth)
+    }
+
+    /// Where a "%" percent-encoded once or more from `i` may end ("%25", "%2525"...: "25" is
+    /// both its digits and the mark of one encoding more), each with how many times.
+    private static func percentEncodings(ofPercentIn t: [UInt8], at i: Int, partial: Bool) -> [Written] {
+        guard i < t.count, t[i] == UInt8(ascii: "%") else { return [] }
+        var ends: [Written] = []
+        var k = i + 1, times = 1
+        while times <= deepestEncoding {
+            guard k + 1 < t.count else { return ends + (partial && hex(t[k...]) != nil ? [(t.count, times)] : []) }
+            guard hex(t[k...(k + 1)]) == 0x25 else { break }
+            ends.append((k + 2, times))
+            k += 2
+            times += 1
+        }
+        return ends
+    }
+
+    /// Where `byte` percent-encoded once or more from `i` ("%", then "25" for each encoding over
+    /// the first, then the byte's two digits) ends, and how many times it is encoded; with
+    /// `partial`, `t.count` when `t` ends partway through it.
+    private static func percentEncoded(_ byte: UInt8, in t: [UInt8], at i: Int, partial: Bool) -> Written? {
+        guard i < t.count, t[i] == UInt8(ascii: "%") else { return nil }
+        var k = i + 1, times = 1
+        while true {
+            guard k + 1 < t.count else { return partial && hex(t[k...]) != nil ? (t.count, times) : nil }
+            guard let value = hex(t[k...(k + 1)]) else { return nil }
+            if value == UInt32(byte) { return (k + 2, times) }
+            guard value == 0x25, times < deepestEncoding else { return nil }
+            k += 2
+            times += 1
+        }
     }
 
     /// The value of the escape "\uXXXX" at `j`, and where it ends.

@@ -305,10 +305,12 @@ final class HTTPSourcePlugin: SourcePlugin {
                                                + (pause < wait ? " (the server said \(wait) s; a day at most)" : "")))
                     }
                 } else if saidNoReset.exchange(true, ordering: .relaxed) == false {
-                    let reset = response.header("x-ratelimit-reset").map { value in
-                        "\"X-RateLimit-Reset: \(Array(value.utf8).withUnsafeBufferPointer { config.snippet($0, limit: 40) })\""
+                    // The header that says no time, quoted (redacted before it is cut).
+                    let said = [("Retry-After", "retry-after"), ("X-RateLimit-Reset", "x-ratelimit-reset")].compactMap { name, key in
+                        response.header(key).map { value in "\"\(name): \(Array(value.utf8).withUnsafeBufferPointer { config.snippet($0, limit: 40) })\"" }
                     }
-                    host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset ?? "no X-RateLimit-Reset or Retry-After") says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
+                    let reset = said.isEmpty ? "no X-RateLimit-Reset or Retry-After" : said.joined(separator: " and ")
+                    host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset) says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
                 }
             }
             deliver(response, exchange, url: url)
@@ -481,6 +483,12 @@ final class HTTPSourcePlugin: SourcePlugin {
             malformed(error)
             return
         }
+        // With fields, an item that is not an object fails the page (before the page after it
+        // is asked for: it would be spent for nothing).
+        if projection != nil, let index = (0..<scan.itemCount).first(where: { scan.item($0).bytes.first != UInt8(ascii: "{") }) {
+            malformed(.internal("malformed body from \(url): fields: item \(index) is \(ResponseParsing.kind(of: scan.item(index).bytes)), not an object (fields keeps members of objects)"))
+            return
+        }
         let chainKey = exchange.target.chainKey, kind = exchange.kind
         let nextGoesRound = chains.withLock { chains in
             chains.record(keys, of: chainKey, kind: kind, url: url)
@@ -493,10 +501,6 @@ final class HTTPSourcePlugin: SourcePlugin {
             fetchAhead(next, after: exchange)
         }
         let items = ItemBytes(scan, projection: projection)
-        if let index = items.firstThatIsNoObject {
-            malformed(.internal("malformed body from \(url): fields: item \(index) is \(ResponseParsing.kind(of: scan.item(index).bytes)), not an object (fields keeps members of objects)"))
-            return
-        }
         if items.noneHasAField, saidNoFields.exchange(true, ordering: .relaxed) == false, let fields = config.fields {
             host.log(.warning, redact("fields: no item of the page from \(url) has any of the members \(fields.map { "\"\($0)\"" }.joined(separator: ", ")): each is {}"))
         }
@@ -745,21 +749,14 @@ struct ItemBytes: ~Copyable {
     private var ranges: [Range<Int>?] = []
     /// Projected, the page has items and none of them has any of the members kept.
     let noneHasAField: Bool
-    /// Projected, the index of the first item that is not an object (and has no members).
-    let firstThatIsNoObject: Int?
 
     init(_ scan: BodyScan, projection: ScanPlan?) {
         var compacted: [UInt8] = []
         var ranges: [Range<Int>?] = []
         var anyField = false
-        var firstThatIsNoObject: Int?
         for index in 0..<scan.itemCount {
             let (bytes, hasSpace) = scan.item(index)
             if let projection {
-                if bytes.first != UInt8(ascii: "{") {
-                    firstThatIsNoObject = firstThatIsNoObject ?? index
-                    continue
-                }
                 let start = compacted.count
                 Self.project(bytes, projection, into: &compacted)
                 ranges.append(start..<compacted.count)
@@ -783,11 +780,10 @@ struct ItemBytes: ~Copyable {
         self.compacted = compacted
         self.ranges = ranges
         noneHasAField = projection != nil && scan.itemCount > 0 && !anyField
-        self.firstThatIsNoObject = firstThatIsNoObject
     }
 
-    /// `{"name": value, ...}` of the projection's members the object `item` has, values
-    /// compacted.
+    /// `{"name": value, ...}` of the projection's members the object `item` has (items that are
+    /// not objects failed their page before), values compacted.
     private static func project(_ item: UnsafeBufferPointer<UInt8>, _ projection: ScanPlan, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "{"))
         if let scan = try? projection.scan(item) {

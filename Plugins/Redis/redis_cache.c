@@ -728,7 +728,8 @@ static uint32_t rc_answer(void *context, paging_intercept_out_t *out)
     rc_decision *d = (rc_decision *)context;
     if (d->has_page) {
         int taken = pstore_put_page(d->st->host, "redis-cache", &d->page, out);
-        pstore_count(d->st->host, d->st->metrics, taken ? d->hit : "misses");
+        /* A lease waiter's page (rc_poll) was counted when it began to wait: hit is NULL. */
+        if (d->hit != NULL) pstore_count(d->st->host, d->st->metrics, taken ? d->hit : "misses");
         if (!taken) return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
     }
     return d->result;

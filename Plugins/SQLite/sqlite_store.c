@@ -210,7 +210,7 @@ static const char sqls_schema_meta[] =
 static void sqls_log(sqls_state *st, uint32_t level, const char *what)
 {
     char msg[1600];
-    int code = sqlite3_errcode(st->db);
+    int code = sqlite3_errcode(st->db) & 0xFF; /* extended codes (SQLITE_CORRUPT_INDEX...) */
     const char *file = sqlite3_db_filename(st->db, "main");
     /* A damaged file fails every read and write alike: said once, with what to do. */
     int damaged = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
@@ -873,7 +873,7 @@ static int sqls_check_is_store(sqls_state *st, const paging_config_t *config, co
     if (rc != SQLITE_DONE) {
         /* ROLLBACK resets the connection's error: keep SQLite's word first ("file is not a database"). */
         char error[300];
-        int code = sqlite3_errcode(st->db);
+        int code = sqlite3_errcode(st->db) & 0xFF; /* extended codes (SQLITE_CORRUPT_INDEX...) */
         snprintf(error, sizeof error, "%s", sqlite3_errmsg(st->db));
         sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
         sqls_fail_db_with(st, config, path, "cannot read the database's tables", error, code);

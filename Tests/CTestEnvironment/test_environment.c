@@ -19,6 +19,7 @@ static const char *const declared[] = {
     "HOSTILE_POST_TOKEN",
     "HOSTILE_QUERY_KEY",
     "HOSTILE_TEST_TOKEN",
+    "HOSTILE_ENCODED_TOKEN",
     "HOSTILE_URL_SECRET",
     "HTTPS_TEST_TOKEN",
     "HTTP_PLUGIN_TEST_TOKEN",

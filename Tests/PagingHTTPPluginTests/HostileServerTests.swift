@@ -737,6 +737,21 @@ struct HostileServerTests {
         #expect(!error.message.contains("s3cr3t"), "\(error.message)")
     }
 
+    /// A secret echoed percent-encoded several times, whole or across the cut of the 200 bytes
+    /// a message quotes, leaves no part of itself: one encoded 3 times or more outgrew the
+    /// window the cut allowed for, and a "%" of the secret, itself encoded, was not found.
+    @Test(arguments: [1, 3, 5], [0, 120, 185])
+    func aSecretEchoedEncodedManyTimes_leavesNoPartOfItselfInTheMessage(_ times: Int, _ pad: Int) async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_ENCODED_TOKEN", "s3cr3t-50%-off/all+XYZ")
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/echo-secret-encoded?times=\#(times)&pad=\#(pad)", "items": "/items", "#
+                                          + #""auth": {"type": "bearer", "token": "${HOSTILE_ENCODED_TOKEN}"}}"#)
+        #expect(error.message.contains("HTTP 401"), "\(error.message)")
+        for part in ["s3cr", "3t-50", "off", "all", "XYZ"] {
+            #expect(!error.message.contains(part), "\(part) in \(error.message)")
+        }
+    }
+
     /// An api_key in the query, echoed in the next link (as many APIs do): the key of the next
     /// page holds no secret, and each request carries the key once (it was added again to the
     /// echoed one, page after page, and logged and stored with the keys).

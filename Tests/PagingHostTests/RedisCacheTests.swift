@@ -65,6 +65,10 @@ struct RedisCacheTests {
         #expect(answers.count == 8 && answers.allSatisfy { $0 == items(30..<40) })
         #expect(upstream.fetches == 1, "the upstream saw the page once")
         #expect(redis.command("EXISTS", "swiftpaging:test:l:10 2:30").hasPrefix(":0"), "the lease was released")
+        // A waiter answered with the holder's page counted nothing more (it counted a NULL
+        // counter name, which the host refused with an error line each time: found by a review).
+        #expect(!log.contains("counter_add"), "\(log.messages)")
+        #expect(pipelines.map { $0.1.stats.counters["misses"] ?? 0 }.reduce(0, +) == 8, "\(pipelines.map { $0.1.stats.counters })")
     }
 
     @Test func aLeaseWithoutAHolder_isWaitedOutThenTheLoadProceeds() async throws {

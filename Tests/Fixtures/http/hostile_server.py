@@ -85,6 +85,8 @@ Paths (query strings are ignored unless said):
   /echo-auth?via=V&page=N  echoes the bearer token it was sent as access_token=<token> in a
                        URL on another host name (http://localhost:PORT/items?page=2&...): V is
                        "link" (page 1's items and a Link rel="next" to it) or "redirect" (a 302 to it)
+  /echo-secret-encoded?times=T&pad=P  401 whose body is P "x" then the bearer token it was sent,
+                       percent-encoded T times (quote, nothing safe)
   /echo-same?via=V&page=N  echoes the credential it was sent (the bearer token, else X-Api-Key)
                        for page N+1 on the same host (pages 1 and 2): V is "link" (Link
                        rel="next" to /echo-same?via=link&page=N+1&t=<credential>), "link2" (the
@@ -304,6 +306,11 @@ class Handler(loopback.Handler):
             self.send(200, items_body(page), headers=[("Link", link)] if page == 1 else [])
         elif path == "/http-lines":
             self.send(200, items_body(1), headers=[(f"HTTP/x-pad{i}", "a" * 200) for i in range(1000)])
+        elif path == "/echo-secret-encoded":
+            token = (headers.get("authorization") or "")[len("Bearer "):].encode("latin-1").decode("utf-8", "replace")
+            for _ in range(int(query.get("times", "1"))):
+                token = quote(token, safe="")
+            self.send(401, ("x" * int(query.get("pad", "0")) + token).encode())
         elif path in ("/echo-secret", "/echo-secret-cut"):
             token = (headers.get("authorization") or "")[len("Bearer "):].encode("latin-1").decode("utf-8", "replace")
             if path == "/echo-secret":

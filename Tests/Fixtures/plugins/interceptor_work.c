@@ -28,7 +28,7 @@
  *     "sync"       defers, then answers PROCEED from intercept() itself
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
  *     "slow-answer" defers (logging "deferred <id>"); a new thread resumes with an answer that
- *                  waits until the file "resume_file" appears (a minute at most), then PROCEED;
+ *                  waits until the file "resume_file" appears (10 minutes at most), then PROCEED;
  *                  the thread logs "slow answer resume: <status>"
  *     "late"       defers (logging "deferred <id>"); a thread resumes once the file "resume_file"
  *                  appears, writes the resume's status to "<resume_file>.status" and logs "late
@@ -238,7 +238,7 @@ static uint32_t wk_answer_slowly(void *context, paging_intercept_out_t *out)
     const char *resume_file = (const char *)context;
     int waited;
     (void)out;
-    for (waited = 0; waited < 60000 && remove(resume_file) != 0; waited += 5) wk_sleep_ms(5);
+    for (waited = 0; waited < 600000 && remove(resume_file) != 0; waited += 5) wk_sleep_ms(5);
     return PAGING_INTERCEPT_PROCEED;
 }
 
