@@ -15,8 +15,9 @@ public struct ConformanceRunner: Sendable {
     /// How long one child may run before it is killed.
     public var childTimeout: Duration
     /// What a check's process is given besides twice the fetch timeout: on a machine running
-    /// many processes, 10 s was outlived by checks that take a tenth of a second alone.
-    public static let fixedTimeout = Duration.seconds(20)
+    /// many processes, 10 s was outlived by checks that take a tenth of a second alone, and on
+    /// one that stalled, 20 s (only a plugin that hangs is waited for this long).
+    public static let fixedTimeout = Duration.seconds(60)
 
     public init(executable: String, prefix: [String] = ["check"], options: ConformanceOptions, childTimeout: Duration? = nil) {
         self.executable = executable
@@ -269,7 +270,7 @@ public struct ConformanceRunner: Sendable {
                 ProcessTree.killDescendants(of: pid)
                 kill(-pid, SIGKILL)
                 _ = Self.reap(pid, &status, options: 0)
-                return .died("timed out after \(formatSeconds(limit)) (killed; a check may take 20 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
+                return .died("timed out after \(formatSeconds(limit)) (killed; a check may take 60 s + 2 × --timeout-ms, create-destroy-cycles 10 ms more a cycle)", output())
             }
             try? await Task.sleep(for: .milliseconds(2))
         }

@@ -51,7 +51,7 @@ struct CheckCommand {
       --config JSON         a valid config for the plugin(s) checked
       --config-file FILE    the same, read from a file
       --timeout-ms N        how long a fetch may take (default 5000); a check process is killed
-                            after 20 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
+                            after 60 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
       --cycles N            create/destroy cycles (default 1000)
       --without-extension ID
                             do not offer the plugin host extension ID (repeatable), as a host

@@ -247,7 +247,7 @@ struct PagerCheckTests {
     ]
 
     /// One fixture at a time: 17 `pager check` runs at once, each with its children, beside the
-    /// rest of the suite, took two checks past their 21 s on a loaded machine.
+    /// rest of the suite, took two checks past their limit (then 21 s) on a loaded machine.
     @Test(.serialized, arguments: broken)
     func brokenFixture_failsExactlyTheExpectedChecks(_ fixture: String, _ failing: Set<String>, _ reason: String) async throws {
         let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/\(fixture).c"), Self.fast)

@@ -49,8 +49,9 @@ struct RedisCacheTests {
         defer { redis.stop() }
         let upstream = CountingPluginSource()
         // A lease longer than the default 10 s: under the whole suite, the test process's two
-        // pool threads were once busy long enough for the waiters' lease to run out (a second fetch).
-        let pipelines = try (0..<8).map { _ in try pipeline(redis, upstream, [("lease_ms", .int(25_000))]) }
+        // pool threads were once busy long enough for the waiters' lease to run out (a second
+        // fetch), and once 25 s were outlived too (every waiter fetched).
+        let pipelines = try (0..<8).map { _ in try pipeline(redis, upstream, [("lease_ms", .int(300_000))]) }
         upstream.hold()
         let pages = Task {
             try await withThrowingTaskGroup(of: [String].self) { group in
