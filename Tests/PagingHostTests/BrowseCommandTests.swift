@@ -313,24 +313,27 @@ private final class Terminal: @unchecked Sendable {
         kill(pid, signal)
     }
 
-    /// Waits until `condition` holds for the last frame drawn, for up to a minute.
+    /// Waits until `condition` holds for the last frame drawn, for up to a minute; it is looked
+    /// at once more at the end (a test whose task waited that long for a thread of the pool
+    /// the tests share gave up without looking).
     func waitFor(_ condition: (Frame) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if let frame = lastFrame, condition(frame) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return lastFrame.map(condition) ?? false
     }
 
-    /// Waits until `condition` holds for all the command wrote so far, for up to a minute.
+    /// Waits until `condition` holds for all the command wrote so far, for up to a minute (and
+    /// looks once more at the end).
     func waitForScreen(_ condition: (String) -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + .seconds(60)
         while ContinuousClock.now < deadline {
             if condition(screen) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return condition(screen)
     }
 
     /// Waits for the command to end (killing it after a minute): its exit status and all it drew.

@@ -390,8 +390,9 @@ struct RedisCacheTests {
         let start = clock.now
         let hard = pager.request(.refresh, key: "0", params: params(pageSize: 10, userInfo: [PagingUserInfoKey.hardRefresh: "true"]))
         #expect(try await pager.load(hard).values.texts == items(0..<10))
-        // Ten command timeouts of 100 ms; the ten million SCANs before took about 15 minutes.
-        #expect(clock.now - start < .seconds(60))
+        // Ten command timeouts of 100 ms; the ten million SCANs before took about 15 minutes
+        // (the bound allows for a test process whose tasks waited long for a thread).
+        #expect(clock.now - start < .seconds(300))
         #expect(log.contains("hard refresh: the namespace's keys were not all found within 1000 ms"), "\(log.messages)")
     }
 
