@@ -164,6 +164,7 @@ func fillingIn(_ text: String, reference: String, with value: String) -> String 
     var out = text
     if out.hasUTF8("${") { out = out.replacing(reference, with: value) }
     // Encoded n times, a reference starts with "%", n - 1 times "25", then "24" (its "$").
+    guard out.hasUTF8("%24") || out.hasUTF8("%25") else { return out }
     var (encodedReference, encodedValue, percents) = (reference, value, "%")
     for _ in 0..<EncodedSecret.deepestEncoding where out.contains(percents) {
         (encodedReference, encodedValue) = (percentEncode(encodedReference), percentEncode(encodedValue))
