@@ -214,7 +214,8 @@ static void sqls_log(sqls_state *st, uint32_t level, const char *what)
     const char *file = sqlite3_db_filename(st->db, "main");
     /* A damaged file fails every read and write alike: said once, with what to do. */
     int damaged = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
-    if (damaged && st->said_damaged++) level = PAGING_LOG_DEBUG;
+    if (damaged && st->said_damaged) level = PAGING_LOG_DEBUG;
+    if (damaged) st->said_damaged = 1;
     snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db),
              damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)" : "");
     st->host->log(st->host, level, msg);
