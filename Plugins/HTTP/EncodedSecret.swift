@@ -96,7 +96,7 @@ struct EncodedSecret: Sendable {
         var ends: [Written] = []
         if let written = bytewise(scalar, in: t, at: j, partial: partial) { ends.append(written) }
         // A "%" of the secret is itself (bytewise), or "%25", "%2525"...: each a way it may end.
-        if scalar == "%" { ends += percentEncodings(ofPercentIn: t, at: j, partial: partial) }
+        if scalar == "%" { ends += percentEncodings(of: 0x25, in: t, at: j, partial: partial) }
         guard t[j] == UInt8(ascii: "\\") else { return ends }
         guard j + 1 < t.count else { return ends + cut }
         let escaped = t[j + 1]
@@ -125,7 +125,7 @@ struct EncodedSecret: Sendable {
                 i += 1
                 depth = max(depth, 1)
             } else if t[i] == UInt8(ascii: "%") {
-                guard let (end, times) = percentEncoded(byte, in: t, at: i, partial: partial) else { return nil }
+                guard let (end, times) = percentEncodings(of: byte, in: t, at: i, partial: partial).first else { return nil }
                 if end == t.count, partial { return (end, max(depth, times)) }
                 i = end
                 depth = max(depth, times)
@@ -136,36 +136,27 @@ struct EncodedSecret: Sendable {
         return (i, depth)
     }
 
-    /// Where a "%" percent-encoded once or more from `i` may end ("%25", "%2525"...: "25" is
-    /// both its digits and the mark of one encoding more), each with how many times.
-    private static func percentEncodings(ofPercentIn t: [UInt8], at i: Int, partial: Bool) -> [Written] {
+    /// Where `byte` percent-encoded once or more from `i` ends ("%", then "25" for each encoding
+    /// over the first, then the byte's two digits), with how many times: one way at most, but
+    /// for "%" itself, whose digits "25" are also the mark of one encoding more ("%25",
+    /// "%2525"...); with `partial`, `t.count` when `t` ends partway through one.
+    private static func percentEncodings(of byte: UInt8, in t: [UInt8], at i: Int, partial: Bool) -> [Written] {
         guard i < t.count, t[i] == UInt8(ascii: "%") else { return [] }
         var ends: [Written] = []
         var k = i + 1, times = 1
         while times <= deepestEncoding {
             guard k + 1 < t.count else { return ends + (partial && hex(t[k...]) != nil ? [(t.count, times)] : []) }
-            guard hex(t[k...(k + 1)]) == 0x25 else { break }
-            ends.append((k + 2, times))
+            guard let value = hex(t[k...(k + 1)]) else { break }
+            if value == UInt32(byte) {
+                ends.append((k + 2, times))
+                if byte != 0x25 { break }
+            } else if value != 0x25 {
+                break
+            }
             k += 2
             times += 1
         }
         return ends
-    }
-
-    /// Where `byte` percent-encoded once or more from `i` ("%", then "25" for each encoding over
-    /// the first, then the byte's two digits) ends, and how many times it is encoded; with
-    /// `partial`, `t.count` when `t` ends partway through it.
-    private static func percentEncoded(_ byte: UInt8, in t: [UInt8], at i: Int, partial: Bool) -> Written? {
-        guard i < t.count, t[i] == UInt8(ascii: "%") else { return nil }
-        var k = i + 1, times = 1
-        while true {
-            guard k + 1 < t.count else { return partial && hex(t[k...]) != nil ? (t.count, times) : nil }
-            guard let value = hex(t[k...(k + 1)]) else { return nil }
-            if value == UInt32(byte) { return (k + 2, times) }
-            guard value == 0x25, times < deepestEncoding else { return nil }
-            k += 2
-            times += 1
-        }
     }
 
     /// The value of the escape "\uXXXX" at `j`, and where it ends.

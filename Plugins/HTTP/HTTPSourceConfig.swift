@@ -341,6 +341,11 @@ struct HTTPSourceConfig: Sendable {
         return out
     }
 
+    /// ``snippet(_:limit:)`` of text (a header's value).
+    func snippet(_ text: String, limit: Int = 200) -> String {
+        Array(text.utf8).withUnsafeBufferPointer { snippet($0, limit: limit) }
+    }
+
     /// The first `limit` bytes of a body as text for a message, its secrets redacted before it
     /// is cut: a secret across the cut leaves no part of itself behind.
     func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {

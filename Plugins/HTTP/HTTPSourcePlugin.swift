@@ -307,7 +307,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                 } else if saidNoReset.exchange(true, ordering: .relaxed) == false {
                     // The header that says no time, quoted (redacted before it is cut).
                     let said = [("Retry-After", "retry-after"), ("X-RateLimit-Reset", "x-ratelimit-reset")].compactMap { name, key in
-                        response.header(key).map { value in "\"\(name): \(Array(value.utf8).withUnsafeBufferPointer { config.snippet($0, limit: 40) })\"" }
+                        response.header(key).map { "\"\(name): \(config.snippet($0, limit: 40))\"" }
                     }
                     let reset = said.isEmpty ? "no X-RateLimit-Reset or Retry-After" : said.joined(separator: " and ")
                     host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset) says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
@@ -664,7 +664,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             let (links, unreadable) = header.map { ResponseParsing.links($0, base: url) } ?? ([:], false)
             if unreadable, links["next"] == nil, let header {
                 // Redacted before it is cut (snippet): a secret across the cut leaves nothing behind.
-                let said = Array(header.utf8).withUnsafeBufferPointer { config.snippet($0) }
+                let said = config.snippet(header)
                 host.log(.warning, redact("the Link header from \(url) has a link-value that cannot be read (RFC 8288: <URL>; rel=\"next\"), and no rel=\"next\" besides: paging ends here. It says: \(said)"))
             }
             for (rel, link) in links where rel == "next" || rel == "prev" {
