@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,8 @@ struct paging_http_server {
      * held a copy of their page each, 600 MB for 60 of them. */
     size_t unsent_bytes;
     size_t max_unsent_bytes;
+    /* A request's line and headers at most, as they sit in libmicrohttpd's memory (below). */
+    size_t request_bytes;
     pthread_t reaper;
     int reaper_running;
     int stopping;
@@ -362,6 +365,55 @@ static const char *ambiguous_framing(struct MHD_Connection *connection, int *has
 /* The state of a request answered by on_request_line. */
 static char refused_request;
 
+/* Answers `status` on the connection's socket itself, then shuts the socket down (the server's
+ * thread reads the end of the stream and closes it): for a request libmicrohttpd could not
+ * answer from its connection's memory. Told to `refused`, for counting. Whether it was sent. */
+static int refuse_on_socket(paging_http_server *server, struct MHD_Connection *connection, const char *path,
+                            unsigned status, const char *reason, const char *body)
+{
+    const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    char head[512];
+    int head_length;
+    if (info == NULL) return 0;
+    if (server->refused != NULL) server->refused(server->context, path, status);
+    head_length = snprintf(head, sizeof head,
+                           "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
+                           "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", status, reason, strlen(body), body);
+    /* A socket's send buffer takes these few hundred bytes at once (nothing else was sent on
+     * it since the last answer was read, or the request would not have been read). */
+    if (head_length > 0 && send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+    shutdown(info->connect_fd, SHUT_RDWR);
+    return 1;
+}
+
+/* A header or query parameter as it sits in a connection's memory: its text and libmicrohttpd's
+ * record of it (56 bytes in 0.9.75, rounded up). */
+#define HEADER_RECORD_BYTES 64
+
+static enum MHD_Result add_footprint(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                     const char *value, size_t value_size)
+{
+    (void)kind;
+    (void)key;
+    (void)value;
+    *(size_t *)cls += key_size + value_size + 4 + HEADER_RECORD_BYTES;
+    return MHD_YES;
+}
+
+/* libmicrohttpd answers nothing, and closes the connection, when a request fits its
+ * connection's memory but the answer's headers do not (within ~150 bytes of the limit): the
+ * memory is `request_bytes` and some room for the answer, and a request past `request_bytes`
+ * is refused here (431) on the socket. */
+#define ANSWER_ROOM_BYTES ((size_t)16 << 10)
+
+static size_t request_footprint(struct MHD_Connection *connection, const char *method, const char *url)
+{
+    size_t bytes = strlen(method) + strlen(url) + sizeof " HTTP/1.1\r\n";
+    if (mhd.get_connection_values_n(connection, MHD_HEADER_KIND, add_footprint, &bytes) < 0) return SIZE_MAX;
+    if (mhd.get_connection_values_n(connection, MHD_GET_ARGUMENT_KIND, add_footprint, &bytes) < 0) return SIZE_MAX;
+    return bytes;
+}
+
 /* Sees each request line before libmicrohttpd splits its query: one it could not keep (above)
  * is answered 414 on its socket, which is then shut down (the server's thread reads the end of
  * the stream and closes it). Returns the request's state: `refused_request` for that one
@@ -370,10 +422,9 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 {
     paging_http_server *server = cls;
     const char *query = uri != NULL ? strchr(uri, '?') : NULL;
-    const union MHD_ConnectionInfo *info;
     size_t arguments = 1, path_length;
-    char head[512], body[200], path[128];
-    int head_length, body_length;
+    char body[200], path[128];
+    int body_length;
     if (query == NULL) return NULL;
     for (const char *c = query; *c != '\0'; c++) arguments += *c == '&';
     if (arguments > MAX_QUERY_ARGUMENTS) {
@@ -383,19 +434,11 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     } else {
         return NULL;
     }
-    info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (info == NULL || body_length < 0) return NULL;
+    if (body_length < 0) return NULL;
     path_length = (size_t)(query - uri) < sizeof path - 1 ? (size_t)(query - uri) : sizeof path - 1;
     memcpy(path, uri, path_length);
     path[path_length] = '\0';
-    if (server->refused != NULL) server->refused(server->context, path, 414);
-    head_length = snprintf(head, sizeof head,
-                           "HTTP/1.1 414 URI Too Long\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
-                           "Connection: close\r\nContent-Length: %d\r\n\r\n%s", body_length, body);
-    /* A fresh socket's send buffer takes these few hundred bytes at once. */
-    if (head_length > 0 && send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
-    shutdown(info->connect_fd, SHUT_RDWR);
-    return &refused_request;
+    return refuse_on_socket(server, connection, path, 414, "URI Too Long", body) ? &refused_request : NULL;
 }
 
 /* Percent-decoding as libmicrohttpd's own (%XX, nothing else), noting a %00 on the connection:
@@ -433,7 +476,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         /* The headers have come: a request whose end is ambiguous is refused, and its
          * connection closed (what follows it cannot be read as a request with certainty). */
         int has_body = 0;
-        const char *ambiguous = ambiguous_framing(connection, &has_body);
+        const char *ambiguous;
+        if (request_footprint(connection, method, url) > server->request_bytes) {
+            char body[100];
+            snprintf(body, sizeof body, "{\"error\": \"the request line and headers are longer than %zu KiB\"}\n", server->request_bytes >> 10);
+            refuse_on_socket(server, connection, url, 431, "Request Header Fields Too Large", body);
+            return MHD_NO;
+        }
+        ambiguous = ambiguous_framing(connection, &has_body);
         if (ambiguous != NULL) return answer_now(server, url, connection, MHD_HTTP_BAD_REQUEST, ambiguous, 1);
         /* Only GET and HEAD are served: a body is refused before it is read, and the connection
          * closed (a body trickled a byte at a time held its connection for ever). */
@@ -562,13 +612,14 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
     server->connections.next = server->connections.prev = &server->connections;
     server->header_timeout_ms = limits.header_timeout_ms;
     server->max_unsent_bytes = limits.unsent_answer_bytes;
+    server->request_bytes = limits.request_bytes;
     errno = 0;
     server->daemon = mhd.start_daemon(flags, port, NULL, NULL, on_request, server,
                                       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&storage,
                                       MHD_OPTION_CONNECTION_LIMIT, limits.connections,
                                       MHD_OPTION_PER_IP_CONNECTION_LIMIT, limits.connections_per_address,
                                       MHD_OPTION_CONNECTION_TIMEOUT, limits.idle_timeout_seconds,
-                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes,
+                                      MHD_OPTION_CONNECTION_MEMORY_LIMIT, limits.request_bytes + ANSWER_ROOM_BYTES,
                                       MHD_OPTION_NOTIFY_COMPLETED, on_completed, server,
                                       MHD_OPTION_NOTIFY_CONNECTION, on_connection, server,
                                       MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
