@@ -95,7 +95,7 @@ struct PagerCheckTests {
     @Test(arguments: [("Examples/CInterceptor/counter.c", "c-counter"), ("Examples/CInterceptor/guide_example.c", "tagger"),
                       ("Tests/Fixtures/plugins/pass_through.c", "counting")])
     func wellBehavedCPlugins_pass(_ source: String, _ id: String) async throws {
-        let library = try compile(source)
+        let library = try await compile(source)
         let (code, report, output) = try await check(library, Self.passing)
         #expect(code == 0, "\(output)")
         #expect(report.failed == 0, "\(output)")
@@ -107,7 +107,7 @@ struct PagerCheckTests {
                       ("listener", "paging.load-outcome/1: failed() heard 3 failures"),
                       ("offsets", "paging.sized-key-chain/1: key_chain() answered")])
     func extensionsOf11_areChecked(_ id: String, _ reported: String) async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"), Self.fast + ["--plugin", id])
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"), Self.fast + ["--plugin", id])
         #expect(code == 0 && report.failed == 0, "\(output)")
         let extensions = try #require(report.results.first { $0.check == "extensions" })
         #expect(extensions.status == .pass && extensions.reason.contains(reported), "\(extensions.reason)")
@@ -124,7 +124,7 @@ struct PagerCheckTests {
                       ("deferring", #"{"mode": "never"}"#, "an intercept was never answered"),
                       ("deferring", #"{"mode": "twice"}"#, "answered a deferred intercept more than once")])
     func misbehavingExtensions_fail(_ id: String, _ config: String, _ reason: String) async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", id, "--config", config])
         #expect(code != 0, "\(output)")
         let extensions = try #require(report.results.first { $0.check == "extensions" })
@@ -134,7 +134,7 @@ struct PagerCheckTests {
     /// An interceptor that fails every request is said to: proceed-intact counts the failures
     /// and items-valid does not call them passed on (it said "all passed on").
     @Test func anInterceptorThatFailsEveryRequest_isSaidToFailThem() async throws {
-        let (_, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (_, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                   Self.fast + ["--plugin", "hinting", "--config", #"{"fail_times": 1000000, "retry_after_ms": 1}"#])
         let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
         #expect(proceed.reason.contains("0 requests proceeded") && proceed.reason.contains("failed by it"), "\(output)")
@@ -149,7 +149,7 @@ struct PagerCheckTests {
     @Test func aFetchThatBlocksPastTheTimeout_failsFetchCompletesOnce() async throws {
         let options = ConformanceOptions(config: try JSONValue.parse(#"{"block_ms": 300}"#), fetchTimeout: .milliseconds(100),
                                          cycles: 10, scratchFolder: scratchFolder())
-        let result = await Conformance.run(.fetchCompletesOnce, path: try fixturePlugin("crashy_source"), plugin: "crashy-source", options: options)
+        let result = await Conformance.run(.fetchCompletesOnce, path: try await fixturePlugin("crashy_source"), plugin: "crashy-source", options: options)
         #expect(result.status == .fail && result.reason.contains("more than --timeout-ms 100 ms (fetch() must return at once"), "\(result.reason)")
     }
 
@@ -157,7 +157,7 @@ struct PagerCheckTests {
     /// JSON, which the host refuses: the odd page's doing (no host hands out such items), not a
     /// failure of handle-any-page (it failed, for a plugin that runs correctly).
     @Test func aTransformThatWrapsItsItems_passesHandleAnyPage() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", "transformer", "--config", #"{"mode": "wrap"}"#])
         #expect(code == 0 && report.failed == 0, "\(output)")
         let handled = try #require(report.results.first { $0.check == "handle-any-page" })
@@ -169,7 +169,7 @@ struct PagerCheckTests {
     /// the timeout for every request, and was killed after 10 s + 2 x --timeout-ms, saying
     /// only that).
     @Test func anInterceptorThatNeverAnswers_failsProceedIntact_withoutKilledChecks() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      ["--cycles", "100", "--timeout-ms", "2000", "--plugin", "deferring",
                                                       "--config", #"{"mode": "never"}"#])
         #expect(code == 1, "\(output)")
@@ -187,7 +187,7 @@ struct PagerCheckTests {
     /// 1,000, a thread started for each create, once outlasted the check's 12 s under the load
     /// of the whole suite.)
     @Test func aSourceKeepingItsHostInAGlobal_failsCallHandles() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/global_host.c"), ["--timeout-ms", "1000", "--cycles", "100"])
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/global_host.c"), ["--timeout-ms", "1000", "--cycles", "100"])
         #expect(code == 1, "\(output)")
         let handles = try #require(report.results.first { $0.check == "call-handles" })
         #expect(handles.status == .fail && handles.reason.contains("completed none of its fetches") && handles.reason.contains("kept in a global"), "\(output)")
@@ -197,7 +197,7 @@ struct PagerCheckTests {
     /// A transform that keeps its page-out handle and uses it in the next transform fails
     /// call-handles (it passed: the check called no transform).
     @Test func aTransformKeepingItsOutHandle_failsCallHandles() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", "transformer", "--config", #"{"mode": "stale-out"}"#])
         #expect(code == 1, "\(output)")
         let handles = try #require(report.results.first { $0.check == "call-handles" })
@@ -208,7 +208,7 @@ struct PagerCheckTests {
     /// it (it passed with a note, every load failing).
     @Test(arguments: [("deferring", #"{"mode": "no-defer"}"#, "without calling defer()")])
     func interceptorsMisusingTheABI_failProceedIntact(_ id: String, _ config: String, _ reason: String) async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/interceptor_work.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", id, "--config", config])
         #expect(code == 1, "\(output)")
         let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
@@ -218,7 +218,7 @@ struct PagerCheckTests {
     @Test func guideExample_isUnder40Lines_andItsRewriteIsANote() async throws {
         let text = try String(contentsOfFile: "\(repositoryRoot)/Examples/CInterceptor/guide_example.c", encoding: .utf8)
         #expect(text.filter { $0 == "\n" }.count < 40)
-        let (_, report, _) = try await check(try compile("Examples/CInterceptor/guide_example.c"), Self.fast + ["--plugin", "tagger"])
+        let (_, report, _) = try await check(try await compile("Examples/CInterceptor/guide_example.c"), Self.fast + ["--plugin", "tagger"])
         let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
         #expect(proceed.status == .pass)
         #expect(proceed.notes.contains { $0.contains("rewrites requests: params tag") })
@@ -250,7 +250,7 @@ struct PagerCheckTests {
     /// rest of the suite, took two checks past their limit (then 21 s) on a loaded machine.
     @Test(.serialized, arguments: broken)
     func brokenFixture_failsExactlyTheExpectedChecks(_ fixture: String, _ failing: Set<String>, _ reason: String) async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/\(fixture).c"), Self.fast)
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/\(fixture).c"), Self.fast)
         #expect(code == 1, "\(output)")
         let failed = report.results.filter { $0.status == .fail }
         #expect(Set(failed.map { "\($0.plugin)/\($0.check)" }) == failing, "\(output)")
@@ -260,14 +260,14 @@ struct PagerCheckTests {
     /// A worker that destroy() joins completes a fetch twice while destroy() runs: that is
     /// fetch-completes-once's failure, not a call after destroy (destroy-in-flight said so).
     @Test func aSecondCompletionWhileDestroyRuns_isNotACallAfterDestroy() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/double_complete.c"),
                                                      Self.fast + ["--config", #"{"from_worker": true}"#])
         #expect(code == 1, "\(output)")
         let failed = Set(report.results.filter { $0.status == .fail }.map(\.check))
         #expect(failed == ["fetch-completes-once"], "\(output)")
         // Its cancel() does nothing, said in a note (it passed as a working cancel, with the
         // same words).
-        let (_, noop, noopOutput) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+        let (_, noop, noopOutput) = try await check(try await compile("Tests/Fixtures/plugins/double_complete.c"),
                                                     Self.fast + ["--config", #"{"from_worker": true, "noop_cancel": true}"#])
         let cancelSafe = try #require(noop.results.first { $0.check == "cancel-safe" })
         #expect(cancelSafe.notes.contains { $0.contains("none failed with CANCELLED: cancel() may stop nothing") }, "\(noopOutput)")
@@ -276,7 +276,7 @@ struct PagerCheckTests {
     /// A fetch() that ends its fetch, then returns an error, contradicts itself: the host keeps
     /// the ending and logs it, and fetch-completes-once fails the plugin (it passed).
     @Test func aFetchThatEndsItsFetch_thenReturnsAnError_failsFetchCompletesOnce() async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"),
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/double_complete.c"),
                                                      Self.fast + ["--config", #"{"then_return": 6}"#])
         #expect(code == 1, "\(output)")
         let result = try #require(report.results.first { $0.check == "fetch-completes-once" })
@@ -290,14 +290,14 @@ struct PagerCheckTests {
                       (#"{"fail_first": true, "fail_code": 777}"#, "failed with status 777, which is no PAGING_ERR_* code"),
                       (#"{"fail_first": true, "fail_code": 2, "then_return": 31337}"#, "then returned an error")])
     func aFetchFailingWithoutAnABICode_failsFetchCompletesOnce(_ config: String, _ reason: String) async throws {
-        let (code, report, output) = try await check(try compile("Tests/Fixtures/plugins/double_complete.c"), Self.fast + ["--config", config])
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/double_complete.c"), Self.fast + ["--config", config])
         #expect(code == 1, "\(output)")
         let result = try #require(report.results.first { $0.check == "fetch-completes-once" })
         #expect(result.status == .fail && result.reason.contains(reason), "\(output)")
     }
 
     @Test func createFails_refusingEmptyAndInvalidConfigsCleanly_passesThoseChecks() async throws {
-        let (_, report, _) = try await check(try compile("Tests/Fixtures/plugins/create_fails.c"), Self.fast)
+        let (_, report, _) = try await check(try await compile("Tests/Fixtures/plugins/create_fails.c"), Self.fast)
         for name in ["create-empty-config", "create-invalid-config"] {
             #expect(report.results.first { $0.check == name }?.status == .pass)
         }
@@ -321,7 +321,7 @@ struct PagerCheckTests {
             ["check"],
             ["check", folder + "/missing.so"],
             ["check", text],
-            ["check", try compile("Tests/Fixtures/plugins/no_entry.c")],
+            ["check", try await compile("Tests/Fixtures/plugins/no_entry.c")],
             ["check", "\(productsFolder)/libjsonlines.so", "--plugin", "nope"],
             ["check", "\(productsFolder)/libjsonlines.so", "--config", "[1"],
             ["check", "\(productsFolder)/libjsonlines.so", "--frobnicate"],
@@ -365,7 +365,7 @@ struct PagerCheckTests {
     }
 
     @Test func draftBuiltLibrary_passesWithANote() async throws {
-        let library = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/check_draft.c",
+        let library = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/check_draft.c",
                                          headers: "\(repositoryRoot)/Tests/Fixtures/abi-1.0-draft")
         let (code, report, output) = try await check(library, Self.passing)
         #expect(code == 0, "\(output)")
@@ -378,7 +378,7 @@ struct PagerCheckTests {
     }
 
     @Test func newerMinor_passesWithANote_andOneNeedingAMissingExtensionIsRefused() async throws {
-        let (_, report, output) = try await check(try fixturePlugin("abi_minor_newer"), Self.fast)
+        let (_, report, output) = try await check(try await fixturePlugin("abi_minor_newer"), Self.fast)
         let newer = report.results.filter { $0.plugin == "abi-minor-newer" }
         #expect(newer.allSatisfy { $0.status != .fail }, "\(output)")
         #expect(newer.first { $0.check == "abi-growth" }?.notes.contains { $0.contains("built against ABI 1.99.0") } == true, "\(output)")
@@ -415,7 +415,7 @@ struct PagerCheckTests {
     }
 
     @Test func staleCallHandles_failCallHandles_quotingTheHost() async throws {
-        let (_, report, output) = try await check(try fixturePlugin("check_stale_out"), Self.fast)
+        let (_, report, output) = try await check(try await fixturePlugin("check_stale_out"), Self.fast)
         let handles = try #require(report.results.first { $0.check == "call-handles" })
         #expect(handles.status == .fail)
         // Both handles: the config kept from create, the out kept from the intercept before.
@@ -427,7 +427,7 @@ struct PagerCheckTests {
     }
 
     @Test func extensions_nameTheAnswer_andBoundTheCall() async throws {
-        let (_, report, output) = try await check(try fixturePlugin("check_bad_extensions"), Self.fast)
+        let (_, report, output) = try await check(try await fixturePlugin("check_bad_extensions"), Self.fast)
         func result(_ plugin: String, _ check: String) -> ConformanceResult? {
             report.results.first { $0.plugin == plugin && $0.check == check }
         }
@@ -444,7 +444,7 @@ struct PagerCheckTests {
     /// the item the host refused was said to be a second one).
     @Test(arguments: [false, true])
     func invalidItems_failItemsValid_only(firstPageBad: Bool) async throws {
-        let (_, report, output) = try await check(try fixturePlugin("check_invalid_items"),
+        let (_, report, output) = try await check(try await fixturePlugin("check_invalid_items"),
                                                   Self.fast + (firstPageBad ? ["--plugin", "invalid-items", "--config", #"{"first_page_invalid": true}"#] : []))
         let failed = report.results.filter { $0.status == .fail }
         let expected: Set<String> = firstPageBad ? ["invalid-items/items-valid"] : ["invalid-items/items-valid", "invalid-answers/items-valid"]
@@ -474,7 +474,7 @@ struct PagerCheckTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: pager)
         // never-complete's fetch-completes-once waits out --timeout-ms for a fetch that never ends.
-        process.arguments = ["check", try compile("Tests/Fixtures/plugins/never_complete.c"), "--cycles", "2", "--timeout-ms", "600000"]
+        process.arguments = ["check", try await compile("Tests/Fixtures/plugins/never_complete.c"), "--cycles", "2", "--timeout-ms", "600000"]
         process.environment = ProcessInfo.processInfo.environment.merging(["TMPDIR": temporary + "/"]) { $1 }
         process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/out"))
         process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/err"))
@@ -504,7 +504,7 @@ struct PagerCheckTests {
     @Test func aReaderGoingAway_removesTheScratchFolder() async throws {
         let temporary = scratchFolder() + "/tmp"
         try FileManager.default.createDirectory(atPath: temporary, withIntermediateDirectories: true)
-        let library = try compile("Tests/Fixtures/plugins/pass_through.c")
+        let library = try await compile("Tests/Fixtures/plugins/pass_through.c")
         // head ends after the first row; the rows of the checks after it come later.
         let result = try await run("/bin/sh", ["-c", "'\(pager)' check '\(library)' --cycles 2 | head -1"],
                                    environment: ["TMPDIR": temporary + "/"])
@@ -549,6 +549,6 @@ struct PagerCheckTests {
 // MARK: - Support
 
 /// Compiles a C plugin of the repository (a path relative to its root) with plain `cc`.
-func compile(_ source: String) throws -> String {
-    try compileCPlugin("\(repositoryRoot)/\(source)")
+func compile(_ source: String) async throws -> String {
+    try await compileCPlugin("\(repositoryRoot)/\(source)")
 }

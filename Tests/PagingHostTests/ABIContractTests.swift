@@ -16,7 +16,7 @@ struct ABIContractTests {
     // MARK: - Growth
 
     @Test func aPluginBuiltAgainstTheDraftHeaders_loadsAndRunsUnchanged() async throws {
-        let path = try compileCPlugin("\(Self.draftHeaders)/draft_plugin.c", headers: Self.draftHeaders)
+        let path = try await compileCPlugin("\(Self.draftHeaders)/draft_plugin.c", headers: Self.draftHeaders)
         let library = try PluginLibrary.open(path: path)
         #expect(library.descriptors.map(\.id) == ["draft-numbers", "draft-tagger"])
         #expect(library.descriptors.allSatisfy { $0.isDraft })
@@ -59,7 +59,7 @@ struct ABIContractTests {
     }
 
     @Test func aPluginOfANewerMinor_thatNeedsNothingMore_runs_readingOnlyWhatTheHostWrote() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("abi_minor_newer"))
         #expect(library.abiVersion == PluginABIVersion(major: 1, minor: 99, patch: 0))
         let source = try library.makeSource(id: "abi-minor-newer", sink: log.sink)
         let page = try await Pager(source: source).load(source.refreshRequest(pageSize: 5))
@@ -68,7 +68,7 @@ struct ABIContractTests {
     }
 
     @Test func aPluginOfANewerMinor_needingAnExtensionTheHostLacks_isRefused_inOneLineNamingBothVersions() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("abi_minor_newer"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("abi_minor_newer"))
         do {
             _ = try library.makeSource(id: "abi-minor-needs", sink: log.sink)
             Issue.record("created a plugin that needs an absent extension")
@@ -82,7 +82,7 @@ struct ABIContractTests {
     }
 
     @Test func aDescriptorOfAnotherMajor_isRefusedAtLoad() async throws {
-        let path = try fixturePlugin("abi_descriptor_major2")
+        let path = try await fixturePlugin("abi_descriptor_major2")
         #expect(throws: PluginLoadError.descriptorABIMismatch(
             path: path, id: "abi-major2", plugin: PluginABIVersion(major: 2, minor: 0, patch: 0), host: .host)) {
             try PluginLibrary.open(path: path)
@@ -92,7 +92,7 @@ struct ABIContractTests {
     @Test(arguments: ["run", "validate", "browse"])
     func aDescriptorOfAnotherMajor_isRefusedByEveryCommand(_ command: String) async throws {
         let folder = scratchFolder()
-        let plugin = try fixturePlugin("abi_descriptor_major2")
+        let plugin = try await fixturePlugin("abi_descriptor_major2")
         try #"{"source": {"plugin": "\#(plugin)"}}"#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, [command, folder + "/m.json"])
         #expect(result.code == 2, "\(result.stderr)")
@@ -107,7 +107,7 @@ struct ABIContractTests {
     // MARK: - Call handles
 
     @Test func handlesKeptFromAnEarlierCall_orUsedFromAnotherThread_areRefusedAndLogged_neverApplied() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("stale_handles"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("stale_handles"))
         let source = try library.makeSource(sink: log.sink)
         let interceptor = try library.makeInterceptor(config: .object([("tag", .string("t"))]), sink: log.sink)
         let pager = Pager(source: source, interceptors: [interceptor])
@@ -145,7 +145,7 @@ struct ABIContractTests {
 
     @Test func initLearnsTheHostAndThePath_theHostOffersItsLogLevel_andConfigTypesTellAbsentFromWrong() async throws {
         // A library of its own: other tests' processes run `lifecycle` too, and its deinit marks its path.
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_init")
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_init")
         let libraryLog = LogRecorder()
         let previous = PluginLibrary.librarySink
         PluginLibrary.librarySink = libraryLog.sink
@@ -173,7 +173,7 @@ struct ABIContractTests {
     }
 
     @Test func anInitThatFails_refusesTheLibrary_withWhatItLogged() async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fails",
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fails",
                                       extraFlags: ["-DFIXTURE_FAIL_INIT"])
         do {
             _ = try PluginLibrary.open(path: path)
@@ -187,7 +187,7 @@ struct ABIContractTests {
     /// after it has its config refused all the same, with the reason it gave first, and the
     /// instance destroyed (it was taken, and run with a config its plugin refused).
     @Test func anInstanceReturnedAfterConfigFail_isDestroyed_andTheFirstReasonStands() async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fail_then_return",
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_fail_then_return",
                                       extraFlags: ["-DFIXTURE_FAIL_THEN_RETURN"])
         let library = try PluginLibrary.open(path: path)
         let log = LogRecorder()
@@ -205,7 +205,7 @@ struct ABIContractTests {
     /// 0, never set, is said, since its extensions go unasked. Both were taken without a word.
     @Test(arguments: [0, 8])
     func anInstanceTableTooSmall_isRefused_andOneNeverSized_isSaid(size: Int) async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_size_\(size)",
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_size_\(size)",
                                       extraFlags: ["-DFIXTURE_STRUCT_SIZE=\(size)"])
         let library = try PluginLibrary.open(path: path)
         let log = LogRecorder()
@@ -224,8 +224,8 @@ struct ABIContractTests {
 
     /// A log line with a NULL message, or at a level the ABI lacks, is said so (they were an
     /// empty line, and a line at info).
-    @Test func oddLogCalls_areSaid() throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_odd_logs",
+    @Test func oddLogCalls_areSaid() async throws {
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_odd_logs",
                                       extraFlags: ["-DFIXTURE_ODD_LOGS"])
         let log = LogRecorder()
         try PluginLibrary.open(path: path).makeInterceptor(sink: log.sink).destroy()
@@ -238,7 +238,7 @@ struct ABIContractTests {
     /// (at create, at deinit) has the call refused, said once, and pager runs on (it crashed
     /// on freed memory, exit 139).
     @Test func anInitInfoKeptPastInit_isRefused_neverACrash() async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_keeps_info",
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_keeps_info",
                                       extraFlags: ["-DFIXTURE_KEEP_INIT_INFO"])
         let folder = scratchFolder()
         writeJSONLines(count: 3, to: folder + "/data.jsonl")
@@ -284,7 +284,7 @@ struct ABIContractTests {
         #expect(healthy.stdout.contains("source: jsonlines 1.0.0") && healthy.stdout.contains("): healthy"))
         #expect(healthy.stdout.contains("interceptor: sqlite-store") && healthy.stdout.contains("interceptor: logging"))
 
-        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        let lifecycle = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
          "interceptors": [{"plugin": "\(lifecycle)", "config": {"health": 2}}]}

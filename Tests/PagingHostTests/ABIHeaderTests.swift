@@ -8,7 +8,7 @@ struct ABIHeaderTests {
     }
 
     @Test func aPluginBuildsWithPlainCcAndTheHeadersAlone() async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
+        let path = try await compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
         let symbols = try await run("/usr/bin/env", ["nm", "-D", "--defined-only", path])
         #expect(symbols.stdout.contains("paging_plugin_entry"))
         let needed = try await run("/usr/bin/env", ["readelf", "-d", path])

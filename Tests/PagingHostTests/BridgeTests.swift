@@ -57,7 +57,7 @@ struct BridgeTests {
     /// A source whose prepended page overlaps the first loaded one (the keys say so: its next
     /// key is not that page's key): the prepend fails naming the plugin, the list is unchanged.
     @Test func overlappingPrepend_failsNamingThePlugin_andKeepsTheList() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("numbered_source")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("numbered_source")).makeSource(sink: log.sink)
         let manager = PaginationManager(source: source, pageSize: 10)
         await manager.refresh().value
         let loaded = manager.output.values.map(\.text)
@@ -74,7 +74,7 @@ struct BridgeTests {
     @Test func cachePlugin_networkFirst_answersAFailedLoadWithTheCachedPage() async throws {
         let cache = try PluginLibrary.open(path: shippedPlugin("cache"))
             .makeInterceptor(config: .object([("policy", .string("network-first"))]), sink: log.sink)
-        let flaky = try PluginLibrary.open(path: try fixturePlugin("flaky"))
+        let flaky = try PluginLibrary.open(path: try await fixturePlugin("flaky"))
             .makeInterceptor(config: .object([("fail_every", .int(2)), ("status", .int(6))]), sink: log.sink)
         let pager = Pager(source: try jsonLinesSource(count: 30), interceptors: [cache, flaky], deduplication: .disabled)
         let request = pager.request(.append, key: "10", params: params(pageSize: 10))
@@ -99,7 +99,7 @@ struct BridgeTests {
     }
 
     @Test func mixedPipeline_swiftInProcess_swiftPlugins_andACPlugin() async throws {
-        let counter = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
+        let counter = try PluginLibrary.open(path: try await compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
             .makeInterceptor(config: .object([("label", .string("edge"))]), sink: log.sink)
         let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
             .makeInterceptor(config: .object([("level", .string("debug"))]), sink: log.sink)
@@ -124,8 +124,8 @@ struct BridgeTests {
 
     /// The C example everyone copies refuses a label that is not a string, as the guide asks
     /// of every plugin (it took `"label": 5` without a word).
-    @Test func theCCounterExample_refusesALabelOfTheWrongType() throws {
-        let library = try PluginLibrary.open(path: try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
+    @Test func theCCounterExample_refusesALabelOfTheWrongType() async throws {
+        let library = try PluginLibrary.open(path: try await compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c"))
         #expect {
             try library.makeInterceptor(config: .object([("label", .int(5))]), sink: log.sink)
         } throws: { "\($0)".contains("label: expected a string") }
@@ -146,14 +146,14 @@ struct BridgeTests {
     /// answered PAGING_OK) stands, and the contradiction is logged. The page was dropped for
     /// "fetch refused the request", and a failure's own message lost.
     @Test func aFetchEndedInsideFetch_thatThenReturnsAnError_keepsItsEnding() async throws {
-        let completed = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+        let completed = try PluginLibrary.open(path: try await fixturePlugin("double_complete"))
             .makeSource(config: .object([("then_return", .int(Int64(PluginStatus.notFound.rawValue)))]), sink: log.sink)
         let pager = Pager(source: completed)
         let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 5)))
         #expect(page.values.texts == [#""once""#])
         #expect(log.contains("fetch returned not found after it completed the fetch; the completed fetch stands"), "\(log.messages)")
 
-        let failed = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+        let failed = try PluginLibrary.open(path: try await fixturePlugin("double_complete"))
             .makeSource(config: .object([("then_return", .int(Int64(PluginStatus.internal.rawValue))), ("fail_first", .bool(true))]), sink: log.sink)
         let failing = Pager(source: failed)
         let error = await #expect(throws: PluginError.self) { try await failing.load(failing.refreshRequest(params: params(pageSize: 5))) }
@@ -163,8 +163,8 @@ struct BridgeTests {
 
     /// A refresh_key whose keys_set was refused fails create as that misuse, whatever it
     /// returned after (the error said "ok: keys_set: unknown slot 99").
-    @Test func aRefusedKeysSetInRefreshKey_failsCreateAsMisuse() throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("double_complete"))
+    @Test func aRefusedKeysSetInRefreshKey_failsCreateAsMisuse() async throws {
+        let library = try PluginLibrary.open(path: try await fixturePlugin("double_complete"))
         #expect(throws: PluginLoadError.createFailed(path: library.path, id: "double-complete", status: .invalidArgument,
                                                      message: "keys_set: unknown slot 99")) {
             try library.makeSource(config: .object([("bad_refresh_slot", .bool(true))]), sink: log.sink)
@@ -172,7 +172,7 @@ struct BridgeTests {
     }
 
     @Test func completedTwice_isRefused_andLogged() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("double_complete")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("double_complete")).makeSource(sink: log.sink)
         let pager = Pager(source: source)
         let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 5)))
         #expect(page.values.count <= 5)
@@ -184,7 +184,7 @@ struct BridgeTests {
     /// as for a cancelled load, so that it stops the work (it never heard, and a source went on
     /// with a fetch no one waited for).
     @Test func aFetchThatTimesOut_isCancelledInThePlugin() async throws {
-        let path = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_cancels",
+        let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_cancels",
                                       extraFlags: ["-DFIXTURE_CANCEL_LOGS"])
         let source = try PluginLibrary.open(path: path).makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))
         let pager = Pager(source: source)
@@ -193,7 +193,7 @@ struct BridgeTests {
     }
 
     @Test func neverCompleted_endsInATimeout_thatIsRetryable() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("never_complete"))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))
         let pager = Pager(source: source)
         let clock = ContinuousClock()
@@ -212,14 +212,14 @@ struct BridgeTests {
     }
 
     @Test func nullDataWithALength_failsTheLoad_withoutBeingRead() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("bad_lengths"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("bad_lengths"))
         let source = try library.makeSource(id: "bad-lengths", sink: log.sink)
         let pager = Pager(source: source)
         await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
         #expect(await log.waitFor("fetch_add_item returned 8"))
 
         // A failure without a message says so (it read "not found: ").
-        let silent = Pager(source: try PluginLibrary.open(path: try fixturePlugin("null_message")).makeSource(sink: log.sink))
+        let silent = Pager(source: try PluginLibrary.open(path: try await fixturePlugin("null_message")).makeSource(sink: log.sink))
         let failure = await #expect(throws: PluginError.self) { try await silent.load(silent.refreshRequest(params: params(pageSize: 5))) }
         #expect(failure?.status == .notFound && failure?.message == "fetch_fail gave no message", "\(String(describing: failure))")
 
@@ -238,7 +238,7 @@ struct BridgeTests {
     /// the call answered without what it would have set: a key chain without its next key
     /// ended paging ("end reached", exit 0), an intercept completed with no items.
     @Test func aCallsHandleUsedFromAThreadItJoins_failsTheCall() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("joined_thread"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("joined_thread"))
         let source = try library.makeSource(id: "joined-keys", sink: log.sink)
         let manager = PaginationManager(pager: Pager(source: source), configuration: .init(pageSize: 1))
         await manager.refresh().value
@@ -277,7 +277,7 @@ struct BridgeTests {
         // Its watcher calls once destroy() has returned (the test says when: by then, it woke
         // within destroy() and was let in, under load, as it should be).
         let released = scratchFolder() + "/destroyed"
-        let source = try PluginLibrary.open(path: try fixturePlugin("foreign_thread"))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("foreign_thread"))
             .makeSource(config: .object([("late_after_file", .string(released))]), sink: log.sink)
         let pager = Pager(source: source)
         let page = try await pager.load(pager.refreshRequest(params: params(pageSize: 3)))
@@ -302,7 +302,7 @@ struct BridgeTests {
     /// load: the limit only catches a hang).
     @Test(.timeLimit(.minutes(3)))
     func cancellationsCrossingCompletions_underThePluginsLock_neverHang() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("locked_cancel")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("locked_cancel")).makeSource(sink: log.sink)
         let pager = Pager(source: source, deduplication: .disabled)
         for round in 0..<2_000 {
             let task = Task { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
@@ -313,7 +313,7 @@ struct BridgeTests {
     }
 
     @Test func cancellingTheCaller_cancelsThePluginFetch() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("never_complete")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete")).makeSource(sink: log.sink)
         let pager = Pager(source: source)
         let task = Task { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
         try await Task.sleep(for: .milliseconds(50))
@@ -322,7 +322,7 @@ struct BridgeTests {
     }
 
     @Test func keyChainCalls_neverOverlap_evenForAThreadSafeSource() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("overlap_probe")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("overlap_probe")).makeSource(sink: log.sink)
         #expect(source.descriptor.isThreadSafe)
         await withTaskGroup(of: Void.self) { group in
             for task in 0..<4 {
@@ -336,7 +336,7 @@ struct BridgeTests {
     }
 
     @Test func requestParams_reachThePlugin() async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("pass_through")).makeSource(id: "counting", sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("pass_through")).makeSource(id: "counting", sink: log.sink)
         let pager = Pager(source: source)
         let page = try await pager.load(pager.request(.append, key: "3", params: params(pageSize: 20, userInfo: ["q": "swift"])))
         #expect(page.values.count == 20)

@@ -113,7 +113,7 @@ struct BrowseCommandTests {
     }
 
     @Test func aFailedPrepend_isShown() async throws {
-        let source = #"{"plugin": "\#(try fixturePlugin("numbered_source"))"}"#
+        let source = #"{"plugin": "\#(try await fixturePlugin("numbered_source"))"}"#
         let terminal = try Terminal("\(pager) browse \(try manifest(source: source))", columns: 400)
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":5}"#) == true })
         terminal.type("k") // at the top: loads the page before, which overlaps
@@ -128,7 +128,7 @@ struct BrowseCommandTests {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
         let source = #"{"plugin": "jsonlines", "config": {"path": "\#(folder)/data.jsonl"}}"#
-        let flaky = #"[{"plugin": "\#(try fixturePlugin("flaky"))", "config": {"fail_first": 1, "status": 6}}]"#
+        let flaky = #"[{"plugin": "\#(try await fixturePlugin("flaky"))", "config": {"fail_first": 1, "status": 6}}]"#
         let terminal = try Terminal("\(pager) browse \(try manifest(source: source, interceptors: flaky))", columns: 400)
         let failed = await terminal.waitFor { $0.status?.contains("injected failure of call 0") == true }
         #expect(failed, "\(terminal.lastFrame?.status ?? "no frame")")
@@ -146,7 +146,7 @@ struct BrowseCommandTests {
     /// With max_size, the first pages are dropped as the cursor goes down; a source that gives
     /// no previous keys cannot load them again, and the status line says so at the top.
     @Test func withoutPreviousKeys_theTopSaysWhyItCannotScrollBack() async throws {
-        let source = #"{"plugin": "\#(try fixturePlugin("numbered_source"))", "config": {"count": 200, "refresh_key": 0, "prev_keys": false}}"#
+        let source = #"{"plugin": "\#(try await fixturePlugin("numbered_source"))", "config": {"count": 200, "refresh_key": 0, "prev_keys": false}}"#
         let terminal = try Terminal("\(pager) browse \(try manifest(source: source, maxSize: 30))", columns: 200)
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
         for n in 1...40 {
@@ -170,7 +170,7 @@ struct BrowseCommandTests {
     /// names for it, so its line number changes.
     @Test func anInvalidatedSource_isRefreshedAroundTheHighlightedItem_whichStaysHighlighted() async throws {
         let trigger = scratchFolder() + "/invalidate"
-        let source = #"{"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 200, "invalidate_file": "\#(trigger)"}}"#
+        let source = #"{"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 200, "invalidate_file": "\#(trigger)"}}"#
         let terminal = try Terminal("\(pager) browse \(try manifest(source: source))", columns: 200)
         #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"1. {"n":0}"#) == true })
         for n in 1...25 {

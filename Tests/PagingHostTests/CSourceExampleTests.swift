@@ -10,16 +10,16 @@ struct CSourceExampleTests {
     let log = LogRecorder()
 
     /// The example's library, compiled with the flags the guide gives (and -Werror).
-    func library() throws -> String { try compileCPlugin("\(Self.example)/csv_source.c", name: "csv") }
+    func library() async throws -> String { try await compileCPlugin("\(Self.example)/csv_source.c", name: "csv") }
 
     /// The example's manifest and data copied into a folder of their own, beside the library,
     /// which the manifest names "csv" (found as libcsv.so in the manifest's folder).
-    func exampleFolder() throws -> String {
+    func exampleFolder() async throws -> String {
         let folder = scratchFolder()
         for file in ["manifest.json", "people.csv"] {
             try FileManager.default.copyItem(atPath: "\(Self.example)/\(file)", toPath: "\(folder)/\(file)")
         }
-        try FileManager.default.copyItem(atPath: try library(), toPath: folder + "/libcsv.so")
+        try FileManager.default.copyItem(atPath: try await library(), toPath: folder + "/libcsv.so")
         return folder
     }
 
@@ -35,7 +35,7 @@ struct CSourceExampleTests {
     ]
 
     @Test func run_printsEveryRow_asOneJSONObject_threeAPage() async throws {
-        let folder = try exampleFolder()
+        let folder = try await exampleFolder()
         let result = try await run(pagerCommand, ["run", folder + "/manifest.json", "--refresh", "--append", "2", "--verbose"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout == Self.rows.joined(separator: "\n") + "\n")
@@ -45,7 +45,7 @@ struct CSourceExampleTests {
     }
 
     @Test func quotesCommasAndLineBreaksInAField_areEscaped_andDecodeToTheField() async throws {
-        let result = try await run(pagerCommand, ["run", try exampleFolder() + "/manifest.json"])
+        let result = try await run(pagerCommand, ["run", try await exampleFolder() + "/manifest.json"])
         let objects = try result.stdout.split(separator: "\n").map {
             try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: String])
         }
@@ -56,7 +56,7 @@ struct CSourceExampleTests {
     }
 
     @Test func crlfLineEnds_aByteOrderMark_andEmptyLines_areRead_likeTheSample() async throws {
-        let folder = try exampleFolder()
+        let folder = try await exampleFolder()
         let sample = try String(contentsOfFile: folder + "/people.csv", encoding: .utf8)
         let windows = "\u{FEFF}" + sample.replacingOccurrences(of: "\n", with: "\r\n") + "\r\n"
         try windows.write(toFile: folder + "/people.csv", atomically: true, encoding: .utf8)
@@ -67,7 +67,7 @@ struct CSourceExampleTests {
     }
 
     @Test func validate_reportsTheHealthCheck() async throws {
-        let folder = try exampleFolder()
+        let folder = try await exampleFolder()
         let result = try await run(pagerCommand, ["validate", folder + "/manifest.json"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.contains("source: csv 1.0.0 (\(folder)/libcsv.so, ABI \(PluginABIVersion.host)): healthy"), "\(result.stdout)")
@@ -76,7 +76,7 @@ struct CSourceExampleTests {
     @Test func health_failsOnceTheFileIsGone_sayingWhy() async throws {
         let file = scratchFolder() + "/people.csv"
         try FileManager.default.copyItem(atPath: "\(Self.example)/people.csv", toPath: file)
-        let source = try PluginLibrary.open(path: try library())
+        let source = try PluginLibrary.open(path: try await library())
             .makeSource(config: .object([("path", .string(file))]), sink: log.sink)
         #expect(source.health() == .healthy)
         try FileManager.default.removeItem(atPath: file)
@@ -92,7 +92,7 @@ struct CSourceExampleTests {
         (#"{"path": "missing.csv"}"#, "cannot read"),
     ])
     func aBadConfig_isRefused_namingTheKey(_ config: String, _ reason: String) async throws {
-        let folder = try exampleFolder()
+        let folder = try await exampleFolder()
         try #"{"source": {"plugin": "csv", "config": \#(config)}}"#.write(toFile: folder + "/bad.json", atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["validate", folder + "/bad.json"])
         #expect(result.code == 2)
@@ -100,7 +100,7 @@ struct CSourceExampleTests {
     }
 
     @Test func aRowWithMoreFieldsThanTheHeader_isRefused() async throws {
-        let folder = try exampleFolder()
+        let folder = try await exampleFolder()
         try "a,b\n1,2\n1,2,3\n".write(toFile: folder + "/people.csv", atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["validate", folder + "/manifest.json"])
         #expect(result.code == 2)
@@ -126,7 +126,7 @@ struct CSourceExampleTests {
 
     @Test func pagerCheck_passesEveryCheck() async throws {
         let config = #"{"path": "\#(Self.example)/people.csv", "page_size": 2}"#
-        let result = try await run(pagerCommand, ["check", try library(), "--config", config, "--cycles", "100", "--timeout-ms", "500"])
+        let result = try await run(pagerCommand, ["check", try await library(), "--config", config, "--cycles", "100", "--timeout-ms", "500"])
         #expect(result.code == 0, "\(result.stdout)\(result.stderr)")
         #expect(!result.stdout.contains(" FAIL "), "\(result.stdout)")
         #expect(result.stdout.contains("keys-chain             PASS") && result.stdout.contains("thread-safe            PASS"), "\(result.stdout)")

@@ -9,7 +9,7 @@ struct FetchItemsExtensionTests {
     let log = LogRecorder()
 
     func load(_ key: String) async throws -> Page<PluginKey, PluginItem> {
-        let source = try PluginLibrary.open(path: try fixturePlugin("batch_items")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("batch_items")).makeSource(sink: log.sink)
         return try await Pager(source: source).load(
             PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey(key)), params: PagingRequestParams(pageSize: 4)))
     }

@@ -8,30 +8,31 @@ import Testing
 struct InterceptorExtensionTests {
     let log = LogRecorder()
 
-    func library() throws -> PluginLibrary {
-        try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+    func library() async throws -> PluginLibrary {
+        try PluginLibrary.open(path: try await fixturePlugin("interceptor_work"))
     }
 
     func interceptor(_ id: String, mode: String? = nil, _ config: [(String, JSONValue)] = [],
-                     limits: PluginLimits = PluginLimits()) throws -> LoadedInterceptor {
-        try library().makeInterceptor(id: id, config: .object((mode.map { [("mode", JSONValue.string($0))] } ?? []) + config),
+                     limits: PluginLimits = PluginLimits()) async throws -> LoadedInterceptor {
+        try await library().makeInterceptor(id: id, config: .object((mode.map { [("mode", JSONValue.string($0))] } ?? []) + config),
                                       sink: log.sink, limits: limits)
     }
 
-    func offsets(_ config: [(String, JSONValue)] = []) throws -> LoadedSource {
-        try library().makeSource(id: "offsets", config: .object(config), sink: log.sink)
+    func offsets(_ config: [(String, JSONValue)] = []) async throws -> LoadedSource {
+        try await library().makeSource(id: "offsets", config: .object(config), sink: log.sink)
     }
 
     func load(_ interceptors: [LoadedInterceptor], pageSize: Int = 4, retry: RetryPolicy = .none,
               source: LoadedSource? = nil) async throws -> PluginPage {
-        let pager = Pager(source: try source ?? offsets(), interceptors: interceptors)
+        let source = if let source { source } else { try await offsets() }
+        let pager = Pager(source: source, interceptors: interceptors)
         return try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: pageSize, retry: retry)))
     }
 
     /// An interceptor that asks for another key (`out_set_key`) gets the source's key chain
     /// for it: the page names its neighbours (it named none, and a run ended there, exit 0).
     @Test func aRewrittenKey_getsTheSourcesKeyChain() async throws {
-        let page = try await load([try interceptor("listener", mode: "key-1")])
+        let page = try await load([try await interceptor("listener", mode: "key-1")])
         #expect(page.key == "1")
         #expect(page.values.texts.first == #"{"n":1}"#)
         #expect(page.nextKey == "5")
@@ -40,34 +41,34 @@ struct InterceptorExtensionTests {
     // MARK: paging.page-transform/1
 
     @Test func transform_keepsChosenItems_withoutCopies_andAttachesMetadata() async throws {
-        let page = try await load([try interceptor("transformer", mode: "keep-odd")])
+        let page = try await load([try await interceptor("transformer", mode: "keep-odd")])
         #expect(page.values.texts == [#"{"n":1}"#, #"{"n":3}"#])
         #expect(page.metadata == ["kept": "2"])
         #expect(page.nextKey == "4")
     }
 
     @Test func transform_addsItems_andSetsKeys() async throws {
-        let added = try await load([try interceptor("transformer", mode: "add")], pageSize: 2)
+        let added = try await load([try await interceptor("transformer", mode: "add")], pageSize: 2)
         #expect(added.values.texts == [#"{"n":0}"#, #"{"n":1}"#, #"{"added":true}"#])
-        let rekeyed = try await load([try interceptor("transformer", mode: "next-key")], pageSize: 2)
+        let rekeyed = try await load([try await interceptor("transformer", mode: "next-key")], pageSize: 2)
         #expect(rekeyed.values.count == 2 && rekeyed.nextKey == "zz")
     }
 
     /// An observer before the transformer sees the transformed page, metadata included.
     @Test func transformedPage_reachesTheInterceptorsBeforeIt() async throws {
-        let first = try interceptor("transformer", mode: "keep")
-        let page = try await load([first, try interceptor("transformer", mode: "keep-odd")])
+        let first = try await interceptor("transformer", mode: "keep")
+        let page = try await load([first, try await interceptor("transformer", mode: "keep-odd")])
         #expect(page.values.count == 2 && page.metadata["kept"] == "2")
     }
 
     @Test func transform_failureOrBadIndex_failsTheLoad_namingThePlugin() async throws {
         let failed = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("transformer", mode: "fail")])
+            try await load([try await interceptor("transformer", mode: "fail")])
         }
         #expect(failed?.status == .transient && failed?.message == "transform refused")
         #expect(failed?.plugin.hasPrefix("transformer (") == true)
         let misused = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("transformer", mode: "bad-index")])
+            try await load([try await interceptor("transformer", mode: "bad-index")])
         }
         #expect(misused?.status == .invalidArgument)
         #expect(misused?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: misused))")
@@ -78,7 +79,7 @@ struct InterceptorExtensionTests {
     /// is refused and the load fails naming it.
     @Test func transform_metadataPastItsLimits_isRefused() async throws {
         let flooded = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("transformer", mode: "meta-flood")])
+            try await load([try await interceptor("transformer", mode: "meta-flood")])
         }
         #expect(flooded?.status == .invalidArgument)
         #expect(flooded?.message == "set_metadata: a metadata entry past the most there may be, 1024", "\(String(describing: flooded))")
@@ -89,17 +90,17 @@ struct InterceptorExtensionTests {
     // MARK: paging.async-intercept/1
 
     @Test func deferredIntercept_answeredFromAnotherThread_proceedsOrCompletes() async throws {
-        let proceeded = try await load([try interceptor("deferring", mode: "thread")])
+        let proceeded = try await load([try await interceptor("deferring", mode: "thread")])
         #expect(proceeded.values.count == 4)
-        let completed = try await load([try interceptor("deferring", mode: "complete")])
+        let completed = try await load([try await interceptor("deferring", mode: "complete")])
         #expect(completed.values.texts == [#"{"deferred":true}"#])
-        let inline = try await load([try interceptor("deferring", mode: "inline")])
+        let inline = try await load([try await interceptor("deferring", mode: "inline")])
         #expect(inline.values.count == 4)
     }
 
     /// Many loads wait at once; each gets its own answer.
     @Test func deferredIntercepts_manyAtOnce_eachAnswered() async throws {
-        let pager = Pager(source: try offsets([("count", .int(10_000))]), interceptors: [try interceptor("deferring", mode: "thread")],
+        let pager = Pager(source: try await offsets([("count", .int(10_000))]), interceptors: [try await interceptor("deferring", mode: "thread")],
                           deduplication: .disabled)
         let firsts = try await withThrowingTaskGroup(of: String.self) { group in
             for index in 0..<200 {
@@ -114,14 +115,14 @@ struct InterceptorExtensionTests {
     }
 
     @Test func secondResume_isRefused_andLogged() async throws {
-        _ = try await load([try interceptor("deferring", mode: "twice")])
+        _ = try await load([try await interceptor("deferring", mode: "twice")])
         #expect(await log.waitFor("second resume: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
         #expect(log.contains("resume for unknown or finished deferred intercept id"))
     }
 
     @Test func pendingWithoutDefer_failsTheLoad_saying() async throws {
         let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("deferring", mode: "no-defer")])
+            try await load([try await interceptor("deferring", mode: "no-defer")])
         }
         #expect(error?.message.contains("PAGING_INTERCEPT_PENDING without calling defer()") == true)
     }
@@ -130,7 +131,7 @@ struct InterceptorExtensionTests {
         let limits = PluginLimits(fetchTimeout: .milliseconds(100))
         // Kept alive until it hears: dropped at once, it could be destroyed before its cancel
         // came (the host calls none after destroy()), and the test failed 1 run in 6.
-        let deferring = try interceptor("deferring", mode: "never", limits: limits)
+        let deferring = try await interceptor("deferring", mode: "never", limits: limits)
         let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
         #expect(error?.status == .timeout)
         #expect(error?.message == "the deferred intercept was not answered within 0.1 seconds")
@@ -144,7 +145,7 @@ struct InterceptorExtensionTests {
     @Test func deferredIntercept_whoseAnswerIsStillRunning_timesOut() async throws {
         let limits = PluginLimits(fetchTimeout: .milliseconds(300))
         let proceed = scratchFolder() + "/proceed"
-        let deferring = try interceptor("deferring", mode: "slow-answer", [("resume_file", .string(proceed))], limits: limits)
+        let deferring = try await interceptor("deferring", mode: "slow-answer", [("resume_file", .string(proceed))], limits: limits)
         defer { withExtendedLifetime(deferring) {} }
         let start = ContinuousClock.now
         let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
@@ -158,7 +159,7 @@ struct InterceptorExtensionTests {
     }
 
     @Test func deferredIntercept_cancelledLoad_endsAtOnce_andThePluginHearsCancel() async throws {
-        let pager = Pager(source: try offsets(), interceptors: [try interceptor("deferring", mode: "never")])
+        let pager = Pager(source: try await offsets(), interceptors: [try await interceptor("deferring", mode: "never")])
         let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }
         #expect(await log.waitFor("deferred "))
         task.cancel()
@@ -171,7 +172,7 @@ struct InterceptorExtensionTests {
     @Test func deferredAfterTheCallTimeout_isDropped_andThePluginHearsCancel() async throws {
         let limits = PluginLimits(callTimeout: .milliseconds(50))
         let proceed = scratchFolder() + "/proceed"
-        let deferring = try interceptor("deferring", mode: "slow", [("resume_file", .string(proceed))], limits: limits)
+        let deferring = try await interceptor("deferring", mode: "slow", [("resume_file", .string(proceed))], limits: limits)
         defer { withExtendedLifetime(deferring) {} }
         let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
         #expect(error?.status == .timeout)
@@ -184,7 +185,7 @@ struct InterceptorExtensionTests {
     /// Deferred, then answered in the call after all: the load goes on, the plugin hears its id
     /// is done with.
     @Test func deferredThenAnsweredAtOnce_proceeds_andThePluginHearsCancel() async throws {
-        let deferring = try interceptor("deferring", mode: "sync")
+        let deferring = try await interceptor("deferring", mode: "sync")
         let page = try await load([deferring])
         #expect(page.values.count == 4)
         #expect(await log.waitFor("cancel "))
@@ -193,7 +194,7 @@ struct InterceptorExtensionTests {
 
     @Test func anAnswerThatDefersAgain_failsTheLoad_saying() async throws {
         let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("deferring", mode: "redefer")])
+            try await load([try await interceptor("deferring", mode: "redefer")])
         }
         #expect(error?.status == .invalidArgument)
         #expect(error?.message.contains("defer: within the answer of a deferred intercept, which cannot be deferred again") == true,
@@ -204,8 +205,8 @@ struct InterceptorExtensionTests {
     /// PAGING_ERR_CANCELLED, not refused as misuse.
     @Test func resumeAfterDestroy_isCancelled_notMisuse() async throws {
         let resume = scratchFolder() + "/resume"
-        let deferring = try interceptor("deferring", mode: "late", [("resume_file", .string(resume))])
-        let pager = Pager(source: try offsets(), interceptors: [deferring])
+        let deferring = try await interceptor("deferring", mode: "late", [("resume_file", .string(resume))])
+        let pager = Pager(source: try await offsets(), interceptors: [deferring])
         let task = Task { try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 4))) }
         #expect(await log.waitFor("deferred "))
         deferring.destroy()
@@ -220,7 +221,7 @@ struct InterceptorExtensionTests {
     /// A key chain that fails fails the fetch of its key, saying so: the page came without its
     /// neighbours' keys, and paging ended there with a warning only.
     @Test func aFailedKeyChain_failsTheLoad_notPagingsEnd() async throws {
-        let source = try offsets([("chain_fails", .bool(true))])
+        let source = try await offsets([("chain_fails", .bool(true))])
         let error = await #expect(throws: PluginError.self) { try await load([], source: source) }
         #expect(error?.status == .transient)
         #expect(error?.message.contains("key_chain(0) failed: transient; the page's neighbours are unknown") == true, "\(String(describing: error))")
@@ -229,10 +230,10 @@ struct InterceptorExtensionTests {
     /// A key longer than 1 MiB is refused, naming its length: a source's 200 MB key cost the
     /// host a gigabyte as it was copied along. One just under goes.
     @Test func aKeyOverAMebibyte_isRefused() async throws {
-        let fits = try offsets([("key_padding", .int(1_000_000))])
+        let fits = try await offsets([("key_padding", .int(1_000_000))])
         let page = try await load([], source: fits)
         #expect(page.nextKey?.bytes.count == 1_000_002)
-        let source = try offsets([("key_padding", .int(1_100_000))])
+        let source = try await offsets([("key_padding", .int(1_100_000))])
         let error = await #expect(throws: PluginError.self) { try await load([], source: source) }
         #expect(error?.message.contains("a key of 1100002 bytes (at most 1048576)") == true, "\(String(describing: error))")
     }
@@ -241,7 +242,7 @@ struct InterceptorExtensionTests {
     /// empty one, is refused, and the load fails as misuse.
     @Test(arguments: [("param-not-utf8", "a param name or value that is not valid UTF-8"), ("param-no-name", "a param with an empty name")])
     func aParamNameThatIsNoName_isRefused(mode: String, reason: String) async throws {
-        let error = await #expect(throws: PluginError.self) { try await load([try interceptor("listener", mode: mode)]) }
+        let error = await #expect(throws: PluginError.self) { try await load([try await interceptor("listener", mode: mode)]) }
         #expect(log.contains("set param: 8"), "\(log.messages)")
         #expect(error?.message.contains(reason) == true, "\(String(describing: error))")
     }
@@ -250,10 +251,10 @@ struct InterceptorExtensionTests {
     /// through, 200 MB too): refused, named, and the load fails as misuse; 1 MiB goes.
     @Test func aRewrittenKeyOverAMebibyte_isRefused() async throws {
         // The source cannot read a key of a million digits: the rewrite itself went through.
-        _ = try? await load([try interceptor("listener", mode: "key-\(1 << 20)")])
+        _ = try? await load([try await interceptor("listener", mode: "key-\(1 << 20)")])
         #expect(log.contains("set key: 0"), "\(log.messages)")
         let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("listener", mode: "key-\((1 << 20) + 1)")])
+            try await load([try await interceptor("listener", mode: "key-\((1 << 20) + 1)")])
         }
         #expect(log.contains("set key: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
         #expect(error?.message.contains("a key of 1048577 bytes (at most 1048576)") == true, "\(String(describing: error))")
@@ -261,9 +262,9 @@ struct InterceptorExtensionTests {
 
 
     @Test func failedLoad_isHeardByAnInterceptorThatLetItProceed() async throws {
-        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(1))])
+        let source = try await offsets([("fail_times", .int(1)), ("retry_after_ms", .int(1))])
         await #expect(throws: PluginError.self) {
-            try await load([try interceptor("listener")], source: source)
+            try await load([try await interceptor("listener")], source: source)
         }
         #expect(log.contains("failed 2 offsets ("), "\(log.messages)") // PAGING_ERR_TRANSIENT
         #expect(log.contains(": transient: busy"))
@@ -272,10 +273,10 @@ struct InterceptorExtensionTests {
     /// A failure whose retry hint is longer than the retry policy waits fails the load at
     /// once: the interceptor hears it as transient, as it was (it heard INTERNAL).
     @Test func failedLoad_withAHintPastTheBackoff_isHeardAsTransient() async throws {
-        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(60_000))])
+        let source = try await offsets([("fail_times", .int(1)), ("retry_after_ms", .int(60_000))])
         let retry = RetryPolicy(maxRetries: 3, backoff: .init(initial: .zero, maximum: .seconds(1)))
         await #expect(throws: PagingError.self) {
-            try await load([try interceptor("listener")], retry: retry, source: source)
+            try await load([try await interceptor("listener")], retry: retry, source: source)
         }
         #expect(log.contains("failed 2 offsets ("), "\(log.messages)") // PAGING_ERR_TRANSIENT
     }
@@ -283,7 +284,7 @@ struct InterceptorExtensionTests {
     // MARK: paging.retry-hint/1
 
     @Test func interceptorRetryHint_isWaitedFor_thenTheLoadSucceeds() async throws {
-        let hinting = try interceptor("hinting", [("retry_after_ms", .int(150))])
+        let hinting = try await interceptor("hinting", [("retry_after_ms", .int(150))])
         let clock = ContinuousClock()
         let started = clock.now
         let page = try await load([hinting], retry: RetryPolicy(maxRetries: 2, backoff: .immediate))
@@ -294,7 +295,7 @@ struct InterceptorExtensionTests {
     /// The hint is said as people read it: UINT64_MAX ms (-1 here) read "9.223372036854776e+15 seconds".
     @Test(arguments: [(Int64(60_000), "60 s"), (-1, "more than a year")])
     func fetchRetryHint_beyondTheLongestBackoff_failsAtOnce_withTheHint(milliseconds: Int64, said: String) async throws {
-        let source = try offsets([("fail_times", .int(1)), ("retry_after_ms", .int(milliseconds))])
+        let source = try await offsets([("fail_times", .int(1)), ("retry_after_ms", .int(milliseconds))])
         let retry = RetryPolicy(maxRetries: 3, backoff: .init(initial: .zero, maximum: .seconds(5)))
         let error = await #expect(throws: PagingError.self) {
             try await load([], retry: retry, source: source)
@@ -305,7 +306,7 @@ struct InterceptorExtensionTests {
 
     @Test func noRetryPolicy_leavesTheHintOnTheError() async throws {
         let error = await #expect(throws: PluginError.self) {
-            try await load([try interceptor("hinting", [("retry_after_ms", .int(2_500))])])
+            try await load([try await interceptor("hinting", [("retry_after_ms", .int(2_500))])])
         }
         #expect(error?.retryAfter == .milliseconds(2_500))
     }
@@ -313,7 +314,7 @@ struct InterceptorExtensionTests {
     // MARK: paging.sized-key-chain/1
 
     @Test func sizedKeyChain_chainsOffsetsByThePageSize() async throws {
-        let source = try offsets([("count", .int(25))])
+        let source = try await offsets([("count", .int(25))])
         let manager = PaginationManager(source: source, pageSize: 10)
         await manager.refresh().value
         while !manager.output.appendState.isEndReached {

@@ -128,7 +128,7 @@ struct ManifestTests {
     @Test func pipeline_resolvesRelativePaths_andLoadsEveryPlugin() async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
-        let counter = try compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
+        let counter = try await compileCPlugin("\(repositoryRoot)/Examples/CInterceptor/counter.c")
         try FileManager.default.createDirectory(atPath: folder + "/plugins", withIntermediateDirectories: true)
         try FileManager.default.copyItem(atPath: counter, toPath: folder + "/plugins/libcounter.so")
         let pin = try await run("/usr/bin/env", ["sha256sum", counter]).stdout.prefix(64)

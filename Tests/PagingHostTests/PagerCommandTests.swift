@@ -75,7 +75,7 @@ struct PagerCommandTests {
     /// unhealthy, said so, exit 1: in process, it held validate for as long as it took.
     @Test(.timeLimit(.minutes(1)))
     func validate_boundsAHealthCheckThatDoesNotAnswer() async throws {
-        let lifecycle = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
+        let lifecycle = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
         let folder = scratchFolder()
         writeJSONLines(count: 5, to: folder + "/data.jsonl")
         try """
@@ -91,7 +91,7 @@ struct PagerCommandTests {
     /// An extension table whose function is NULL is not offered, and validate says so (it was
     /// taken without a word: the health check went unasked, and validate said ok).
     @Test func anExtensionTableWithoutItsFunction_isSaidToBeNotOffered() async throws {
-        let path = try manifest(items: 5, interceptors: #"[{"plugin": "\#(try fixturePlugin("null_extension"))"}]"#)
+        let path = try manifest(items: 5, interceptors: #"[{"plugin": "\#(try await fixturePlugin("null_extension"))"}]"#)
         let result = try await run(pager, ["validate", path])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains(#"null-extension: get_extension("paging.health/1") answered a table whose function is NULL: "#
@@ -137,7 +137,7 @@ struct PagerCommandTests {
     @Test func aStreamingRun_ofASourceWithoutPreviousKeys_loadsEveryPage() async throws {
         let folder = scratchFolder()
         try """
-        {"source": {"plugin": "\(try fixturePlugin("numbered_source"))", "config": {"count": 50, "refresh_key": 0, "prev_keys": false}},
+        {"source": {"plugin": "\(try await fixturePlugin("numbered_source"))", "config": {"count": 50, "refresh_key": 0, "prev_keys": false}},
          "page_size": 10}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "3"])
@@ -158,7 +158,7 @@ struct PagerCommandTests {
 
     @Test func runtimeFailure_exitsWith1_andKeepsWhatWasLoaded() async throws {
         let folder = scratchFolder()
-        let never = try fixturePlugin("never_complete")
+        let never = try await fixturePlugin("never_complete")
         try """
         {"source": {"plugin": "\(never)"}, "timeout_ms": 100}
         """.write(toFile: folder + "/never.json", atomically: true, encoding: .utf8)
@@ -171,7 +171,7 @@ struct PagerCommandTests {
     @Test func aFailedLoad_exitsWith1_evenWhenAnAppendRanAsTheFirstRefresh() async throws {
         let folder = scratchFolder()
         try """
-        {"source": {"plugin": "\(try fixturePlugin("never_complete"))"}, "timeout_ms": 100}
+        {"source": {"plugin": "\(try await fixturePlugin("never_complete"))"}, "timeout_ms": 100}
         """.write(toFile: folder + "/never.json", atomically: true, encoding: .utf8)
         for step in ["--append", "--prepend"] {
             let result = try await run(pager, ["run", folder + "/never.json", step, "2"])
@@ -185,7 +185,7 @@ struct PagerCommandTests {
         writeJSONLines(count: 25, to: folder + "/data.jsonl")
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "\(try fixturePlugin("flaky"))", "config": {"fail_first": 1}}], "page_size": 10}
+         "interceptors": [{"plugin": "\(try await fixturePlugin("flaky"))", "config": {"fail_first": 1}}], "page_size": 10}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "1", "--retry", "--append", "1"])
         #expect(result.code == 0, "\(result.stderr)")
@@ -237,7 +237,7 @@ struct PagerCommandTests {
     /// descriptor); the library's other plugin is listed.
     @Test func plugins_saysADuplicateIdOnce() async throws {
         let folder = scratchFolder()
-        try FileManager.default.copyItem(atPath: try fixturePlugin("duplicate_ids"), toPath: folder + "/libduplicate_ids.so")
+        try FileManager.default.copyItem(atPath: try await fixturePlugin("duplicate_ids"), toPath: folder + "/libduplicate_ids.so")
         let result = try await run(pager, ["plugins", folder])
         #expect(result.code == 0)
         #expect(result.stdout.hasPrefix("solo\t"), "\(result.stdout)")

@@ -39,7 +39,7 @@ struct PluginLoaderTests {
     /// A library built for another processor is named as such (dlopen said "No such file or
     /// directory" of a file that is there).
     @Test func aLibraryForAnotherProcessor_saysWhichItIsFor() async throws {
-        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try fixturePlugin("pass_through"))))
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: try await fixturePlugin("pass_through"))))
         let host = UInt16(bytes[18]) | UInt16(bytes[19]) << 8
         let other: UInt16 = host == 183 ? 62 : 183
         bytes[18] = UInt8(other & 0xFF)
@@ -53,13 +53,13 @@ struct PluginLoaderTests {
     }
 
     @Test func libraryWithoutTheEntrySymbol_isRefused() async throws {
-        let path = try fixturePlugin("no_entry")
+        let path = try await fixturePlugin("no_entry")
         #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
         #expect(PluginLoadError.noEntrySymbol(path: path).description.contains("paging_plugin_entry"))
     }
 
     @Test func abiMajorMismatch_isRefused_namingBothVersions() async throws {
-        let path = try fixturePlugin("abi_major2")
+        let path = try await fixturePlugin("abi_major2")
         do {
             _ = try PluginLibrary.open(path: path)
             Issue.record("a library of ABI major 2 loaded")
@@ -80,7 +80,7 @@ struct PluginLoaderTests {
     }
 
     @Test func idSharedByTwoDescriptors_isRefusedNamingBoth() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("duplicate_ids"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("duplicate_ids"))
         #expect(throws: PluginLoadError.invalidEntry(path: library.path, reason: "2 descriptors (#0, #2) have the id 'twin' (a library's plugin ids must be unique)")) {
             try library.makeInterceptor(id: "twin", sink: log.sink)
         }
@@ -97,7 +97,7 @@ struct PluginLoaderTests {
     }
 
     @Test func failedCreate_carriesThePluginsMessage() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("create_fails"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("create_fails"))
         do {
             _ = try library.makeSource(sink: log.sink)
             Issue.record("create should fail")

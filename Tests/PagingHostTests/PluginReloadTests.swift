@@ -14,16 +14,8 @@ struct PluginReloadTests {
     /// "rewritable-b", and their SHA-256.
     static func builds() async throws -> (a: String, b: String, pinA: String, pinB: String) {
         let source = "\(repositoryRoot)/Tests/Fixtures/plugins/rewritable.c"
-        // cc runs on a thread of its own: waiting for it on one of the few threads that run
-        // tasks would stall the timers of the tests running alongside.
-        let (a, b) = try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result {
-                    (try compileCPlugin(source, name: "rewritable_a"),
-                     try compileCPlugin(source, name: "rewritable_b", extraFlags: [#"-DFIXTURE_ID="rewritable-b""#]))
-                })
-            }
-        }
+        let a = try await compileCPlugin(source, name: "rewritable_a")
+        let b = try await compileCPlugin(source, name: "rewritable_b", extraFlags: [#"-DFIXTURE_ID="rewritable-b""#])
         return (a, b, try await sha256sum(a), try await sha256sum(b))
     }
 

@@ -98,7 +98,7 @@ struct RedisCacheTests {
         // The holder's lease outlives the test (600 s), so that it is still there however late
         // this test looks; the waiter below waits its own lease_ms (2 s), no longer.
         try """
-        {"source": {"plugin": "\(try fixturePlugin("never_complete"))"},
+        {"source": {"plugin": "\(try await fixturePlugin("never_complete"))"},
          "interceptors": [{"plugin": "\(shippedPlugin("redis-cache"))",
                            "config": {"address": "\(redis.address)", "namespace": "test", "lease_ms": 600000,
                                       "connect_timeout_ms": 30000, "command_timeout_ms": 30000}}],

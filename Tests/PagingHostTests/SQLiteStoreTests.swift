@@ -24,10 +24,10 @@ struct SQLiteStoreTests {
     /// A pipeline whose source never answers (its fetches time out at once): whatever it
     /// loads came from the store.
     func storeOnly(folder: String, namespace: String = "test", config: [(String, JSONValue)] = [],
-                   deduplication: Deduplication = .inFlight) throws -> PluginPager {
+                   deduplication: Deduplication = .inFlight) async throws -> PluginPager {
         let store = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(
             config: .object([("path", .string(folder + "/store.db")), ("namespace", .string(namespace))] + config), sink: log.sink)
-        let source = try PluginLibrary.open(path: try fixturePlugin("never_complete"))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(50)))
         return Pager(source: source, interceptors: [store], deduplication: deduplication)
     }
@@ -49,7 +49,7 @@ struct SQLiteStoreTests {
         let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh", "--append", "2"])
         #expect(stored.code == 0, "\(stored.stderr)")
 
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         let first = try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 10)))
         #expect(first.values.texts == (0..<10).map { #"{"n":\#($0)}"# })
         #expect(first.nextKey == "10")
@@ -63,7 +63,7 @@ struct SQLiteStoreTests {
     @Test func missingPages_andOtherPageSizes_goToTheSource() async throws {
         let folder = scratchFolder()
         _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         await #expect(throws: PluginError.self) {
             try await pager.load(pager.request(.append, key: "10", params: params(pageSize: 10)))
         }
@@ -79,10 +79,10 @@ struct SQLiteStoreTests {
         let replaced = try await run(pager, ["run", try storeManifest(folder: folder, count: 25, namespace: "a"), "--hard-refresh"])
         #expect(replaced.code == 0)
 
-        let b = try storeOnly(folder: folder, namespace: "b")
+        let b = try await storeOnly(folder: folder, namespace: "b")
         #expect(try await b.load(b.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
         // The hard refresh stored its fresh page; nothing else of "a" is left.
-        let a = try storeOnly(folder: folder, namespace: "a")
+        let a = try await storeOnly(folder: folder, namespace: "a")
         #expect(try await a.load(a.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
         await #expect(throws: PluginError.self) { try await a.load(a.request(.append, key: "10", params: params(pageSize: 10))) }
     }
@@ -109,7 +109,7 @@ struct SQLiteStoreTests {
     @Test func sameKey_otherUserInfo_goesToTheSource_butTheHardRefreshFlagChangesNothing() async throws {
         let folder = scratchFolder()
         _ = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         let plain = try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 10)))
         #expect(plain.values.count == 10)
         await #expect(throws: PluginError.self, "another query's page is not the stored one") {
@@ -141,7 +141,7 @@ struct SQLiteStoreTests {
             "python3", "-c", "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); db.executescript(sys.stdin.read()); db.commit()",
             folder + "/store.db"], input: version1)
         #expect(created.code == 0, "\(created.stderr)")
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         #expect(log.contains("upgraded from schema version 1 to 3: its 1 stored pages were dropped"))
         await #expect(throws: PluginError.self, "the version 1 page is gone") {
             try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: 1)))
@@ -149,7 +149,7 @@ struct SQLiteStoreTests {
         // The upgraded file works: a run stores pages, a new pipeline is served them.
         let stored = try await run(self.pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
         #expect(stored.code == 0, "\(stored.stderr)")
-        let served = try storeOnly(folder: folder)
+        let served = try await storeOnly(folder: folder)
         #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
     }
 
@@ -171,7 +171,7 @@ struct SQLiteStoreTests {
             ALTER TABLE pages2 RENAME TO pages; ALTER TABLE items2 RENAME TO items;
             UPDATE meta SET value = 2 WHERE name = 'schema_version';
             """)
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         #expect(log.contains("upgraded from schema version 2 to 3: its 20 stored pages were kept"), "\(log.messages)")
         for first in stride(from: 0, to: 100, by: 5) {
             #expect(try await loadsItsOwnPage(pager, first), "the page at \(first)")
@@ -213,7 +213,7 @@ struct SQLiteStoreTests {
         let stored = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "19", "--stats"])
         #expect(stored.code == 0, "\(stored.stderr)")
         #expect(stored.stderr.contains("counter evicted = 15"), "\(stored.stderr)")
-        let pager = try storeOnly(folder: folder)
+        let pager = try await storeOnly(folder: folder)
         for first in stride(from: 75, to: 100, by: 5) {
             #expect(try await loadsItsOwnPage(pager, first), "the page at \(first) is kept")
         }
@@ -233,7 +233,7 @@ struct SQLiteStoreTests {
     @Test func manyConcurrentLoads_servedFromTheStore_eachGetItsOwnPage() async throws {
         let folder = scratchFolder()
         try await storeTwentyPages(folder: folder)
-        let pager = try storeOnly(folder: folder, deduplication: .disabled)
+        let pager = try await storeOnly(folder: folder, deduplication: .disabled)
         let served = try await withThrowingTaskGroup(of: Bool.self) { group in
             for index in 0..<400 {
                 group.addTask { try await loadsItsOwnPage(pager, index % 20 * 5) }
@@ -249,7 +249,7 @@ struct SQLiteStoreTests {
     @Test func lookupsWaitingForALockedFile_leaveTheLoadsThreadsFree() async throws {
         let folder = scratchFolder()
         try await storeTwentyPages(folder: folder)
-        let pager = try storeOnly(folder: folder, config: [("busy_timeout_ms", .int(600_000))], deduplication: .disabled)
+        let pager = try await storeOnly(folder: folder, config: [("busy_timeout_ms", .int(600_000))], deduplication: .disabled)
         let lock = try FileLock(folder + "/store.db")
         let loads = (0..<4 * ProcessInfo.processInfo.activeProcessorCount + 8).map { index in
             Task { try await loadsItsOwnPage(pager, index % 20 * 5) }
@@ -407,7 +407,7 @@ struct SQLiteStoreTests {
         #expect(FileManager.default.createFile(atPath: folder + "/store.db", contents: nil))
         let stored = try await run(pager, ["run", try storeManifest(folder: folder, count: 25), "--refresh"])
         #expect(stored.code == 0, "\(stored.stderr)")
-        let served = try storeOnly(folder: folder)
+        let served = try await storeOnly(folder: folder)
         #expect(try await served.load(served.request(.refresh, key: "0", params: params(pageSize: 10))).values.count == 10)
     }
 

@@ -7,9 +7,9 @@ import Testing
 struct StatsTests {
     /// The offsets source fails its first fetch (transient, retried); the listener proceeds and
     /// publishes a counter and a gauge (paging.metrics/1).
-    func manifest() throws -> String {
+    func manifest() async throws -> String {
         let folder = scratchFolder()
-        let library = try fixturePlugin("interceptor_work")
+        let library = try await fixturePlugin("interceptor_work")
         try """
         {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30, "fail_times": 1, "retry_after_ms": 1}},
          "interceptors": [{"plugin": "\(library)", "id": "listener"}],
@@ -34,7 +34,7 @@ struct StatsTests {
     /// round trips included, and their counters and gauges come from their child processes.
     @Test(arguments: [[], ["--isolate-all"]])
     func json_countsCallsCompletionsFailuresByClass_andWhatPluginsPublished(options: [String]) async throws {
-        let result = try await run(pagerCommand, ["run", try manifest(), "--refresh", "--append", "1", "--stats=json"] + options)
+        let result = try await run(pagerCommand, ["run", try await manifest(), "--refresh", "--append", "1", "--stats=json"] + options)
         #expect(result.code == 0, "\(result.stderr)")
         let line = try #require(result.stderr.split(separator: "\n").last)
         let report = try JSONDecoder().decode(Report.self, from: Data(line.utf8))
@@ -54,7 +54,7 @@ struct StatsTests {
     @Test(arguments: [[], ["--isolate-all"]])
     func aFailedTransform_isCountedWithTheInterceptorsFailures(options: [String]) async throws {
         let folder = scratchFolder()
-        let library = try fixturePlugin("interceptor_work")
+        let library = try await fixturePlugin("interceptor_work")
         try """
         {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30}},
          "interceptors": [{"plugin": "\(library)", "id": "transformer", "config": {"mode": "fail"}}], "page_size": 10}
@@ -67,7 +67,7 @@ struct StatsTests {
     }
 
     @Test func text_namesEveryPlugin_andIsAbsentWithoutTheFlag() async throws {
-        let manifest = try manifest()
+        let manifest = try await manifest()
         let result = try await run(pagerCommand, ["run", manifest, "--stats"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("stats:\n  offsets (source at $.source, "), "\(result.stderr)")
@@ -83,9 +83,9 @@ struct StatsTests {
     /// there (they wrapped and went negative, which Prometheus reads as a restart).
     @Test func publishing_tooLongANameOrTooManyNames_isRefused_theFirstOverflowSaidOnce() async throws {
         let log = LogRecorder()
-        let listener = try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+        let listener = try PluginLibrary.open(path: try await fixturePlugin("interceptor_work"))
             .makeInterceptor(id: "listener", config: .object([("mode", .string("spam"))]), sink: log.sink)
-        let source = try PluginLibrary.open(path: try fixturePlugin("interceptor_work")).makeSource(id: "offsets", sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("interceptor_work")).makeSource(id: "offsets", sink: log.sink)
         let pager = Pager(source: source, interceptors: [listener])
         for key in ["0", "10"] {
             _ = try await pager.load(pager.request(.append, key: PluginKey(key), params: params(pageSize: 10)))
@@ -103,7 +103,7 @@ struct StatsTests {
     /// the manifest names it, in the manifest's order (they were alike, isolated ones last).
     @Test func aPluginNamedTwice_isTwoEntries_inManifestOrder() async throws {
         let folder = scratchFolder()
-        let library = try fixturePlugin("interceptor_work")
+        let library = try await fixturePlugin("interceptor_work")
         try """
         {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30}},
          "interceptors": [{"plugin": "\(library)", "id": "listener", "isolation": "process"}, {"plugin": "\(library)", "id": "listener"}],

@@ -40,7 +40,7 @@ struct SwiftPluginKitTests {
     @Test func failedLoad_isHeardBySwiftInterceptors() async throws {
         let redact = try library().makeInterceptor(id: "redact", config: .object([("fields", .array([]))]), sink: log.sink)
         let logging = try PluginLibrary.open(path: shippedPlugin("logging")).makeInterceptor(sink: log.sink)
-        let failing = try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+        let failing = try PluginLibrary.open(path: try await fixturePlugin("interceptor_work"))
             .makeSource(id: "offsets", config: .object([("fail_times", .int(1))]), sink: log.sink)
         let pager = Pager(source: failing, interceptors: [logging, redact])
         await #expect(throws: PluginError.self) {

@@ -21,7 +21,7 @@ struct WithheldExtensionsTests {
 
     /// The listener fixture publishes a counter when the host offers `paging.metrics/1`.
     @Test func aWithheldExtension_isAnsweredNULL_andTheOthersStillAreNot() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("interceptor_work"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("interceptor_work"))
         let offered = try library.makeInterceptor(id: "listener", sink: log.sink)
         let withheld = try library.makeInterceptor(id: "listener", sink: log.sink, limits: withholding("paging.metrics/1"))
         for listener in [offered, withheld] {
@@ -38,8 +38,8 @@ struct WithheldExtensionsTests {
                       ("interceptor_work", "transformer", .interceptor, "transformer", "paging.page-transform/1")])
     func aPluginThatRequiresIt_isRefusedAtCreation_namingIt(
         fixture: String, id: String?, kind: PluginKind, name: String, needed: String
-    ) throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin(fixture))
+    ) async throws {
+        let library = try PluginLibrary.open(path: try await fixturePlugin(fixture))
         let expected = "plugin '\(name)' (built for plugin ABI \(PluginABIVersion.host)) needs extension '\(needed)', which this host (ABI \(PluginABIVersion.host)) does not offer"
         #expect(throws: PluginLoadError.self) { _ = try library.descriptor(id: id, kind: kind, withholding: [needed]) }
         do {

@@ -20,7 +20,7 @@ struct ABIMisuseTests {
         ("empty", "item 2 is not valid JSON: empty item"),
     ])
     func aPageWithAnInvalidItem_failsItsLoad_namingThePluginAndTheItem(_ key: String, _ expected: String) async throws {
-        let source = try PluginLibrary.open(path: try fixturePlugin("invalid_items")).makeSource(sink: log.sink)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("invalid_items")).makeSource(sink: log.sink)
         let pager = Pager(source: source)
         #expect(try await load(pager, "json").values.map(\.text) == ["1", "\"two\"", #"{"ok":true}"#])
         do {
@@ -39,7 +39,7 @@ struct ABIMisuseTests {
     }
 
     @Test func anInterceptorsAnswerWithAnInvalidItem_failsTheLoad() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("invalid_items"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("invalid_items"))
         let pager = Pager(source: try library.makeSource(sink: log.sink), interceptors: [try library.makeInterceptor(sink: log.sink)])
         await #expect(throws: PluginError.self) { _ = try await load(pager, "json") }
         do { _ = try await load(pager, "json") } catch let error as PluginError {
@@ -51,7 +51,7 @@ struct ABIMisuseTests {
     /// `pager run` prints nothing of a page it refused, and says why.
     @Test func pagerRun_neverPrintsAnInvalidItem() async throws {
         let folder = scratchFolder()
-        let plugin = try fixturePlugin("invalid_items")
+        let plugin = try await fixturePlugin("invalid_items")
         try #"{"source": {"plugin": "\#(plugin)"}, "page_size": 3}"#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let good = try await run(pagerCommand, ["run", folder + "/m.json", "--refresh"])
         #expect(good.code == 0, "\(good.stderr)")
@@ -61,7 +61,7 @@ struct ABIMisuseTests {
     /// A plugin that keeps handles: thousands of calls later, nothing it did through them
     /// reached another call, and the host is intact.
     @Test func keptHandles_underLoad_neverReachAnotherCall() async throws {
-        let library = try PluginLibrary.open(path: try fixturePlugin("stale_handles"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("stale_handles"))
         // Four readers, each loading pages of its own at once: one refresh does not supersede another's.
         let pager = Pager(source: try library.makeSource(sink: log.sink), interceptors: [try library.makeInterceptor(sink: log.sink)],
                           refreshSupersedes: false)

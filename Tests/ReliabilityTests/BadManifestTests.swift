@@ -190,25 +190,25 @@ struct BadManifestTests {
             return (manifest, plugin, false)
         case "plugin-unreadable":
             let plugin = folder + "/libunreadable.so"
-            try manager.copyItem(atPath: try fixturePlugin("create_fails"), toPath: plugin)
+            try manager.copyItem(atPath: try await fixturePlugin("create_fails"), toPath: plugin)
             chmod(plugin, 0)
             try await write(plugin: plugin)
             return (manifest, plugin, true)
         case "plugin-no-entry":
-            let plugin = try fixturePlugin("no_entry")
+            let plugin = try await fixturePlugin("no_entry")
             try await write(plugin: plugin)
             return (manifest, plugin, false)
         case "plugin-abi-major":
-            let plugin = try fixturePlugin("abi_major2")
+            let plugin = try await fixturePlugin("abi_major2")
             try await write(plugin: plugin)
             return (manifest, plugin, false)
         case "plugin-create-fails":
-            let plugin = try fixturePlugin("create_fails")
+            let plugin = try await fixturePlugin("create_fails")
             try await write(plugin: plugin)
             return (manifest, plugin, false)
         case "plugin-sha256-mismatch":
-            let plugin = try fixturePlugin("no_entry")
-            let sum = try await run("/usr/bin/env", ["sha256sum", try fixturePlugin("create_fails")])
+            let plugin = try await fixturePlugin("no_entry")
+            let sum = try await run("/usr/bin/env", ["sha256sum", try await fixturePlugin("create_fails")])
             let other = String(sum.stdout.prefix(64))
             try await write(plugin: plugin, sha256: other)
             return (manifest, plugin, false)

@@ -132,7 +132,7 @@ struct FuzzTests {
         let seed = environmentCount("PAGING_FUZZ_SEED", default: 6)
         let limits = PluginLimits(maxItemsPerPage: 50, maxPageBytes: 64 << 10, fetchTimeout: .milliseconds(20))
         let log = LogRecorder(limit: 2_000)
-        let library = try PluginLibrary.open(path: try fixturePlugin("fuzz_source"))
+        let library = try PluginLibrary.open(path: try await fixturePlugin("fuzz_source"))
         let source = try library.makeSource(id: "fuzz-source", config: .object([("seed", .int(Int64(seed))), ("huge_len", .int(200_000))]),
                                             sink: log.sink, limits: limits)
         let interceptor = try library.makeInterceptor(id: "fuzz-interceptor", config: .object([("seed", .int(Int64(seed) + 1))]),

@@ -15,10 +15,10 @@ struct IsolationTests {
     }
 
     /// A pipeline over the crashy source, isolated, with `config`.
-    func pipeline(_ config: String, retries: Int = 0, timeoutMs: Int = 30_000) throws -> Pipeline {
+    func pipeline(_ config: String, retries: Int = 0, timeoutMs: Int = 30_000) async throws -> Pipeline {
         let folder = scratchFolder()
         let retry = retries > 0 ? #", "retry": {"max_retries": \#(retries), "initial_backoff_ms": 1, "max_backoff_ms": 5, "jitter": 0}"# : ""
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": \#(config)}, "#
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": \#(config)}, "#
             + #""page_size": 10, "timeout_ms": \#(timeoutMs)\#(retry)}"#
         let manifest = try Manifest.parse(Array(text.utf8), file: folder + "/m.json")
         return try Pipeline(manifest: manifest, sink: log.sink)
@@ -41,7 +41,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(2)))
     func segfaultEveryThirdFetch_everyPageArrives_withRetries() async throws {
         // 1,000 pages of 10 items; a crash on every third fetch, each load retried.
-        let pipeline = try pipeline(#"{"crash_every": 3, "count": 10000}"#, retries: 5)
+        let pipeline = try await pipeline(#"{"crash_every": 3, "count": 10000}"#, retries: 5)
         let numbers = try await pageThrough(pipeline, pages: 1_000)
         #expect(numbers == Array(0..<10_000))
         let crashes = log.messages.filter { $0.contains("crashed (SIGSEGV)") }
@@ -68,7 +68,7 @@ struct IsolationTests {
             noteDaemon()
             for pid in daemons.withLock({ $0 }) { kill(pid, SIGKILL) }
         }
-        let pipeline = try pipeline(daemon ? #"{"daemon_pid_file": "\#(pidFile)", "crash_every": 2}"# : #"{"fork_sleeper": true, "crash_every": 2}"#,
+        let pipeline = try await pipeline(daemon ? #"{"daemon_pid_file": "\#(pidFile)", "crash_every": 2}"# : #"{"fork_sleeper": true, "crash_every": 2}"#,
                                     timeoutMs: 30_000)
         let pager = pipeline.pager
         let start = ContinuousClock.now
@@ -91,7 +91,7 @@ struct IsolationTests {
     /// The host's threads for a child are named, so that top, perf and gdb tell them apart.
     @Test(.timeLimit(.minutes(1)))
     func anIsolatedPlugin_isServedByThreadsNamedForWhatTheyDo() async throws {
-        let pipeline = try pipeline(#"{"count": 10}"#)
+        let pipeline = try await pipeline(#"{"count": 10}"#)
         _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
         let names = threadNames()
         #expect(names.contains("paging-child") && names.contains("paging-spawn"), "\(names)")
@@ -99,7 +99,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func segfault_failsTheLoad_withAnErrorNamingPluginLibraryAndSignal() async throws {
-        let pipeline = try pipeline(#"{"crash_every": 2}"#)
+        let pipeline = try await pipeline(#"{"crash_every": 2}"#)
         let pager = pipeline.pager
         let first = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
         #expect(first.values.count == 10)
@@ -109,7 +109,7 @@ struct IsolationTests {
         } catch let error as PluginError {
             #expect(error.isRetryable)
             #expect(error.description.contains("crashy-source"), "\(error)")
-            #expect(error.description.contains(try fixturePlugin("crashy_source")), "\(error)")
+            #expect(error.description.contains(try await fixturePlugin("crashy_source")), "\(error)")
             #expect(error.description.contains("crashed (SIGSEGV)"), "\(error)")
         }
         // The next load restarts the child.
@@ -119,7 +119,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func exit_failsTheLoad_withTheExitStatus() async throws {
-        let pipeline = try pipeline(#"{"exit_every": 2}"#)
+        let pipeline = try await pipeline(#"{"exit_every": 2}"#)
         let pager = pipeline.pager
         let first = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
         await #expect {
@@ -131,7 +131,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func hang_failsTheLoad_withTheFetchTimeout() async throws {
-        let pipeline = try pipeline(#"{"hang": true}"#, timeoutMs: 300)
+        let pipeline = try await pipeline(#"{"hang": true}"#, timeoutMs: 300)
         let pager = pipeline.pager
         await #expect {
             _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
@@ -144,7 +144,7 @@ struct IsolationTests {
     func hungChild_isKilledAndRestarted() async throws {
         // The second fetch never returns: it times out, the child does not answer the
         // cancel, and is killed; the next load is served by a new child.
-        let pipeline = try pipeline(#"{"hang_every": 2}"#, timeoutMs: 300)
+        let pipeline = try await pipeline(#"{"hang_every": 2}"#, timeoutMs: 300)
         let pager = pipeline.pager
         let source = try #require(pipeline.isolatedSource)
         _ = try await pager.load(pager.refreshRequest(params: pipeline.requestParams))
@@ -161,7 +161,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(2)))
     func hangEveryThirdFetch_everyPageArrives_withRetries() async throws {
-        let pipeline = try pipeline(#"{"hang_every": 3, "count": 300}"#, retries: 5, timeoutMs: 300)
+        let pipeline = try await pipeline(#"{"hang_every": 3, "count": 300}"#, retries: 5, timeoutMs: 300)
         #expect(try await pageThrough(pipeline, pages: 30) == Array(0..<300))
         #expect(log.contains("the plugin hangs"))
     }
@@ -172,7 +172,7 @@ struct IsolationTests {
     func isolatedSource_invalidates_andNamesTheRefreshKeyAroundAnItem() async throws {
         let folder = scratchFolder()
         let trigger = folder + "/invalidate"
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("interceptor_work"))", "id": "offsets", "isolation": "process", "#
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "offsets", "isolation": "process", "#
             + #""config": {"invalidate_file": "\#(trigger)"}}, "page_size": 10}"#
         let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: folder + "/m.json"), sink: log.sink)
         let source = try #require(pipeline.isolatedSource)
@@ -186,7 +186,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func restartLimit_marksThePluginDead_andLoadsFailFast() async throws {
-        let pipeline = try pipeline(#"{"crash_every": 1}"#)
+        let pipeline = try await pipeline(#"{"crash_every": 1}"#)
         let pager = pipeline.pager
         var errors: [PluginError] = []
         for _ in 0..<(PluginIsolation.restartLimit + 1) {
@@ -203,7 +203,7 @@ struct IsolationTests {
 
     @Test(.timeLimit(.minutes(1)))
     func destroyingThePipeline_endsTheChildAndWhatItForked() async throws {
-        var pipeline: Pipeline? = try pipeline(#"{"fork_sleeper": true}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"fork_sleeper": true}"#)
         let group = try #require(pipeline?.isolatedSource?.childPID)
         #expect(liveMembers(ofGroup: group) >= 2, "the child and the process it forked")
         pipeline = nil
@@ -216,7 +216,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func destroyingThePipeline_endsADaemonThePluginStarted() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
-        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)"}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)"}"#)
         _ = try #require(pipeline?.isolatedSource?.childPID)
         var daemon: Int32?
         #expect(await waitUntil {
@@ -234,7 +234,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func destroyingThePipeline_destroysTheIsolatedPlugin() async throws {
         let mark = scratchFolder() + "/destroyed"
-        var pipeline: Pipeline? = try pipeline(#"{"destroy_mark": "\#(mark)"}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"destroy_mark": "\#(mark)"}"#)
         #expect(try await pageThrough(try #require(pipeline), pages: 1) == Array(0..<10))
         pipeline = nil
         #expect(await waitUntil { FileManager.default.fileExists(atPath: mark) }, "destroy() did not run")
@@ -245,7 +245,7 @@ struct IsolationTests {
     /// grace period, and a warning says so.
     @Test(.timeLimit(.minutes(1)))
     func anIsolatedPluginWhoseDestroyHangs_isKilled_withAWarning() async throws {
-        var pipeline: Pipeline? = try pipeline(#"{"destroy_hangs": true}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"destroy_hangs": true}"#)
         let child = try #require(pipeline?.isolatedSource?.childPID)
         #expect(try await pageThrough(try #require(pipeline), pages: 1) == Array(0..<10))
         pipeline = nil
@@ -260,7 +260,7 @@ struct IsolationTests {
     func aHostKilledWithSIGKILL_takesTheDaemonWithIt() async throws {
         let folder = scratchFolder()
         let pidFile = folder + "/daemon.pid", manifest = folder + "/m.json"
-        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "#
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "#
              + #""config": {"daemon_pid_file": "\#(pidFile)", "hang": true}}, "page_size": 10}"#)
             .write(toFile: manifest, atomically: true, encoding: .utf8)
         let host = Process()
@@ -282,8 +282,8 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func aPluginKillingItsReaperWhileLoading_failsTheStartAtOnce() async throws {
         let start = ContinuousClock.now
-        #expect {
-            _ = try pipeline(#"{"fork_sleeper": true, "kill_parent": true}"#)
+        await #expect {
+            _ = try await pipeline(#"{"fork_sleeper": true, "kill_parent": true}"#)
         } throws: { error in
             "\(error)".contains("crashed (SIGKILL) while loading the plugin")
         }
@@ -295,7 +295,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func aDaemonThatKeepsForking_endsWithThePipeline() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
-        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)", "daemon_hops": true}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)", "daemon_hops": true}"#)
         _ = try #require(pipeline?.isolatedSource?.childPID)
         // Each hop holds the file's lock: it is free when none lives.
         let daemon = try await DaemonLock(pidFile)
@@ -310,7 +310,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func aPluginClearingTheSubreaperFlag_stillLosesItsDaemon() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
-        var pipeline: Pipeline? = try pipeline(#"{"daemon_pid_file": "\#(pidFile)", "clear_subreaper": true}"#)
+        var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)", "clear_subreaper": true}"#)
         _ = try #require(pipeline?.isolatedSource?.childPID)
         #expect(await waitUntil { FileManager.default.fileExists(atPath: pidFile) })
         let pid = try #require((try? String(contentsOfFile: pidFile, encoding: .utf8)).flatMap { Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
@@ -326,7 +326,7 @@ struct IsolationTests {
     /// finds the status of one it waits for long after it ended.
     @Test(.timeLimit(.minutes(1)))
     func orphansAreReaped_andThePluginsOwnChildrenStayItsOwn() async throws {
-        let pipeline = try pipeline(#"{"orphan_per_fetch": true, "wait_child_ms": 50, "count": 300}"#)
+        let pipeline = try await pipeline(#"{"orphan_per_fetch": true, "wait_child_ms": 50, "count": 300}"#)
         let child = try #require(pipeline.isolatedSource?.childPID)
         #expect(try await pageThrough(pipeline, pages: 30) == Array(0..<300))
         #expect(await waitUntil { zombies(under: child) == 0 }, "\(zombies(under: child)) zombies under the child")
@@ -335,8 +335,8 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func isolatedInterceptor_passesLoadsThrough() async throws {
         let folder = scratchFolder()
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))"}, "#
-            + #""interceptors": [{"plugin": "\#(try fixturePlugin("pass_through"))", "id": "pass-through", "isolation": "process"}], "page_size": 10}"#
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))"}, "#
+            + #""interceptors": [{"plugin": "\#(try await fixturePlugin("pass_through"))", "id": "pass-through", "isolation": "process"}], "page_size": 10}"#
         let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: folder + "/m.json"), sink: log.sink)
         #expect(pipeline.isolatedInterceptors.count == 1)
         #expect(try await pageThrough(pipeline, pages: 5) == Array(0..<50))
@@ -348,7 +348,7 @@ struct IsolationTests {
     /// plugin would rightly be declared dead.)
     @Test(.timeLimit(.minutes(2)))
     func concurrentLoads_acrossCrashes_allArrive() async throws {
-        let pipeline = try pipeline(#"{"crash_every": 20, "count": 1000}"#, retries: 10)
+        let pipeline = try await pipeline(#"{"crash_every": 20, "count": 1000}"#, retries: 10)
         let pager = pipeline.pager
         let pages = try await withThrowingTaskGroup(of: [Int].self) { group in
             func load(_ index: Int) {
@@ -374,8 +374,8 @@ struct IsolationTests {
     /// host goes on.
     @Test(.timeLimit(.minutes(1)))
     func abortingInterceptor_failsTheLoad_withSIGABRT() async throws {
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))"}, "#
-            + #""interceptors": [{"plugin": "\#(try fixturePlugin("check_crash_intercept"))", "isolation": "process"}], "page_size": 10}"#
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))"}, "#
+            + #""interceptors": [{"plugin": "\#(try await fixturePlugin("check_crash_intercept"))", "isolation": "process"}], "page_size": 10}"#
         let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: scratchFolder() + "/m.json"), sink: log.sink)
         let pager = pipeline.pager
         await #expect {
@@ -391,7 +391,7 @@ struct IsolationTests {
     func pagerRun_isolateAll_survivesACrashingSource() async throws {
         let folder = scratchFolder()
         let manifest = folder + "/m.json"
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"crash_every": 2, "count": 100}}, "#
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "config": {"crash_every": 2, "count": 100}}, "#
             + #""page_size": 10, "retry": {"max_retries": 3, "initial_backoff_ms": 1, "jitter": 0}}"#
         #expect(FileManager.default.createFile(atPath: manifest, contents: Data(text.utf8)))
         let result = try await run(pagerCommand, ["run", manifest, "--refresh", "--append", "9", "--isolate-all"])
@@ -404,7 +404,7 @@ struct IsolationTests {
     /// answer that it is ready.
     @Test(.timeLimit(.minutes(1)))
     func logLinesWhileCreating_reachTheSink() async throws {
-        let pipeline = try pipeline(#"{"log_on_create": true}"#)
+        let pipeline = try await pipeline(#"{"log_on_create": true}"#)
         #expect(log.contains("created"))
         let page = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
         #expect(page.values.count == 10)
@@ -419,8 +419,8 @@ struct IsolationTests {
     }
 
     @Test
-    func unloadableIsolatedPlugin_isAManifestError_withTheChildsReason() throws {
-        let text = #"{"source": {"plugin": "\#(try fixturePlugin("pass_through"))", "id": "absent", "isolation": "process"}}"#
+    func unloadableIsolatedPlugin_isAManifestError_withTheChildsReason() async throws {
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("pass_through"))", "id": "absent", "isolation": "process"}}"#
         #expect {
             _ = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: scratchFolder() + "/m.json"), sink: log.sink)
         } throws: { error in
@@ -436,7 +436,7 @@ struct IsolationTests {
     ])
     func aChildSendingAMalformedFrame_isStopped_andTheLoadSaysWhy(_ garbage: Int, _ problem: String) async throws {
         let manifest = scratchFolder() + "/m.json"
-        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
              + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["run", manifest])
         #expect(result.code == 1, "\(result.stderr)")
@@ -449,7 +449,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func aChildSendingAMalformedFrameWhileLoading_isStopped_andTheLoadSaysWhy() async throws {
         let manifest = scratchFolder() + "/m.json"
-        try #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"garbage_on_create": true}}}"#
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"garbage_on_create": true}}}"#
             .write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["validate", manifest])
         #expect(result.code == 2, "\(result.stderr)")
@@ -464,7 +464,7 @@ struct IsolationTests {
     func aChildAnnouncingAHugeFrame_costsTheHostNothing() async throws {
         let folder = scratchFolder()
         let manifest = folder + "/m.json"
-        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
              + #""page_size": 10, "timeout_ms": 1000, "max_page_bytes": 1073741824}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
         // The peak resident size of `pager run`, as its parent's rusage of its children says.
         let script = """
@@ -484,7 +484,7 @@ struct IsolationTests {
     /// offsets (…): …", as if it had failed itself).
     @Test(.timeLimit(.minutes(1)))
     func anIsolatedInterceptor_hearsAFailedLoad_asInTheProcess() async throws {
-        let library = try fixturePlugin("interceptor_work")
+        let library = try await fixturePlugin("interceptor_work")
         let manifest = scratchFolder() + "/m.json"
         try (#"{"source": {"plugin": "\#(library)", "id": "offsets", "config": {"fail_times": 1}}, "#
              + #""interceptors": [{"plugin": "\#(library)", "id": "listener"}]}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
@@ -502,7 +502,7 @@ struct IsolationTests {
     @Test(.timeLimit(.minutes(1)))
     func aFrameLongerThanAPage_isRefusedAtItsLength() async throws {
         let manifest = scratchFolder() + "/m.json"
-        try (#"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#
              + #""page_size": 10, "max_page_bytes": 1048576, "max_items_per_page": 1000, "timeout_ms": 50000}"#)
             .write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["run", manifest])

@@ -13,7 +13,7 @@ struct LoadingTests {
         let folder = scratchFolder()
         for (fixture, name) in [("pass_through", "libgood.so"), ("ctor_crash", "libcrashes.so"), ("ctor_exit", "libexits.so"),
                                 ("no_entry", "libnotaplugin.so")] {
-            try FileManager.default.copyItem(atPath: try fixturePlugin(fixture), toPath: folder + "/" + name)
+            try FileManager.default.copyItem(atPath: try await fixturePlugin(fixture), toPath: folder + "/" + name)
         }
         let result = try await run(pagerCommand, ["plugins", folder])
         #expect(result.code == 0, "\(result.stderr)")
@@ -28,7 +28,7 @@ struct LoadingTests {
     /// A constructor that calls exit(0) made validate and run end with 0, silently.
     @Test(arguments: ["validate", "run"])
     func aLibraryThatExitsWhileLoading_isReported_withStatus2(_ command: String) async throws {
-        let library = try fixturePlugin("ctor_exit")
+        let library = try await fixturePlugin("ctor_exit")
         let manifest = scratchFolder() + "/m.json"
         try #"{"source": {"plugin": "\#(library)"}}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, [command, manifest])
@@ -42,7 +42,7 @@ struct LoadingTests {
     /// part of the items printed: it is reported, naming the library, with status 2.
     @Test(arguments: [0, 3])
     func aPluginThatExitsInAFetch_isReported_withStatus2(_ status: Int) async throws {
-        let library = try fixturePlugin("blocking_fetch")
+        let library = try await fixturePlugin("blocking_fetch")
         let manifest = scratchFolder() + "/m.json"
         try #"{"source": {"plugin": "\#(library)", "config": {"sleep_ms": 0, "exit_on": 2, "exit_status": \#(status)}}}"#
             .write(toFile: manifest, atomically: true, encoding: .utf8)
@@ -61,7 +61,7 @@ struct LoadingTests {
     @Test(arguments: [("IMPORT_FUNCTION", "paging_fixture_absent_function"), ("IMPORT_DATA", "paging_fixture_absent_variable"),
                       ("IMPORT_WEAK_FUNCTION", nil)])
     func anImportNothingDefines_failsTheLoad_namingIt(_ kind: String, _ symbol: String?) async throws {
-        let library = try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/pass_through.c", name: "unbound_\(kind)",
+        let library = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/pass_through.c", name: "unbound_\(kind)",
                                          extraFlags: ["-D\(kind)", "\(repositoryRoot)/Tests/Fixtures/plugins/unbound_imports.c"])
         let manifest = scratchFolder() + "/m.json"
         try #"{"source": {"plugin": "\#(library)"}}"#.write(toFile: manifest, atomically: true, encoding: .utf8)
@@ -83,7 +83,7 @@ struct LoadingTests {
         let manifest = folder + "/m.json"
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))", "id": "hangs"}], "call_timeout_ms": 300}
+         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "hangs"}], "call_timeout_ms": 300}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["validate", manifest])
         #expect(result.code == 2)
@@ -96,7 +96,7 @@ struct LoadingTests {
     func aRefreshKeyThatNeverReturns_failsTheCreateAfterTheTimeout(_ command: String, _ isolation: String) async throws {
         let manifest = scratchFolder() + "/m.json"
         try """
-        {"source": {"plugin": "\(try fixturePlugin("create_hangs"))", "id": "refresh-key-hangs"\(isolation)}, "call_timeout_ms": 300}
+        {"source": {"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "refresh-key-hangs"\(isolation)}, "call_timeout_ms": 300}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, [command, manifest])
         #expect(result.code == 2, "\(result.stderr)")
@@ -115,7 +115,7 @@ struct LoadingTests {
         let manifest = folder + "/m.json"
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3,
-         "interceptors": [{"plugin": "\(try fixturePlugin("create_hangs"))", "id": "handle-hangs"\(isolated ? #", "isolation": "process""# : "")}]\(settings.replacingOccurrences(of: #", "isolate": true"#, with: ""))}
+         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "handle-hangs"\(isolated ? #", "isolation": "process""# : "")}]\(settings.replacingOccurrences(of: #", "isolate": true"#, with: ""))}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, ["run", manifest])
         #expect(result.code == 0, "\(result.stderr)")
@@ -129,7 +129,7 @@ struct LoadingTests {
     @Test(.timeLimit(.minutes(1)), arguments: [("validate", ""), ("run", ""), ("validate", #", "isolation": "process""#)])
     func aConstructorThatNeverReturns_failsTheLoadAfterTheTimeout(_ command: String, _ isolation: String) async throws {
         let manifest = scratchFolder() + "/m.json"
-        try #"{"source": {"plugin": "\#(try fixturePlugin("ctor_hang"))"\#(isolation)}, "call_timeout_ms": 300}"#
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("ctor_hang"))"\#(isolation)}, "call_timeout_ms": 300}"#
             .write(toFile: manifest, atomically: true, encoding: .utf8)
         let result = try await run(pagerCommand, [command, manifest])
         #expect(result.code == 2, "\(result.stderr)")
@@ -144,7 +144,7 @@ struct LoadingTests {
 struct CheckContainmentTests {
     @Test func processesAPluginForks_endWithTheirCheck_whichFailsSaying() async throws {
         let folder = scratchFolder()
-        let result = try await run(pagerCommand, ["check", try fixturePlugin("forks_in_create"), "--cycles", "20",
+        let result = try await run(pagerCommand, ["check", try await fixturePlugin("forks_in_create"), "--cycles", "20",
                                                   "--timeout-ms", "500", "--config", #"{"pid_folder": "\#(folder)"}"#])
         #expect(result.code == 1, "\(result.stdout)")
         #expect(result.stdout.contains("forked processes running after the check (killed)"), "\(result.stdout)")
@@ -163,7 +163,7 @@ struct CheckContainmentTests {
     /// it ran, and ends with them (a check passed, leaving one daemon a create, 1,015 a run).
     @Test func aDaemonAPluginStarts_endsWithItsCheck_whichFailsSaying() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
-        let result = try await run(pagerCommand, ["check", try fixturePlugin("crashy_source"), "--plugin", "crashy-source", "--cycles", "20",
+        let result = try await run(pagerCommand, ["check", try await fixturePlugin("crashy_source"), "--plugin", "crashy-source", "--cycles", "20",
                                                   "--timeout-ms", "500", "--config", #"{"daemon_pid_file": "\#(pidFile)"}"#])
         #expect(result.code == 1, "\(result.stdout)")
         #expect(result.stdout.contains("create-valid-config") && result.stdout.contains("left 1 forked process running after the check (killed)"),

@@ -24,7 +24,7 @@ struct MisbehavingPluginTests {
         // The plugin sleeps until the test creates `wake` (a minute at most): however late a
         // loaded machine fires the timeouts, the loads end while it still sleeps.
         let wake = scratchFolder() + "/wake"
-        let interceptor = try PluginLibrary.open(path: try fixturePlugin("blocking_intercept"))
+        let interceptor = try PluginLibrary.open(path: try await fixturePlugin("blocking_intercept"))
             .makeInterceptor(config: .object([("sleep_ms", .int(60_000)), ("until_path", .string(wake))]), sink: log.sink, limits: limits)
         let pager = Pager(source: try jsonLinesSource(count: 30, limits: limits), interceptors: [interceptor])
         for _ in 0..<2 {
@@ -47,7 +47,7 @@ struct MisbehavingPluginTests {
     /// plugin, and then succeeds.
     @Test(.timeLimit(.minutes(1)))
     func blockingIntercept_withoutACallTimeout_holdsTheLoad() async throws {
-        let interceptor = try PluginLibrary.open(path: try fixturePlugin("blocking_intercept"))
+        let interceptor = try PluginLibrary.open(path: try await fixturePlugin("blocking_intercept"))
             .makeInterceptor(config: .object([("sleep_ms", .int(300))]), sink: log.sink)
         let pager = Pager(source: try jsonLinesSource(count: 30), interceptors: [interceptor])
         let clock = ContinuousClock()
@@ -65,7 +65,7 @@ struct MisbehavingPluginTests {
     func blockingFetch_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
         let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
         let wake = scratchFolder() + "/wake"
-        let source = try PluginLibrary.open(path: try fixturePlugin("blocking_fetch"))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("blocking_fetch"))
             .makeSource(config: .object([("sleep_ms", .int(60_000)), ("until_path", .string(wake))]), sink: log.sink, limits: limits)
         let pager = Pager(source: source)
         let first = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
@@ -97,7 +97,7 @@ struct MisbehavingPluginTests {
         let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .seconds(1))
         let wake = scratchFolder() + "/wake"
         let config = JSONValue.object([("sleep_ms", .int(60_000)), ("until_path", .string(wake)), ("pass_first", .int(1_000)), ("block_key_chain", .int(1))])
-        let source = try PluginLibrary.open(path: try fixturePlugin("blocking_fetch")).makeSource(config: config, sink: log.sink, limits: limits)
+        let source = try PluginLibrary.open(path: try await fixturePlugin("blocking_fetch")).makeSource(config: config, sink: log.sink, limits: limits)
         let pager = Pager(source: source)
         let first = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 10))) }
         #expect(first?.status == .timeout)
@@ -132,7 +132,7 @@ struct MisbehavingPluginTests {
     @Test func enormousPageFromASource_failsAtTheByteLimit_withoutExhaustingMemory() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 8 << 20)
         let before = peakResidentBytes()
-        let source = try PluginLibrary.open(path: try fixturePlugin("enormous_page")).makeSource(
+        let source = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeSource(
             id: "enormous-source", config: .object([("item_len", .int(65_536)), ("total_bytes", .int(2 << 30))]),
             sink: log.sink, limits: limits)
         let pager = Pager(source: source)
@@ -149,7 +149,7 @@ struct MisbehavingPluginTests {
 
     @Test func enormousItemCount_failsAtTheItemLimit() async throws {
         let limits = PluginLimits(maxItemsPerPage: 10_000)
-        let source = try PluginLibrary.open(path: try fixturePlugin("enormous_page")).makeSource(
+        let source = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeSource(
             id: "enormous-source", config: .object([("item_len", .int(1)), ("item_count", .int(50_000_000))]),
             sink: log.sink, limits: limits)
         let pager = Pager(source: source)
@@ -164,7 +164,7 @@ struct MisbehavingPluginTests {
     @Test func runawaySource_thatIgnoresRefusals_isRefusedEveryTime() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 1 << 20)
         let before = peakResidentBytes()
-        let source = try PluginLibrary.open(path: try fixturePlugin("enormous_page")).makeSource(
+        let source = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeSource(
             id: "enormous-source",
             config: .object([("item_len", .int(65_536)), ("total_bytes", .int(256 << 20)), ("ignore_errors", .bool(true))]),
             sink: log.sink, limits: limits)
@@ -181,7 +181,7 @@ struct MisbehavingPluginTests {
     @Test func enormousPageFromAnInterceptor_failsAtTheByteLimit() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 4 << 20)
         let before = peakResidentBytes()
-        let interceptor = try PluginLibrary.open(path: try fixturePlugin("enormous_page")).makeInterceptor(
+        let interceptor = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeInterceptor(
             id: "enormous-interceptor", config: .object([("item_len", .int(1 << 20)), ("total_bytes", .int(2 << 30))]),
             sink: log.sink, limits: limits)
         let pager = Pager(source: try jsonLinesSource(count: 10), interceptors: [interceptor])
@@ -197,7 +197,7 @@ struct MisbehavingPluginTests {
     /// limit stays at PluginLimits' default (256 MiB) because the manifest has no key for it.
     @Test func manifestLimit_onItems_reachesTheHost() async throws {
         let folder = scratchFolder()
-        let plugin = try fixturePlugin("enormous_page")
+        let plugin = try await fixturePlugin("enormous_page")
         let text = """
         {"source": {"plugin": "\(plugin)", "id": "enormous-source", "config": {"item_len": 1, "item_count": 1000000}},
          "max_items_per_page": 100}

@@ -18,8 +18,8 @@ struct NothingLostTests {
 
     static let steps: [PagingRequestKind] = [.refresh] + Array(repeating: .append, count: 12) + Array(repeating: .prepend, count: 12)
 
-    func pipeline(_ arrangement: Arrangement, failEvery: Int, folder: String, log: LogRecorder) throws -> Pipeline {
-        let flaky = #"{"plugin": "\#(try fixturePlugin("flaky"))", "config": {"fail_every": \#(failEvery)}}"#
+    func pipeline(_ arrangement: Arrangement, failEvery: Int, folder: String, log: LogRecorder) async throws -> Pipeline {
+        let flaky = #"{"plugin": "\#(try await fixturePlugin("flaky"))", "config": {"fail_every": \#(failEvery)}}"#
         let stores = #"{"plugin": "cache"}, {"plugin": "sqlite-store", "config": {"path": "pages.db"}}"#
         let interceptors = arrangement == .failuresLast ? "\(stores), \(flaky)" : "\(flaky), \(stores)"
         try """
@@ -35,7 +35,7 @@ struct NothingLostTests {
         let folder = scratchFolder()
         writeJSONLines(count: 200, to: folder + "/data.jsonl")
         let log = LogRecorder()
-        let manager = try pipeline(arrangement, failEvery: failEvery, folder: folder, log: log).makeManager()
+        let manager = try await pipeline(arrangement, failEvery: failEvery, folder: folder, log: log).makeManager()
         var failures = 0
         for kind in Self.steps {
             let before = manager.output.values.map(\.text)

@@ -104,7 +104,7 @@ struct PagerOutputTests {
     /// A source and an interceptor that printf, puts and write(1, ...) in create and in every
     /// call: standard output holds the items alone, and what they printed is on standard error.
     @Test func pluginsWritingToStandardOutput_leaveTheItemsAlone() async throws {
-        let plugin = try fixturePlugin("stdout_writer")
+        let plugin = try await fixturePlugin("stdout_writer")
         let file = try manifest(plugin, config: #"{"count": 25}"#, interceptors: #"{"plugin": "\#(plugin)"}"#)
         let result = try await run(pagerBinary, ["run", file, "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")
@@ -123,7 +123,7 @@ struct PagerOutputTests {
     /// Items with CR and LF between their tokens: each comes out on one line, with those bytes
     /// as spaces and every other byte as the plugin handed it.
     @Test func itemsSpreadOverLines_comeOutOneALine() async throws {
-        let result = try await run(pagerBinary, ["run", try manifest(try fixturePlugin("hostile_text"))])
+        let result = try await run(pagerBinary, ["run", try manifest(try await fixturePlugin("hostile_text"))])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout == "{   \"n\": 0,    \"s\": \"a b\" }\n[1, 2, 3]\n \"text é \u{2028}\"  \n", "\(result.stdout)")
         for line in result.stdout.split(separator: "\n") {
@@ -140,7 +140,7 @@ struct PagerOutputTests {
         #expect(JSONValidator.validate(Array("{\n\"s\":\r\n\"a b\"\n}".utf8)) == nil)
 
         let log = LogRecorder()
-        let source = try PluginLibrary.open(path: try fixturePlugin("hostile_text"))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("hostile_text"))
             .makeSource(config: .object([("items", .string("raw_newline"))]), sink: log.sink)
         let pager = Pager(source: source)
         let error = await #expect(throws: PluginError.self) {
@@ -149,7 +149,7 @@ struct PagerOutputTests {
         #expect(error?.status == .invalidArgument)
         #expect(log.contains("not valid JSON: unescaped control character U+000A in a string"), "\(log.messages)")
 
-        let result = try await run(pagerBinary, ["run", try manifest(try fixturePlugin("hostile_text"), config: #"{"items": "raw_newline"}"#)])
+        let result = try await run(pagerBinary, ["run", try manifest(try await fixturePlugin("hostile_text"), config: #"{"items": "raw_newline"}"#)])
         #expect(result.code == 1)
         #expect(result.stdout.isEmpty, "\(result.stdout)")
     }
@@ -161,7 +161,7 @@ struct PagerOutputTests {
     /// terminal raw.
     @Test func pluginText_cannotForgeLinesOrSteerTheTerminal() async throws {
         let forged = #"hi\n[info] other-plugin: forged \u001b[31mred \u009b1m end\u0007"#
-        let plugin = try fixturePlugin("hostile_text")
+        let plugin = try await fixturePlugin("hostile_text")
         let logged = try await run(pagerBinary, ["run", try manifest(plugin, config: #"{"log": "\#(forged)"}"#)])
         #expect(logged.code == 0, "\(logged.stderr)")
         #expect(logged.stderr.split(separator: "\n").first == "[info] hostile-text: \(forged)", "\(logged.stderr)")
@@ -214,7 +214,7 @@ struct PagerOutputTests {
     /// much was left out.
     @Test(arguments: floods)
     func aFloodOfPluginText_isCutToOneBoundedLine(_ flood: Flood) async throws {
-        let file = try manifest(try fixturePlugin("hostile_text"), config: flood.config)
+        let file = try manifest(try await fixturePlugin("hostile_text"), config: flood.config)
         let result = try await run(pagerBinary, ["run", file], environment: flood.environment)
         report("\(flood): pager run took \(Int(result.elapsed.milliseconds)) ms, stderr \(result.stderr.utf8.count) bytes")
         #expect(result.code == flood.code && !result.signaled, "\(result.code)")

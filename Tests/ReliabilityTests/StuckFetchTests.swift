@@ -11,7 +11,7 @@ struct StuckFetchTests {
     @Test(.timeLimit(.minutes(1)))
     func pagerRun_endsTenSecondsAfterASignal_sayingWhy() async throws {
         let folder = scratchFolder()
-        try #"{"source": {"plugin": "\#(try fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 1000}"#
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 1000}"#
             .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let run = try PagerProcess(["run", folder + "/m.json"])
         let said = await run.waitFor("this fetch never returns")

@@ -180,34 +180,34 @@ private func nanoseconds(_ duration: Duration) -> Int64 {
 
 /// Compiles a plain C plugin with `cc` against the ABI headers alone (once per process and
 /// name) and returns the library's path. `headers` is the folder holding `paging/`: the
-/// repository's, or a frozen copy of an earlier version's.
+/// repository's, or a frozen copy of an earlier version's. The compiler runs on a thread of its
+/// own and callers wait without holding one of the few threads that run tasks (a test waiting
+/// for a fixture's compiler stalled every other test's timers on 2 cores).
 public func compileCPlugin(
     _ source: String, name: String? = nil, extraFlags: [String] = [],
     headers: String = "\(repositoryRoot)/Sources/CPaging/include"
-) throws -> String {
+) async throws -> String {
     let name = name ?? URL(fileURLWithPath: source).deletingPathExtension().lastPathComponent
-    let slot = compiledPlugins.withLock { compiled in
-        if let slot = compiled[name] { return slot }
-        let slot = Locked<String?>(nil)
-        compiled[name] = slot
-        return slot
-    }
-    return try slot.withLock { compiled in
-        if let path = compiled { return path }
+    let compilation = compiledPlugins.withLock { compiled in
+        if let compilation = compiled[name] { return compilation }
         let output = "\(compiledFolder)/lib\(name).so"
-        let result = try runBlocking("/usr/bin/env", [
-            "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
-            "-Wl,-z,nodelete", "-I", headers,
-        ] + extraFlags + [source, "-o", output])
-        guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
-        compiled = output
-        return output
+        let compilation = Task {
+            let result = try await run("/usr/bin/env", [
+                "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
+                "-Wl,-z,nodelete", "-I", headers,
+            ] + extraFlags + [source, "-o", output])
+            guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
+            return output
+        }
+        compiled[name] = compilation
+        return compilation
     }
+    return try await compilation.value
 }
 
 /// A fixture plugin of Tests/Fixtures/plugins, compiled.
-public func fixturePlugin(_ name: String) throws -> String {
-    try compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/\(name).c")
+public func fixturePlugin(_ name: String) async throws -> String {
+    try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/\(name).c")
 }
 
 public struct CompileError: Error, CustomStringConvertible {
@@ -216,10 +216,9 @@ public struct CompileError: Error, CustomStringConvertible {
 }
 
 private let compiledFolder = scratchFolder()
-/// Each fixture's compiled library, by name: compiled once, fixtures of different names at the
-/// same time (one lock over every compilation had each test wait for every other fixture's
-/// compiler, its pool thread held all the while).
-private let compiledPlugins = Locked<[String: Locked<String?>]>([:])
+/// Each fixture's compilation, by name: compiled once, fixtures of different names at the same
+/// time.
+private let compiledPlugins = Locked<[String: Task<String, any Error>]>([:])
 
 /// Collects plugin log lines (the first `limit`; beyond, it only counts them).
 public final class LogRecorder: Sendable {
