@@ -218,11 +218,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     func run(_ plan: Plan) async {
         var result = await fetch(plan)
-        // Two refreshes may reach the pager in the other order than they were planned here: the
-        // pager then supersedes the newer one, and this manager drops the older one's page (the
-        // list stayed empty, every state idle). The newest refresh planned loads again.
-        if plan.kind == .refresh, case .failure(let error) = result, error as? PagingError == .supersededByRefresh,
-           state.withLock({ $0.generation == plan.generation }) {
+        // Refreshes may reach the pager in another order than they were planned here: the pager
+        // then supersedes the newer one, and this manager drops the older one's page (the list
+        // stayed empty, every state idle). The newest refresh planned loads again, as often as
+        // it is superseded: each older refresh reaches the pager once.
+        while plan.kind == .refresh, case .failure(let error) = result, error as? PagingError == .supersededByRefresh,
+              state.withLock({ $0.generation == plan.generation }) {
             result = await fetch(plan)
         }
         let cancelled = Task.isCancelled

@@ -140,6 +140,68 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [1, 2, 3] && manager.output.refreshState.isIdle, "\(manager.output.refreshState)")
     }
 
+    /// Found by a second probe: the refresh planned last was superseded twice by refreshes
+    /// planned before it (their key chains came late) and loaded again only once: the list
+    /// stayed empty, every state idle, no error. It loads again as often as it is superseded.
+    @Test(.timeLimit(.minutes(1)))
+    func theLastRefresh_supersededTwiceByEarlierOnes_showsItsPage() async throws {
+        final class Gated: PagingSource, Sendable {
+            var refreshKey: Int { 0 }
+            /// The first two key chains wait for their semaphore (on threads of their own).
+            let heldKeyChains = [DispatchSemaphore(value: 0), DispatchSemaphore(value: 0)]
+            let keyChains = Locked(0)
+            /// Fetches 1 and 3 wait to be let go.
+            let fetches = Locked(0)
+            let waitingFetches = Locked<[Int: CheckedContinuation<Void, Never>]>([:])
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
+                let call = keyChains.withLock { $0 += 1; return $0 }
+                if call <= 2 { heldKeyChains[call - 1].wait() }
+                return PagingKeyChain(key: key, nextKey: key + 1)
+            }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+                let call = fetches.withLock { $0 += 1; return $0 }
+                if call == 1 || call == 3 {
+                    await withCheckedContinuation { continuation in waitingFetches.withLock { $0[call] = continuation } }
+                }
+                return Page(request: request, values: [request.params.userInfo["who"] ?? "?"])
+            }
+            func letGo(fetch call: Int) async -> Bool {
+                guard await eventually({ waitingFetches.withLock { $0[call] != nil } }) else { return false }
+                waitingFetches.withLock { $0.removeValue(forKey: call) }?.resume()
+                return true
+            }
+        }
+        /// Runs its tasks on a queue of its own: a key chain blocking there holds none of the
+        /// few threads that run the tests' tasks.
+        final class QueueExecutor: TaskExecutor {
+            let queue = DispatchQueue(label: "paging.tests.refresh-order")
+            func enqueue(_ job: consuming ExecutorJob) {
+                let job = UnownedJob(job)
+                queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
+            }
+        }
+        let source = Gated()
+        let manager = PaginationManager(source: source, pageSize: 1)
+        let first = Task(executorPreference: QueueExecutor()) { await manager.load(.refresh, userInfo: ["who": "first"]) }
+        #expect(await eventually { source.keyChains.withLock { $0 } == 1 })
+        let second = Task(executorPreference: QueueExecutor()) { await manager.load(.refresh, userInfo: ["who": "second"]) }
+        #expect(await eventually { source.keyChains.withLock { $0 } == 2 })
+        let last = Task { await manager.load(.refresh, userInfo: ["who": "last"]) }
+        #expect(await eventually { source.fetches.withLock { $0 } == 1 })
+        // The first reaches the pager and supersedes the last's fetch; the last loads again.
+        source.heldKeyChains[0].signal()
+        await first.value
+        #expect(await source.letGo(fetch: 1))
+        #expect(await eventually { source.fetches.withLock { $0 } == 3 })
+        // The second supersedes the last's second fetch.
+        source.heldKeyChains[1].signal()
+        await second.value
+        #expect(await source.letGo(fetch: 3))
+        await last.value
+        #expect(Array(manager.output.values) == ["last"] && manager.output.refreshState.isIdle,
+                "\(Array(manager.output.values)) \(manager.output.refreshState)")
+    }
+
     /// A full page whose next key is its own was fetched again by every append, for ever.
     @Test func aPageWhoseNextKeyIsItsOwn_failsTheAppend() async throws {
         final class SelfLoop: PagingSource, Sendable {
