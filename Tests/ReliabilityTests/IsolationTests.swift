@@ -38,14 +38,15 @@ struct IsolationTests {
         return numbers
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func segfaultEveryThirdFetch_everyPageArrives_withRetries() async throws {
-        // 1,000 pages of 10 items; a crash on every third fetch, each load retried.
-        let pipeline = try await pipeline(#"{"crash_every": 3, "count": 10000}"#, retries: 5)
-        let numbers = try await pageThrough(pipeline, pages: 1_000)
-        #expect(numbers == Array(0..<10_000))
+        // 300 pages of 10 items; a crash on every third fetch (a child started again each
+        // time, ~0.1 s on a quiet machine), each load retried.
+        let pipeline = try await pipeline(#"{"crash_every": 3, "count": 3000}"#, retries: 5)
+        let numbers = try await pageThrough(pipeline, pages: 300)
+        #expect(numbers == Array(0..<3_000))
         let crashes = log.messages.filter { $0.contains("crashed (SIGSEGV)") }
-        #expect(crashes.count >= 333, "\(crashes.count) crashes reported")
+        #expect(crashes.count >= 100, "\(crashes.count) crashes reported")
     }
 
     /// A child that crashes while a process it forked (a plain one, or a daemon in a session of
