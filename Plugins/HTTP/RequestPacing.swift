@@ -63,7 +63,8 @@ final class TokenCache: Sendable {
     private let tokenURL: String
     private let form: [UInt8]
     private let state = Mutex(State())
-    private let plan = ScanPlan([JSONPointer(member: "access_token"), JSONPointer(member: "expires_in")])
+    /// The token, its lifetime, and RFC 6749's error fields (5.2) of a response without one.
+    private let plan = ScanPlan(["access_token", "expires_in", "error", "error_description"].map { JSONPointer(member: $0) })
 
     init(tokenURL: String, clientID: String, clientSecret: String, scope: String?) {
         self.tokenURL = tokenURL
@@ -121,15 +122,24 @@ final class TokenCache: Sendable {
         }
         // The body is never quoted: it may hold the token, which is not known to redact yet.
         let (token, lifetime): (String?, Int?)
+        let error: (code: String?, description: String?)
         if let scan = try? plan.scan(response.body) {
             (token, lifetime) = (scan.value(0).flatMap { JSONScalar($0).cursorText }, scan.value(1).flatMap { JSONScalar($0).integer })
+            error = (scan.value(2).flatMap { JSONScalar($0).cursorText }, scan.value(3).flatMap { JSONScalar($0).cursorText })
         } else if let form = Self.formFields(response.body) {
             // Form-encoded (RFC 6749 says JSON; GitHub and older servers answer this way).
             (token, lifetime) = (form["access_token"], form["expires_in"].flatMap { Int($0) })
+            error = (form["error"], form["error_description"])
         } else {
             return .failure(.internal("the OAuth2 token response from \(tokenURL) is neither JSON nor form-encoded (\(response.body.count) bytes; expected an object with an access_token)"))
         }
         guard let token else {
+            // An error a server answers with 200 (GitHub's "bad_verification_code") is said:
+            // its code and description, not the body, which may hold other fields.
+            if let code = error.code {
+                let described = error.description.map { ": \(config.snippet($0))" } ?? ""
+                return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) was refused: \(config.snippet(code, limit: 60))\(described)"))
+            }
             return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token (a string or number at its top level; \(response.body.count) bytes)"))
         }
         // It goes into a header line: visible ASCII only (RFC 6750's b64token is narrower still).

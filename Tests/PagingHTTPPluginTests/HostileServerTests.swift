@@ -672,6 +672,16 @@ struct HostileServerTests {
             #expect(error.message.contains("the OAuth2 token response from \(server.baseURL)\(path) \(said)"), "\(error.message)")
             #expect(!error.message.contains("secret-1") && !log.contains("secret-1"), "\(error.message) \(log.messages)")
         }
+        // RFC 6749's error fields of a refusal answered with 200 (as GitHub does) are said, the
+        // config's secrets in them redacted, and nothing else of the body.
+        for (path, said) in [("/token-refused-form", "refused: bad_verification_code: The code passed is incorrect or expired."),
+                             ("/token-refused-json", "refused: invalid_client: no client with secret ***")] {
+            let error = try await refreshError(oauth2Config(path))
+            #expect(error.status == .invalidConfig && error.message.contains("the OAuth2 token request to \(server.baseURL)\(path) was \(said)"),
+                    "\(error.status) \(error.message)")
+            #expect(!error.message.contains("secret-1") && !error.message.contains("client-secret-789") && !error.message.contains("docs.example"),
+                    "\(error.message)")
+        }
     }
 
     /// A POST's body may hold the config's secrets: a 307 to another host is refused, a 307 to

@@ -52,6 +52,8 @@ Paths (query strings are ignored unless said):
   POST /token-form     access_token=tok-form%2B1&expires_in=3600&token_type=bearer (form-encoded)
   POST /token-html     <html>access token=tok-html-secret-1</html> (text/html)
   POST /token-nested   {"data": {"access_token": "tok-nested-secret-1"}}
+  POST /token-refused-form  error=bad_verification_code&error_description=...&error_uri=... (form, 200)
+  POST /token-refused-json  {"error": "invalid_client", "error_description": "...client-secret-789...", "other": ...}
   POST /post-307-other 307 to http://localhost:PORT/items?page=1 (another host name)
   POST /post-307-same  307 to /items?page=1 (the same host)
   POST /post-303       303 to /items?page=1
@@ -283,6 +285,13 @@ class Handler(loopback.Handler):
                       content_type="application/x-www-form-urlencoded")
         elif path == "/token-html":
             self.send(200, b"<html>access token=tok-html-secret-1</html>", content_type="text/html")
+        elif path == "/token-refused-form":
+            self.send(200, b"error=bad_verification_code&error_description=The+code+passed+is+incorrect+or+expired."
+                           b"&error_uri=https%3A%2F%2Fdocs.example%2Foauth",
+                      content_type="application/x-www-form-urlencoded")
+        elif path == "/token-refused-json":
+            self.send(200, json.dumps({"error": "invalid_client", "other": "tok-other-secret-1",
+                                       "error_description": "no client with secret client-secret-789"}).encode())
         elif path == "/token-nested":
             self.send(200, json.dumps({"data": {"access_token": "tok-nested-secret-1"}}).encode())
         elif path == "/token-short":
