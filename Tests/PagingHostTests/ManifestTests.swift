@@ -147,6 +147,26 @@ struct ManifestTests {
         #expect(manager.output.values.count == 20)
     }
 
+    /// Two instances of one plugin in the chain (a logging before the cache, one after it)
+    /// logged under one name; their lines say where each stands. A plugin used once keeps its name.
+    @Test func twoInstancesOfOnePlugin_logUnderTheirPlaceInTheManifest() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "logging"}, {"plugin": "cache"}, {"plugin": "logging"}],
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let log = LogRecorder()
+        let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
+                                    searchPath: PluginSearchPath(folders: [productsFolder]), sink: log.sink)
+        _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+        let logging = "\(productsFolder)/liblogging.so"
+        let names = Set(log.entries.filter { $0.message.contains("page refresh") }.map(\.plugin))
+        #expect(names == ["logging at $.interceptors[0] (\(logging))", "logging at $.interceptors[2] (\(logging))"], "\(names)")
+        #expect(log.entries.contains { $0.plugin.hasPrefix("jsonlines (") }, "\(log.entries.map(\.plugin))")
+    }
+
     @Test func pageLimits_fromTheManifest_failOversizedPages() async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
