@@ -135,6 +135,14 @@ static const paging_plugin_descriptor_t rc_descriptor = {
 static const char rc_release_script[] =
     "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
+/* Takes the lease (1), or says another process holds it (0), or that the key at its name is no
+ * lease (2): every lease is a string that expires, and a key without an expiry or of another
+ * type (another application's) would have had every load of its page wait lease_ms, for ever. */
+static const char rc_take_script[] =
+    "if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 1 end "
+    "if redis.call('type', KEYS[1])['ok'] ~= 'string' or redis.call('pttl', KEYS[1]) == -1 then return 2 end "
+    "return 0";
+
 /* ---- connection ------------------------------------------------------------------------ */
 
 /* Marks Redis unavailable for retry_interval_ms and warns (once a minute). [under conn_lock] */
@@ -321,6 +329,16 @@ static int rc_connect(rc_state *st, int force)
         argv[1] = db;
         if ((selected = rc_setup_command(st, ctx, 2, argv, why, sizeof why)) != 1) {
             if (selected < 0) snprintf(st->select_refused, sizeof st->select_refused, "%s", why);
+            redisFree(ctx);
+            rc_down(st, why);
+            return 0;
+        }
+    }
+    if (st->was_down) {
+        /* A server that accepts connections may still not answer (stopped, or its kernel
+         * accepting for it): it is back when it answers. */
+        const char *argv[1] = { "PING" };
+        if (rc_setup_command(st, ctx, 1, argv, why, sizeof why) != 1) {
             redisFree(ctx);
             rc_down(st, why);
             return 0;
@@ -615,7 +633,8 @@ static int rc_read(rc_state *st, const uint8_t *identity, size_t identity_len, r
     return 1;
 }
 
-/* Tries to take the lease for `identity`. Returns 1 taken, 0 held by another, -1 unavailable. */
+/* Tries to take the lease for `identity`. Returns 1 taken (or no lease can be held: the load
+ * goes on), 0 held by another, -1 unavailable. */
 static int rc_take_lease(rc_state *st, const uint8_t *identity, size_t identity_len)
 {
     size_t key_len;
@@ -627,19 +646,29 @@ static int rc_take_lease(rc_state *st, const uint8_t *identity, size_t identity_
     int taken;
     if (key == NULL) return 1;
     snprintf(ms, sizeof ms, "%lld", (long long)st->lease_ms);
-    argv[0] = "SET"; lens[0] = 3;
-    argv[1] = key;   lens[1] = key_len;
-    argv[2] = st->token; lens[2] = strlen(st->token);
-    argv[3] = "NX";  lens[3] = 2;
-    argv[4] = "PX";  lens[4] = 2;
+    argv[0] = "EVAL"; lens[0] = 4;
+    argv[1] = rc_take_script; lens[1] = strlen(rc_take_script);
+    argv[2] = "1";   lens[2] = 1;
+    argv[3] = key;   lens[3] = key_len;
+    argv[4] = st->token; lens[4] = strlen(st->token);
     argv[5] = ms;    lens[5] = strlen(ms);
     pthread_mutex_lock(&st->conn_lock);
     r = rc_command(st, 6, argv, lens);
     pthread_mutex_unlock(&st->conn_lock);
-    free(key);
-    if (r == NULL) return -1;
-    taken = r->type == REDIS_REPLY_STATUS || rc_is_error(st, r, "SET NX (the lease)");
+    if (r == NULL) {
+        free(key);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_INTEGER && r->integer == 2) {
+        char what[700];
+        snprintf(what, sizeof what, "the key %.300s at a lease's name is no lease of redis-cache (it has no expiry, or "
+                 "another type); loads of its page do not wait for it (delete it, or choose another key_prefix)", key);
+        rc_warn_bad(st, what, NULL);
+    }
+    taken = r->type != REDIS_REPLY_INTEGER || r->integer != 0;
+    if (r->type != REDIS_REPLY_INTEGER) rc_is_error(st, r, "EVAL (taking the lease)");
     freeReplyObject(r);
+    free(key);
     return taken;
 }
 

@@ -86,6 +86,56 @@ struct RedisCacheTests {
         #expect(cache.stats.counters["lease_waits"] == 1)
     }
 
+    /// Found by a probe: a key without an expiry (or of another type) at a page's lease name,
+    /// another application's, made every load of that page wait lease_ms, on every run, for
+    /// ever. It is no lease: the load goes on at once, it is said, and the key is left alone.
+    @Test func aKeyAtALeaseNameThatIsNoLease_isNotWaitedFor() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, cache) = try pipeline(redis, upstream, [("lease_ms", .int(600_000))])
+        let (other, _) = try pipeline(redis, upstream, namespace: "other", [("lease_ms", .int(600_000))])
+        #expect(redis.command("SET", "swiftpaging:test:l:10 1:0", "foreign").hasPrefix("+OK"))
+        #expect(redis.command("HSET", "swiftpaging:other:l:10 1:0", "field", "value").hasPrefix(":1"))
+        let clock = ContinuousClock(), start = clock.now
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(try await load(other, "0") == items(0..<10))
+        #expect(clock.now - start < .seconds(300), "waited for a lease")
+        #expect(upstream.fetches == 2)
+        #expect(cache.stats.counters["lease_waits"] == nil)
+        #expect(log.contains("the key swiftpaging:test:l:10 1:0 at a lease's name is no lease of redis-cache"), "\(log.messages)")
+        #expect(log.contains("the key swiftpaging:other:l:10 1:0 at a lease's name is no lease of redis-cache"), "\(log.messages)")
+        #expect(redis.command("GET", "swiftpaging:test:l:10 1:0").contains("foreign"))
+        #expect(redis.command("TYPE", "swiftpaging:other:l:10 1:0").hasPrefix("+hash"))
+    }
+
+    /// Found by a probe: a Redis that stopped answering (SIGSTOP: its kernel still accepts
+    /// connections) was said to be "connected again" at each connection and unavailable again
+    /// at its first command, a warning each time. It is said once, and back once it answers.
+    @Test func aRedisThatStopsAnswering_isWarnedOfOnce_andSaidBackWhenItAnswers() async throws {
+        let redis = try await RedisServer.start()
+        defer {
+            redis.resume()
+            redis.stop()
+        }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(redis, upstream, [("command_timeout_ms", .int(300)), ("connect_timeout_ms", .int(300)),
+                                                        ("retry_interval_ms", .int(0))])
+        _ = try await load(pager, "0")
+        redis.pause()
+        for key in stride(from: 10, to: 60, by: 10) {
+            #expect(try await load(pager, "\(key)") == items(key..<key + 10))
+        }
+        #expect(log.count(containing: "is unavailable") == 1, "\(log.messages)")
+        #expect(!log.contains("connected again"), "\(log.messages)")
+        redis.resume()
+        #expect(try await eventually {
+            _ = try await load(pager, "0")
+            return log.contains("connected again to Redis at \(redis.address)")
+        })
+        #expect(log.count(containing: "connected again") == 1, "\(log.messages)")
+    }
+
     /// A `pager run` whose source never answers holds the lease; killed with SIGKILL, it never
     /// releases it: a load elsewhere waits no longer than its own lease_ms for the page, then
     /// fetches. (Its Redis timeouts are long: on a loaded machine a slow answer would make it go

@@ -125,6 +125,16 @@ public final class RedisServer: Sendable {
     }
 
     /// Runs `redis-cli` against the server and returns its output (raw: `--no-raw` off).
+    /// Stops the server (SIGSTOP): it answers nothing, while its kernel still accepts connections.
+    public func pause() {
+        if let pid = process.withLock({ $0?.processIdentifier }) { kill(pid, SIGSTOP) }
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    public func resume() {
+        if let pid = process.withLock({ $0?.processIdentifier }) { kill(pid, SIGCONT) }
+    }
+
     public func cli(_ arguments: [String], input: String? = nil) async throws -> String {
         let result = try await run(findProgram("redis-cli") ?? "/usr/bin/redis-cli",
                                    ["-h", "127.0.0.1", "-p", "\(port)"] + arguments, input: input, deadline: .seconds(30))
