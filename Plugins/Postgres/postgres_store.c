@@ -81,6 +81,7 @@ typedef struct pg_state {
     int64_t down_until_ms;          /* read without the lock (__atomic) */
     int was_down;
     int schema;                     /* 0 not set up yet, 1 ready, -1 refused */
+    char schema_refused[500];       /* why it was refused */
     char *conninfo;                 /* secret: never logged; zeroed at destroy */
     char connect_timeout[24];
     char target[300];               /* host:port/dbname, for messages */
@@ -248,6 +249,32 @@ static int pg_setup_schema(PGconn *conn, int64_t wait_ms, char *why, size_t why_
         result = -1;
         goto fail;
     }
+    /* Tables of the same names with other columns (another application's, beside a meta
+     * table that looks like the store's) were written to, each load failing on them. */
+    r = pg_query(conn, wait_ms,
+                 "SELECT c.relname, string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod), ', ' ORDER BY a.attnum) "
+                 "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
+                 "WHERE a.attrelid IN ('paging_meta'::regclass, 'paging_pages'::regclass) AND a.attnum > 0 AND NOT a.attisdropped "
+                 "GROUP BY c.relname ORDER BY c.relname", 0, NULL, NULL, NULL, NULL, 0, why, why_len);
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 2) {
+        if (r != NULL) pg_message(PQerrorMessage(conn), why, why_len);
+        PQclear(r);
+        goto fail;
+    }
+    for (int row = 0; row < 2; row++) {
+        static const char *const expected[2] = {
+            "name text, value bigint",
+            "namespace text, identity bytea, prev_key bytea, next_key bytea, flags integer, item_count integer, stored_at bigint, items bytea[]",
+        };
+        if (strcmp(PQgetvalue(r, row, 1), expected[row]) != 0) {
+            snprintf(why, why_len, "the table %s has the columns (%.200s), not the store's (%s): another application's (left unchanged)",
+                     PQgetvalue(r, row, 0), PQgetvalue(r, row, 1), expected[row]);
+            PQclear(r);
+            result = -1;
+            goto fail;
+        }
+    }
+    PQclear(r);
     if (!pg_simple(conn, wait_ms, "COMMIT", why, why_len)) return 0;
     return 1;
 fail:
@@ -298,6 +325,7 @@ static int pg_connect(pg_state *st, int force)
             PQfinish(conn);
             if (schema < 0) {
                 st->schema = -1;
+                snprintf(st->schema_refused, sizeof st->schema_refused, "%s", why);
                 snprintf(msg, sizeof msg, "postgres-store: %.300s: %.180s; the store is not used", st->target, why);
                 st->host->log(st->host, PAGING_LOG_ERROR, msg);
             } else {
@@ -715,7 +743,7 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
                                         "connect_timeout_ms", "retry_interval_ms", NULL };
     pg_state *st;
     const char *conninfo, *ns;
-    char problem[700], error[300], msg[500], unknown[220];
+    char problem[1000], error[300], msg[500], unknown[220];
     char *parse_error = NULL;
     PQconninfoOption *options;
     int64_t connect_ms;
@@ -787,7 +815,7 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
     pthread_mutex_unlock(&st->conn_lock);
     if (st->schema < 0) {
         snprintf(problem, sizeof problem, "config `conninfo`: PostgreSQL at %.300s: the database's tables are not a "
-                 "postgres-store's (paging_pages without paging_meta, or another schema version); they were left unchanged", st->target);
+                 "postgres-store's: %.500s", st->target, st->schema_refused);
         return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
     }
     st->interceptor.plugin_data = st;

@@ -203,6 +203,17 @@ struct PostgresStoreTests {
         #expect { _ = try store(postgres.conninfo(database: "meta")) } throws: { "\($0)".contains("the database's tables are not a postgres-store's") }
         #expect(try await postgres.psql("SELECT count(*) FROM paging_meta", database: "meta") == "1")
         #expect(try await postgres.psql("SELECT to_regclass('paging_pages') IS NULL", database: "meta") == "t")
+        // Found by a probe: a paging_pages of other columns beside a paging_meta like the
+        // store's was used (every read and write failed on it, and `pager validate` said healthy).
+        try await postgres.psql("CREATE DATABASE columns")
+        try await postgres.psql("""
+            CREATE TABLE paging_meta (name text PRIMARY KEY, value bigint NOT NULL); INSERT INTO paging_meta VALUES ('schema_version', 1);
+            CREATE TABLE paging_pages (namespace text, identity bytea, x int); INSERT INTO paging_pages VALUES ('n', 'i', 7)
+            """, database: "columns")
+        #expect { _ = try store(postgres.conninfo(database: "columns")) } throws: {
+            "\($0)".contains("the table paging_pages has the columns (namespace text, identity bytea, x integer), not the store's")
+        }
+        #expect(try await postgres.psql("SELECT x FROM paging_pages", database: "columns") == "7")
     }
 
     /// A server that stops answering (here: stopped with SIGSTOP) fails no load and holds no
