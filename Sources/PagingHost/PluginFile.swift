@@ -98,6 +98,7 @@ final class PluginFile {
         if let host = ELFMachine.host, machine != host {
             throw .notASharedObject(path: path, reason: "built for \(ELFMachine.name(machine)), this host is \(ELFMachine.name(host))")
         }
+        if let problem = ELFLayout.problem(fd: fd) { throw .notASharedObject(path: path, reason: problem) }
     }
 }
 

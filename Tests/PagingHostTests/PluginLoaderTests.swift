@@ -52,6 +52,29 @@ struct PluginLoaderTests {
         }
     }
 
+    /// Found by a probe: a library cut short (half copied) made the dynamic loader crash
+    /// `pager run` and `pager validate` (SIGBUS); its headers are checked against the file
+    /// first. Run in a child: a regression would crash the process that loads it.
+    @Test func aLibraryCutShort_isRefused_notACrash() async throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: try await fixturePlugin("pass_through")))
+        let folder = scratchFolder()
+        try #"{"source": {"plugin": "./libcut.so"}}"#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        for length in [1_000, 4_096, bytes.count / 2] {
+            #expect(FileManager.default.createFile(atPath: folder + "/libcut.so", contents: bytes.prefix(length)))
+            let result = try await run(pagerCommand, ["validate", folder + "/m.json"])
+            #expect(result.code == 2 && !result.signaled, "\(length): \(result.code) \(result.stderr)")
+            #expect(result.stderr.contains("\(folder)/libcut.so: not a shared object (the file is cut short or damaged (\(length) bytes)"),
+                    "\(length): \(result.stderr)")
+        }
+        // One that is no shared object (an executable) is said to be one.
+        var executable = [UInt8](bytes)
+        executable[16] = 2
+        #expect(FileManager.default.createFile(atPath: folder + "/libcut.so", contents: Data(executable)))
+        #expect(throws: PluginLoadError.notASharedObject(path: folder + "/libcut.so", reason: "not a shared object (ELF type 2, a shared object's is 3)")) {
+            try PluginLibrary.open(path: folder + "/libcut.so")
+        }
+    }
+
     @Test func libraryWithoutTheEntrySymbol_isRefused() async throws {
         let path = try await fixturePlugin("no_entry")
         #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
