@@ -11,8 +11,20 @@ public struct ServerStartError: Error, CustomStringConvertible {
     public var description: String { "\(server) could not start: \(reason)" }
 }
 
-/// A port on 127.0.0.1 that nothing listened on a moment ago (the kernel's pick for port 0).
+/// A port on 127.0.0.1 that nothing listened on a moment ago (the kernel's pick for port 0),
+/// and that this process has not handed out before: a server stopped to be restarted on its
+/// port found it taken by another test's server, given the port it had just freed.
 public func freeLoopbackPort() -> Int {
+    for _ in 0..<1_000 {
+        let port = kernelsFreePort()
+        if handedOutPorts.withLock({ $0.insert(port).inserted }) { return port }
+    }
+    preconditionFailure("no loopback port left that was not handed out before")
+}
+
+private let handedOutPorts = Mutex(Set<Int>())
+
+private func kernelsFreePort() -> Int {
     let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
     defer { close(fd) }
     var address = sockaddr_in()
