@@ -40,6 +40,8 @@ public struct Manifest: Sendable {
     public var file: String
     public var source: PluginReference
     public var interceptors: [PluginReference]
+    /// The most interceptors a manifest's chain may hold.
+    public static let maxInterceptors = 256
     public var pageSize: Int
     public var retryPolicy: RetryPolicy
     public var fetchTimeout: Duration
@@ -93,6 +95,12 @@ public struct Manifest: Sendable {
         var interceptors: [PluginReference] = []
         if let list = top["interceptors"] {
             guard case .array(let values) = list else { throw reader.expected("an array of plugin objects", list, at: "$.interceptors") }
+            // Each is a library to load and a plugin to create: 300,000 of them took minutes
+            // without a word.
+            guard values.count <= Self.maxInterceptors else {
+                throw ManifestError(file: file, path: "$.interceptors",
+                                    message: "\(values.count) interceptors; at most \(Self.maxInterceptors) make a chain")
+            }
             for (index, value) in values.enumerated() {
                 interceptors.append(try reader.plugin(value, at: "$.interceptors[\(index)]"))
             }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import Paging
 import PagingHost
 
@@ -45,7 +46,32 @@ enum PagerCommand {
         }
         // `browse` draws on fd 1, the terminal; every other command keeps it for its data.
         if command != "browse" { Output.claimStandardOutput() }
+        if let problem = notUTF8() {
+            Output.problem("pager: \(problem)")
+            return Output.finish(ExitCode.badInput)
+        }
         return Output.finish(await run(command, Array(arguments.dropFirst())))
+    }
+
+    /// An argument, or the working folder, whose bytes are not UTF-8: Swift's strings hold them
+    /// with U+FFFD, which names another file ("caf\u{FFFD}/m.json: No such file or directory"
+    /// of a folder that exists), and relative paths resolve against the working folder.
+    private static func notUTF8() -> String? {
+        func escaped(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
+            bytes.map { $0 < 0x80 ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16, uppercase: true) }.joined()
+        }
+        for index in 1..<max(1, Int(CommandLine.argc)) {
+            guard let argument = CommandLine.unsafeArgv[index] else { continue }
+            let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+            if String(validating: bytes, as: UTF8.self) == nil {
+                return "argument \(index) is not valid UTF-8 (\(escaped(bytes))): pager takes paths and values as UTF-8; rename the file or folder"
+            }
+        }
+        guard let folder = getcwd(nil, 0) else { return nil }
+        defer { free(folder) }
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(folder).assumingMemoryBound(to: UInt8.self), count: strlen(folder))
+        guard String(validating: bytes, as: UTF8.self) == nil else { return nil }
+        return "the working folder's path is not valid UTF-8 (\(escaped(bytes))): relative paths would name other files; run pager from another folder"
     }
 
     private static func run(_ command: String, _ rest: [String]) async -> Int32 {

@@ -62,6 +62,12 @@ struct ManifestTests {
                 == "/srv/app/m.json: $.source.confg: unknown key; expected one of config, id, isolation, plugin, sha256")
         #expect(error(#"{"source": {"plugin": "x"}, "page_size": -1}"#)
                 == "/srv/app/m.json: $.page_size: -1 is out of range; expected 1 to 100000")
+        // Found by a probe: 300,000 interceptors were loaded one by one for minutes.
+        let chain = Array(repeating: #"{"plugin": "logging"}"#, count: 257).joined(separator: ", ")
+        #expect(error(#"{"source": {"plugin": "x"}, "interceptors": [\#(chain)]}"#)
+                == "/srv/app/m.json: $.interceptors: 257 interceptors; at most 256 make a chain")
+        let longest = Array(repeating: #"{"plugin": "logging"}"#, count: 256).joined(separator: ", ")
+        #expect((try? parse(#"{"source": {"plugin": "x"}, "interceptors": [\#(longest)]}"#))?.interceptors.count == 256)
         #expect(error(#"{"source": {"plugin": "x"}, "page_size": 1e9}"#)
                 == "/srv/app/m.json: $.page_size: expected an integer, got a number")
         #expect(error(#"{"source": {"plugin": "x"}, "interceptors": [{"plugin": "y", "sha256": "abc"}]}"#)

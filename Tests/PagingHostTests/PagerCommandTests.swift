@@ -24,6 +24,22 @@ struct PagerCommandTests {
         #expect(result.stderr.contains("25 items in 3 pages"))
     }
 
+    /// Found by a probe: a manifest path, or a working folder, whose bytes are not UTF-8 (a
+    /// Latin-1 "café") became U+FFFD in pager's strings: "No such file" of a file that exists,
+    /// or data paths naming other files. Either is said, naming the bytes. (The shell makes the
+    /// bytes: a Swift string cannot hold them.)
+    @Test func pathsThatAreNotUTF8_areSaidSo() async throws {
+        let folder = URL(fileURLWithPath: try manifest(items: 5)).deletingLastPathComponent().path
+        let named = try await run("/bin/sh", ["-c", #"cd "$1" && cp m.json "$(printf 'caf\351.json')" && "$0" run "$(printf 'caf\351.json')""#,
+                                              pager, folder])
+        #expect(named.code == 2 && named.stderr.contains(#"pager: argument 2 is not valid UTF-8 (caf\xE9.json)"#), "\(named.code) \(named.stderr)")
+        let inside = try await run("/bin/sh", ["-c", #"cd "$1" && mkdir "$(printf 'caf\351')" && cp m.json data.jsonl "$(printf 'caf\351')" && cd "$(printf 'caf\351')" && "$0" run m.json"#,
+                                               pager, folder])
+        #expect(inside.code == 2 && inside.stderr.contains(#"pager: the working folder's path is not valid UTF-8 (\#(folder)/caf\xE9)"#),
+                "\(inside.code) \(inside.stderr)")
+        #expect(inside.stdout.isEmpty)
+    }
+
     /// A run that only appends prints each page as it comes and keeps only the last one; one
     /// with a prepend prints at the end. Either way every item loaded is printed, whatever the
     /// manifest's max_size (a run printed only the pages max_size left), and an incomplete last
