@@ -125,6 +125,8 @@ struct Arguments {
     private(set) var positional: [String] = []
     private var items: [String]
     private var index = 0
+    /// The value of a `--flag=value`, taken by the flag's `value(for:)`.
+    private var attached: String?
 
     init(_ arguments: [String]) {
         items = arguments
@@ -132,6 +134,10 @@ struct Arguments {
 
     /// The next argument, or `nil` at the end.
     mutating func next() -> String? {
+        if let value = attached {
+            attached = nil
+            return value
+        }
         guard index < items.count else { return nil }
         defer { index += 1 }
         return items[index]
@@ -176,6 +182,16 @@ extension Arguments {
                     throw HelpShown()
                 }
                 if try option(argument, &arguments) { continue }
+                // "--append=3" as "--append 3".
+                if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                    let flag = String(argument[..<equals])
+                    arguments.attached = String(argument[argument.index(after: equals)...])
+                    if try option(flag, &arguments) {
+                        guard arguments.attached == nil else { throw UsageError("\(command): \(flag) takes no value; got '\(argument)'") }
+                        continue
+                    }
+                    arguments.attached = nil
+                }
                 if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(argument)'\n\n\(help)") }
             }
             if let operand { throw UsageError("\(command): one operand only; got '\(operand)' and '\(argument)'") }

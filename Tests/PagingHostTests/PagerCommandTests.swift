@@ -145,6 +145,12 @@ struct PagerCommandTests {
         #expect(named.stdout.split(separator: "\n").count == 5)
         let twice = try await run("/usr/bin/env", ["-C", folder, pager, "validate", "--", "-m.json", "--quiet"])
         #expect(twice.code == 2 && twice.stderr.contains("one operand only; got '-m.json' and '--quiet'"), "\(twice.stderr)")
+
+        // Found by a probe: "--append=3" was an unknown option where "--stats=json" was one.
+        let attached = try await run("/usr/bin/env", ["-C", folder, pager, "run", "--refresh", "--append=1", "--", "-m.json"])
+        #expect(attached.code == 0 && attached.stdout.split(separator: "\n").count == 5, "\(attached.stderr)")
+        let valueless = try await run("/usr/bin/env", ["-C", folder, pager, "run", "--refresh=3", "--", "-m.json"])
+        #expect(valueless.code == 2 && valueless.stderr.contains("run: --refresh takes no value; got '--refresh=3'"), "\(valueless.stderr)")
     }
 
     /// A streaming run holds one page: the pages it dropped cannot be prepended again when the
