@@ -41,7 +41,7 @@ struct ELFLayout {
     private func problem() -> String? {
         let truncated = "the file is cut short or damaged (\(fileSize) bytes)"
         guard let header = bytes(at: 0, count: 64) else { return truncated }
-        guard header.u16(16) == 3 else { return "not a shared object (ELF type \(header.u16(16)), a shared object's is 3)" }
+        guard header.u16(16) == 3 else { return "its ELF type is \(header.u16(16)), not a shared object's (3)" }
         let headersAt = header.u64(32), entrySize = UInt64(header.u16(54)), count = UInt64(header.u16(56))
         guard entrySize == 56, count > 0, count < 0xFFFF, let table = bytes(at: headersAt, count: entrySize * count) else {
             return "\(truncated): its program headers lie outside it"

@@ -70,7 +70,7 @@ struct PluginLoaderTests {
         var executable = [UInt8](bytes)
         executable[16] = 2
         #expect(FileManager.default.createFile(atPath: folder + "/libcut.so", contents: Data(executable)))
-        #expect(throws: PluginLoadError.notASharedObject(path: folder + "/libcut.so", reason: "not a shared object (ELF type 2, a shared object's is 3)")) {
+        #expect(throws: PluginLoadError.notASharedObject(path: folder + "/libcut.so", reason: "its ELF type is 2, not a shared object's (3)")) {
             try PluginLibrary.open(path: folder + "/libcut.so")
         }
     }
