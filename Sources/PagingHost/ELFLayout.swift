@@ -58,6 +58,11 @@ struct ELFLayout {
                 return "\(truncated): a segment's \(segment.fileSize) bytes at offset \(segment.offset) lie outside it"
             }
         }
+        // Laid out as linkers lay them out and the loader assumes: the first maps the file's
+        // start (its headers), and each begins past the end of the one before.
+        guard loaded[0].offset == 0, zip(loaded, loaded.dropFirst()).allSatisfy({ $0.virtualAddress + $0.memorySize <= $1.virtualAddress }) else {
+            return "\(truncated): its loadable segments are out of order"
+        }
         for segment in loaded {
             let alignment = segment.alignment
             guard segment.fileSize <= segment.memorySize, segment.memorySize < 1 << 40,
@@ -70,7 +75,10 @@ struct ELFLayout {
         func mapped(_ address: UInt64, _ length: UInt64 = 1) -> Bool {
             loaded.contains { address >= $0.virtualAddress && length <= $0.memorySize && address - $0.virtualAddress <= $0.memorySize - length }
         }
-        guard mapped(dynamic.virtualAddress, max(dynamic.memorySize, 1)), dynamic.fileSize <= 1 << 20,
+        // Within a loaded segment, at the same place in the file as in memory.
+        guard loaded.contains(where: { dynamic.virtualAddress >= $0.virtualAddress && dynamic.offset >= $0.offset
+                                        && dynamic.virtualAddress - $0.virtualAddress == dynamic.offset - $0.offset }),
+              mapped(dynamic.virtualAddress, max(dynamic.memorySize, 1)), dynamic.fileSize <= 1 << 20,
               let entries = bytes(at: dynamic.offset, count: dynamic.fileSize - dynamic.fileSize % 16) else {
             return "\(truncated): its dynamic section lies outside what is loaded"
         }
@@ -90,6 +98,60 @@ struct ELFLayout {
                 return "\(truncated): its dynamic section points outside what is loaded"
             }
         }
+        // The symbols' names must lie within the string table, which ends its last name: the
+        // loader compares names while it binds, and a damaged offset sent it through a wild
+        // address. (The file's bytes at an address: where a loadable segment maps it.)
+        func fileBytes(at address: UInt64, count: UInt64) -> [UInt8]? {
+            guard let segment = loaded.first(where: { address >= $0.virtualAddress && address - $0.virtualAddress < $0.fileSize }),
+                  count <= segment.fileSize - (address - segment.virtualAddress) else { return nil }
+            return bytes(at: segment.offset + (address - segment.virtualAddress), count: count)
+        }
+        guard let symbolsAt = tags[6], let stringsAt = tags[5], let stringsSize = tags[10], stringsSize > 0 else { return nil }
+        guard fileBytes(at: stringsAt + stringsSize - 1, count: 1) == [0] else { return "\(truncated): its string table is cut" }
+        guard let count = symbolCount(tags, fileBytes), count <= 1 << 20, let symbols = fileBytes(at: symbolsAt, count: count * 24) else {
+            return "\(truncated): its symbol table lies outside what is loaded"
+        }
+        // And a defined symbol's address within what is loaded (a thread-local one's within the
+        // thread-local block).
+        let threadLocalSize = segments.first { $0.type == 7 }?.memorySize ?? 0 // PT_TLS
+        for index in 0..<Int(count) {
+            let at = index * 24, section = symbols.u16(at + 6), value = symbols.u64(at + 8)
+            guard UInt64(symbols.u32(at)) < stringsSize else { return "\(truncated): symbol \(index)'s name lies outside its string table" }
+            guard section != 0, section != 0xFFF1 else { continue } // undefined, absolute
+            guard symbols[at + 4] & 0xF == 6 ? value <= threadLocalSize : mapped(value, 0) else {
+                return "\(truncated): symbol \(index)'s address lies outside what is loaded"
+            }
+        }
+        if let versions = tags[0x6FFF_FFF0], !mapped(versions, count * 2) { // DT_VERSYM
+            return "\(truncated): its symbol versions lie outside what is loaded"
+        }
+        return nil
+    }
+
+    /// The number of dynamic symbols, from the GNU hash table (the last symbol of its highest
+    /// bucket's chain) or the System V one (its chain count); nil when neither can be read.
+    private func symbolCount(_ tags: [UInt64: UInt64], _ fileBytes: (UInt64, UInt64) -> [UInt8]?) -> UInt64? {
+        if let hash = tags[0x6FFF_FEF5] { // DT_GNU_HASH
+            guard let header = fileBytes(hash, 16) else { return nil }
+            let bucketCount = UInt64(header.u32(0)), first = UInt64(header.u32(4)), bloomWords = UInt64(header.u32(8))
+            let bucketsAt = hash + 16 + bloomWords * 8
+            guard bucketCount > 0, bucketCount <= 1 << 20, bloomWords <= 1 << 20,
+                  let buckets = fileBytes(bucketsAt, bucketCount * 4) else { return nil }
+            let highest = UInt64((0..<Int(bucketCount)).map { buckets.u32($0 * 4) }.max() ?? 0)
+            guard highest >= first else { return first }
+            // Each chain ends at an entry whose lowest bit is set.
+            let chainsAt = bucketsAt + bucketCount * 4
+            var index = highest
+            while index < 1 << 20 {
+                guard let chunk = fileBytes(chainsAt + (index - first) * 4, 256) ?? fileBytes(chainsAt + (index - first) * 4, 4) else { return nil }
+                for at in stride(from: 0, to: chunk.count, by: 4) {
+                    if chunk.u32(at) & 1 == 1 { return index + 1 }
+                    index += 1
+                }
+            }
+            return nil
+        }
+        if let hash = tags[4], let header = fileBytes(hash, 8) { return UInt64(header.u32(4)) } // DT_HASH: nchain
         return nil
     }
 }

@@ -66,6 +66,17 @@ struct PluginLoaderTests {
             #expect(result.stderr.contains("\(folder)/libcut.so: not a shared object (the file is cut short or damaged (\(length) bytes)"),
                     "\(length): \(result.stderr)")
         }
+        // One whose symbol table is damaged: a name far past the string table.
+        var damaged = [UInt8](bytes)
+        func u64(_ at: Int) -> Int { (0..<8).reduce(0) { $0 | Int(damaged[at + $1]) << (8 * $1) } }
+        func u16(_ at: Int) -> Int { Int(damaged[at]) | Int(damaged[at + 1]) << 8 }
+        let sections = u64(40), sectionSize = u16(58)
+        let dynamicSymbols = try #require((0..<u16(60)).map { sections + $0 * sectionSize }.first { damaged[$0 + 4] == 11 }) // SHT_DYNSYM
+        let firstName = u64(dynamicSymbols + 24) + 24 // symbol 1's st_name
+        damaged.replaceSubrange(firstName..<firstName + 4, with: [0xF0, 0xFF, 0xFF, 0x7F])
+        #expect(FileManager.default.createFile(atPath: folder + "/libcut.so", contents: Data(damaged)))
+        let result = try await run(pagerCommand, ["validate", folder + "/m.json"])
+        #expect(result.code == 2 && result.stderr.contains("symbol 1's name lies outside its string table"), "\(result.stderr)")
         // One that is no shared object (an executable) is said to be one.
         var executable = [UInt8](bytes)
         executable[16] = 2
