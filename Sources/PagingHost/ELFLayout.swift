@@ -7,7 +7,7 @@ import Glibc
 /// The checks are the loader's own assumptions: every segment's bytes lie within the file,
 /// every loadable one is aligned as it says, and the dynamic section and the tables it points to
 /// lie within the loaded segments.
-struct ELFLayout {
+package struct ELFLayout {
     private struct Segment {
         let type: UInt32
         let offset, virtualAddress, fileSize, memorySize, alignment: UInt64
@@ -18,7 +18,7 @@ struct ELFLayout {
 
     /// Checks the file open at `fd` (a 64-bit little-endian ELF file); the reason it cannot be
     /// loaded, or nil.
-    static func problem(fd: Int32) -> String? {
+    package static func problem(fd: Int32) -> String? {
         var info = stat()
         guard fstat(fd, &info) == 0 else { return nil }
         return ELFLayout(fd: fd, fileSize: UInt64(info.st_size)).problem()
@@ -50,6 +50,11 @@ struct ELFLayout {
             let at = index * 56
             return Segment(type: table.u32(at), offset: table.u64(at + 8), virtualAddress: table.u64(at + 16),
                            fileSize: table.u64(at + 32), memorySize: table.u64(at + 40), alignment: table.u64(at + 48))
+        }
+        // Past 2^48 nothing maps (x86-64 and AArch64 user space): bounded so, no sum below overflows.
+        let limit: UInt64 = 1 << 48
+        guard segments.allSatisfy({ [$0.offset, $0.virtualAddress, $0.fileSize, $0.memorySize, $0.alignment].allSatisfy { $0 < limit } }) else {
+            return "\(truncated): a segment's sizes or addresses are impossible"
         }
         let loaded = segments.filter { $0.type == 1 } // PT_LOAD
         guard !loaded.isEmpty else { return "\(truncated): it has no loadable segment" }
@@ -134,9 +139,8 @@ struct ELFLayout {
         if let hash = tags[0x6FFF_FEF5] { // DT_GNU_HASH
             guard let header = fileBytes(hash, 16) else { return nil }
             let bucketCount = UInt64(header.u32(0)), first = UInt64(header.u32(4)), bloomWords = UInt64(header.u32(8))
-            let bucketsAt = hash + 16 + bloomWords * 8
-            guard bucketCount > 0, bucketCount <= 1 << 20, bloomWords <= 1 << 20,
-                  let buckets = fileBytes(bucketsAt, bucketCount * 4) else { return nil }
+            let bucketsAt = hash + 16 + bloomWords * 8 // `hash` is mapped: below 2^49
+            guard bucketCount > 0, let buckets = fileBytes(bucketsAt, bucketCount * 4) else { return nil }
             let highest = UInt64((0..<Int(bucketCount)).map { buckets.u32($0 * 4) }.max() ?? 0)
             guard highest >= first else { return first }
             // Each chain ends at an entry whose lowest bit is set.

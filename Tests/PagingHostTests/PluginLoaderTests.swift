@@ -86,6 +86,41 @@ struct PluginLoaderTests {
         }
     }
 
+    /// The check reads headers a hostile file wrote: 1,500 libraries with random bytes of
+    /// their first 8 KiB changed are each checked (not loaded) without a crash or a trap, and
+    /// the undamaged one passes.
+    @Test func theELFCheck_survivesDamagedHeaders() async throws {
+        let original = [UInt8](try Data(contentsOf: URL(fileURLWithPath: shippedPlugin("logging"))))
+        let path = scratchFolder() + "/libdamaged.so"
+        var generator = SystemRandomNumberGenerator()
+        var refused = 0
+        for round in 0..<1_500 {
+            var bytes = original
+            if round > 0 {
+                for _ in 0..<Int.random(in: 1...8, using: &generator) {
+                    bytes[Int.random(in: 0..<min(8_192, bytes.count), using: &generator)] = UInt8.random(in: 0...255, using: &generator)
+                }
+            }
+            #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+            let fd = open(path, O_RDONLY)
+            defer { close(fd) }
+            let problem = ELFLayout.problem(fd: fd)
+            if round == 0 { #expect(problem == nil, "\(problem ?? "")") }
+            if problem != nil { refused += 1 }
+        }
+        #expect(refused > 100)
+        // A loadable segment at the top of the address space, whose end overflows 64 bits.
+        var bytes = original
+        let headers = (0..<8).reduce(0) { $0 | Int(bytes[32 + $1]) << (8 * $1) }
+        let load = try #require((0..<16).map { headers + $0 * 56 }.first { bytes[$0] == 1 && bytes[$0 + 1...$0 + 3] == [0, 0, 0] })
+        bytes.replaceSubrange(load + 16..<load + 24, with: [0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF]) // p_vaddr
+        bytes.replaceSubrange(load + 40..<load + 48, with: [0, 0, 1, 0, 0, 0, 0, 0]) // p_memsz
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+        let fd = open(path, O_RDONLY)
+        defer { close(fd) }
+        #expect(ELFLayout.problem(fd: fd)?.contains("a segment's sizes or addresses are impossible") == true)
+    }
+
     @Test func libraryWithoutTheEntrySymbol_isRefused() async throws {
         let path = try await fixturePlugin("no_entry")
         #expect(throws: PluginLoadError.noEntrySymbol(path: path)) { try PluginLibrary.open(path: path) }
