@@ -373,9 +373,14 @@ final class ChildProcess: Sendable {
             return !stopping
         }
         if first, servedFlag.withLock({ $0 }) {
+            // A call still under way there (one the host gave up on) keeps the plugin from being
+            // destroyed: the ABI has no destroy() during a call.
+            let busy = calls.withLock { !$0.pending.isEmpty || !$0.overdue.isEmpty }
             shutdown(socket.fd, Int32(SHUT_WR))
             if !ended.wait(within: Self.endingGrace) {
-                killedBecause.withLock { $0 = $0 ?? Self.killedWhileEnding + "within \(Self.endingGrace) of being asked to (its plugin's destroy() did not return)" }
+                let why = busy ? "a call to its plugin was still running (it hangs there), so destroy() could not be called"
+                    : "its plugin's destroy() did not return"
+                killedBecause.withLock { $0 = $0 ?? Self.killedWhileEnding + "within \(Self.endingGrace) of being asked to (\(why))" }
                 signalEverything(SIGKILL)
             }
         } else if first {

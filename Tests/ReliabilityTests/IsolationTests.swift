@@ -254,6 +254,24 @@ struct IsolationTests {
         #expect(await waitUntil { !isLive(child) })
     }
 
+    /// Found by a probe: a child whose plugin hangs in a call the host gave up on was said
+    /// to be killed because "its plugin's destroy() did not return": destroy() was never
+    /// called (the ABI has none during a call). The warning names the hanging call.
+    @Test(.timeLimit(.minutes(1)))
+    func anIsolatedPluginHangingInACall_isKilled_namingTheCall() async throws {
+        var pipeline: Pipeline? = try await pipeline(#"{"hang": true}"#, timeoutMs: 300)
+        let child = try #require(pipeline?.isolatedSource?.childPID)
+        do {
+            _ = try await pageThrough(try #require(pipeline), pages: 1)
+            Issue.record("a fetch that never returns loaded a page")
+        } catch {}
+        pipeline = nil
+        #expect(await log.waitFor("was killed: it had not ended within 2.0 seconds of being asked to (a call to its plugin was still running (it hangs there), so destroy() could not be called)"),
+                "\(log.messages)")
+        #expect(!log.contains("destroy() did not return"), "\(log.messages)")
+        #expect(await waitUntil { !isLive(child) })
+    }
+
     /// A host killed with SIGKILL (by the OOM killer, say) takes what its isolated plugin
     /// started with it: the child's reaper hears it and ends the whole tree (before, the
     /// reaper was killed by the kernel at once, and the plugin's processes lived on).
