@@ -201,8 +201,25 @@ public struct PluginConfig {
         }
     }
 
+    /// The host's reading of `key` where its table has `config_type` (every ABI 1.0 host): a C
+    /// plugin's config_int and a Swift plugin's `int` then agree (10.0 and 1e3 are no integers
+    /// for either); JSONDecoder's reading otherwise.
     private func value(_ key: String) throws(PluginFailure) -> ConfigValue? {
-        try values()[key]
+        let table = host.pointee
+        guard let typeOffset = MemoryLayout<paging_host_t>.offset(of: \paging_host_t.config_type),
+              Int(table.struct_size) >= typeOffset + MemoryLayout<UnsafeRawPointer>.size, let typeOf = table.config_type,
+              let readInt = table.config_int, let readBool = table.config_bool, let readDouble = table.config_double,
+              let readString = table.config_string else { return try values()[key] }
+        switch typeOf(config, key) {
+        case PAGING_CONFIG_ABSENT: return nil
+        case PAGING_CONFIG_NULL: return .other("null")
+        case PAGING_CONFIG_BOOL: return .bool(readBool(config, key, 0) != 0)
+        case PAGING_CONFIG_INT: return .int(Int(readInt(config, key, 0)))
+        case PAGING_CONFIG_DOUBLE: return .double(readDouble(config, key, 0))
+        case PAGING_CONFIG_STRING: return readString(config, key).map { .string(String(cString: $0)) } ?? .other("a string holding U+0000")
+        case PAGING_CONFIG_ARRAY: return .other("an array")
+        default: return .other("an object")
+        }
     }
 
     private func mismatch(_ key: String, _ expected: String, _ value: ConfigValue) -> PluginFailure {

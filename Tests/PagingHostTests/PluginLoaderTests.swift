@@ -228,6 +228,8 @@ struct PluginLoaderTests {
             (.object([("ttl_seconds", .string("soon"))]), "ttl_seconds: expected an integer, got a string"),
             (.object([("ttl_seconds", .bool(true))]), "ttl_seconds: expected an integer, got a boolean"),
             (.object([("max_entries", .double(1.5))]), "max_entries: expected an integer, got a number"),
+            // Found by a probe: a Swift plugin read 10.0 as 10 where C's config_int refuses it.
+            (.object([("max_entries", .double(10))]), "max_entries: expected an integer, got a number"),
             (.object([("ttl", .int(5))]), "ttl: unknown key; expected one of max_entries, policy, ttl_seconds"),
             (.object([("ttl_seconds", .int(0))]), "ttl_seconds: expected a positive number of seconds, got 0"),
         ]
