@@ -220,14 +220,21 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         var result = await fetch(plan)
         // Refreshes may reach the pager in another order than they were planned here: the pager
         // then supersedes the newer one, and this manager drops the older one's page (the list
-        // stayed empty, every state idle). The newest refresh planned loads again, as often as
-        // it is superseded: each older refresh reaches the pager once.
+        // stayed empty, every state idle). The newest refresh planned loads again once for each
+        // older one that reached the pager late. (A refresh of another manager sharing the pager
+        // supersedes it for good: two managers each loading again would supersede each other for
+        // ever.)
         while plan.kind == .refresh, case .failure(let error) = result, error as? PagingError == .supersededByRefresh,
-              state.withLock({ $0.generation == plan.generation }) {
+              state.withLock({ state in
+                  guard state.generation == plan.generation, state.lateRefreshes > 0 else { return false }
+                  state.lateRefreshes -= 1
+                  return true
+              }) {
             result = await fetch(plan)
         }
         let cancelled = Task.isCancelled
         state.withLock { state in
+            if plan.kind == .refresh, plan.generation == state.generation { state.lateRefreshes = 0 }
             state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled)
             broadcast.yield(state.output)
         }
@@ -236,8 +243,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     func fetch(_ plan: Plan) async -> Result<Page<Key, Value>, any Error> {
         do {
-            // Built outside the lock: the key chain may come from a plugin.
-            return .success(try await pager.load(pager.request(plan.kind, key: plan.key, params: plan.params)))
+            // Built outside the lock: the key chain may come from a plugin (and take its time).
+            let request = pager.request(plan.kind, key: plan.key, params: plan.params)
+            if plan.kind == .refresh {
+                state.withLock { state in if state.generation != plan.generation { state.lateRefreshes += 1 } }
+            }
+            return .success(try await pager.load(request))
         } catch {
             return .failure(error)
         }
@@ -382,6 +393,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var output = PaginationManagerOutput<Key, Value>()
         /// Bumped by every refresh; a load planned in an older generation is dropped.
         @usableFromInline var generation: UInt64 = 0
+        /// Refreshes of this manager that reached the pager after a newer one was planned (each
+        /// may supersede the newest there), not yet answered by the newest loading again.
+        @usableFromInline var lateRefreshes = 0
         @usableFromInline var refreshUserInfo: [String: String] = [:]
         /// The key the last refresh asked for instead of the source's refresh key, if any.
         @usableFromInline var refreshKey: Key?

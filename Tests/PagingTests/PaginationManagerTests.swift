@@ -202,6 +202,33 @@ struct PaginationManagerTests {
                 "\(Array(manager.output.values)) \(manager.output.refreshState)")
     }
 
+    /// Found by a review: two managers sharing one pager each loaded their refresh again when
+    /// the other's superseded it, superseding the other in turn: 119 fetches in 3 s, without
+    /// end. A refresh of another manager supersedes it for good (its own older ones do not).
+    @Test(.timeLimit(.minutes(1)))
+    func twoManagersOfOnePager_refreshingAtOnce_doNotSupersedeEachOtherForEver() async throws {
+        final class Slow: PagingSource, Sendable {
+            var refreshKey: Int { 0 }
+            let fetches = Locked(0)
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, String> {
+                fetches.withLock { $0 += 1 }
+                try await Task.sleep(for: .milliseconds(50))
+                return Page(request: request, values: ["a"])
+            }
+        }
+        let source = Slow()
+        let pager = Pager(source: source)
+        let configuration = PaginationManager<Int, String>.Configuration(pageSize: 1)
+        let a = PaginationManager(pager: pager, configuration: configuration)
+        let b = PaginationManager(pager: pager, configuration: configuration)
+        let first = Task { await a.load(.refresh) }
+        #expect(await eventually { source.fetches.withLock { $0 } == 1 })
+        await b.load(.refresh)
+        await first.value
+        #expect(source.fetches.withLock { $0 } <= 3, "\(source.fetches.withLock { $0 }) fetches")
+        #expect(Array(b.output.values) == ["a"])
+    }
+
     /// A full page whose next key is its own was fetched again by every append, for ever.
     @Test func aPageWhoseNextKeyIsItsOwn_failsTheAppend() async throws {
         final class SelfLoop: PagingSource, Sendable {
