@@ -108,9 +108,9 @@ public final class Pipeline: Sendable {
         // Two instances of one plugin in the chain (a logging before a cache and one after it)
         // logged under one name: their lines name where they stand in the manifest.
         let repeated = Dictionary(grouping: manifest.interceptors, by: { "\($0.plugin)\u{0}\($0.id ?? "")" }).filter { $0.value.count > 1 }
-        func interceptorSink(_ reference: Manifest.PluginReference) -> PluginLogSink {
+        func interceptorSink(_ reference: Manifest.PluginReference, library: String) -> PluginLogSink {
             guard repeated["\(reference.plugin)\u{0}\(reference.id ?? "")"] != nil else { return sink }
-            return { [sink] level, plugin, message in sink(level, Self.label(plugin, at: reference.jsonPath), message) }
+            return { [sink] level, plugin, message in sink(level, Self.label(plugin, library: library, at: reference.jsonPath), message) }
         }
         var loaded: [LoadedInterceptor] = []
         var isolatedOnes: [IsolatedInterceptor] = []
@@ -120,7 +120,7 @@ public final class Pipeline: Sendable {
             if isolated(reference) {
                 let interceptorSpec = try spec(reference, isSource: false)
                 do {
-                    let interceptor = try IsolatedInterceptor(interceptorSpec, sink: interceptorSink(reference))
+                    let interceptor = try IsolatedInterceptor(interceptorSpec, sink: interceptorSink(reference, library: interceptorSpec.library))
                     order.append((reference, isolatedOnes.count, true))
                     isolatedOnes.append(interceptor)
                     chain.append(interceptor)
@@ -131,8 +131,8 @@ public final class Pipeline: Sendable {
             }
             let interceptorLibrary = try library(reference)
             do {
-                let interceptor = try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference), sink: interceptorSink(reference),
-                                                                         limits: limits)
+                let interceptor = try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference),
+                                                                         sink: interceptorSink(reference, library: interceptorLibrary.path), limits: limits)
                 order.append((reference, loaded.count, false))
                 loaded.append(interceptor)
                 chain.append(interceptor)
@@ -238,9 +238,10 @@ public final class Pipeline: Sendable {
 
     /// A sink's plugin name ("id (library path)") with where the plugin stands in the manifest:
     /// "logging at $.interceptors[2] (/lib/liblogging.so)".
-    static func label(_ plugin: String, at jsonPath: String) -> String {
-        guard plugin.hasSuffix(")"), let open = plugin.ranges(of: " (").last else { return "\(plugin) at \(jsonPath)" }
-        return "\(plugin[..<open.lowerBound]) at \(jsonPath)\(plugin[open.lowerBound...])"
+    static func label(_ plugin: String, library: String, at jsonPath: String) -> String {
+        let suffix = " (\(library))"
+        guard plugin.hasSuffix(suffix) else { return "\(plugin) at \(jsonPath)" }
+        return "\(plugin.dropLast(suffix.count)) at \(jsonPath)\(suffix)"
     }
 }
 

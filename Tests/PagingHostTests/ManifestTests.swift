@@ -158,16 +158,19 @@ struct ManifestTests {
     @Test func twoInstancesOfOnePlugin_logUnderTheirPlaceInTheManifest() async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        // In a folder whose name holds " (": the place goes before the library's path.
+        try FileManager.default.createDirectory(atPath: folder + "/libs (v2)", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(atPath: shippedPlugin("logging"), toPath: folder + "/libs (v2)/liblogging.so")
         try """
         {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
-         "interceptors": [{"plugin": "logging"}, {"plugin": "cache"}, {"plugin": "logging"}],
+         "interceptors": [{"plugin": "libs (v2)/liblogging.so"}, {"plugin": "cache"}, {"plugin": "libs (v2)/liblogging.so"}],
          "page_size": 10}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         let log = LogRecorder()
         let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"),
                                     searchPath: PluginSearchPath(folders: [productsFolder]), sink: log.sink)
         _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
-        let logging = "\(productsFolder)/liblogging.so"
+        let logging = "\(folder)/libs (v2)/liblogging.so"
         let names = Set(log.entries.filter { $0.message.contains("page refresh") }.map(\.plugin))
         #expect(names == ["logging at $.interceptors[0] (\(logging))", "logging at $.interceptors[2] (\(logging))"], "\(names)")
         #expect(log.entries.contains { $0.plugin.hasPrefix("jsonlines (") }, "\(log.entries.map(\.plugin))")
