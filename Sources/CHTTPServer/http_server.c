@@ -365,6 +365,9 @@ static const char *ambiguous_framing(struct MHD_Connection *connection, int *has
 /* The state of a request answered by on_request_line. */
 static char refused_request;
 
+/* How long a refusal sent on the socket itself may wait for room there. */
+#define REFUSAL_SEND_MS 200
+
 /* Answers `status` on the connection's socket itself, then shuts the socket down (the server's
  * thread reads the end of the stream and closes it): for a request libmicrohttpd could not
  * answer from its connection's memory. Told to `refused`, for counting. Whether it was sent. */
@@ -374,14 +377,29 @@ static int refuse_on_socket(paging_http_server *server, struct MHD_Connection *c
     const union MHD_ConnectionInfo *info = mhd.get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
     char head[512];
     int head_length;
+    size_t sent = 0;
+    uint64_t deadline = now_ms() + REFUSAL_SEND_MS;
     if (info == NULL) return 0;
     if (server->refused != NULL) server->refused(server->context, path, status);
     head_length = snprintf(head, sizeof head,
                            "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\nCache-Control: no-store\r\n"
                            "Connection: close\r\nContent-Length: %zu\r\n\r\n%s", status, reason, strlen(body), body);
-    /* A socket's send buffer takes these few hundred bytes at once (nothing else was sent on
-     * it since the last answer was read, or the request would not have been read). */
-    if (head_length > 0 && send(info->connect_fd, head, (size_t)head_length, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {}
+    /* The answer before it (a pipelined request's) may still fill the socket's send buffer: the
+     * refusal goes after it as room comes, for REFUSAL_SEND_MS at most (this is the server's
+     * thread); a client that reads nothing meanwhile sees the connection end without it. */
+    while (head_length > 0 && sent < (size_t)head_length) {
+        ssize_t n = send(info->connect_fd, head + sent, (size_t)head_length - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            sent += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            struct pollfd writable = { .fd = info->connect_fd, .events = POLLOUT, .revents = 0 };
+            uint64_t now = now_ms();
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK) || now >= deadline
+                || poll(&writable, 1, (int)(deadline - now)) <= 0) break;
+        }
+    }
     shutdown(info->connect_fd, SHUT_RDWR);
     return 1;
 }
@@ -478,8 +496,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         int has_body = 0;
         const char *ambiguous;
         if (request_footprint(connection, method, url) > server->request_bytes) {
-            char body[100];
-            snprintf(body, sizeof body, "{\"error\": \"the request line and headers are longer than %zu KiB\"}\n", server->request_bytes >> 10);
+            char body[200];
+            snprintf(body, sizeof body, "{\"error\": \"the request line and headers take more than %zu KiB (64 bytes more for each header and parameter)\"}\n",
+                     server->request_bytes >> 10);
             refuse_on_socket(server, connection, url, 431, "Request Header Fields Too Large", body);
             return MHD_NO;
         }
