@@ -136,7 +136,6 @@ public final class RedisServer: Sendable {
         process.waitUntilExit()
     }
 
-    /// Runs `redis-cli` against the server and returns its output (raw: `--no-raw` off).
     /// Stops the server (SIGSTOP): it answers nothing, while its kernel still accepts connections.
     public func pause() {
         if let pid = process.withLock({ $0?.processIdentifier }) { kill(pid, SIGSTOP) }
@@ -147,6 +146,7 @@ public final class RedisServer: Sendable {
         if let pid = process.withLock({ $0?.processIdentifier }) { kill(pid, SIGCONT) }
     }
 
+    /// Runs `redis-cli` against the server and returns its output (raw: `--no-raw` off).
     public func cli(_ arguments: [String], input: String? = nil) async throws -> String {
         let result = try await run(findProgram("redis-cli") ?? "/usr/bin/redis-cli",
                                    ["-h", "127.0.0.1", "-p", "\(port)"] + arguments, input: input, deadline: .seconds(30))
