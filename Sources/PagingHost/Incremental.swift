@@ -232,6 +232,7 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
 
     private let settings: IncrementalSettings
     private let highest: Mutex<IncrementalValue?>
+    private let highestDelivered: Mutex<IncrementalValue?>
     private let counts = Mutex((items: 0, withValue: 0))
 
     /// The longest value kept, in bytes: a cursor is a timestamp, an id or a token; a longer
@@ -243,6 +244,7 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
     public init(_ settings: IncrementalSettings, start: IncrementalValue?) {
         self.settings = settings
         highest = Mutex(start)
+        highestDelivered = Mutex(start)
     }
 
     /// The value at the cursor of `item`, nil when it has none. Items are valid JSON (the host
@@ -262,18 +264,27 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
     /// The highest value seen, or the start value.
     public var value: IncrementalValue? { highest.withLock { $0 } }
 
-    /// The items of the pages seen, and how many of them held a value at `cursor`.
-    public var seen: (items: Int, withValue: Int) { counts.withLock { $0 } }
+    /// The highest value among the items ``noteDelivered(_:)`` was told of, or the start value:
+    /// the one to keep. A page loaded may never reach its reader (a refresh after appends
+    /// replaces the pages appended before they are printed): keeping the highest value seen
+    /// had the next run start after items no one received.
+    public var deliveredValue: IncrementalValue? { highestDelivered.withLock { $0 } }
 
-    public func intercept(request: PagingRequest<PluginKey>) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
-        .proceed(request, handleAfterwards: true)
+    /// Notes items that reached their reader.
+    public func noteDelivered(_ items: some Sequence<PluginItem>) {
+        // Their values were read, and refused if they could not be kept, when they loaded.
+        guard let best = try? highest(of: items).value else { return }
+        highestDelivered.withLock { kept in
+            if let current = kept, best.isHigher(than: current) != true { return }
+            kept = best
+        }
     }
 
-    public func transform(page: Page<PluginKey, PluginItem>) async throws -> Page<PluginKey, PluginItem> {
+    /// The highest value at the cursor among `items`, and how many hold one.
+    private func highest(of items: some Sequence<PluginItem>) throws(IncrementalError) -> (value: IncrementalValue?, withValue: Int) {
         var best: IncrementalValue?
         var withValue = 0
-        defer { counts.withLock { $0.items += page.values.count; $0.withValue += withValue } }
-        for item in page.values {
+        for item in items {
             guard let found = try value(of: item), found != .null else { continue }
             guard let value = IncrementalValue(found) else {
                 throw IncrementalError("incremental.cursor \(settings.cursor): an item holds \(found.kindDescription) there; expected a string or a number")
@@ -292,7 +303,20 @@ public final class IncrementalCursor: PagingInterceptor, Sendable {
                 best = value
             }
         }
-        guard let best else { return page }
+        return (best, withValue)
+    }
+
+    /// The items of the pages seen, and how many of them held a value at `cursor`.
+    public var seen: (items: Int, withValue: Int) { counts.withLock { $0 } }
+
+    public func intercept(request: PagingRequest<PluginKey>) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
+        .proceed(request, handleAfterwards: true)
+    }
+
+    public func transform(page: Page<PluginKey, PluginItem>) async throws -> Page<PluginKey, PluginItem> {
+        let (found, withValue) = try highest(of: page.values)
+        counts.withLock { $0.items += page.values.count; $0.withValue += withValue }
+        guard let best = found else { return page }
         try highest.withLock { (kept: inout IncrementalValue?) throws(IncrementalError) in
             guard let current = kept else {
                 kept = best
@@ -409,13 +433,28 @@ public struct IncrementalStateFile: Sendable {
             throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
         }
         // Opened as a run opens it, when it is there (a run makes it otherwise, in the folder
-        // checked above): a folder in its place was found only once the run had loaded every page.
+        // checked above): a folder in its place, or a link to where no file can be made, was
+        // found only once the run had loaded every page.
         let lockPath = target + ".lock"
         let lock = open(lockPath, O_RDWR | O_CLOEXEC)
-        guard lock >= 0 || errno == ENOENT else {
-            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(String(cString: strerror(errno)))")
+        guard lock >= 0 || (errno == ENOENT && Self.linkLeadsToAWritableFolder(lockPath) != false) else {
+            let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
+            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(reason)")
         }
         if lock >= 0 { close(lock) }
+    }
+
+    /// For a symbolic link at `path` to nothing: whether the file it names could be made (its
+    /// folder exists and may be written); nil when `path` is no link.
+    private static func linkLeadsToAWritableFolder(_ path: String) -> Bool? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let length = readlink(path, &buffer, buffer.count - 1)
+        guard length > 0 else { return nil }
+        var named = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if !named.hasPrefix("/"), let slash = path.lastIndex(of: "/") { named = path[...slash] + named }
+        let folder = named.lastIndex(of: "/").map { named[..<$0].isEmpty ? "/" : String(named[..<$0]) } ?? "."
+        var info = stat()
+        return stat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && access(folder, W_OK) == 0
     }
 
     /// The file to write: `path`, or the file its symbolic links name (renamed over, a link

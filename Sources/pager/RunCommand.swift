@@ -115,11 +115,12 @@ struct RunCommand {
         if incremental != nil { configuration.userInfo[PagingUserInfoKey.reload] = "true" }
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
         let interrupt = Interrupt()
-        let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter() : nil) }
+        let delivered = incremental?.cursor
+        let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter(noting: delivered) : nil) }
         interrupt.stops(loading)
         let (failed, streamed) = await loading.value
         let output = manager.output
-        var printer = streamed ?? ItemPrinter()
+        var printer = streamed ?? ItemPrinter(noting: delivered)
         if streamed == nil { printer.print(output.values) }
         printer.finish()
         // The states hold the failures' text, which comes from plugins and servers: escaped.
@@ -284,7 +285,9 @@ private struct IncrementalRun {
                            + "(is the pointer right? a source that keeps chosen fields, such as the http source's `fields`, must keep it)")
             return
         }
-        guard let value = cursor.value, value != kept else { return }
+        // The highest among the items printed: a page loaded and then replaced before it was
+        // printed (a refresh after appends) held items no run printed.
+        guard let value = cursor.deliveredValue, value != kept else { return }
         let stored = try file.store(value, name: settings.state, namespace: settings.namespace,
                                     waiting: { Output.problem("incremental: \($0)") }, givesUp: givesUp)
         Output.problem("incremental: kept {state.\(settings.state)} = \(stored.jsonText) in \(settings.stateFile)"
@@ -343,6 +346,12 @@ private final class Interrupt: Sendable {
 /// Prints a run's items as JSON Lines, and counts them.
 private struct ItemPrinter {
     private var writer = Output.ItemWriter()
+    /// Told of every item printed (the value incremental loading keeps comes from them).
+    private let noting: IncrementalCursor?
+
+    init(noting: IncrementalCursor?) {
+        self.noting = noting
+    }
     private(set) var items = 0
     private(set) var pages = 0
     /// The last page printed and how many of its items: an incomplete last page is loaded
@@ -355,6 +364,7 @@ private struct ItemPrinter {
     /// Prints every value.
     mutating func print(_ values: PagedValues<PluginKey, PluginItem>) {
         for item in values { writer.write(item) }
+        noting?.noteDelivered(values)
         items += values.count
         pages += values.pageCount
     }
@@ -369,6 +379,7 @@ private struct ItemPrinter {
         if pages == 1 && isNew { firstPrependState = output.prependState }
         if page.values.count > printed {
             for item in page.values[printed...] { writer.write(item) }
+            noting?.noteDelivered(page.values[printed...])
             items += page.values.count - printed
         }
         last = (page.key, max(printed, page.values.count))

@@ -175,7 +175,31 @@ struct IncrementalLoadingTests {
             #expect(folderLock.code == 2, "\(command): \(folderLock.stderr)")
             #expect(folderLock.stderr.contains("its lock file \(stateFile).lock cannot be opened for writing by this process"), "\(folderLock.stderr)")
         }
+        // Found by a probe: a link to a folder that does not exist passed (the run printed every
+        // item, then could not keep the state: the next run printed them again).
+        try FileManager.default.removeItem(atPath: stateFile + ".lock")
+        try FileManager.default.createSymbolicLink(atPath: stateFile + ".lock", withDestinationPath: "/nonexistent/x")
+        for command in ["validate", "run"] {
+            let dangling = try await run(pagerCommand, [command, manifest])
+            #expect(dangling.code == 2 && dangling.stderr.contains("its lock file \(stateFile).lock cannot be opened for writing by this process "
+                                                                  + "(a run locks it to keep the state): a link to where no file can be made"),
+                    "\(command): \(dangling.stderr)")
+        }
         #expect(try await sinceAsked().count == before, "nothing is fetched")
+    }
+
+    /// Found by a probe: a refresh after appends replaced the appended pages before they were
+    /// printed, yet the state kept their highest value: the next run started after items no run
+    /// printed. The value kept is the highest among the items printed.
+    @Test func aRefreshAfterAppends_keepsOnlyWhatWasPrinted() async throws {
+        defer { cleanUp() }
+        let replaced = try await run(pagerCommand, ["run", manifest, "--append", "2", "--refresh"])
+        #expect(replaced.code == 0, "\(replaced.stderr)")
+        #expect(try ids(replaced) == Array(1...5))
+        #expect(try kept() == "2024-01-01T00:00:05Z", "\(replaced.stderr)")
+        let rest = try await pagerRun()
+        #expect(try ids(rest) == Array(6...12))
+        #expect(try kept() == "2024-01-01T00:00:12Z")
     }
 
     @Test func otherNamespaces_inTheStateFile_areKept() async throws {
