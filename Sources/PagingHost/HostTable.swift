@@ -71,10 +71,13 @@ public struct PluginLimits: Sendable {
 /// Instances, and their `paging_host_t`, are never freed: a misbehaving plugin that calls the
 /// host after `destroy()` (from a thread it forgot) then meets a finished instance that
 /// refuses the call, instead of freed memory. Each costs about 2.6 KB (`pager check`'s
-/// create-destroy-cycles measures it and counts it as the host's).
+/// create-destroy-cycles measures it and counts it as the host's); the caller's log sink, which
+/// may hold anything, is let go once the plugin is destroyed and its owner is gone.
 package final class PluginInstance: Sendable {
     let label: String
-    let sink: PluginLogSink
+    /// The caller's sink, nil once the plugin is destroyed and the object that owns the
+    /// instance is gone (a line after that goes to ``PluginLibrary/librarySink``).
+    private let sink: Locked<(sink: PluginLogSink?, ownerGone: Bool)>
     let limits: PluginLimits
     package let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Intercepts whose answer the plugin deferred (`paging.async-intercept/1`), by id.
@@ -95,7 +98,7 @@ package final class PluginInstance: Sendable {
 
     package init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
         self.label = label
-        self.sink = sink
+        self.sink = Locked((sink, false))
         self.limits = limits
         serial = Self.register(self)
         let table = UnsafeMutablePointer<paging_host_t>.allocate(capacity: 1)
@@ -105,7 +108,22 @@ package final class PluginInstance: Sendable {
     }
 
     func log(_ level: PluginLogLevel, _ message: String) {
-        sink(level, label, message)
+        (sink.withLock { $0.sink } ?? PluginLibrary.librarySink)(level, label, message)
+    }
+
+    /// Once the plugin's destroy() has returned: later calls are refused.
+    package func markDestroyed() {
+        destroyed.store(true, ordering: .releasing)
+        sink.withLock { if $0.ownerGone { $0.sink = nil } }
+    }
+
+    /// The object that owns the instance is gone: once the plugin is destroyed too, the caller's
+    /// sink is let go (a sink holding a view model, or a log buffer, leaked with every pipeline).
+    package func ownerGone() {
+        sink.withLock { state in
+            state.ownerGone = true
+            if destroyed.load(ordering: .acquiring) { state.sink = nil }
+        }
     }
 
     /// Whether `function` is called once destroy() has returned: the call is then dropped, and

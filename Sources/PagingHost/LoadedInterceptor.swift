@@ -61,7 +61,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
-    deinit { destroy() }
+    deinit {
+        destroy()
+        instance.ownerGone()
+    }
 
     /// The ids of the instance extensions this instance offers and the host uses.
     package var offeredExtensions: [String] { extensions.offered }
@@ -303,7 +306,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 table.value.pointee.destroy?(table.value)
                 library.liveInstances.subtract(1, ordering: .releasing)
             }
-            instance.destroyed.store(true, ordering: .releasing)
+            instance.markDestroyed()
             instance.endAllIntercepts()
         }
         if let worker { worker.runDetached(close) } else { close() }

@@ -84,7 +84,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         refreshKey = out.key(PAGING_KEY_CURRENT) ?? PluginKey(bytes: [])
     }
 
-    deinit { destroy() }
+    deinit {
+        destroy()
+        instance.ownerGone()
+    }
 
     /// The ids of the instance extensions this instance offers and the host uses.
     package var offeredExtensions: [String] { extensions.offered }
@@ -384,7 +387,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             returned()
             library.liveInstances.subtract(1, ordering: .releasing)
         }
-        instance.destroyed.store(true, ordering: .releasing)
+        instance.markDestroyed()
         let pending = instance.fetches.withLock { fetches in
             defer { fetches = [:] }
             return fetches.values.compactMap(\.waiter)

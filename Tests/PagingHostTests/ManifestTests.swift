@@ -176,6 +176,32 @@ struct ManifestTests {
         #expect(log.entries.contains { $0.plugin.hasPrefix("jsonlines (") }, "\(log.entries.map(\.plugin))")
     }
 
+    /// Found by a probe: plugin instances outlive their pipeline by design (a late call from a
+    /// plugin's thread meets a finished instance), and each kept the caller's log sink, and
+    /// whatever it held, for ever: 1 MB a pipeline for a sink holding a buffer. The sink is let
+    /// go once the pipeline is.
+    @Test func droppingAPipeline_letsItsLogSinkGo() async throws {
+        final class Holder: Sendable { let lines = Locked(0) }
+        let folder = scratchFolder()
+        writeJSONLines(count: 30, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}},
+         "interceptors": [{"plugin": "logging"}, {"plugin": "cache"}, {"plugin": "sqlite-store", "config": {"path": "pages.db"}}],
+         "page_size": 10, "call_timeout_ms": 5000}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        weak var held: Holder?
+        do {
+            let holder = Holder()
+            held = holder
+            let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"), searchPath: PluginSearchPath(folders: [productsFolder]),
+                                        sink: { _, _, _ in holder.lines.withLock { $0 += 1 } })
+            _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+            #expect(holder.lines.withLock { $0 } > 0)
+        }
+        // Destroyed on the plugins' call threads (call_timeout_ms): let go when they are done.
+        #expect(await eventually { held == nil }, "the pipeline's log sink outlived it")
+    }
+
     @Test func pageLimits_fromTheManifest_failOversizedPages() async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 30, to: folder + "/data.jsonl")
