@@ -235,7 +235,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         let cancelled = Task.isCancelled
         state.withLock { state in
             if plan.kind == .refresh, plan.generation == state.generation { state.lateRefreshes = 0 }
-            state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled)
+            // Still this manager's newest refresh, superseded for good: by a refresh of another
+            // manager sharing the pager. Said as a failure (retry() loads it again): taken as
+            // superseded by a newer one of its own, it left the list empty without a word.
+            let forGood = plan.kind == .refresh && plan.generation == state.generation
+            state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled, supersededForGood: forGood)
             broadcast.yield(state.output)
         }
     }
@@ -435,13 +439,14 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// Applies the outcome of `plan`'s load; `cancelled` when the task that ran it was
         /// cancelled (a CancellationError a source throws of its own accord is a failure).
         @inlinable
-        mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?, cancelled: Bool) {
+        mutating func apply(_ result: Result<Page<Key, Value>, any Error>, of plan: Plan, maxSize: Int?, cancelled: Bool,
+                            supersededForGood: Bool = false) {
             guard plan.generation == generation else { return }
             let kind = plan.kind
             let page: Page<Key, Value>
             switch result {
             case .failure(let error):
-                if (cancelled && error is CancellationError) || error as? PagingError == .supersededByRefresh {
+                if (cancelled && error is CancellationError) || (error as? PagingError == .supersededByRefresh && !supersededForGood) {
                     output[kind] = .idle
                 } else {
                     output[kind] = .failed(error)

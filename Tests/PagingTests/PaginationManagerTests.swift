@@ -227,6 +227,12 @@ struct PaginationManagerTests {
         await first.value
         #expect(source.fetches.withLock { $0 } <= 3, "\(source.fetches.withLock { $0 }) fetches")
         #expect(Array(b.output.values) == ["a"])
+        // Found by a probe: the manager whose refresh the other's superseded ended idle with an
+        // empty list and no error. It says so, and its retry loads it.
+        #expect(a.output.values.isEmpty && a.output.refreshState.error as? PagingError == .supersededByRefresh,
+                "\(a.output.refreshState)")
+        await a.retry().value
+        #expect(Array(a.output.values) == ["a"] && a.output.refreshState.isIdle, "\(a.output.refreshState)")
     }
 
     /// A full page whose next key is its own was fetched again by every append, for ever.
