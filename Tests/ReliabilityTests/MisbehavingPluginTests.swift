@@ -132,6 +132,7 @@ struct MisbehavingPluginTests {
     @Test func enormousPageFromASource_failsAtTheByteLimit_withoutExhaustingMemory() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 8 << 20)
         let before = peakResidentBytes()
+        #expect(before > 1 << 20, "the peak RSS reads as \(before) bytes") // it read 0: every bound held
         let source = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeSource(
             id: "enormous-source", config: .object([("item_len", .int(65_536)), ("total_bytes", .int(2 << 30))]),
             sink: log.sink, limits: limits)
@@ -164,6 +165,7 @@ struct MisbehavingPluginTests {
     @Test func runawaySource_thatIgnoresRefusals_isRefusedEveryTime() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 1 << 20)
         let before = peakResidentBytes()
+        #expect(before > 1 << 20, "the peak RSS reads as \(before) bytes") // it read 0: every bound held
         let source = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeSource(
             id: "enormous-source",
             config: .object([("item_len", .int(65_536)), ("total_bytes", .int(256 << 20)), ("ignore_errors", .bool(true))]),
@@ -181,6 +183,7 @@ struct MisbehavingPluginTests {
     @Test func enormousPageFromAnInterceptor_failsAtTheByteLimit() async throws {
         let limits = PluginLimits(maxItemsPerPage: 1_000_000, maxPageBytes: 4 << 20)
         let before = peakResidentBytes()
+        #expect(before > 1 << 20, "the peak RSS reads as \(before) bytes") // it read 0: every bound held
         let interceptor = try PluginLibrary.open(path: try await fixturePlugin("enormous_page")).makeInterceptor(
             id: "enormous-interceptor", config: .object([("item_len", .int(1 << 20)), ("total_bytes", .int(2 << 30))]),
             sink: log.sink, limits: limits)

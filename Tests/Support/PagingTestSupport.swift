@@ -311,7 +311,8 @@ private func statusKilobytes(_ field: String) -> Int {
     while fgets(&line, Int32(line.count), file) != nil {
         let text = String(decoding: line.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         if text.hasPrefix(field) {
-            return Int(text.dropFirst(field.count).split(separator: " ").first ?? "") ?? 0
+            // "VmHWM:\t   51720 kB": a tab, then spaces.
+            return Int(text.dropFirst(field.count).split(whereSeparator: \.isWhitespace).first ?? "") ?? 0
         }
     }
     return 0
