@@ -886,6 +886,23 @@ static void rc_poll(void *owner, pstore_job *jobs)
         rc_decision_free(&d);
         lease = rc_lease_exists(st, job->identity, job->identity_len);
         if (lease == 0) lease = rc_take_lease(st, job->identity, job->identity_len) == 0 ? 1 : -2;
+        if (lease == -2) {
+            /* Taken: the holder may have stored its page and let its lease go between the read
+             * above and the lease's end (a second fetch of the page): read it once more. */
+            memset(&d, 0, sizeof d);
+            d.st = st;
+            if (rc_read(st, job->identity, job->identity_len, &d) && d.has_page && pstore_page_is_whole(&d.page, job->page_size)
+                && d.page.stored_at_ms != job->mark_ms) {
+                paging_bytes_t identity = { job->identity, job->identity_len };
+                pthread_mutex_lock(&st->conn_lock);
+                if (st->ctx != NULL) rc_release_lease(st, identity);
+                pthread_mutex_unlock(&st->conn_lock);
+                d.result = PAGING_INTERCEPT_COMPLETE; /* the holder's page */
+                rc_finish(st, job, &d);
+                continue;
+            }
+            rc_decision_free(&d);
+        }
         if (lease == 1 && pstore_now_ms() - job->waiting_since_ms < st->lease_ms) {
             pstore_queue_wait(&st->queue, job); /* still held: wait on */
             continue;
