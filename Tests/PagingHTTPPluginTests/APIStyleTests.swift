@@ -161,14 +161,20 @@ struct APIStyleTests {
              "auth": {"type": "oauth2_client_credentials", "token_url": "\(server.baseURL)/oauth/token",
                       "client_id": "cid", "client_secret": "${API_TEST_CLIENT_SECRET}"}}
             """)
+        let clock = ContinuousClock(), start = clock.now
         let manager = try await pageToEnd(source, pageSize: 5)
+        let paging = clock.now - start
         #expect(try ids(manager.output.values) == Array(1...25))
         let stats = try await statsOf(server)
-        #expect(stats["token_requests"] == 1, "one token serves every page while it lives")
+        // One token serves every page while it lives (1.8 s before it is fetched again): on a
+        // machine so busy that paging took longer, a second token is right.
+        #expect(stats["token_requests"] == 1 || (paging > .milliseconds(1_800) && stats["token_requests"] == 2),
+                "\(stats["token_requests"] ?? 0) tokens for paging that took \(paging)")
         // Tokens live 2 s and are fetched again in their last tenth: wait one out.
         try await Task.sleep(for: .seconds(2))
+        let before = try await statsOf(server)["token_requests"] ?? 0
         #expect(await loadError(source, pageSize: 5) == nil)
-        #expect(try await statsOf(server)["token_requests"] == 2)
+        #expect(try await statsOf(server)["token_requests"] == before + 1)
     }
 
     @Test func oauth2_a401WithACachedToken_fetchesANewTokenOnce() async throws {
