@@ -272,7 +272,10 @@ private struct IncrementalRun {
         file = IncrementalStateFile(path: settings.stateFile)
         kept = try settings.keptValue()
         start = full ? settings.initial : kept ?? settings.initial
-        cursor = IncrementalCursor(settings, start: kept)
+        // From the value kept, so that it never goes down; with --full, from nothing: the value
+        // kept may be of another kind than the items now hold (strings become numbers), and
+        // --full is the way to start over (the file still keeps the higher of two of one kind).
+        cursor = IncrementalCursor(settings, start: full ? nil : kept)
         Output.problem("incremental: {state.\(settings.state)} = \(start.jsonText)\(full ? " (--full)" : kept == nil ? " (initial)" : "")")
     }
 

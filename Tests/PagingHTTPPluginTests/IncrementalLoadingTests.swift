@@ -202,6 +202,18 @@ struct IncrementalLoadingTests {
         #expect(try kept() == "2024-01-01T00:00:12Z")
     }
 
+    /// Found by a probe: --full could not start over from a kept value of another kind than
+    /// the items now hold (a number, where they hold timestamps): every run failed, saying "the
+    /// value the run started from" holds a number, though --full started from the initial value.
+    @Test func full_startsOverFromAKeptValueOfAnotherKind() async throws {
+        defer { cleanUp() }
+        try #"{"events": {"since": 5}}"#.write(toFile: stateFile, atomically: true, encoding: .utf8)
+        let full = try await pagerRun(["--full"])
+        #expect(full.code == 0, "\(full.stderr)")
+        #expect(try ids(full) == Array(1...12))
+        #expect(try kept() == "2024-01-01T00:00:12Z")
+    }
+
     @Test func otherNamespaces_inTheStateFile_areKept() async throws {
         defer { cleanUp() }
         try #"{"other": {"since": 42}}"#.write(toFile: stateFile, atomically: true, encoding: .utf8)
