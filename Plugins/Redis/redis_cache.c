@@ -861,6 +861,18 @@ static void rc_run(void *owner, pstore_job *job)
     pstore_queue_wait(&st->queue, job);
 }
 
+/* Reads `job`'s page into `d`: 1 when it is the lease holder's (whole, stored since the job
+ * began to wait), 0 when not (`d` freed), -1 when Redis is unavailable. */
+static int rc_holders_page(rc_state *st, const pstore_job *job, rc_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->st = st;
+    if (!rc_read(st, job->identity, job->identity_len, d)) return -1;
+    if (d->has_page && pstore_page_is_whole(&d->page, job->page_size) && d->page.stored_at_ms != job->mark_ms) return 1;
+    rc_decision_free(d);
+    return 0;
+}
+
 /* The plugin's thread, every poll_ms: the jobs waiting for a lease holder's page. */
 static void rc_poll(void *owner, pstore_job *jobs)
 {
@@ -868,40 +880,29 @@ static void rc_poll(void *owner, pstore_job *jobs)
     while (jobs != NULL) {
         pstore_job *job = jobs;
         rc_decision d;
-        int lease;
+        int lease, page;
         jobs = job->next;
         job->next = NULL;
-        memset(&d, 0, sizeof d);
-        d.st = st;
-        if (!rc_read(st, job->identity, job->identity_len, &d)) {
-            d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+        if ((page = rc_holders_page(st, job, &d)) != 0) {
+            d.result = page > 0 ? PAGING_INTERCEPT_COMPLETE : PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
             rc_finish(st, job, &d);
             continue;
         }
-        if (d.has_page && pstore_page_is_whole(&d.page, job->page_size) && d.page.stored_at_ms != job->mark_ms) {
-            d.result = PAGING_INTERCEPT_COMPLETE; /* the holder's page */
-            rc_finish(st, job, &d);
-            continue;
-        }
-        rc_decision_free(&d);
         lease = rc_lease_exists(st, job->identity, job->identity_len);
-        if (lease == 0) lease = rc_take_lease(st, job->identity, job->identity_len) == 0 ? 1 : -2;
-        if (lease == -2) {
+        if (lease == 0) {
+            int taken = rc_take_lease(st, job->identity, job->identity_len);
             /* Taken: the holder may have stored its page and let its lease go between the read
              * above and the lease's end (a second fetch of the page): read it once more. */
-            memset(&d, 0, sizeof d);
-            d.st = st;
-            if (rc_read(st, job->identity, job->identity_len, &d) && d.has_page && pstore_page_is_whole(&d.page, job->page_size)
-                && d.page.stored_at_ms != job->mark_ms) {
+            if (taken == 1 && rc_holders_page(st, job, &d) == 1) {
                 paging_bytes_t identity = { job->identity, job->identity_len };
                 pthread_mutex_lock(&st->conn_lock);
                 if (st->ctx != NULL) rc_release_lease(st, identity);
                 pthread_mutex_unlock(&st->conn_lock);
-                d.result = PAGING_INTERCEPT_COMPLETE; /* the holder's page */
+                d.result = PAGING_INTERCEPT_COMPLETE;
                 rc_finish(st, job, &d);
                 continue;
             }
-            rc_decision_free(&d);
+            lease = taken == 0 ? 1 : -2;
         }
         if (lease == 1 && pstore_now_ms() - job->waiting_since_ms < st->lease_ms) {
             pstore_queue_wait(&st->queue, job); /* still held: wait on */

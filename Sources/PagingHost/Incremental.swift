@@ -423,44 +423,41 @@ public struct IncrementalStateFile: Sendable {
     /// Whether the file can be written (and its lock file made): its folder must exist and be
     /// writable by this process.
     public func checkWritable() throws(IncrementalError) {
-        let target = try target()
-        let folder = target.lastIndex(of: "/").map { target[..<$0].isEmpty ? "/" : String(target[..<$0]) } ?? "."
-        var info = stat()
-        guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
-            throw failure("its folder \(folder) does not exist (a run keeps the state there)")
-        }
-        guard access(folder, W_OK) == 0 else {
-            throw failure("its folder \(folder) cannot be written by this process (a run keeps the state there)")
-        }
-        // Opened as a run opens it, when it is there (a run makes it otherwise, in the folder
-        // checked above): a folder in its place, or a link to where no file can be made, was
-        // found only once the run had loaded every page.
-        let lockPath = target + ".lock"
+        let file = try target()
+        if let problem = Self.folderProblem(of: file) { throw failure(problem) }
+        // Opened as a run opens it, when it is there (a run makes it otherwise, where its links
+        // lead): a folder in its place, or a link to where no file can be made, was found only
+        // once the run had loaded every page.
+        let lockPath = file + ".lock"
         let lock = open(lockPath, O_RDWR | O_CLOEXEC)
-        guard lock >= 0 || (errno == ENOENT && Self.linkLeadsToAWritableFolder(lockPath) != false) else {
-            let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
+        if lock >= 0 {
+            close(lock)
+            return
+        }
+        let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
+        guard errno == ENOENT, Self.folderProblem(of: try target(of: lockPath)) == nil else {
             throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(reason)")
         }
-        if lock >= 0 { close(lock) }
     }
 
-    /// For a symbolic link at `path` to nothing: whether the file it names could be made (its
-    /// folder exists and may be written); nil when `path` is no link.
-    private static func linkLeadsToAWritableFolder(_ path: String) -> Bool? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let length = readlink(path, &buffer, buffer.count - 1)
-        guard length > 0 else { return nil }
-        var named = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        if !named.hasPrefix("/"), let slash = path.lastIndex(of: "/") { named = path[...slash] + named }
-        let folder = named.lastIndex(of: "/").map { named[..<$0].isEmpty ? "/" : String(named[..<$0]) } ?? "."
+    /// Why no file can be made at `file`: its folder does not exist or cannot be written.
+    private static func folderProblem(of file: String) -> String? {
+        let folder = file.lastIndex(of: "/").map { file[..<$0].isEmpty ? "/" : String(file[..<$0]) } ?? "."
         var info = stat()
-        return stat(folder, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR && access(folder, W_OK) == 0
+        guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
+            return "its folder \(folder) does not exist (a run keeps the state there)"
+        }
+        guard access(folder, W_OK) == 0 else {
+            return "its folder \(folder) cannot be written by this process (a run keeps the state there)"
+        }
+        return nil
     }
 
-    /// The file to write: `path`, or the file its symbolic links name (renamed over, a link
-    /// would be replaced by a file of its own). A link to nowhere names the file to create.
-    private func target() throws(IncrementalError) -> String {
-        var current = path
+    /// The file to write: `file` (the state file by default), or the file its symbolic links
+    /// name (renamed over, a link would be replaced by a file of its own). A link to nowhere
+    /// names the file to create.
+    private func target(of file: String? = nil) throws(IncrementalError) -> String {
+        var current = file ?? path
         for _ in 0..<40 {
             var info = stat()
             guard lstat(current, &info) == 0, info.st_mode & S_IFMT == S_IFLNK else { return current }
