@@ -716,6 +716,27 @@ static void rc_release_lease(rc_state *st, const paging_bytes_t identity)
     free(key);
 }
 
+/* Reads `job`'s page into `d`: 1 when it is the lease holder's (whole, stored since the job
+ * began to wait), 0 when not (`d` freed), -1 when Redis is unavailable. */
+static int rc_holders_page(rc_state *st, const pstore_job *job, rc_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->st = st;
+    if (!rc_read(st, job->identity, job->identity_len, d)) return -1;
+    if (d->has_page && pstore_page_is_whole(&d->page, job->page_size) && d->page.stored_at_ms != job->mark_ms) return 1;
+    rc_decision_free(d);
+    return 0;
+}
+
+/* Lets go of the lease this instance took for `job` (its page came meanwhile). [takes conn_lock] */
+static void rc_give_back_lease(rc_state *st, const pstore_job *job)
+{
+    paging_bytes_t identity = { job->identity, job->identity_len };
+    pthread_mutex_lock(&st->conn_lock);
+    if (st->ctx != NULL) rc_release_lease(st, identity);
+    pthread_mutex_unlock(&st->conn_lock);
+}
+
 /* Decides the first answer for a job: by the policy, with the lease on a miss. */
 static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
 {
@@ -732,9 +753,9 @@ static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
     job->mark_ms = d->has_page ? d->page.stored_at_ms : -1; /* a waiter takes only another page */
     if (!whole) rc_decision_free(d);
     /* A page answered is counted once the host takes it (rc_answer): one it refuses is a miss. */
-    if (!whole) pstore_count(st->host, st->metrics, "misses");
     d->hit = fresh ? "hits" : "stale_hits";
     if (st->fresh.policy == PSTORE_NETWORK_FIRST) {
+        if (!whole) pstore_count(st->host, st->metrics, "misses");
         d->result = whole ? PAGING_INTERCEPT_PROCEED_OR_FALL_BACK : PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
         return;
     }
@@ -747,7 +768,22 @@ static void rc_decide(rc_state *st, pstore_job *job, rc_decision *d)
         d->result = lease != 0 ? PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE : PAGING_INTERCEPT_COMPLETE;
         return;
     }
-    if (whole) pstore_count(st->host, st->metrics, d->hit); /* stale, loaded again (cache-first) */
+    if (lease == 1) {
+        /* Taken: the holder may have stored its page and let its lease go between the read above
+         * and the lease taken (a second fetch of the page): read it once more, as a waiter does.
+         * Its page is the answer, a hit; only then is the first read's miss not one. */
+        rc_decision again;
+        if (rc_holders_page(st, job, &again) == 1) {
+            rc_give_back_lease(st, job);
+            rc_decision_free(d);
+            *d = again;
+            d->hit = "hits";
+            d->result = PAGING_INTERCEPT_COMPLETE;
+            return;
+        }
+    }
+    /* A miss, or a stale page loaded again (cache-first). */
+    pstore_count(st->host, st->metrics, whole ? d->hit : "misses");
     rc_decision_free(d);
     d->result = lease != 0 ? PAGING_INTERCEPT_PROCEED_AND_OBSERVE : RC_WAIT;
 }
@@ -861,18 +897,6 @@ static void rc_run(void *owner, pstore_job *job)
     pstore_queue_wait(&st->queue, job);
 }
 
-/* Reads `job`'s page into `d`: 1 when it is the lease holder's (whole, stored since the job
- * began to wait), 0 when not (`d` freed), -1 when Redis is unavailable. */
-static int rc_holders_page(rc_state *st, const pstore_job *job, rc_decision *d)
-{
-    memset(d, 0, sizeof *d);
-    d->st = st;
-    if (!rc_read(st, job->identity, job->identity_len, d)) return -1;
-    if (d->has_page && pstore_page_is_whole(&d->page, job->page_size) && d->page.stored_at_ms != job->mark_ms) return 1;
-    rc_decision_free(d);
-    return 0;
-}
-
 /* The plugin's thread, every poll_ms: the jobs waiting for a lease holder's page. */
 static void rc_poll(void *owner, pstore_job *jobs)
 {
@@ -894,10 +918,7 @@ static void rc_poll(void *owner, pstore_job *jobs)
             /* Taken: the holder may have stored its page and let its lease go between the read
              * above and the lease's end (a second fetch of the page): read it once more. */
             if (taken == 1 && rc_holders_page(st, job, &d) == 1) {
-                paging_bytes_t identity = { job->identity, job->identity_len };
-                pthread_mutex_lock(&st->conn_lock);
-                if (st->ctx != NULL) rc_release_lease(st, identity);
-                pthread_mutex_unlock(&st->conn_lock);
+                rc_give_back_lease(st, job);
                 d.result = PAGING_INTERCEPT_COMPLETE;
                 rc_finish(st, job, &d);
                 continue;

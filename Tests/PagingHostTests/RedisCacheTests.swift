@@ -446,6 +446,28 @@ struct RedisCacheTests {
         #expect(log.contains("hard refresh: the namespace's keys were not all found within 1000 ms"), "\(log.messages)")
     }
 
+    /// A miss whose page another process stored, letting its lease go, between the miss's read
+    /// and the lease taken (Tests/Fixtures/redis/odd_redis.py's `stored-late` shows a page only
+    /// then): the page is read once more and answered, a hit, rather than fetched a second time.
+    @Test func aPageStoredJustBeforeTheLeaseIsTaken_isAnsweredNotFetchedAgain() async throws {
+        let redis = try FixtureServer("redis/odd_redis.py", arguments: ["stored-late"])
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        func pipeline() throws -> (PluginPager, LoadedInterceptor) {
+            let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+                config: .object([("address", .string("127.0.0.1:\(redis.port)"))]), sink: log.sink)
+            return (PluginPager(source: upstream, interceptors: [cache]), cache)
+        }
+        let (holder, holderCache) = try pipeline()
+        #expect(try await load(holder, "0") == items(0..<10))
+        #expect(upstream.fetches == 1 && holderCache.stats.counters["misses"] == 1)
+
+        let (late, lateCache) = try pipeline()
+        #expect(try await load(late, "0") == items(0..<10))
+        #expect(upstream.fetches == 1, "the page was fetched again")
+        #expect(lateCache.stats.counters["hits"] == 1 && lateCache.stats.counters["misses"] == nil, "\(lateCache.stats.counters)")
+    }
+
     /// A Redis that wants a password, sent none: its refusal is said as that, naming the server
     /// (it was said to be a key holding another type).
     @Test func aRedisThatWantsAPassword_isSaidToWantOne() async throws {

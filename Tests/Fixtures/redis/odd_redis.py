@@ -9,6 +9,9 @@ standard input closes. Every command gets a plausible answer (PING +PONG, a miss
                 never ends)
   noauth        every command but PING is refused "-NOAUTH Authentication required." (a Redis
                 with a password, sent none)
+  stored-late   a page SET is kept out of sight until the next lease is taken (EVAL with SET NX):
+                then it shows, as if its holder stored it and let its lease go just before. Leases
+                are always taken; GETRANGE answers what shows.
 """
 import sys
 
@@ -16,6 +19,7 @@ sys.path.insert(0, __file__.rsplit("/", 2)[0] + "/http")
 import loopback  # noqa: E402
 
 MODE = sys.argv[1]
+shown, unseen = {}, {}
 
 
 class Handler(loopback.Handler):
@@ -47,8 +51,16 @@ class Handler(loopback.Handler):
             return b"*2\r\n$1\r\n1\r\n*0\r\n"
         if name == b"PING":
             return b"+PONG\r\n"
+        if MODE == "stored-late" and name == b"SET":
+            unseen[args[1]] = args[2]
+            return b"+OK\r\n"
+        if MODE == "stored-late" and name == b"EVAL" and b"'NX'" in args[1]:
+            shown.update(unseen)
+            unseen.clear()
+            return b":1\r\n"
         if name in (b"GET", b"GETRANGE"):
-            return b"$-1\r\n"
+            value = shown.get(args[1])
+            return b"$-1\r\n" if value is None else b"$%d\r\n%s\r\n" % (len(value), value)
         if name in (b"UNLINK", b"EVAL", b"EVALSHA", b"DEL"):
             return b":0\r\n"
         return b"+OK\r\n"
