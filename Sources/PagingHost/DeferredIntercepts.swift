@@ -136,6 +136,16 @@ extension PluginInstance {
         }
     }
 
+    /// The answer `resume` gave deferred intercept `id` already, taken (its intercept() returned
+    /// another code than PENDING after resuming within the call), or nil when none was given.
+    func takeGivenAnswer(of id: UInt64) -> (code: UInt32, out: InterceptOut)? {
+        intercepts.withLock { intercepts in
+            guard case .answered(let code, let out)? = intercepts[id]?.answer else { return nil }
+            intercepts[id] = nil
+            return (code, out)
+        }
+    }
+
     /// Drops a deferred intercept the host will not wait for (the plugin answered within its
     /// `intercept()` call after all, or misused the host); a later `resume` for it returns `status`.
     func forgetIntercept(_ id: UInt64, _ status: PluginStatus) {

@@ -154,6 +154,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 deferred = id
                 return .proceed(request, handleAfterwards: false)
             }
+            // Deferred, resumed within the call (resume() said its answer was taken), then
+            // another code returned: the answer stands, as a completed fetch does.
+            if out.misuse == nil, let given = instance.takeGivenAnswer(of: id) {
+                instance.log(.warning, "intercept returned \(code), not PAGING_INTERCEPT_PENDING, after resume() had answered its deferred intercept within the call: the answer stands")
+                return try result(given.code, given.out, for: request)
+            }
             // Deferred, then answered (or failed, or misused the host) in the call after all:
             // no one waits for the id.
             dropDeferred(id, out.misuse == nil ? .cancelled : .invalidArgument)

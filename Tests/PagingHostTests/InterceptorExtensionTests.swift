@@ -192,6 +192,19 @@ struct InterceptorExtensionTests {
         withExtendedLifetime(deferring) {}
     }
 
+    /// Found by a probe: deferred, resumed within the call (resume() answered PAGING_OK: "its
+    /// result was taken"), then PROCEED returned: the answer was dropped, the request went on,
+    /// and cancel() heard the id. The answer given stands, and the code returned is warned of.
+    @Test func resumedWithinTheCall_thenAnotherCodeReturned_theAnswerStands() async throws {
+        let deferring = try await interceptor("deferring", mode: "inline-then-proceed")
+        let page = try await load([deferring])
+        #expect(page.values.texts == [#"{"deferred":true}"#])
+        #expect(log.contains("inline resume: 0"), "\(log.messages)")
+        #expect(log.contains("intercept returned 0, not PAGING_INTERCEPT_PENDING, after resume() had answered"), "\(log.messages)")
+        #expect(!log.contains("cancel "), "\(log.messages)")
+        withExtendedLifetime(deferring) {}
+    }
+
     @Test func anAnswerThatDefersAgain_failsTheLoad_saying() async throws {
         let error = await #expect(throws: PluginError.self) {
             try await load([try await interceptor("deferring", mode: "redefer")])

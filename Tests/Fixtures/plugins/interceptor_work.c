@@ -20,6 +20,8 @@
  *     "thread"     defers, then a new thread resumes with PROCEED
  *     "complete"   defers, then a new thread resumes with COMPLETE and one item {"deferred":true}
  *     "inline"     defers and resumes within intercept() before returning PENDING
+ *     "inline-then-proceed" defers, resumes within intercept() with COMPLETE and one item
+ *                  {"deferred":true} (logging "inline resume: <status>"), then returns PROCEED
  *     "never"      defers (logging "deferred <id>") and never resumes; cancel() logs "cancel <id>"
  *     "no-defer"   returns PENDING without defer()
  *     "twice"      defers; a new thread resumes twice and logs "second resume: <status>"
@@ -299,6 +301,11 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     if (strcmp(p->mode, "inline") == 0) {
         p->async_host->resume(p->host, id, wk_answer_proceed, NULL);
         return PAGING_INTERCEPT_PENDING;
+    }
+    if (strcmp(p->mode, "inline-then-proceed") == 0) {
+        paging_status_t status = p->async_host->resume(p->host, id, wk_answer_complete, p);
+        wk_log(p, "inline resume: %llu%s", (unsigned long long)status, "");
+        return PAGING_INTERCEPT_PROCEED;
     }
     r = (wk_resumption *)malloc(sizeof *r);
     if (r == NULL) return PAGING_INTERCEPT_FAIL;

@@ -148,8 +148,9 @@ typedef struct paging_ext_async_intercept_host {
     /* During intercept(), on its thread: makes this call's answer a deferred one and returns its
      * id; intercept() then returns PAGING_INTERCEPT_PENDING. (One that returns another code
      * after all answers with it: the deferral is dropped, cancel() hears its id, and a later
-     * resume() for it returns PAGING_ERR_CANCELLED.) Returns 0 (and logs) for a handle outside
-     * its call.
+     * resume() for it returns PAGING_ERR_CANCELLED; but once a resume() within the call returned
+     * PAGING_OK, its answer stands, and the code returned is logged as a warning.) Returns 0
+     * (and logs) for a handle outside its call.
      * [intercept-only] */
     uint64_t (*defer)(paging_intercept_out_t *out);
     /* Answers the deferred intercept `id`: calls answer(context, out) on this thread before
