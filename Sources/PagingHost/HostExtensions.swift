@@ -14,33 +14,33 @@ package enum HostExtensions {
     /// `paging.page-transform/1`: the builders of a transformed page.
     private nonisolated(unsafe) static let pageTransform = table(paging_ext_page_transform_host_t(
         keep_item: { out, index in
-            TransformOut.update(out, "keep_item") { $0.keep(index > Int.max ? -1 : Int(index)) }
+            TransformOut.update(out, "keep_item", into: \.pageMisuse) { $0.keep(index > Int.max ? -1 : Int(index)) }
         },
         add_item: { out, item in
-            TransformOut.update(out, "add_item") { out in out.page.add(item, limits: out.limits) }
+            TransformOut.update(out, "add_item", into: \.pageMisuse) { out in out.page.add(item, limits: out.limits) }
         },
         set_prev_key: { out, key in
-            TransformOut.update(out, "set_prev_key") { out in
+            TransformOut.update(out, "set_prev_key", into: \.pageMisuse) { out in
                 guard let key = copyKey(key) else { return keyRefusal(key) }
                 out.page.prevKey = key
                 return nil
             }
         },
         set_next_key: { out, key in
-            TransformOut.update(out, "set_next_key") { out in
+            TransformOut.update(out, "set_next_key", into: \.pageMisuse) { out in
                 guard let key = copyKey(key) else { return keyRefusal(key) }
                 out.page.nextKey = key
                 return nil
             }
         },
         set_flags: { out, flags in
-            TransformOut.update(out, "set_flags") { out in
+            TransformOut.update(out, "set_flags", into: \.pageMisuse) { out in
                 out.page.flags = flags
                 return nil
             }
         },
         set_metadata: { out, name, value in
-            TransformOut.update(out, "set_metadata") { out in
+            TransformOut.update(out, "set_metadata", into: \.pageMisuse) { out in
                 settingNamedText(name, value, "metadata entry", in: &out.metadata)
             }
         },

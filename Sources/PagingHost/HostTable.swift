@@ -597,6 +597,9 @@ struct TransformOut: CallResultBuilder {
     var metadata: [String: String]
     var failure: (PluginStatus, String)?
     var misuse: String?
+    /// The first refused call building the new page: it fails a REPLACE, not a KEEP (which
+    /// drops what was set).
+    var pageMisuse: String?
 
     init(limits: PluginLimits, original: PluginPage) {
         self.limits = limits

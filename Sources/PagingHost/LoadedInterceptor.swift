@@ -275,6 +275,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         case PAGING_TRANSFORM_KEEP:
             return page
         case PAGING_TRANSFORM_REPLACE:
+            // A page built with a refused call could not be what the plugin meant.
+            if let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
             return out.replacement
         case PAGING_TRANSFORM_FAIL:
             let (status, message) = out.failure ?? (.internal, "transform returned FAIL without fail()")

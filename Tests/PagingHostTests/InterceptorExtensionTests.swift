@@ -74,6 +74,14 @@ struct InterceptorExtensionTests {
         #expect(misused?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: misused))")
     }
 
+    /// Found by a probe: a refused builder call (an item that is not JSON) failed the load even
+    /// when transform() then returned KEEP, which drops whatever was set: the page goes on.
+    @Test func transform_keepAfterARefusedCall_passesThePageOn() async throws {
+        let page = try await load([try await interceptor("transformer", mode: "bad-item-keep")])
+        #expect(page.values.count == 4)
+        #expect(log.contains("bad item: \(PluginStatus.invalidArgument.rawValue)"), "\(log.messages)")
+    }
+
     /// A transform could set metadata without bound (300 entries of a megabyte grew a page of
     /// at most 1 MiB to 300 MiB): past 1,024 entries, or 1 MiB of names and values, set_metadata
     /// is refused and the load fails naming it.

@@ -10,6 +10,7 @@
  *     "keep"       returns KEEP
  *     "fail"       fails TRANSIENT "transform refused"
  *     "bad-index"  keep_item(999)
+ *     "bad-item-keep" add_item("{bad") (logging "bad item: <status>"), then returns KEEP
  *     "next-key"   keeps every item and sets the next key to "zz"
  *     "meta-flood" keeps every item and sets metadata entries m0, m1, ... of "v" up to 2,000,
  *                  then one "big" of 1 MiB; logs "metadata refused at <index>: <status>" for
@@ -135,6 +136,11 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
     if (strcmp(p->mode, "bad-index") == 0) {
         t->keep_item(out, 999);
         return PAGING_TRANSFORM_REPLACE;
+    }
+    if (strcmp(p->mode, "bad-item-keep") == 0) {
+        paging_status_t status = t->add_item(out, wk_text("{bad"));
+        wk_log(p, "bad item: %llu%s", (unsigned long long)status, "");
+        return PAGING_TRANSFORM_KEEP;
     }
     if (strcmp(p->mode, "wrap") == 0) {
         for (i = 0; i < page->item_count; i++) {

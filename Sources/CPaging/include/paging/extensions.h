@@ -99,8 +99,9 @@ typedef struct paging_ext_page_transform {
 } paging_ext_page_transform_t;
 
 /* The host's table: builders of the new page, during the transform() that received `out`. Each
- * returns PAGING_OK, or PAGING_ERR_INVALID_ARGUMENT for a bad argument (which also fails the load:
- * the page could not be what the plugin meant) or a handle outside its call. [transform-only] */
+ * returns PAGING_OK, or PAGING_ERR_INVALID_ARGUMENT for a bad argument (which fails the load when
+ * transform() returns PAGING_TRANSFORM_REPLACE: the page could not be what the plugin meant; KEEP
+ * drops what was set, refused or not) or a handle outside its call. [transform-only] */
 typedef struct paging_ext_page_transform_host {
     /* Appends the original page's item `index` (0 <= index < page->item_count) without copying
      * it: the cheap way to keep an item. */
