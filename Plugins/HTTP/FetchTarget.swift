@@ -11,6 +11,9 @@ struct FetchTarget: Sendable {
     /// The key as the cycle check knows it: for link pagination the URL fetched (the refresh
     /// key "" stands for the expanded template), its secrets as references, else the key.
     var chainKey: String
+    /// The walk the cycle check follows the key in (``KeyChains``): the page size and the
+    /// params, but for how to load (hard_refresh, reload).
+    var walk: String
     /// The POST body, when the config has a body template.
     var body: [UInt8]?
     /// The URL with the OAuth2 token filled in where the key holds it as a reference
@@ -63,6 +66,10 @@ struct FetchTarget: Sendable {
         url = text
         // Keys that are URLs hold the url's secrets as references (hidingSecrets): so does the chain.
         chainKey = config.pagination.keysAreURLs ? config.hidingSecrets(text) ?? text : key
+        walk = request.params.keys.sorted().reduce(into: String(pageSize)) { walk, name in
+            guard name != "hard_refresh", name != "reload", let value = request.params[name] else { return }
+            walk += "\u{0}\(name)=\(value)"
+        }
         body = config.bodyTemplate.map { template in
             // The body goes where the URL does: its key's references filled in for a trusted host.
             let bodyKey = config.pagination.keysAreURLs ? "" : config.isTrusted(text) ? config.revealed(key) : key

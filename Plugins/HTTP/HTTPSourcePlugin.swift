@@ -97,7 +97,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         // A refresh starts the chains again; a key the chain already reached in this direction
         // (its page linked back) is the cycle.
-        if let refusal = chains.withLock({ $0.begin(target.chainKey, kind: request.kind) }) {
+        if let refusal = chains.withLock({ $0.begin(target.chainKey, walk: target.walk, kind: request.kind) }) {
             completion.fail(PluginFailure(refusal.status, redact(refusal.message)))
             return
         }
@@ -395,7 +395,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         guard response.header("x-ratelimit-remaining") != "0",
               let keys = response.keysAhead?.keys, !keys.isLast,
               let next = keys.nextKey,
-              !chains.withLock({ $0.goesRound(from: ahead.target.chainKey, to: String(decoding: next, as: UTF8.self)) }) else { return nil }
+              !chains.withLock({ $0.goesRound(from: ahead.target.chainKey, to: String(decoding: next, as: UTF8.self), walk: ahead.target.walk) }) else { return nil }
         return next
     }
 
@@ -489,10 +489,10 @@ final class HTTPSourcePlugin: SourcePlugin {
             malformed(.internal("malformed body from \(url): fields: item \(index) is \(ResponseParsing.kind(of: scan.item(index).bytes)), not an object (fields keeps members of objects)"))
             return
         }
-        let chainKey = exchange.target.chainKey, kind = exchange.kind
+        let chainKey = exchange.target.chainKey, walk = exchange.target.walk, kind = exchange.kind
         let nextGoesRound = chains.withLock { chains in
-            chains.record(keys, of: chainKey, kind: kind, url: url)
-            return keys.nextKey.map { chains.refusal(of: String(decoding: $0, as: UTF8.self), kind: .append) != nil } ?? false
+            chains.record(keys, of: chainKey, walk: walk, kind: kind, url: url)
+            return keys.nextKey.map { chains.refusal(of: String(decoding: $0, as: UTF8.self), walk: walk, kind: .append) != nil } ?? false
         }
         // After an append the caller is paging on: the next appends are likely (after a refresh
         // it may be the only page wanted, and a request ahead would be spent for nothing).
@@ -680,50 +680,64 @@ final class HTTPSourcePlugin: SourcePlugin {
     }
 }
 
-/// The keys loaded in each direction since the last refresh, each with the key of the page
-/// whose link led to it. A link to a key already reached in its direction (A -> B -> A, however
-/// long, or a page to itself) stays on its page, whose items are new, and the load of that key
-/// in that direction fails instead of paging forever.
+/// The keys loaded in each direction since the last refresh of each walk, each with the key of
+/// the page whose link led to it. A walk is the loads of one page size and params (a `pager
+/// serve` client's query): walks of other queries, and those of one query meeting at a key by
+/// other routes (data changed between them), never refuse each other's keys. A link back to a
+/// page the walk came through (A -> B -> A, however long, or a page to itself) stays on its
+/// page, whose items are new, and the load of that key in that direction fails instead of
+/// paging forever.
 struct KeyChains {
-    private var after: [String: String] = [:]
-    private var before: [String: String] = [:]
-    /// Keys whose load in a direction would go round again, and why.
-    private var repeatsAfter: [String: String] = [:]
-    private var repeatsBefore: [String: String] = [:]
-    private static let root = "\u{0}refresh"
+    private struct Chain {
+        var after: [String: String] = [:]
+        var before: [String: String] = [:]
+        /// Keys whose load in a direction would go round again, and why.
+        var repeatsAfter: [String: String] = [:]
+        var repeatsBefore: [String: String] = [:]
+    }
 
-    /// The load of `key` as `kind` begins: a refresh starts the chains again from it; otherwise
-    /// why loading it would go round the chain again, if it would.
-    mutating func begin(_ key: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
-        guard kind == .refresh else { return refusal(of: key, kind: kind) }
-        self = KeyChains()
-        after = [key: Self.root]
-        before = [key: Self.root]
+    private var chains: [String: Chain] = [:]
+    private static let root = "\u{0}refresh"
+    /// The most walks, and keys a walk, kept (a `pager serve` of many queries, each paged far):
+    /// past them, the chains start again (a cycle is then found within its length).
+    private static let maxWalks = 1024, maxKeys = 100_000
+
+    /// The load of `key` as `kind` in walk `walk` begins: a refresh starts its chains again from
+    /// it; otherwise why loading it would go round the chain again, if it would.
+    mutating func begin(_ key: String, walk: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
+        guard kind == .refresh else { return refusal(of: key, walk: walk, kind: kind) }
+        if chains[walk] == nil, chains.count >= Self.maxWalks { chains = [:] }
+        chains[walk] = Chain(after: [key: Self.root], before: [key: Self.root])
         return nil
     }
 
     /// Records the links of the page of `key`, loaded as `kind` from `url`.
-    mutating func record(_ page: PageContent, of key: String, kind: PagingPluginRequest.Kind, url: String) {
+    mutating func record(_ page: PageContent, of key: String, walk: String, kind: PagingPluginRequest.Kind, url: String) {
+        // Taken out while it changes: changed in the dictionary, its maps would be copied.
+        var chain = chains.removeValue(forKey: walk) ?? Chain()
         if kind != .prepend, let next = page.nextKey.map({ String(decoding: $0, as: UTF8.self) }) {
-            Self.link(&after, &repeatsAfter, from: key, to: next, direction: "next", url: url)
+            Self.link(&chain.after, &chain.repeatsAfter, from: key, to: next, direction: "next", url: url)
         }
         if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
-            Self.link(&before, &repeatsBefore, from: key, to: prev, direction: "previous", url: url)
+            Self.link(&chain.before, &chain.repeatsBefore, from: key, to: prev, direction: "previous", url: url)
         }
+        if chains.count >= Self.maxWalks { chains = [:] }
+        chains[walk] = chain
     }
 
     /// Whether the page of `key`, once loaded as an append, would link round the chain to
     /// `next` (what `record` would then find): a page fetched ahead is recorded only when it is
     /// asked for.
-    func goesRound(from key: String, to next: String) -> Bool {
-        next == key || repeatsAfter[next] != nil || after[next].map { $0 != key } ?? false
+    func goesRound(from key: String, to next: String, walk: String) -> Bool {
+        guard let chain = chains[walk] else { return next == key }
+        return next == key || chain.repeatsAfter[next] != nil || Self.leadsBack(chain.after, from: key, to: next)
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.
-    func refusal(of key: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
+    func refusal(of key: String, walk: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
         switch kind {
-        case .append: repeatsAfter[key].map { .invalidRequest($0) }
-        case .prepend: repeatsBefore[key].map { .invalidRequest($0) }
+        case .append: chains[walk]?.repeatsAfter[key].map { .invalidRequest($0) }
+        case .prepend: chains[walk]?.repeatsBefore[key].map { .invalidRequest($0) }
         case .refresh: nil
         }
     }
@@ -732,11 +746,24 @@ struct KeyChains {
                              direction: String, url: String) {
         if target == key {
             repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" is the page itself"
-        } else if let parent = map[target], parent != key {
-            repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh"
+        } else if leadsBack(map, from: key, to: target) {
+            repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh, before this page"
         } else {
+            if map.count >= maxKeys { map = [:] }
             map[target] = key
         }
+    }
+
+    /// Whether `target` is a page the walk came through to reach `key` (its link's page, that
+    /// page's, and so on back to the refresh). Every link recorded leads from a page not reached
+    /// through its target, so the way back ends.
+    private static func leadsBack(_ map: [String: String], from key: String, to target: String) -> Bool {
+        var page = key
+        while let parent = map[page], parent != root {
+            if parent == target { return true }
+            page = parent
+        }
+        return false
     }
 }
 

@@ -705,4 +705,40 @@ struct HTTPSourcePluginTests {
         print(line)
         FileHandle.standardError.write(Data((line + "\n").utf8))
     }
+
+    /// Found by a probe of `pager serve`: the cycle check kept one record for every walk of the
+    /// source, so two walks meeting at a key by other routes (a client whose first page came
+    /// after the data changed; another query's) were refused as a "pagination cycle", until a
+    /// client asked for a first page again. Each walk (page size and params) keeps its own chain,
+    /// and only a link back to a page the walk came through is a cycle.
+    @Test func walksThatMeetAtAKeyByOtherRoutes_areNoCycle() async throws {
+        let dropped = Mutex(0) // items with ids below it are gone
+        let server = try startServer { request in
+            let after = Int(request.query["after"] ?? "") ?? -1, limit = Int(request.query["limit"] ?? "") ?? 10
+            let start = max(after + 1, dropped.withLock { $0 }, Int(request.query["min"] ?? "") ?? 0)
+            let ids = start..<min(start + limit, 100)
+            return .json(#"{"data":\#(itemsJSON(ids)),"next":\#(ids.upperBound < 100 ? "\(ids.upperBound - 1)" : "null")}"#)
+        }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/cursor?limit={pageSize}&after={key}&min={param.min}", "items": "/data", "prefetch": false, "#
+                                    + #""pagination": {"type": "cursor", "next": "/next", "first": "-1"}}"#)
+        let pager = Pager(source: source, deduplication: .disabled)
+        func load(_ key: PluginKey?, min: Int) async throws -> (ids: [Int], next: PluginKey?) {
+            let params = PagingRequestParams(pageSize: 10, userInfo: ["min": "\(min)"])
+            let page = try await pager.load(key.map { pager.request(.append, key: $0, params: params) } ?? pager.refreshRequest(params: params))
+            return (try ids(page.values), page.nextKey)
+        }
+        // The data changes between two clients' first pages: their walks meet at "19".
+        let a1 = try await load(nil, min: 0)
+        dropped.withLock { $0 = 10 }
+        let b1 = try await load(nil, min: 0)
+        let a2 = try await load(a1.next, min: 0)
+        #expect(a1.ids == Array(0..<10) && b1.ids == Array(10..<20) && a2.ids == Array(10..<20))
+        #expect(try await load(b1.next, min: 0).ids == Array(20..<30))
+        #expect(try await load(a2.next, min: 0).ids == Array(20..<30))
+        // Another query's walk reaches "29" from "19" too.
+        let c1 = try await load(nil, min: 20)
+        #expect(try await load(c1.next, min: 20).ids == Array(30..<40))
+        #expect(try await load(try await load(b1.next, min: 0).next, min: 0).ids == Array(30..<40))
+    }
 }
