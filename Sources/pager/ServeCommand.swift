@@ -33,7 +33,8 @@ struct ServeCommand {
                                 each keeps a copy of its page until it is read; more get 503
                                 (answers of at most 64 KiB are not counted)
       --request-timeout-ms N    a request not answered by then gets 504 (default: the manifest's
-                                timeout_ms, times its retries + 1)
+                                timeout_ms times its retries + 1, the backoff between them, and
+                                1 s for a stored page answering a failed load)
       --header-timeout-ms N     a request's line and headers must arrive within this, however
                                 steadily they trickle in (default 10000), or the connection closes
       --max-connections-per-address N
@@ -82,6 +83,15 @@ struct ServeCommand {
         self.options = options
     }
 
+    /// The default `--request-timeout-ms`: each attempt's `timeout_ms`, the backoff before each
+    /// retry, and a second for what answers a load that failed (`network-first`'s stored page,
+    /// which came after a 504 when the last attempt timed out).
+    static func requestTimeout(for manifest: Manifest) -> Duration {
+        let policy = manifest.retryPolicy
+        let waits = (0..<policy.maxRetries).reduce(Duration.zero) { $0 + policy.backoff.delay(forAttempt: $1 + 1, random: 0) }
+        return manifest.fetchTimeout * (policy.maxRetries + 1) + waits + .seconds(1)
+    }
+
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("serve: a manifest is required\n\n\(Self.help)") }
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
@@ -91,7 +101,7 @@ struct ServeCommand {
                                     recordsStats: true, isolateAll: options.isolateAll,
                                     // Each client pages on its own: one's first page cancels no other's load.
                                     refreshSupersedes: false)
-        let timeout = options.requestTimeout ?? manifest.fetchTimeout * (manifest.retryPolicy.maxRetries + 1)
+        let timeout = options.requestTimeout ?? Self.requestTimeout(for: manifest)
         let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: manifest.source), maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }

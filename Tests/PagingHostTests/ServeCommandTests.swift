@@ -555,6 +555,28 @@ struct ServeCommandTests {
         #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
     }
 
+    /// Found by a probe: `network-first` answers with its stored page when the load fails, but
+    /// the request's default timeout counted each attempt's `timeout_ms` only: with a hung
+    /// source the load failed at that very moment, or after it when the retries waited (here:
+    /// 0.5 s, a second's backoff, a retry refused at once), and the request got 504 first. The
+    /// default counts the backoff, and leaves a second for the stored page.
+    @Test(.timeLimit(.minutes(2)))
+    func networkFirst_answersWithItsStoredPage_whenTheSourceHangs() async throws {
+        let folder = scratchFolder()
+        try #"""
+        {"source": {"plugin": "\#(try await fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "pass_first": 1}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "\#(folder)/store.db", "policy": "network-first"}}],
+         "page_size": 3, "timeout_ms": 500, "retry": {"max_retries": 1, "initial_backoff_ms": 1000, "jitter": 0}}
+        """#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try await ServeProcess([folder + "/m.json"], environment: Self.secret)
+        let first = try server.get("/pages")
+        #expect(first.status == 200, "\(first.text)")
+        let fallback = try server.get("/pages")
+        #expect(fallback.status == 200 && fallback.text == first.text, "\(fallback.status) \(fallback.text) \(server.stderr)")
+        #expect(await server.waitFor("answered with the page this plugin holds"), "\(server.stderr)")
+        #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
+    }
+
     /// A cursor whose page the source no longer has (its upstream answers 404, as an API does
     /// for a stale cursor) gets 410, to start again; an upstream that fails the first page is
     /// still the gateway's failure (502).
