@@ -331,8 +331,9 @@ final class HTTPSourcePlugin: SourcePlugin {
             var again = exchange
             again.renewedToken = true
             send(again, url: url, hops: hops)
-        case 404:
-            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP 404 from \(url): \(config.snippet(response.body))"))
+        case 404, 410:
+            // 410 Gone: a page (a stale cursor's) that was there and is not any more.
+            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP \(status) from \(url): \(config.snippet(response.body))"))
         case 400..<500:
             fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(config.snippet(response.body))"))
         default:
