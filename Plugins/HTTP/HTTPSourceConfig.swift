@@ -248,6 +248,10 @@ struct HTTPSourceConfig: Sendable {
     /// How many pages to fetch ahead while a page is handed out, when their keys are known (GET
     /// only; 0: none).
     var prefetchPages = 0
+    /// How long a page fetched ahead may wait for the fetch that asks for it: an older one is
+    /// dropped, and that fetch sends its own request (it was handed out, and stored as fresh, a
+    /// page as old as the wait).
+    var prefetchMaxAge: Duration = .seconds(10)
     /// The certificates https servers are verified with, instead of the system's (`ca_file`).
     var caFile: String?
 

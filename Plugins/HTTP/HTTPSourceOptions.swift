@@ -104,11 +104,12 @@ enum Auth: Sendable {
 }
 
 extension HTTPSourceConfig {
-    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "ca_file"]
+    static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "prefetch_max_age_ms", "ca_file"]
     /// Pages fetched ahead by default (`"prefetch": true`), and at most.
     static let prefetchPages = 2, maxPrefetchPages = 4
 
-    /// Parses method, body, auth, max_requests_per_second, fields, prefetch and ca_file.
+    /// Parses method, body, auth, max_requests_per_second, fields, prefetch, prefetch_max_age_ms
+    /// and ca_file.
     mutating func parseOptions(_ root: [String: ConfigValue], environment: [String: String]) throws(PluginFailure) {
         if let value = root["method"] {
             guard let text = value.string, ["GET", "POST"].contains(text.uppercased()) else {
@@ -159,6 +160,12 @@ extension HTTPSourceConfig {
             prefetchPages = pages
         } else {
             prefetchPages = method == "GET" ? Self.prefetchPages : 0
+        }
+        if let value = root["prefetch_max_age_ms"] {
+            guard let milliseconds = value.integer, (1...3_600_000).contains(milliseconds) else {
+                throw .invalidConfig("prefetch_max_age_ms: expected a whole number of milliseconds from 1 to 3600000, got \(value)")
+            }
+            prefetchMaxAge = .milliseconds(milliseconds)
         }
     }
 

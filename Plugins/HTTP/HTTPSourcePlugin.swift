@@ -58,7 +58,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         projection = parsed.fields.map { ScanPlan($0.map { JSONPointer(member: $0) }) }
         client = try TransportClient()
         pacer = Pacer(perSecond: parsed.maxRequestsPerSecond)
-        prefetcher = Prefetcher(depth: parsed.prefetchPages)
+        prefetcher = Prefetcher(depth: parsed.prefetchPages, maxAge: parsed.prefetchMaxAge)
         tokens = parsed.auth.flatMap { auth in
             if case .clientCredentials(let url, let id, let secret, let scope) = auth {
                 return TokenCache(tokenURL: url, clientID: id, clientSecret: secret, scope: scope)

@@ -56,6 +56,8 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
         /// The key of the page after this one, known once its response came (nil: none to fetch).
         var next: [UInt8]?
         var waiter: Waiter?
+        /// When the response came.
+        var arrived: ContinuousClock.Instant?
     }
 
     enum Claim {
@@ -69,20 +71,25 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
 
     /// The most pages ahead.
     let depth: Int
+    /// The longest a response ahead waits to be claimed.
+    let maxAge: Duration
     private let state = Mutex<[Ahead]>([])
 
-    init(depth: Int) {
+    init(depth: Int, maxAge: Duration) {
         self.depth = depth
+        self.maxAge = maxAge
     }
 
     /// Claims what was fetched ahead for `url` and `body`; when that is not the oldest page
-    /// ahead, every page ahead is dropped, and the transfers still running are returned to cancel.
+    /// ahead, or its response is older than `maxAge`, every page ahead is dropped, and the
+    /// transfers still running are returned to cancel.
     func claim(url: String, body: [UInt8]?, waiter: Waiter) -> (Claim, cancel: [UInt64]) {
         state.withLock { queue in
             guard let oldest = queue.first else { return (.none, []) }
             // Claimed already: it stays its waiter's.
             guard oldest.waiter == nil else { return (.none, []) }
-            guard oldest.url == url, oldest.body == body else {
+            let stale = oldest.arrived.map { .now - $0 > maxAge } ?? false
+            guard oldest.url == url, oldest.body == body, !stale else {
                 let running = queue.compactMap { $0.response == nil ? $0.transfer : nil }
                 queue = []
                 return (.none, running)
@@ -153,6 +160,7 @@ final class Prefetcher<Waiter: Sendable>: Sendable {
             }
             queue[index].response = response
             queue[index].next = next
+            queue[index].arrived = .now
             return nil
         }
     }

@@ -538,6 +538,10 @@ struct HTTPSourcePluginTests {
             #expect(failure(#"{"url": "http://x/{key}", "prefetch": \#(bad)}"#).hasPrefix("prefetch: expected true, false or a number of pages from 0 to 4, got "), "\(bad)")
         }
         #expect(failure(#"{"url": "http://x/{key}", "method": "POST", "prefetch": 0}"#) == "created")
+        for bad in ["0", "3600001", "1.5", "\"10\""] {
+            #expect(failure(#"{"url": "http://x/{key}", "prefetch_max_age_ms": \#(bad)}"#)
+                .hasPrefix("prefetch_max_age_ms: expected a whole number of milliseconds from 1 to 3600000, got "), "\(bad)")
+        }
         #expect(failure(#"{}"#).hasPrefix("url: required"))
         #expect(failure(#"{"url": "ftp://x/{key}"}"#).hasPrefix("url: expected an absolute http(s) URL"))
         #expect(failure(#"{"url": "http://x/{nope}"}"#).hasPrefix("url: unknown placeholder {nope}"))

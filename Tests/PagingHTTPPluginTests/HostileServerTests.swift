@@ -501,6 +501,24 @@ struct HostileServerTests {
         #expect(try await requested() == afterFour)
     }
 
+    /// Found by a probe: a page fetched ahead waited for its fetch however long it took (30 s
+    /// later it was handed out, and stored as fresh). One older than `prefetch_max_age_ms` is
+    /// dropped, and the fetch that asks for it sends its own request.
+    @Test func aPageAheadOlderThanItsMaxAge_isFetchedAgain() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "prefetch": 1, "prefetch_max_age_ms": 300}"#)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 2)
+        var page = try await pager.load(pager.refreshRequest(params: params))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try await eventually { try await server.seen().count == 3 })
+        try await Task.sleep(for: .milliseconds(400))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try ids(page.values) == [30, 31])
+        let expected = ["page=1", "page=2", "page=3", "page=3", "page=4"]
+        #expect(try await eventually { try await server.seen().compactMap { $0["query"] as? String } == expected })
+    }
+
     /// The keys of a page fetched ahead are found once, for the page size it was asked with: a
     /// fetch that claims it with another page size gets keys for its own (2 items of 3 asked
     /// is the last page; of 2 asked, it was not).
