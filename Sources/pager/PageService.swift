@@ -123,7 +123,7 @@ final class PageService: Sendable {
         do {
             loaded = try await within(timeout, countingAbandonedIn: abandoned) { try await pager.load(pagingRequest) }
         } catch is ServeTimeout {
-            Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key): no answer within \(timeout)")
+            Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\": no answer within \(timeout)")
             return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
         } catch where Task.isCancelled {
             // Its client went away, and the load was cancelled: answered to no one, counted
@@ -131,7 +131,7 @@ final class PageService: Sendable {
             return .error(499, "the client closed its connection before the answer")
         } catch {
             // The details (plugin, upstream) go to the log, not to the client.
-            Output.problem("pager serve: \(pagingRequest.kind) at \(pagingRequest.key) failed: \(error)")
+            Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\" failed: \(error)")
             let status = (error as? PluginError)?.status
             // The source no longer has the page a cursor it gave out named (the data changed
             // under it): the client's to start again, not a failing upstream.

@@ -602,6 +602,8 @@ struct ServeCommandTests {
         gone.withLock { $0 = true }
         let failed = try server.get("/pages")
         #expect(failed.status == 502, "\(failed.status) \(failed.text)")
+        // The first page's key is empty: quoted, the line says so (it read "refresh at  failed").
+        #expect(await server.waitFor(#"pager serve: refresh of key "" failed: "#), "\(server.stderr)")
         #expect(try server.get("/metrics").text.contains(#"pager_http_requests_total{route="/pages",code="410"} 1"#))
     }
 
