@@ -347,8 +347,9 @@ static int pg_connect(pg_state *st, int force)
 }
 
 /* Runs a statement with parameters; returns its result when its status is `expect`, else NULL
- * (logged). A lost connection is re-established at once and the statement run again, once.
- * [under conn_lock] */
+ * (logged). A lost connection is re-established at once and the statement run again, once; a
+ * statement unanswered for its whole wait counts the server as down at once (a new connection to
+ * a server that stopped answering waited connect_timeout_ms more). [under conn_lock] */
 static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n, const Oid *types,
                          const char *const *values, const int *lens, const int *formats, int binary_result,
                          ExecStatusType expect)
@@ -357,8 +358,9 @@ static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n,
     char why[500], msg[800];
     for (attempt = 0; attempt < 2; attempt++) {
         PGresult *r;
+        int64_t wait = st->statement_timeout_ms + 1000, began = pstore_now_ms();
         if (!pg_connect(st, attempt > 0)) return NULL;
-        r = pg_query(st->conn, st->statement_timeout_ms + 1000, sql, n, types, values, lens, formats, binary_result, why, sizeof why);
+        r = pg_query(st->conn, wait, sql, n, types, values, lens, formats, binary_result, why, sizeof why);
         if (PQresultStatus(r) == expect) return r;
         if (r != NULL) pg_message(PQerrorMessage(st->conn), why, sizeof why);
         PQclear(r);
@@ -367,6 +369,7 @@ static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n,
             pstore_warn(st->host, &st->warn_bad, msg);
             return NULL;
         }
+        if (r == NULL && pstore_now_ms() - began >= wait) break;
         PQfinish(st->conn);
         st->conn = NULL;
     }
