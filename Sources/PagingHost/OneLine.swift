@@ -3,9 +3,10 @@
 /// start a line of its own nor steer a terminal, and a text too long is cut with a note.
 package enum OneLine {
     /// `text` with its control characters escaped: `\n`, `\r`, `\t`, and `\u00XX` for the other
-    /// C0 controls, DEL and the C1 controls (U+0080–U+009F). When `text` is longer than `limit`
-    /// UTF-8 bytes, only its first `limit` bytes (cut between characters) are kept, followed by
-    /// ` … (N more bytes)`.
+    /// C0 controls, DEL and the C1 controls (U+0080–U+009F); the bidirectional controls
+    /// (``isBidiControl(_:)``) as `\uXXXX` too: a line could otherwise reorder what a terminal
+    /// shows of it and of the lines around. When `text` is longer than `limit` UTF-8 bytes, only
+    /// its first `limit` bytes (cut between characters) are kept, followed by ` … (N more bytes)`.
     ///
     /// One pass over the bytes that are kept, so linear in their number whatever the text holds;
     /// the result is at most six bytes for each byte kept, plus the note.
@@ -15,28 +16,45 @@ package enum OneLine {
         let rest = whole.utf8.count - text.utf8.count
         let note = rest > 0 ? " … (\(rest) more bytes)" : ""
         guard text.utf8.contains(where: needsScan) else { return String(text) + note }
+        let utf8 = Array(text.utf8)
         var bytes: [UInt8] = []
-        bytes.reserveCapacity(text.utf8.count + 16)
-        var previous: UInt8 = 0
-        for byte in text.utf8 {
-            defer { previous = byte }
+        bytes.reserveCapacity(utf8.count + 16)
+        var index = 0
+        while index < utf8.count {
+            let byte = utf8[index]
+            index += 1
             switch byte {
             case 0x0A: appendEscape(UInt8(ascii: "n"), to: &bytes)
             case 0x0D: appendEscape(UInt8(ascii: "r"), to: &bytes)
             case 0x09: appendEscape(UInt8(ascii: "t"), to: &bytes)
-            case 0x00..<0x20, 0x7F: appendCodeEscape(byte, to: &bytes)
-            case 0x80...0x9F where previous == 0xC2:
-                // A C1 control is 0xC2 then this byte: the lead byte already went out.
-                bytes.removeLast()
-                appendCodeEscape(byte, to: &bytes)
+            case 0x00..<0x20, 0x7F: appendCodeEscape(UInt32(byte), to: &bytes)
+            case 0xC2, 0xD8, 0xE2:
+                // A lead byte: of a C1 control (0xC2 0x80–0x9F) or a bidirectional control
+                // (U+061C: 0xD8 0x9C; the others 0xE2 and two more). The text is valid UTF-8.
+                let length = byte == 0xE2 ? 3 : 2
+                guard index + length - 1 <= utf8.count else { fallthrough }
+                let value = utf8[index..<(index + length - 1)].reduce(UInt32(byte) & (length == 3 ? 0x0F : 0x1F)) { $0 << 6 | UInt32($1 & 0x3F) }
+                guard (0x80...0x9F).contains(value) || Unicode.Scalar(value).map(isBidiControl) == true else { fallthrough }
+                appendCodeEscape(value, to: &bytes)
+                index += length - 1
             default: bytes.append(byte)
             }
         }
         return String(decoding: bytes, as: UTF8.self) + note
     }
 
-    /// Whether a byte may start or be part of a control character (C1 controls start with 0xC2).
-    private static func needsScan(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F || byte == 0xC2 }
+    /// The bidirectional formatting characters (ALM, LRM, RLM, the embeddings, overrides and
+    /// isolates).
+    package static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
+        switch scalar.value {
+        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+        default: false
+        }
+    }
+
+    /// Whether a byte may start or be part of a character escaped (C1 controls start with 0xC2,
+    /// the bidirectional controls with 0xD8 or 0xE2).
+    private static func needsScan(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7F || byte == 0xC2 || byte == 0xD8 || byte == 0xE2 }
 
     /// Where the kept part of `utf8` ends: its end when it holds at most `limit` bytes, else
     /// at most `limit` bytes in, between two scalars.
@@ -56,12 +74,9 @@ package enum OneLine {
         bytes.append(letter)
     }
 
-    /// `\u00XX`.
-    private static func appendCodeEscape(_ value: UInt8, to bytes: inout [UInt8]) {
+    /// `\uXXXX` of a value below 0x10000.
+    private static func appendCodeEscape(_ value: UInt32, to bytes: inout [UInt8]) {
         appendEscape(UInt8(ascii: "u"), to: &bytes)
-        bytes.append(UInt8(ascii: "0"))
-        bytes.append(UInt8(ascii: "0"))
-        bytes.append(hexDigits[Int(value >> 4)])
-        bytes.append(hexDigits[Int(value & 0xF)])
+        for shift in stride(from: 12, through: 0, by: -4) { bytes.append(hexDigits[Int(value >> UInt32(shift) & 0xF)]) }
     }
 }

@@ -288,7 +288,7 @@ private struct Screen {
         for scalar in text.unicodeScalars {
             if scalar == "\t" || scalar == "\n" || scalar == "\r" {
                 scalars.append(" ")
-            } else if scalar.properties.generalCategory == .control || Self.isBidiControl(scalar) {
+            } else if scalar.properties.generalCategory == .control || OneLine.isBidiControl(scalar) {
                 scalars.append("\u{FFFD}")
             } else {
                 scalars.append(scalar)
@@ -304,15 +304,6 @@ private struct Screen {
             width += needed
         }
         return line + "…"
-    }
-
-    /// The bidirectional formatting characters (ALM, LRM, RLM, the embeddings, overrides and
-    /// isolates).
-    static func isBidiControl(_ scalar: Unicode.Scalar) -> Bool {
-        switch scalar.value {
-        case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
-        default: false
-        }
     }
 
     /// The columns a terminal gives `character`: its scalars' widths, at most 2.

@@ -243,6 +243,10 @@ struct PagerOutputTests {
         #expect(OneLine.escape("aé", limit: 2) == "a … (2 more bytes)")
         #expect(OneLine.escape("\n\n\n", limit: 1) == #"\n … (2 more bytes)"#)
         #expect(OneLine.escape("", limit: 0) == "")
+        // The bidirectional controls (found by a probe: a plugin's U+202E reordered its log line
+        // on the terminal; browse had replaced them), and their neighbours, which are left.
+        #expect(OneLine.escape("a\u{202E}b\u{2066}c\u{200F}d\u{061C}e\u{2026}f\u{2028}g\u{0627}h\u{2069}")
+            == #"a\u202eb\u2066c\u200fd\u061ce"# + "\u{2026}f\u{2028}g\u{0627}h" + #"\u2069"#)
     }
 
     /// A manifest error's description escapes the whole message, in one pass (it took 8.8 s for
