@@ -27,6 +27,9 @@ enum CallHandle {
             case .transform: "page out (transform)"
             }
         }
+
+        /// "a config (create)", "an out (intercept)": the kind after its article.
+        var withArticle: String { self == .intercept ? "an \(self)" : "a \(self)" }
     }
 
     /// What the calling thread is running: the innermost call of the host into a plugin.
@@ -99,7 +102,7 @@ enum CallHandle {
     /// Logs the refusal and remembers it, for the call the handle belongs to if it still runs
     /// (`liveHere`: on this thread, where the handle was passed as one of another kind).
     private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String, liveHere: Bool) {
-        let remembered = liveHere ? "passed to \(function), which takes a \(kind) handle" : "used from another thread while the call ran"
+        let remembered = liveHere ? "passed to \(function), which takes \(kind.withArticle) handle" : "used from another thread while the call ran"
         refusedTokens.withLock { tokens in
             if tokens.count == 64 { tokens.removeFirst() }
             tokens.append((token, remembered))
@@ -111,11 +114,11 @@ enum CallHandle {
         if token == 0 {
             why = "a NULL \(kind) handle"
         } else if let current, current.token >> 40 == token >> 40, current.token != token {
-            why = "a \(kind) handle kept from an earlier call, used during a later one"
+            why = "\(kind.withArticle) handle kept from an earlier call, used during a later one"
         } else if current?.token == token {
-            why = "a \(current!.kind) handle where a \(kind) handle was expected"
+            why = "\(current!.kind.withArticle) handle where \(kind.withArticle) handle was expected"
         } else {
-            why = "a \(kind) handle used after its call returned, or from another thread"
+            why = "\(kind.withArticle) handle used after its call returned, or from another thread"
         }
         owner?.log(.error, "\(function): \(why); refused")
     }

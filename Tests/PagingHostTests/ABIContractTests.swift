@@ -131,10 +131,10 @@ struct ABIContractTests {
         }
         #expect(source.refreshKey == PluginKey("0"))
         let refusals = log.messages.filter { $0.hasSuffix("; refused") }
-        #expect(refusals.contains { $0.contains("out_set_key: a out (intercept) handle kept from an earlier call, used during a later one") })
+        #expect(refusals.contains { $0.contains("out_set_key: an out (intercept) handle kept from an earlier call, used during a later one") })
         #expect(refusals.contains { $0.contains("out_add_item") } && refusals.contains { $0.contains("out_set_flags") })
         #expect(refusals.contains { $0.contains("config_string: a config (create) handle") })
-        #expect(refusals.contains { $0.contains("out_set_param: a out (intercept) handle used after its call returned, or from another thread") })
+        #expect(refusals.contains { $0.contains("out_set_param: an out (intercept) handle used after its call returned, or from another thread") })
         #expect(refusals.contains { $0.contains("keys_set: a keys out (refresh_key/key_chain) handle") })
         #expect(log.count(containing: "kept config read: NULL") == 2)
         #expect(log.count(containing: "thread use refused") == 1)

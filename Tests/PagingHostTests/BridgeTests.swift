@@ -270,7 +270,7 @@ struct BridgeTests {
             #expect(error.message.contains("the call's out (intercept) handle was passed to keys_set, which takes a keys out (refresh_key/key_chain) handle; refused"),
                     "\(error.message)")
         }
-        #expect(log.contains("keys_set: a out (intercept) handle where a keys out (refresh_key/key_chain) handle was expected; refused"), "\(log.messages)")
+        #expect(log.contains("keys_set: an out (intercept) handle where a keys out (refresh_key/key_chain) handle was expected; refused"), "\(log.messages)")
     }
 
     @Test func completionFromAForeignThreadAfterDestroy_isRefused() async throws {
