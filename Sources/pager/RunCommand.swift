@@ -14,7 +14,8 @@ struct RunCommand {
     (after a first refresh), else all of them once the steps are done. Progress and state go
     to stderr.
 
-    steps (in the order given; default: --refresh):
+    steps (in the order given; default: --refresh; after a step fails, those up to the next
+    --retry are skipped):
       --refresh         load the first page, replacing everything
       --hard-refresh    the same, from the source: its page replaces what stores and caches
                         hold (should it fail, they keep it)
