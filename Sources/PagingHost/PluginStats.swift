@@ -26,6 +26,8 @@ public final class PluginStats: Sendable {
         /// Calls that took at most each of ``PluginStats/histogramBounds`` (cumulative, as
         /// Prometheus' histograms count), to the precision of the buckets.
         public var histogram: [Int] = []
+        /// The time of every call, added up, in seconds (Prometheus' `_sum`).
+        public var seconds = 0.0
     }
 
     /// The latency bounds of ``Snapshot/histogram``: 1 ms to 10 s.
@@ -41,6 +43,7 @@ public final class PluginStats: Sendable {
         var completions = 0
         var failures: [String: Int] = [:]
         var buckets = [Int](repeating: 0, count: PluginStats.bucketCount)
+        var seconds = 0.0
     }
 
     private struct Published {
@@ -56,9 +59,11 @@ public final class PluginStats: Sendable {
 
     /// Records a call that began at `start`: `failure` is its status when it failed.
     func record(since start: ContinuousClock.Instant, completed: Bool = false, failure: PluginStatus? = nil) {
-        let bucket = Self.bucket(for: ContinuousClock.now - start)
+        let took = ContinuousClock.now - start
+        let bucket = Self.bucket(for: took)
         calls.withLock { calls in
             calls.calls += 1
+            calls.seconds += took.seconds
             if completed { calls.completions += 1 }
             if let failure { calls.failures[failure.description, default: 0] += 1 }
             calls.buckets[bucket] += 1
@@ -107,6 +112,7 @@ public final class PluginStats: Sendable {
             snapshot.calls = calls.calls
             snapshot.completions = calls.completions
             snapshot.failures = calls.failures
+            snapshot.seconds = calls.seconds
             snapshot.p50 = Self.percentile(0.50, of: calls.buckets, total: calls.calls)
             snapshot.p99 = Self.percentile(0.99, of: calls.buckets, total: calls.calls)
             snapshot.histogram = Self.histogramBounds.map { bound in

@@ -383,7 +383,7 @@ final class ServeMetrics: Sendable {
         out += "# HELP pager_plugin_call_duration_seconds Time of each call into a plugin.\n"
         out += "# TYPE pager_plugin_call_duration_seconds histogram\n"
         for plugin in plugins {
-            histogram("pager_plugin_call_duration_seconds", labels(plugin), plugin.stats.histogram, count: plugin.stats.calls, sum: nil, into: &out)
+            histogram("pager_plugin_call_duration_seconds", labels(plugin), plugin.stats.histogram, count: plugin.stats.calls, sum: plugin.stats.seconds, into: &out)
         }
         out += "# HELP pager_plugin_counter What a plugin counted (a store's hits and misses, for one).\n# TYPE pager_plugin_counter counter\n"
         for plugin in plugins {
@@ -400,12 +400,12 @@ final class ServeMetrics: Sendable {
         return out
     }
 
-    private func histogram(_ name: String, _ labels: String, _ cumulative: [Int], count: Int, sum: Double?, into out: inout String) {
+    private func histogram(_ name: String, _ labels: String, _ cumulative: [Int], count: Int, sum: Double, into out: inout String) {
         for (bound, value) in zip(PluginStats.histogramBounds, cumulative) {
             out += "\(name)_bucket{\(labels),le=\"\(bound.seconds)\"} \(value)\n"
         }
         out += "\(name)_bucket{\(labels),le=\"+Inf\"} \(count)\n"
-        if let sum { out += "\(name)_sum{\(labels)} \(sum)\n" }
+        out += "\(name)_sum{\(labels)} \(sum)\n"
         out += "\(name)_count{\(labels)} \(count)\n"
     }
 

@@ -446,6 +446,8 @@ struct ServeCommandTests {
         #expect(text.contains(#"pager_http_request_duration_seconds_count{route="/pages"} 2"#))
         #expect(text.contains(#"pager_plugin_calls_total{plugin="offsets",kind="source",at="$.source"} 1"#))
         #expect(text.contains(#"pager_plugin_call_duration_seconds_bucket{plugin="offsets",kind="source",at="$.source",le="+Inf"} 1"#))
+        // With its sum, as every Prometheus histogram has (an average latency is sum / count).
+        #expect(text.contains(#"pager_plugin_call_duration_seconds_sum{plugin="offsets",kind="source",at="$.source"} "#), "\(text)")
         // Every sample line is a name, optional labels and a number.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             #expect(line.wholeMatch(of: /[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+/) != nil, "\(line)")
