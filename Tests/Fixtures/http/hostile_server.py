@@ -292,6 +292,11 @@ class Handler(loopback.Handler):
         elif path == "/token-refused-json":
             self.send(200, json.dumps({"error": "invalid_client", "other": "tok-other-secret-1",
                                        "error_description": "no client with secret client-secret-789"}).encode())
+        elif path == "/token-refused-400":
+            # RFC 6749 5.2's refusal, with the form it was sent echoed back beside it.
+            with seen_lock:
+                echo = seen[-1]["body"]
+            self.send(400, json.dumps({"error": "invalid_client", "error_description": "unknown client", "echo": echo}).encode())
         elif path == "/token-nested":
             self.send(200, json.dumps({"data": {"access_token": "tok-nested-secret-1"}}).encode())
         elif path == "/token-short":
