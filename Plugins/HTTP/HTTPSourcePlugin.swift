@@ -359,17 +359,22 @@ final class HTTPSourcePlugin: SourcePlugin {
         send(ahead, url: target.url, hops: [])
     }
 
-    /// The request `ahead` ended with `response`, or nil when it was not sent. A fetch waiting
-    /// for it takes a 2xx as its page, and a transfer that failed (a timeout) as its failure: its
-    /// own request would have it wait as long again. Any other answer, and any but a 2xx for a
-    /// fetch that asks later, is dropped: the fetch sends its own request, which reports it.
+    /// The request `ahead` ended with `response`, or nil when it was not sent. The fetch that
+    /// asks for it takes a 2xx as its page, and an answer that asks to wait (``asksToWait(_:)``)
+    /// as its failure, the wait its retry hint: its own request at once would not wait. A fetch
+    /// waiting for it also takes a transfer that failed (a timeout) as its failure: its own
+    /// request would have it wait as long again. Any other answer is dropped: the fetch sends
+    /// its own request, which reports it.
     private func aheadEnded(_ ahead: Exchange, _ response: TransportResponse?) {
         let url = ahead.target.url
-        var usable = false
-        if let response, case .response = response.outcome { usable = (200..<300).contains(response.status) }
-        switch prefetcher.arrived(url: url, usable: usable) {
+        var page = false, wait = false
+        if let response, case .response = response.outcome {
+            page = (200..<300).contains(response.status)
+            wait = !page && Self.asksToWait(response)
+        }
+        switch prefetcher.arrived(url: url, usable: page || wait) {
         case .waiter(let waiter):
-            if let response, usable || response.failedInTransfer {
+            if let response, page || wait || response.failedInTransfer {
                 received(response, waiter, url: url, hops: [])
             } else {
                 send(waiter, url: url, hops: [])
@@ -377,8 +382,9 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .keep:
             guard let response else { return }
             let stored = StoredResponse(response, scannedWith: plan)
-            stored.keys = stored.withResponse { keysAhead(of: $0, ahead.target) }
-            let next = stored.withResponse { nextKey(after: $0, ahead) }
+            // Nothing is fetched after an answer that asks to wait.
+            if page { stored.keys = stored.withResponse { keysAhead(of: $0, ahead.target) } }
+            let next = page ? stored.withResponse { nextKey(after: $0, ahead) } : nil
             if let waiter = prefetcher.store(url: url, stored, next: next) {
                 stored.withResponse { received($0, waiter, url: url, hops: []) }
             } else if let key = prefetcher.keyToFetch(after: nil) {
@@ -386,6 +392,17 @@ final class HTTPSourcePlugin: SourcePlugin {
             }
         case .drop:
             return
+        }
+    }
+
+    /// Whether an answer asks the client to wait before it asks again: a 429, a 403 saying
+    /// `X-RateLimit-Remaining: 0` (GitHub), a 5xx saying how long (`Retry-After`).
+    static func asksToWait(_ response: TransportResponse) -> Bool {
+        switch response.status {
+        case 429: true
+        case 403: response.header("x-ratelimit-remaining") == "0"
+        case 500..<600: ResponseParsing.rateLimitWait(response) != nil
+        default: false
         }
     }
 

@@ -535,6 +535,25 @@ struct HostileServerTests {
         #expect(try await server.seen().count == 4, "the page ahead was asked for again")
     }
 
+    /// Found by a probe: a 429 (a 403 rate limit, a 503 saying when) to a page fetched ahead
+    /// was dropped, and the fetch that asked for it sent its own request at once, not waiting
+    /// as the server said. The fetch fails with it, the server's wait its retry hint.
+    @Test func aPageAheadAnswered429_failsItsFetchWithTheWait_insteadOfAskingAgainAtOnce() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/busy-third?page={key}", "items": "/items"}"#)
+        let pager = Pager(source: source)
+        let params = PagingRequestParams(pageSize: 2)
+        var page = try await pager.load(pager.refreshRequest(params: params))
+        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        #expect(try await eventually { try await server.seen().count == 3 })
+        let error = await #expect(throws: PluginError.self) {
+            _ = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
+        }
+        #expect(error?.status == .transient && error?.retryAfter == .seconds(7), "\(String(describing: error))")
+        #expect(error?.message.contains("HTTP 429 from \(server.baseURL)/busy-third?page=3") == true, "\(String(describing: error))")
+        #expect(try await server.seen().compactMap { $0["query"] as? String } == ["page=1", "page=2", "page=3"])
+    }
+
     /// A page ahead saying the rate limit is spent sends nothing after it: the fetch that claims
     /// it pauses for the reset (here longer than the timeout: the next load fails at once).
     @Test func aPageAheadSayingTheLimitIsSpent_stopsThePagesAhead() async throws {

@@ -77,6 +77,7 @@ Paths (query strings are ignored unless said):
                        with &reset=R, that X-RateLimit-Reset ("fraction": an epoch time 500.5 s
                        ahead, written with a tenth)
   /limited-third?page=N  items; page 3 says X-RateLimit-Remaining: 0, the reset 1,000 s ahead
+  /busy-third?page=N     items; the first request for page 3 gets 429 with Retry-After: 7
   /echo-key-lower      400 {"error": "bad key <the api_key of the query, percent-encoded in lower case>"}
   /link-key-lower?page=N  items; Link rel="next" with the api_key of the query percent-encoded in
                        lower case (pages 1 and 2)
@@ -433,6 +434,13 @@ class Handler(loopback.Handler):
         elif path == "/limited-third":
             spent = [("X-RateLimit-Remaining", "0"), ("X-RateLimit-Reset", str(int(time.time()) + 1000))]
             self.send(200, items_body(page), headers=spent if page == 3 else [("X-RateLimit-Remaining", "10")])
+        elif path == "/busy-third":
+            with seen_lock:
+                asked = sum(1 for s in seen if s["path"] == path and s["query"] == f"page={page}")
+            if page == 3 and asked == 1:
+                self.send(429, b'{"message":"slow down"}', headers=[("Retry-After", "7")])
+            else:
+                self.send(200, items_body(page))
         else:
             self.send(404, b'{"message":"no such fixture"}')
         return True
