@@ -501,17 +501,24 @@ struct HostileServerTests {
         #expect(try await requested() == afterFour)
     }
 
+    /// A pager over `path` (`?page={key}`, pages of 2: `params`) with `options` in its config,
+    /// and the second page it loaded: the third went out ahead (the server saw it).
+    private func pagedToTwo(_ path: String, options: String? = nil) async throws -> (PluginPager, PluginPage, params: PagingRequestParams) {
+        let extra = options.map { ", \($0)" } ?? ""
+        let pager = Pager(source: try makeSource(#"{"url": "\#(server.baseURL)\#(path)?page={key}", "items": "/items"\#(extra)}"#))
+        let params = PagingRequestParams(pageSize: 2)
+        let first = try await pager.load(pager.refreshRequest(params: params))
+        let second = try await pager.load(pager.request(.append, key: try #require(first.nextKey), params: params))
+        #expect(try await eventually { try await server.seen().count == 3 })
+        return (pager, second, params)
+    }
+
     /// Found by a probe: a page fetched ahead waited for its fetch however long it took (30 s
     /// later it was handed out, and stored as fresh). One older than `prefetch_max_age_ms` is
     /// dropped, and the fetch that asks for it sends its own request.
     @Test func aPageAheadOlderThanItsMaxAge_isFetchedAgain() async throws {
         defer { server.stop() }
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}", "items": "/items", "prefetch": 1, "prefetch_max_age_ms": 300}"#)
-        let pager = Pager(source: source)
-        let params = PagingRequestParams(pageSize: 2)
-        var page = try await pager.load(pager.refreshRequest(params: params))
-        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
-        #expect(try await eventually { try await server.seen().count == 3 })
+        var (pager, page, params) = try await pagedToTwo("/items", options: #""prefetch": 1, "prefetch_max_age_ms": 300"#)
         try await Task.sleep(for: .milliseconds(400))
         page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
         #expect(try ids(page.values) == [30, 31])
@@ -540,12 +547,7 @@ struct HostileServerTests {
     /// as the server said. The fetch fails with it, the server's wait its retry hint.
     @Test func aPageAheadAnswered429_failsItsFetchWithTheWait_insteadOfAskingAgainAtOnce() async throws {
         defer { server.stop() }
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/busy-third?page={key}", "items": "/items"}"#)
-        let pager = Pager(source: source)
-        let params = PagingRequestParams(pageSize: 2)
-        var page = try await pager.load(pager.refreshRequest(params: params))
-        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
-        #expect(try await eventually { try await server.seen().count == 3 })
+        let (pager, page, params) = try await pagedToTwo("/busy-third")
         let error = await #expect(throws: PluginError.self) {
             _ = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
         }
@@ -558,12 +560,7 @@ struct HostileServerTests {
     /// it pauses for the reset (here longer than the timeout: the next load fails at once).
     @Test func aPageAheadSayingTheLimitIsSpent_stopsThePagesAhead() async throws {
         defer { server.stop() }
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/limited-third?page={key}", "items": "/items"}"#)
-        let pager = Pager(source: source)
-        let params = PagingRequestParams(pageSize: 2)
-        var page = try await pager.load(pager.refreshRequest(params: params))
-        page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
-        #expect(try await eventually { try await server.seen().count == 3 })
+        var (pager, page, params) = try await pagedToTwo("/limited-third")
         page = try await pager.load(pager.request(.append, key: try #require(page.nextKey), params: params))
         #expect(try ids(page.values) == [30, 31])
         do {
