@@ -532,7 +532,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                 if !plan.checksItems { _ = try plan.scan(response.body, checkingItems: true) }
                 host.log(.error, redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
             } catch {
-                host.log(.error, redact("malformed body from \(url): not JSON: \(error.message)"))
+                host.log(.error, redact("malformed body from \(url): not JSON: \(error.message) (HTTP \(response.status), \(response.body.count) bytes: \(config.snippet(response.body)))"))
             }
         }
     }

@@ -375,8 +375,10 @@ struct HTTPSourcePluginTests {
         let error = try #require(await loadError(source) as? PluginError)
         #expect(error.message.contains("item 1 is not valid JSON"), "\(error.message)")
         #expect(!error.isRetryable)
-        // Logged once the host's refusal returns to the plugin, perhaps after the load ended.
+        // Logged once the host's refusal returns to the plugin, perhaps after the load ended;
+        // with the status and the body's first bytes, as every error of the source says them.
         let expected = "malformed body from \(server.baseURL)/bad-item?page=1: not JSON: unexpected '}'"
+        #expect(await eventually { log.contains(#"(HTTP 200, 46 bytes: {"items": [{"id": 1}, {"id": 2, "name": tru}]})"#) }, "\(log.messages)")
         #expect(await eventually { log.entries.contains { $0.level == .error && $0.message.contains(expected) } }, "\(log.messages)")
 
         let projected = try makeSource(#"{"url": "\#(server.baseURL)/bad-item?page={key}", "items": "/items", "fields": ["id"]}"#)
