@@ -97,8 +97,9 @@
  * With synchronous=NORMAL a committed page can be lost on power failure (not on a process
  * crash); the database stays consistent either way. Several processes may share the file.
  *
- * Extensions offered: paging.health/1 (the store can take a write lock: BEGIN IMMEDIATE, then
- * ROLLBACK; a store another process holds locked longer than the busy timeout is unhealthy), and
+ * Extensions offered: paging.health/1 (the file opened is still at its path, and the store can
+ * take a write lock: BEGIN IMMEDIATE, then ROLLBACK; a file removed or replaced since, or a store
+ * another process holds locked longer than the busy timeout, is unhealthy), and
  * paging.async-intercept/1 (cancel() drops a queued lookup).
  *
  * build (third-party path): cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC \
@@ -158,6 +159,7 @@ typedef struct sqls_state {
     int64_t crash_after_items;
     int64_t max_pages;        /* 0: no bound */
     int said_damaged;         /* a damaged file was logged (once an instance; then at debug) */
+    struct stat opened;       /* the file opened, to tell it was removed or replaced (health) */
     pstore_freshness freshness;
     /* prepared once at create, reused */
     sqlite3_stmt *begin_read, *begin_write, *commit, *rollback;
@@ -632,13 +634,23 @@ static void sqls_handle(paging_interceptor_t *self, const paging_page_t *page)
 
 /* ---- extensions ------------------------------------------------------------------------ */
 
-/* paging.health/1: can the store be written now? */
+/* paging.health/1: is the file opened still the store's, and can it be written now? */
 static paging_status_t sqls_health(void *self)
 {
     sqls_state *st = (sqls_state *)self;
-    char msg[600];
+    char msg[1200];
+    struct stat now;
     int rc;
     pthread_mutex_lock(&st->db_lock);
+    /* Removed or replaced since it was opened (an rm, a restore over it): this process would read
+     * and write the old file, which other processes no longer see, and say it was well. */
+    if (stat(sqlite3_db_filename(st->db, "main"), &now) != 0 || now.st_dev != st->opened.st_dev || now.st_ino != st->opened.st_ino) {
+        snprintf(msg, sizeof msg, "sqlite-store: the store file '%.1000s' was removed or replaced since it was opened: this "
+                 "process reads and writes the old one, which other processes do not see (restart it)", sqlite3_db_filename(st->db, "main"));
+        pthread_mutex_unlock(&st->db_lock);
+        st->host->log(st->host, PAGING_LOG_ERROR, msg);
+        return PAGING_ERR_INTERNAL;
+    }
     rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc == SQLITE_OK) sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
     else snprintf(msg, sizeof msg, "the store cannot be written: %.500s", sqlite3_errmsg(st->db));
@@ -1075,6 +1087,8 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
      * fail to be stored. */
     if (sqlite3_db_readonly(st->db, "main") == 1)
         return sqls_fail_db_with(st, config, path, "cannot write to it", "the file is read-only to this process", SQLITE_READONLY);
+    if (stat(sqlite3_db_filename(st->db, "main"), &st->opened) != 0)
+        return sqls_fail_db_with(st, config, path, "cannot find the file it opened", strerror(errno), SQLITE_CANTOPEN);
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, (int)busy);
     if (!sqls_check_is_store(st, config, path)) return NULL;

@@ -265,9 +265,20 @@ struct ABIContractTests {
         #expect(jsonlines.health() == .unhealthy(.notFound))
         #expect(log.contains("cannot read '\(file)' any more"))
 
+        let storeFile = scratchFolder() + "/store.db"
         let store = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
-            .makeInterceptor(config: .object([("path", .string(scratchFolder() + "/store.db"))]), sink: log.sink)
+            .makeInterceptor(config: .object([("path", .string(storeFile))]), sink: log.sink)
         #expect(store.health() == .healthy)
+        // Found by a probe: a store file removed while open was written on, unseen by other
+        // processes, and said to be well; so was one replaced by another file.
+        try FileManager.default.removeItem(atPath: storeFile)
+        #expect(store.health() == .unhealthy(.internal))
+        #expect(log.contains("sqlite-store: the store file '\(storeFile)' was removed or replaced since it was opened"), "\(log.messages)")
+        let replaced = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
+            .makeInterceptor(config: .object([("path", .string(storeFile))]), sink: log.sink)
+        try FileManager.default.moveItem(atPath: storeFile, toPath: storeFile + ".old")
+        try FileManager.default.copyItem(atPath: storeFile + ".old", toPath: storeFile)
+        #expect(replaced.health() == .unhealthy(.internal))
         let logging = try PluginLibrary.open(path: shippedPlugin("logging")).makeInterceptor(sink: log.sink)
         #expect(logging.health() == .notOffered)
     }
