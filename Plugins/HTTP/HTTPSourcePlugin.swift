@@ -95,8 +95,8 @@ final class HTTPSourcePlugin: SourcePlugin {
             completion.fail(PluginFailure(error.status, redact(error.message)))
             return
         }
-        // A refresh starts the chains again; a key the chain already reached in this direction
-        // (its page linked back) is the cycle.
+        // A refresh starts its walk's chains again; a key a page of the walk linked back to, in
+        // this direction, is the cycle.
         if let refusal = chains.withLock({ $0.begin(target.chainKey, walk: target.walk, kind: request.kind) }) {
             completion.fail(PluginFailure(refusal.status, redact(refusal.message)))
             return
@@ -712,43 +712,58 @@ struct KeyChains {
         /// Keys whose load in a direction would go round again, and why.
         var repeatsAfter: [String: String] = [:]
         var repeatsBefore: [String: String] = [:]
+
+        var size: Int { after.count + before.count + repeatsAfter.count + repeatsBefore.count }
     }
 
     private var chains: [String: Chain] = [:]
+    /// The keys the chains hold, all walks together.
+    private var size = 0
     private static let root = "\u{0}refresh"
-    /// The most walks, and keys a walk, kept (a `pager serve` of many queries, each paged far):
+    /// The most walks, and keys in all, kept (a `pager serve` of many queries, each paged far):
     /// past them, the chains start again (a cycle is then found within its length).
-    private static let maxWalks = 1024, maxKeys = 100_000
+    private static let maxWalks = 1024, maxKeys = 200_000
 
     /// The load of `key` as `kind` in walk `walk` begins: a refresh starts its chains again from
     /// it; otherwise why loading it would go round the chain again, if it would.
     mutating func begin(_ key: String, walk: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
         guard kind == .refresh else { return refusal(of: key, walk: walk, kind: kind) }
-        if chains[walk] == nil, chains.count >= Self.maxWalks { chains = [:] }
-        chains[walk] = Chain(after: [key: Self.root], before: [key: Self.root])
+        let chain = Chain(after: [key: Self.root], before: [key: Self.root])
+        store(chain, replacing: chains.removeValue(forKey: walk), walk: walk)
         return nil
     }
 
     /// Records the links of the page of `key`, loaded as `kind` from `url`.
     mutating func record(_ page: PageContent, of key: String, walk: String, kind: PagingPluginRequest.Kind, url: String) {
         // Taken out while it changes: changed in the dictionary, its maps would be copied.
-        var chain = chains.removeValue(forKey: walk) ?? Chain()
+        let old = chains.removeValue(forKey: walk)
+        var chain = old ?? Chain()
         if kind != .prepend, let next = page.nextKey.map({ String(decoding: $0, as: UTF8.self) }) {
             Self.link(&chain.after, &chain.repeatsAfter, from: key, to: next, direction: "next", url: url)
         }
         if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
             Self.link(&chain.before, &chain.repeatsBefore, from: key, to: prev, direction: "previous", url: url)
         }
-        if chains.count >= Self.maxWalks { chains = [:] }
+        store(chain, replacing: old, walk: walk)
+    }
+
+    /// Keeps `chain` as `walk`'s in place of `old`, within the bounds.
+    private mutating func store(_ chain: Chain, replacing old: Chain?, walk: String) {
+        size += chain.size - (old?.size ?? 0)
+        if chains.count >= Self.maxWalks || size > Self.maxKeys {
+            chains = [:]
+            size = chain.size
+        }
         chains[walk] = chain
     }
 
-    /// Whether the page of `key`, once loaded as an append, would link round the chain to
-    /// `next` (what `record` would then find): a page fetched ahead is recorded only when it is
-    /// asked for.
+    /// Whether the page of `key`, fetched ahead, would link round the chain to `next` once
+    /// loaded as an append, for all this can tell: a page ahead is recorded only when it is
+    /// asked for, so the pages before it may not be yet, and any key the walk reached already
+    /// counts (the page ahead is then not fetched; its fetch finds out).
     func goesRound(from key: String, to next: String, walk: String) -> Bool {
         guard let chain = chains[walk] else { return next == key }
-        return next == key || chain.repeatsAfter[next] != nil || Self.leadsBack(chain.after, from: key, to: next)
+        return next == key || chain.repeatsAfter[next] != nil || chain.after[next].map { $0 != key } ?? false
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.
@@ -767,15 +782,16 @@ struct KeyChains {
         } else if leadsBack(map, from: key, to: target) {
             repeats[target] = "pagination cycle at \(url): the \(direction) key \"\(target)\" was already loaded in this direction since the refresh, before this page"
         } else {
-            if map.count >= maxKeys { map = [:] }
             map[target] = key
         }
     }
 
     /// Whether `target` is a page the walk came through to reach `key` (its link's page, that
     /// page's, and so on back to the refresh). Every link recorded leads from a page not reached
-    /// through its target, so the way back ends.
+    /// through its target, so the way back ends; and it is walked only for a target reached
+    /// before (every page behind `key` is), so a walk that goes straight on costs nothing.
     private static func leadsBack(_ map: [String: String], from key: String, to target: String) -> Bool {
+        guard map[target] != nil else { return false }
         var page = key
         while let parent = map[page], parent != root {
             if parent == target { return true }

@@ -136,22 +136,22 @@ extension PluginInstance {
         }
     }
 
-    /// The answer `resume` gave deferred intercept `id` already, taken (its intercept() returned
-    /// another code than PENDING after resuming within the call), or nil when none was given.
-    func takeGivenAnswer(of id: UInt64) -> (code: UInt32, out: InterceptOut)? {
+    /// Settles, under one lock, a deferred intercept no load will wait for (its intercept()
+    /// returned another code than PENDING after all, or its call timed out or misused the host):
+    /// returns the answer `resume` gave it meanwhile when `takingAnswer` (it stands: resume said
+    /// PAGING_OK), else drops it, and a later `resume` returns `status`. `tellPlugin` is whether
+    /// the plugin is to hear it ended (its `cancel`): not when it was answered or ended before,
+    /// nor while a `resume` runs its answer (the `cancel` would race with it).
+    func settleIntercept(_ id: UInt64, _ status: PluginStatus, takingAnswer: Bool) -> (answer: (UInt32, InterceptOut)?, tellPlugin: Bool) {
         intercepts.withLock { intercepts in
-            guard case .answered(let code, let out)? = intercepts[id]?.answer else { return nil }
+            let pending = intercepts[id]
             intercepts[id] = nil
-            return (code, out)
-        }
-    }
-
-    /// Drops a deferred intercept the host will not wait for (the plugin answered within its
-    /// `intercept()` call after all, or misused the host); a later `resume` for it returns `status`.
-    func forgetIntercept(_ id: UInt64, _ status: PluginStatus) {
-        intercepts.withLock { intercepts in
+            if let answer = pending?.answer {
+                guard takingAnswer, case .answered(let code, let out) = answer else { return (nil, false) }
+                return ((code, out), false)
+            }
             rememberEnded(id, status)
-            intercepts[id] = nil
+            return (nil, pending?.answering != true)
         }
     }
 

@@ -27,9 +27,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private let watchdog: CallWatchdog
     /// Ends a deferred intercept on the host's side and tells the plugin (its `cancel`).
     private let endDeferred: @Sendable (UInt64, PluginStatus, String) -> Void
-    /// Drops a deferred intercept no load waits for (its call timed out, or misused the host),
-    /// and tells the plugin (its `cancel`).
-    private let dropDeferred: @Sendable (UInt64, PluginStatus) -> Void
+    /// Settles a deferred intercept no load waits for (its call timed out, misused the host, or
+    /// returned another code than PENDING), telling the plugin (its `cancel`) when it should
+    /// hear it: returns the answer `resume` gave it meanwhile, when taking it.
+    private let settleDeferred: @Sendable (UInt64, PluginStatus, _ takingAnswer: Bool) -> (UInt32, InterceptOut)?
 
     init(library: PluginLibrary, descriptor: PluginDescriptor, instance: PluginInstance,
          plugin: UnsafeMutablePointer<paging_interceptor_t>, extensions: InstanceExtensions) {
@@ -51,9 +52,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         endDeferred = { [instance] id, status, message in
             if instance.endIntercept(id, status, message) == .ended { tellPlugin(id) }
         }
-        dropDeferred = { [instance] id, status in
-            instance.forgetIntercept(id, status)
-            tellPlugin(id)
+        settleDeferred = { [instance] id, status, takingAnswer in
+            let (answer, tell) = instance.settleIntercept(id, status, takingAnswer: takingAnswer)
+            if tell { tellPlugin(id) }
+            return answer
         }
         watchdog = CallWatchdog(timeout: instance.limits.fetchTimeout) { [endDeferred] id, timeout in
             // Not on the watchdog's task: the plugin's cancel() may block.
@@ -105,7 +107,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                             if !state.gaveUp { state.deferred = deferred }
                             return !state.gaveUp
                         }
-                        if deferred != 0 && !kept { dropDeferred(deferred, .timeout) }
+                        if deferred != 0 && !kept { _ = settleDeferred(deferred, .timeout, false) }
                         return (result, deferred)
                     }
                 }
@@ -114,7 +116,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                         state.gaveUp = true
                         return state.deferred
                     }
-                    if id != 0 { dropDeferred(id, .timeout) }
+                    if id != 0 { _ = settleDeferred(id, .timeout, false) }
                     throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
                 }
                 (result, deferred) = try call.get()
@@ -154,15 +156,13 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 deferred = id
                 return .proceed(request, handleAfterwards: false)
             }
-            // Deferred, resumed within the call (resume() said its answer was taken), then
-            // another code returned: the answer stands, as a completed fetch does.
-            if out.misuse == nil, let given = instance.takeGivenAnswer(of: id) {
-                instance.log(.warning, "intercept returned \(code), not PAGING_INTERCEPT_PENDING, after resume() had answered its deferred intercept within the call: the answer stands")
-                return try result(given.code, given.out, for: request)
+            // Deferred, then answered (or failed, or misused the host) in the call after all: no
+            // one waits for the id. But an answer resume() gave meanwhile (it said PAGING_OK:
+            // taken) stands, as a completed fetch does.
+            if let (given, givenOut) = settleDeferred(id, out.misuse == nil ? .cancelled : .invalidArgument, out.misuse == nil) {
+                instance.log(.warning, "intercept returned \(code), not PAGING_INTERCEPT_PENDING, after resume() had answered its deferred intercept: the answer stands")
+                return try result(given, givenOut, for: request)
             }
-            // Deferred, then answered (or failed, or misused the host) in the call after all:
-            // no one waits for the id.
-            dropDeferred(id, out.misuse == nil ? .cancelled : .invalidArgument)
         } else if code == PAGING_INTERCEPT_PENDING {
             throw failure(.internal, "intercept returned PAGING_INTERCEPT_PENDING without calling defer() (paging.async-intercept/1)")
         }

@@ -208,7 +208,7 @@ struct InterceptorExtensionTests {
         let page = try await load([deferring])
         #expect(page.values.texts == [#"{"deferred":true}"#])
         #expect(log.contains("inline resume: 0"), "\(log.messages)")
-        #expect(log.contains("intercept returned 0, not PAGING_INTERCEPT_PENDING, after resume() had answered"), "\(log.messages)")
+        #expect(log.contains("intercept returned 0, not PAGING_INTERCEPT_PENDING, after resume() had answered its deferred intercept: the answer stands"), "\(log.messages)")
         #expect(!log.contains("cancel "), "\(log.messages)")
         withExtendedLifetime(deferring) {}
     }
