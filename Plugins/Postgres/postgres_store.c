@@ -154,7 +154,10 @@ static PGresult *pg_query(PGconn *conn, int64_t wait_ms, const char *sql, int n,
     PGresult *last = NULL, *r;
     int64_t deadline = pstore_now_ms() + wait_ms;
     int sent = n > 0 ? PQsendQueryParams(conn, sql, n, types, values, lens, formats, binary_result) : PQsendQuery(conn, sql);
-    if (!sent) return NULL;
+    if (!sent) {
+        pg_message(PQerrorMessage(conn), why, why_len);
+        return NULL;
+    }
     for (;;) {
         struct pollfd wait;
         int64_t left;
@@ -358,8 +361,9 @@ static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n,
     char why[500], msg[800];
     for (attempt = 0; attempt < 2; attempt++) {
         PGresult *r;
-        int64_t wait = st->statement_timeout_ms + 1000, began = pstore_now_ms();
+        int64_t wait = st->statement_timeout_ms + 1000, began;
         if (!pg_connect(st, attempt > 0)) return NULL;
+        began = pstore_now_ms();
         r = pg_query(st->conn, wait, sql, n, types, values, lens, formats, binary_result, why, sizeof why);
         if (PQresultStatus(r) == expect) return r;
         if (r != NULL) pg_message(PQerrorMessage(st->conn), why, sizeof why);

@@ -8,6 +8,9 @@ final class PageService: Sendable {
     private let secret: [UInt8]
     private let maxRequests: Int
     private let timeout: Duration
+    /// A health check's bound: one call of each plugin, timed as a fetch is (`timeout_ms`), or
+    /// the request timeout when shorter; no retries.
+    private let healthTimeout: Duration
     private let metrics = ServeMetrics()
     private let running = Locked(0)
     /// Loads given up on (their client gone, or past the timeout) that still run: they hold no
@@ -20,6 +23,7 @@ final class PageService: Sendable {
         self.secret = secret.bytes
         self.maxRequests = maxRequests
         self.timeout = timeout
+        healthTimeout = min(timeout, pipeline.manifest.fetchTimeout)
         allowed = Set(pipeline.manifest.serveParams)
     }
 
@@ -233,10 +237,10 @@ final class PageService: Sendable {
             return check
         }
         do {
-            return try await within(timeout) { await check.answer.value }
+            return try await within(healthTimeout) { await check.answer.value }
         } catch {
             let plugin = check.asking.withLock { $0 } ?? "the health check"
-            return Self.healthAnswer(["\(plugin): no answer within \(timeout.wholeMilliseconds) ms"])
+            return Self.healthAnswer(["\(plugin): no answer within \(healthTimeout.wholeMilliseconds) ms"])
         }
     }
 
