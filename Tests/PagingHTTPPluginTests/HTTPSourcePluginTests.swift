@@ -21,10 +21,17 @@ import Testing
 /// The built libhttp.so.
 func httpPluginPath() throws -> String { shippedPlugin("http") }
 
+/// An http source of `configJSON`, whose pages fetched ahead wait an hour to be asked for
+/// unless it says otherwise: the tests count requests, and under the whole suite's load a page
+/// ahead once waited past the default 10 s and was fetched again.
 func makeSource(_ configJSON: String, log: LogRecorder = LogRecorder(),
                 limits: PluginLimits = PluginLimits()) throws -> LoadedSource {
     let library = try PluginLibrary.open(path: try httpPluginPath())
-    return try library.makeSource(config: try JSONValue.parse(configJSON), sink: log.sink, limits: limits)
+    var config = try JSONValue.parse(configJSON)
+    if case .object(let members) = config, !members.contains(where: { $0.0 == "prefetch_max_age_ms" }) {
+        config = .object(members + [("prefetch_max_age_ms", .int(3_600_000))])
+    }
+    return try library.makeSource(config: config, sink: log.sink, limits: limits)
 }
 
 func startServer(_ handler: @escaping @Sendable (HTTPRequest) -> HTTPResponse) throws -> LoopbackHTTPServer {

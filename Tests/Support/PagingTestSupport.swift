@@ -192,10 +192,18 @@ public func compileCPlugin(
         if let compilation = compiled[name] { return compilation }
         let output = "\(compiledFolder)/lib\(name).so"
         let compilation = Task {
-            let result = try await run("/usr/bin/env", [
-                "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
-                "-Wl,-z,nodelete", "-I", headers,
-            ] + extraFlags + [source, "-o", output])
+            await compileSlots.acquire()
+            let result: ProgramResult
+            do {
+                result = try await run("/usr/bin/env", [
+                    "cc", "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-O1", "-shared", "-fPIC", "-pthread",
+                    "-Wl,-z,nodelete", "-I", headers,
+                ] + extraFlags + [source, "-o", output])
+            } catch {
+                await compileSlots.release()
+                throw error
+            }
+            await compileSlots.release()
             guard result.code == 0, !result.signaled else { throw CompileError(message: result.stderr) }
             return output
         }
@@ -216,6 +224,29 @@ public struct CompileError: Error, CustomStringConvertible {
 }
 
 private let compiledFolder = scratchFolder()
+/// Two compilations at a time, one a core: the forty fixtures asked for at the start of a run,
+/// compiled at once, loaded the machine past 25 and starved the tests' own waits.
+private let compileSlots = Slots(2)
+
+/// At most `count` holders at a time; the others wait, holding no thread, in turn.
+private actor Slots {
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+
+    init(_ count: Int) { free = count }
+
+    func acquire() async {
+        guard free == 0 else {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+    }
+}
 /// Each fixture's compilation, by name: compiled once, fixtures of different names at the same
 /// time.
 private let compiledPlugins = Locked<[String: Task<String, any Error>]>([:])
