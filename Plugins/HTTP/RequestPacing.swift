@@ -115,7 +115,7 @@ final class TokenCache: Sendable {
             guard response.status >= 500 || response.status == 429 else {
                 // A refusal (RFC 6749 5.2: 400 or 401 with `error`) is said by its code and
                 // description, not the body, which may hold other fields (the form echoed).
-                if let (code, described) = refusal(in: response.body, config: config) {
+                if let (code, described) = refusal(fields(of: response.body), config: config) {
                     return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) was refused: HTTP \(response.status): \(code)\(described)"))
                 }
                 return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))"))
@@ -132,23 +132,25 @@ final class TokenCache: Sendable {
         guard let token = fields.token else {
             // An error a server answers with 200 (GitHub's "bad_verification_code") is said:
             // its code and description, not the body, which may hold other fields.
-            if let (code, described) = refusal(in: response.body, config: config) {
+            if let (code, described) = refusal(fields, config: config) {
                 return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) was refused: \(code)\(described)"))
             }
             return .failure(.internal("the OAuth2 token response from \(tokenURL) has no access_token (a string or number at its top level; \(response.body.count) bytes)"))
         }
-        let lifetime = fields.lifetime
         // It goes into a header line: visible ASCII only (RFC 6750's b64token is narrower still).
         guard !token.isEmpty, token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             return .failure(.internal("the OAuth2 token response from \(tokenURL) has an access_token that cannot go in a header (empty, or a space, control or non-ASCII character)"))
         }
-        return .success((token, lifetime))
+        return .success((token, fields.lifetime))
     }
 
-    /// What a token response (JSON, or form-encoded as GitHub and older servers answer, though
-    /// RFC 6749 says JSON) says: the token, its lifetime in seconds, an error's code and
-    /// description; nil when it is neither.
-    private func fields(of body: UnsafeBufferPointer<UInt8>) -> (token: String?, lifetime: Int?, error: String?, description: String?)? {
+    /// What a token response says: the token, its lifetime in seconds, an error's code and
+    /// description.
+    private typealias Fields = (token: String?, lifetime: Int?, error: String?, description: String?)
+
+    /// The fields of a token response (JSON, or form-encoded as GitHub and older servers
+    /// answer, though RFC 6749 says JSON); nil when it is neither.
+    private func fields(of body: UnsafeBufferPointer<UInt8>) -> Fields? {
         if let scan = try? plan.scan(body) {
             let text = { (slot: Int) in scan.value(slot).flatMap { JSONScalar($0).cursorText } }
             return (text(0), scan.value(1).flatMap { JSONScalar($0).integer }, text(2), text(3))
@@ -157,10 +159,10 @@ final class TokenCache: Sendable {
         return (form["access_token"], form["expires_in"].flatMap { Int($0) }, form["error"], form["error_description"])
     }
 
-    /// The `error` of a token response and ": " its `error_description` (each cut and
-    /// redacted), or nil when it has no `error`.
-    private func refusal(in body: UnsafeBufferPointer<UInt8>, config: HTTPSourceConfig) -> (String, String)? {
-        guard let fields = fields(of: body), let code = fields.error else { return nil }
+    /// The `error` of a token response's `fields` and ": " its `error_description` (each cut
+    /// and redacted), or nil when it has no `error`.
+    private func refusal(_ fields: Fields?, config: HTTPSourceConfig) -> (String, String)? {
+        guard let fields, let code = fields.error else { return nil }
         return (config.snippet(code, limit: 60), fields.description.map { ": \(config.snippet($0))" } ?? "")
     }
 
