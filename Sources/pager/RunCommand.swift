@@ -358,9 +358,9 @@ private struct ItemPrinter {
     }
     private(set) var items = 0
     private(set) var pages = 0
-    /// The last page printed and how many of its items: an incomplete last page is loaded
-    /// again, and only the items it gained are new.
-    private var last: (key: PluginKey, printed: Int)?
+    /// The last page printed and its items printed: an incomplete last page is loaded again,
+    /// and when it only gained items, only those are new.
+    private var last: (key: PluginKey, printed: ArraySlice<PluginItem>)?
     /// Whether pages come before the first page printed, as it was when that page came (the
     /// manager, keeping only the last page, then says it may prepend again).
     private(set) var firstPrependState: LoadState?
@@ -374,19 +374,26 @@ private struct ItemPrinter {
     }
 
     /// Prints what the last page holds that is not printed yet: a new page whole, the last page
-    /// loaded again from where its printing stopped.
+    /// loaded again from where its printing stopped when it only gained items, else whole again
+    /// (its items changed or went: the lines printed cannot be taken back, and printing from
+    /// where it stopped lost the items that moved there, and the new versions of those edited).
     mutating func printLastPage(of output: PaginationManagerOutput<PluginKey, PluginItem>) {
         guard let page = output.values.lastPage else { return }
         let isNew = last?.key != page.key
-        let printed = isNew ? 0 : last!.printed
+        let printed = isNew ? [] : last!.printed
         if isNew { pages += 1 }
         if pages == 1 && isNew { firstPrependState = output.prependState }
-        if page.values.count > printed {
-            for item in page.values[printed...] { writer.write(item) }
-            noting?.noteDelivered(page.values[printed...])
-            items += page.values.count - printed
+        var start = printed.count
+        if !page.values.starts(with: printed) && !printed.starts(with: page.values) {
+            Output.problem("run: the last page (key \"\(page.key)\"), loaded again, changed items printed already: it is printed again whole, after them")
+            start = 0
         }
-        last = (page.key, max(printed, page.values.count))
+        if page.values.count > start {
+            for item in page.values[start...] { writer.write(item) }
+            noting?.noteDelivered(page.values[start...])
+            items += page.values.count - start
+        }
+        last = (page.key, start == 0 || page.values.count > printed.count ? page.values[...] : printed)
         // Written out now: a run ended by SIGKILL has printed every page it reported.
         writer.flush()
     }
