@@ -114,8 +114,10 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
                 frame.u32(status.rawValue)
                 frame.string(message)
             }
+        } catch is CancellationError {
+            // The load was cancelled (a client of pager serve went away): nothing to say.
         } catch {
-            sink(.warning, process.label, "loadFailed failed: \(error)")
+            sink(.warning, process.label, "telling the isolated plugin that a load failed did not work: \(error)")
         }
     }
 }

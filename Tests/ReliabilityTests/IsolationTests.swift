@@ -361,6 +361,25 @@ struct IsolationTests {
         #expect(try await pageThrough(pipeline, pages: 5) == Array(0..<50))
     }
 
+    /// Found by a probe: a load cancelled (a client of pager serve gone) through an isolated
+    /// interceptor that hears of failures logged "loadFailed failed: CancellationError()" each
+    /// time. A cancelled load says nothing; the plugin hears of it as in process.
+    @Test(.timeLimit(.minutes(1)))
+    func aCancelledLoad_throughAnIsolatedListener_logsNothing() async throws {
+        let folder = scratchFolder()
+        let text = #"{"source": {"plugin": "\#(try await fixturePlugin("never_complete"))"}, "#
+            + #""interceptors": [{"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "listener", "isolation": "process"}], "page_size": 10}"#
+        let pipeline = try Pipeline(manifest: try Manifest.parse(Array(text.utf8), file: folder + "/m.json"), sink: log.sink)
+        let pager = pipeline.pager
+        let load = Task { try await pager.load(pager.request(.append, key: PluginKey("0"), params: pipeline.requestParams)) }
+        #expect(await waitUntil { pipeline.source?.fetchesInFlight == 1 })
+        load.cancel()
+        _ = await load.result
+        #expect(await waitUntil { log.entries.contains { $0.plugin.hasPrefix("listener") && $0.message.hasPrefix("failed ") } },
+                "the listener heard of the cancelled load: \(log.entries)")
+        #expect(!log.messages.contains { $0.contains("CancellationError") || $0.contains("did not work") }, "\(log.messages)")
+    }
+
     /// Loads in flight together (8 at a time) when the child dies all fail, and their retries
     /// all succeed. (A child that dies before it answers any of them counts towards the
     /// restart limit: with every load in flight at once and a crash every few fetches, the
