@@ -47,6 +47,9 @@ final class ChildProcess: Sendable {
         var answered: [UInt64: CallAnswer] = [:]
         /// Calls the host timed out whose answer the child still owes.
         var overdue: Set<UInt64> = []
+        /// A call timed out, here or in the child (whose answer then says so): its plugin's
+        /// call may still run there, keeping destroy() from being called.
+        var timedOut = false
         var ended: (any Error)?
     }
 
@@ -224,6 +227,7 @@ final class ChildProcess: Sendable {
     func finish(_ id: UInt64, _ answer: CallAnswer) {
         let waiter = calls.withLock { calls -> Waiter? in
             if !calls.overdue.isEmpty { calls.overdue.remove(id) }
+            if case .failure(let error) = answer, (error as? PluginError)?.status == .timeout { calls.timedOut = true }
             let waiter = calls.pending.removeValue(forKey: id)
             if case .caller = waiter { calls.answered[id] = answer }
             return waiter
@@ -375,7 +379,7 @@ final class ChildProcess: Sendable {
         if first, servedFlag.withLock({ $0 }) {
             // A call still under way there (one the host gave up on) keeps the plugin from being
             // destroyed: the ABI has no destroy() during a call.
-            let busy = calls.withLock { !$0.pending.isEmpty || !$0.overdue.isEmpty }
+            let busy = calls.withLock { !$0.pending.isEmpty || !$0.overdue.isEmpty || $0.timedOut }
             shutdown(socket.fd, Int32(SHUT_WR))
             if !ended.wait(within: Self.endingGrace) {
                 let why = busy ? "a call to its plugin was still running (it hangs there), so destroy() could not be called"
