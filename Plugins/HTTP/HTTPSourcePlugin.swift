@@ -762,8 +762,9 @@ struct KeyChains {
     /// asked for, so the pages before it may not be yet, and any key the walk reached already
     /// counts (the page ahead is then not fetched; its fetch finds out).
     func goesRound(from key: String, to next: String, walk: String) -> Bool {
-        guard let chain = chains[walk] else { return next == key }
-        return next == key || chain.repeatsAfter[next] != nil || chain.after[next].map { $0 != key } ?? false
+        if next == key { return true }
+        guard let chain = chains[walk] else { return false }
+        return chain.repeatsAfter[next] != nil || chain.after[next].map { $0 != key } ?? false
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.

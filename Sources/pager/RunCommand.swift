@@ -367,10 +367,15 @@ private struct ItemPrinter {
 
     /// Prints every value.
     mutating func print(_ values: PagedValues<PluginKey, PluginItem>) {
+        write(values)
+        pages += values.pageCount
+    }
+
+    /// Writes `values` and counts them; the cursor of incremental loading is told of them.
+    private mutating func write(_ values: some Collection<PluginItem>) {
         for item in values { writer.write(item) }
         noting?.noteDelivered(values)
         items += values.count
-        pages += values.pageCount
     }
 
     /// Prints what the last page holds that is not printed yet: a new page whole, the last page
@@ -388,12 +393,10 @@ private struct ItemPrinter {
             Output.problem("run: the last page (key \"\(page.key)\"), loaded again, changed items printed already: it is printed again whole, after them")
             start = 0
         }
-        if page.values.count > start {
-            for item in page.values[start...] { writer.write(item) }
-            noting?.noteDelivered(page.values[start...])
-            items += page.values.count - start
-        }
-        last = (page.key, start == 0 || page.values.count > printed.count ? page.values[...] : printed)
+        if page.values.count > start { write(page.values[start...]) }
+        // What is printed of it: a page that only lost items at its end leaves them printed.
+        let shrank = start == printed.count && page.values.count < printed.count
+        last = (page.key, shrank ? printed : page.values[...])
         // Written out now: a run ended by SIGKILL has printed every page it reported.
         writer.flush()
     }
