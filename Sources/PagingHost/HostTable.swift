@@ -297,8 +297,14 @@ func settingNamedText(_ name: paging_bytes_t, _ value: paging_bytes_t, _ what: S
     return nil
 }
 
+/// The most bytes of a plugin's message (a log line, a failure) the host takes: the rest is
+/// counted, not copied. A plugin logged a line of hundreds of MB, which pager copied, and an
+/// isolated plugin's process sent whole (until its frame was refused and the process killed).
+let maxMessageBytes = 64 << 10
+
+/// A plugin's message, cut after ``maxMessageBytes`` with a note (``OneLine/cut(_:limit:)``).
 func string(_ message: UnsafePointer<CChar>?) -> String {
-    message.map { String(cString: $0) } ?? ""
+    message.map { OneLine.cut($0, limit: maxMessageBytes) } ?? ""
 }
 
 // MARK: - Fetch completion

@@ -1,3 +1,5 @@
+import Glibc
+
 /// Text from outside the host (a plugin's id or message, a manifest's key) made safe to print as
 /// part of one line of a log: control characters become escapes, so that the text can neither
 /// start a line of its own nor steer a terminal, and a text too long is cut with a note.
@@ -13,8 +15,10 @@ package enum OneLine {
     package static func escape(_ text: some StringProtocol, limit: Int = .max) -> String {
         let whole = Substring(text)
         let text = whole[..<keptEnd(whole.utf8, limit: limit)]
-        let rest = whole.utf8.count - text.utf8.count
-        let note = rest > 0 ? " … (\(rest) more bytes)" : ""
+        var rest = whole.utf8.count - text.utf8.count
+        // A text the host cut already (``cut(_:limit:)``): its note's bytes count too, not the note.
+        if rest > 0, let (noteLength, count) = trailingNote(whole.utf8), rest >= noteLength { rest += count - noteLength }
+        let note = rest > 0 ? Self.note(rest) : ""
         guard text.utf8.contains(where: needsScan) else { return String(text) + note }
         let utf8 = Array(text.utf8)
         var bytes: [UInt8] = []
@@ -41,6 +45,34 @@ package enum OneLine {
             }
         }
         return String(decoding: bytes, as: UTF8.self) + note
+    }
+
+    /// The first `limit` bytes of the UTF-8 text at `text` (cut between characters; invalid
+    /// bytes replaced), then the note of how many more there were, when it holds more: only
+    /// the bytes kept are copied. For a plugin's message, which may be hundreds of MB long.
+    package static func cut(_ text: UnsafePointer<CChar>, limit: Int) -> String {
+        let kept = strnlen(text, limit + 1)
+        guard kept > limit else { return String(cString: text) }
+        let bytes = UnsafeRawPointer(text).assumingMemoryBound(to: UInt8.self)
+        var end = limit
+        // Continuation bytes (10xxxxxx) belong to the scalar before them.
+        while end > 0, bytes[end] & 0xC0 == 0x80 { end -= 1 }
+        let total = kept + strlen(text + kept)
+        return String(decoding: UnsafeBufferPointer(start: bytes, count: end), as: UTF8.self) + note(total - end)
+    }
+
+    /// The note that says `count` bytes were left out.
+    private static func note(_ count: Int) -> String { " … (\(count) more bytes)" }
+
+    /// The length of the note at the end of `utf8`, and the bytes it counts; nil without one.
+    private static func trailingNote(_ utf8: Substring.UTF8View) -> (length: Int, count: Int)? {
+        let close = Array(" more bytes)".utf8), open = Array(" … (".utf8)
+        guard utf8.count > close.count + open.count, utf8.suffix(close.count).elementsEqual(close) else { return nil }
+        let beforeClose = utf8.dropLast(close.count)
+        let digits = beforeClose.reversed().prefix { (0x30...0x39).contains($0) }.reversed()
+        guard !digits.isEmpty, digits.count <= 18, beforeClose.dropLast(digits.count).suffix(open.count).elementsEqual(open),
+              let count = Int(String(decoding: digits, as: UTF8.self)) else { return nil }
+        return (open.count + digits.count + close.count, count)
     }
 
     /// The bidirectional formatting characters (ALM, LRM, RLM, the embeddings, overrides and

@@ -191,6 +191,8 @@ struct PagerOutputTests {
         let description: String
         let config: String
         var environment: [String: String] = [:]
+        /// Run with `--isolate-all`, pages bounded to 1 MB (so a frame of the child to ~17 MB).
+        var isolated = false
         let code: Int32
         /// How the lines that carry the flood start.
         let lines: [String]
@@ -205,6 +207,10 @@ struct PagerOutputTests {
               lines: ["refresh failed: hostile-text "], bytes: 10_000_000),
         Flood(description: "a 10 MB create failure", config: #"{"create_fail_bytes": 10000000}"#, code: 2,
               lines: ["pager: "], bytes: 10_000_000),
+        // The child sent the whole line: its frame, past the bound pages set, was refused and
+        // the child killed ("a frame of 30000059 bytes"), the run failed (a probe's find).
+        Flood(description: "a 30 MB log message, isolated", config: #"{"log_bytes": 30000000}"#, isolated: true, code: 0,
+              lines: ["[info] hostile-text: "], bytes: 30_000_000),
         Flood(description: "a 1 MB plugin id", config: #"{"log": "hello", "create_fail": "no"}"#,
               environment: ["HOSTILE_TEXT_ID_BYTES": "1000000"], code: 2,
               lines: [#"[info] hostile-text\n[info] other-plugin: forged id xxx"#, "pager: "], bytes: 1_000_000),
@@ -214,8 +220,9 @@ struct PagerOutputTests {
     /// much was left out.
     @Test(arguments: floods)
     func aFloodOfPluginText_isCutToOneBoundedLine(_ flood: Flood) async throws {
-        let file = try manifest(try await fixturePlugin("hostile_text"), config: flood.config)
-        let result = try await run(pagerBinary, ["run", file], environment: flood.environment)
+        let file = try manifest(try await fixturePlugin("hostile_text"), config: flood.config,
+                                more: flood.isolated ? #", "max_page_bytes": 1000000"# : "")
+        let result = try await run(pagerBinary, ["run", file] + (flood.isolated ? ["--isolate-all"] : []), environment: flood.environment)
         report("\(flood): pager run took \(Int(result.elapsed.milliseconds)) ms, stderr \(result.stderr.utf8.count) bytes")
         #expect(result.code == flood.code && !result.signaled, "\(result.code)")
         let lines = result.stderr.split(separator: "\n")
@@ -243,10 +250,23 @@ struct PagerOutputTests {
         #expect(OneLine.escape("aé", limit: 2) == "a … (2 more bytes)")
         #expect(OneLine.escape("\n\n\n", limit: 1) == #"\n … (2 more bytes)"#)
         #expect(OneLine.escape("", limit: 0) == "")
+        // A text the host cut already: its note counts what the host left out, not itself.
+        #expect(OneLine.escape("abcdef … (100 more bytes)", limit: 2) == "ab … (104 more bytes)")
+        #expect(OneLine.escape("abcdef … (100 more bytes)") == "abcdef … (100 more bytes)")
+        #expect(OneLine.escape("abcdef … (x more bytes)", limit: 2) == "ab … (23 more bytes)")
         // The bidirectional controls (found by a probe: a plugin's U+202E reordered its log line
         // on the terminal; browse had replaced them), and their neighbours, which are left.
         #expect(OneLine.escape("a\u{202E}b\u{2066}c\u{200F}d\u{061C}e\u{2026}f\u{2028}g\u{0627}h\u{2069}")
             == #"a\u202eb\u2066c\u200fd\u061ce"# + "\u{2026}f\u{2028}g\u{0627}h" + #"\u2069"#)
+    }
+
+    /// A plugin's message is taken up to a bound, cut between characters, the rest counted.
+    @Test func pluginMessage_isCutWhereTheHostTakesIt() {
+        let message = "é" + String(repeating: "x", count: 99) + "é" + String(repeating: "y", count: 1_000)
+        let cut = message.withCString { OneLine.cut($0, limit: 101) }
+        #expect(cut == "é" + String(repeating: "x", count: 99) + " … (1002 more bytes)")
+        #expect(message.withCString { OneLine.cut($0, limit: 5_000) } == message)
+        #expect(OneLine.escape(cut, limit: 10) == "é" + String(repeating: "x", count: 8) + " … (1093 more bytes)")
     }
 
     /// A manifest error's description escapes the whole message, in one pass (it took 8.8 s for

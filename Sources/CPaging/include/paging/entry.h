@@ -77,7 +77,7 @@ struct paging_library_info {
     const char *host_name;             /* the host program, e.g. "pager" (NUL-terminated). Borrowed for the call only. */
     const char *host_version;          /* its version, e.g. "1.0.0" (NUL-terminated). Borrowed for the call only. */
     void *host_data;                   /* the host's private data; plugins never read or write it. */
-    /* Writes `message` (NUL-terminated, borrowed; the host copies it) at `level`
+    /* Writes `message` (NUL-terminated, borrowed; the host copies it, up to 64 KiB) at `level`
      * (PAGING_LOG_*) to the host's log, tagged with the library. Say here why init() fails.
      * During init() only, on its thread. */
     void (*log)(const paging_library_info_t *info, uint32_t level, const char *message);

@@ -78,8 +78,9 @@ struct paging_host {
     /* The host's private data; plugins never read or write it. Owned by the host. [any-thread] */
     void *host_data;
 
-    /* Writes `message` (NUL-terminated UTF-8, borrowed for the call; the host copies it) at
-     * `level` (PAGING_LOG_*) to the host's log, tagged with the plugin instance. [any-thread] */
+    /* Writes `message` (NUL-terminated UTF-8, borrowed for the call; the host copies it, up to
+     * 64 KiB: a longer one is cut there and says how many bytes more it had) at `level`
+     * (PAGING_LOG_*) to the host's log, tagged with the plugin instance. [any-thread] */
     void (*log)(const paging_host_t *host, uint32_t level, const char *message);
 
     /* ---- configuration - during create_source/create_interceptor only, on its thread ---- */
@@ -109,7 +110,7 @@ struct paging_host {
     double (*config_double)(const paging_config_t *config, const char *key, double default_value);
 
     /* Records why create_* is about to return NULL: `code` (PAGING_ERR_*) and `message`
-     * (NUL-terminated, borrowed; the host copies it). Call it at most once, then return NULL.
+     * (NUL-terminated, borrowed; the host copies it, as log's). Call it at most once, then return NULL.
      * A NULL return without it is reported as PAGING_ERR_INTERNAL; a second call is ignored;
      * an instance returned after it is destroyed, and create fails all the same. [create-only] */
     void (*config_fail)(const paging_config_t *config, paging_status_t code, const char *message);
@@ -150,7 +151,7 @@ struct paging_host {
     paging_status_t (*out_set_flags)(paging_intercept_out_t *out, uint32_t flags);
 
     /* Records the failure returned with FAIL: `code` (PAGING_ERR_*) and `message`
-     * (NUL-terminated, borrowed; the host copies it). [intercept-only] */
+     * (NUL-terminated, borrowed; the host copies it, as log's). [intercept-only] */
     paging_status_t (*out_fail)(paging_intercept_out_t *out, paging_status_t code, const char *message);
 
     /* ---- key results - during the refresh_key()/key_chain() that received `out`, on its thread ---- */
@@ -190,7 +191,7 @@ struct paging_host {
     paging_status_t (*fetch_complete)(const paging_host_t *host, uint64_t fetch_id);
 
     /* Fails the fetch with `code` (PAGING_ERR_*) and `message` (NUL-terminated, borrowed; the
-     * host copies it); the id is finished afterwards. [any-thread] */
+     * host copies it, as log's); the id is finished afterwards. [any-thread] */
     paging_status_t (*fetch_fail)(const paging_host_t *host, uint64_t fetch_id, paging_status_t code, const char *message);
 
     /* ---- ABI 1.0 ---- */
