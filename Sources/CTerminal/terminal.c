@@ -1,7 +1,8 @@
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE
 #include "paging_terminal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -11,6 +12,10 @@
 
 static struct termios saved;
 static volatile sig_atomic_t entered = 0;
+/* Where frames go: fd 1, or, while output is captured, the terminal's own descriptor. */
+static volatile sig_atomic_t screen = 1;
+/* The terminal's standard error while output is captured, else -1. */
+static volatile sig_atomic_t saved_error = -1;
 static volatile sig_atomic_t resumed = 0;
 static volatile sig_atomic_t resized = 0;
 
@@ -21,13 +26,46 @@ void paging_terminal_restore(void) {
     if (!entered) return;
     entered = 0;
     tcsetattr(0, TCSAFLUSH, &saved);
-    ssize_t ignored = write(1, leave_sequence, sizeof leave_sequence - 1);
+    ssize_t ignored = write(screen, leave_sequence, sizeof leave_sequence - 1);
     (void)ignored;
 }
 
-/* Only async-signal-safe calls: tcsetattr, write, signal, raise. */
+int paging_terminal_capture_output(void) {
+    if (saved_error >= 0) return -1;
+    int ends[2];
+    int terminal = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int error = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    if (terminal < 0 || error < 0 || pipe2(ends, O_CLOEXEC) != 0 || fcntl(ends[0], F_SETFL, O_NONBLOCK) != 0) {
+        if (terminal >= 0) close(terminal);
+        if (error >= 0) close(error);
+        return -1;
+    }
+    screen = terminal;
+    saved_error = error;
+    /* dup2 clears close-on-exec: child processes write to the pipe too. */
+    dup2(ends[1], 1);
+    dup2(ends[1], 2);
+    close(ends[1]);
+    return ends[0];
+}
+
+int paging_terminal_screen(void) { return screen; }
+
+void paging_terminal_release_output(void) {
+    if (saved_error < 0) return;
+    int terminal = screen, error = saved_error;
+    dup2(terminal, 1);
+    dup2(error, 2);
+    screen = 1;
+    saved_error = -1;
+    close(terminal);
+    close(error);
+}
+
+/* Only async-signal-safe calls: tcsetattr, write, dup2, close, signal, raise. */
 static void on_signal(int signal_number) {
     paging_terminal_restore();
+    paging_terminal_release_output();
     signal(signal_number, SIG_DFL);
     raise(signal_number);
 }
@@ -45,7 +83,7 @@ static int enter_raw(void) {
     raw.c_cc[VTIME] = 0;
     if (tcsetattr(0, TCSANOW, &raw) != 0) return -1;
     entered = 1;
-    ssize_t ignored = write(1, enter_sequence, sizeof enter_sequence - 1);
+    ssize_t ignored = write(screen, enter_sequence, sizeof enter_sequence - 1);
     (void)ignored;
     return 0;
 }
@@ -117,7 +155,7 @@ int paging_terminal_take_resized(void) {
 
 int paging_terminal_size(int *rows, int *columns) {
     struct winsize size;
-    if (ioctl(1, TIOCGWINSZ, &size) != 0 || size.ws_row == 0) return -1;
+    if (ioctl(screen, TIOCGWINSZ, &size) != 0 || size.ws_row == 0) return -1;
     *rows = size.ws_row;
     *columns = size.ws_col;
     return 0;

@@ -50,12 +50,16 @@ struct BrowseCommand {
         let lastProblem = Mutex<String?>(nil)
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
         let manifest = try Manifest.load(path: manifestPath).sendingKeptValue().boundingPluginCalls()
-        let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
-            if level >= .warning { lastProblem.withLock { $0 = "\(pluginID(plugin)): \(message)" } }
-        }, isolateAll: isolateAll)
         // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
         // reader that went away ended it by SIGPIPE before it restored it).
         guard isatty(1) != 0 else { throw UsageError("browse: standard output is not a terminal (`pager run` prints the items)") }
+        // What plugins write to fds 1 and 2, and isolated plugins' processes (started with the
+        // pipeline), is kept off the screen from now on, and shown once it is left.
+        let captured = CapturedOutput.start()
+        defer { captured?.finish() }
+        let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
+            if level >= .warning { lastProblem.withLock { $0 = "\(pluginID(plugin)): \(message)" } }
+        }, isolateAll: isolateAll)
         guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
         defer { paging_terminal_restore() }
 
@@ -162,12 +166,85 @@ struct BrowseCommand {
     }
 }
 
-/// Reads keys on a thread of its own (reading blocks) and hands them to the event stream.
 /// A plugin's id, from its label "id (library path)": the path took the status line.
 private func pluginID(_ label: String) -> Substring {
     label.split(separator: " ").first ?? ""
 }
 
+/// What is written to fds 1 and 2 while browse draws (by plugins, which may print, and by the
+/// processes of isolated ones): read from a pipe on a thread of its own, the last
+/// ``keptBytes`` kept, and written to standard error, escaped, once the screen is left.
+private final class CapturedOutput: Sendable {
+    static let keptBytes = 64 << 10
+    /// The read end of the pipe fds 1 and 2 point at (non-blocking).
+    private let readEnd: Int32
+    /// Written once `finish` has given fds 1 and 2 back: the reader takes what is in the pipe
+    /// then, and stops.
+    private let stop: (read: Int32, write: Int32)
+    private let text = Mutex<(bytes: [UInt8], total: Int)>(([], 0))
+    private let stopped = DispatchSemaphore(value: 0)
+
+    private init(readEnd: Int32, stop: (Int32, Int32)) {
+        self.readEnd = readEnd
+        self.stop = stop
+    }
+
+    /// Starts capturing; nil (fds 1 and 2 left as they are) when it cannot.
+    static func start() -> CapturedOutput? {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { return nil }
+        let read = paging_terminal_capture_output()
+        guard read >= 0, ends.allSatisfy({ fcntl($0, F_SETFD, FD_CLOEXEC) == 0 }) else {
+            if read >= 0 { paging_terminal_release_output(); close(read) }
+            close(ends[0])
+            close(ends[1])
+            return nil
+        }
+        let captured = CapturedOutput(readEnd: read, stop: (ends[0], ends[1]))
+        detachThread(named: "pager-captured") { captured.readUntilStopped() }
+        return captured
+    }
+
+    private func readUntilStopped() {
+        var descriptors = [pollfd(fd: readEnd, events: Int16(POLLIN), revents: 0), pollfd(fd: stop.read, events: Int16(POLLIN), revents: 0)]
+        var buffer = [UInt8](repeating: 0, count: 16 << 10)
+        while true {
+            guard poll(&descriptors, 2, -1) >= 0 || errno == EINTR else { break }
+            let stopping = descriptors[1].revents != 0
+            // Once stopping, what is in the pipe only: a child may write on for ever.
+            var budget = stopping ? 1 << 20 : Int.max
+            while budget > 0 {
+                let count = read(readEnd, &buffer, buffer.count)
+                guard count > 0 else { break }
+                budget -= count
+                text.withLock { text in
+                    text.total += count
+                    text.bytes += buffer[..<count]
+                    if text.bytes.count > 2 * Self.keptBytes { text.bytes.removeFirst(text.bytes.count - Self.keptBytes) }
+                }
+            }
+            if stopping || descriptors[0].revents & Int16(POLLHUP) != 0 { break }
+        }
+        stopped.signal()
+    }
+
+    /// Gives fds 1 and 2 back, and writes what was captured to standard error.
+    func finish() {
+        paging_terminal_release_output()
+        _ = write(stop.write, "x", 1)
+        stopped.wait()
+        [readEnd, stop.read, stop.write].forEach { close($0) }
+        let (bytes, total) = text.withLock { ($0.bytes.suffix(Self.keptBytes), $0.total) }
+        guard total > 0 else { return }
+        let shown = bytes.count < total ? "; the last \(bytes.count) bytes" : ""
+        Output.error("pager browse: written to standard output or standard error while browsing, \(total) bytes\(shown):")
+        for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast(bytes.last == 0x0A ? 1 : 0) {
+            Output.problem(String(line))
+        }
+    }
+}
+
+/// Reads keys on a thread of its own (reading blocks) and hands them to the event stream.
 private final class KeyReader: Sendable {
     private let input: AsyncStream<BrowseCommand.Event>.Continuation
     private let stopped = Atomic<Bool>(false)
@@ -253,7 +330,7 @@ private struct Screen {
             frame += "\u{1B}[K\r\n"
         }
         frame += "\u{1B}[7m" + fit(status(output, problem: problem)) + "\u{1B}[0m\u{1B}[K"
-        _ = Array(frame.utf8).withUnsafeBytes { writeAll(STDOUT_FILENO, $0) }
+        _ = Array(frame.utf8).withUnsafeBytes { writeAll(paging_terminal_screen(), $0) }
     }
 
     private func status(_ output: PaginationManagerOutput<PluginKey, PluginItem>, problem: String?) -> String {

@@ -112,6 +112,27 @@ struct BrowseCommandTests {
         return path
     }
 
+    /// What plugins print (printf, puts, write(1, ...) in every fetch) never reaches the screen
+    /// while browse draws, in its process or in an isolated plugin's: it garbled the list (found
+    /// by a probe). It is written to standard error once the screen is left.
+    @Test(arguments: [false, true]) func whatPluginsPrint_staysOffTheScreen_andIsShownAfterwards(_ isolated: Bool) async throws {
+        let source = #"{"plugin": "\#(try await fixturePlugin("stdout_writer"))", "config": {"count": 30}}"#
+        let terminal = try Terminal("\(pager) browse \(try manifest(source: source))\(isolated ? " --isolate-all" : "")")
+        // The first page, and the next one the list loads ahead: two fetches that print.
+        #expect(await terminal.waitFor { $0.status?.hasPrefix("1/20") == true }, "\(terminal.lastFrame?.status ?? "no frame")")
+        terminal.type("q")
+        let (code, screen) = await terminal.exit()
+        #expect(code == 0)
+        guard let enter = screen.range(of: "\u{1B}[?1049h"), let leave = screen.range(of: "\u{1B}[?1049l", options: .backwards) else {
+            Issue.record("the screen was not entered and left: \(screen)")
+            return
+        }
+        #expect(!screen[enter.upperBound..<leave.lowerBound].contains("junk"), "\(screen)")
+        let after = screen[leave.upperBound...]
+        #expect(after.contains("pager browse: written to standard output or standard error while browsing"), "\(after)")
+        #expect(after.contains("junk from write(1)") && after.contains("junk from puts"), "\(after)")
+    }
+
     @Test func aFailedPrepend_isShown() async throws {
         let source = #"{"plugin": "\#(try await fixturePlugin("numbered_source"))"}"#
         let terminal = try Terminal("\(pager) browse \(try manifest(source: source))", columns: 400)

@@ -6,11 +6,12 @@
 #ifndef PAGING_TERMINAL_H
 #define PAGING_TERMINAL_H
 
-/* Puts the terminal on fd 0 in raw mode and the screen (fd 1) in the alternate buffer with the
- * cursor hidden. Installs handlers so that SIGINT, SIGTERM, SIGHUP and SIGQUIT restore the
- * terminal before the process ends, and SIGTSTP before it stops (raw mode and the alternate
- * screen come back when it is continued), and notes SIGWINCH (paging_terminal_take_resized).
- * Returns 0, or -1 when fd 0 is not a terminal. */
+/* Puts the terminal on fd 0 in raw mode and the screen (paging_terminal_screen) in the
+ * alternate buffer with the cursor hidden. Installs handlers so that SIGINT, SIGTERM, SIGHUP and
+ * SIGQUIT restore the terminal (and release captured output) before the process ends, and
+ * SIGTSTP before it stops (raw mode and the alternate screen come back when it is continued),
+ * and notes SIGWINCH (paging_terminal_take_resized). Returns 0, or -1 when fd 0 is not a
+ * terminal. */
 int paging_terminal_enter(void);
 
 /* Stops the process as ctrl-z would with the terminal's own signal keys (raw mode reads ctrl-z
@@ -28,7 +29,21 @@ int paging_terminal_take_resized(void);
 /* Restores what paging_terminal_enter changed. Safe to call more than once. */
 void paging_terminal_restore(void);
 
-/* The size of the terminal on fd 1; returns 0, or -1 when it cannot be read. */
+/* Keeps the screen for frames: fd 1 moves to a descriptor of its own (paging_terminal_screen),
+ * and fds 1 and 2 point at a new pipe, whose read end is returned (close-on-exec), so that what
+ * plugins and the child processes started from now on write there never reaches the screen.
+ * The read end is close-on-exec and non-blocking.
+ * Returns -1 (nothing changed) when it cannot, or when output is captured already. */
+int paging_terminal_capture_output(void);
+
+/* The descriptor frames are written to: fd 1, or the screen's own while output is captured. */
+int paging_terminal_screen(void);
+
+/* Points fds 1 and 2 back at what they were before paging_terminal_capture_output (the pipe
+ * ends for this process; children keep it). Async-signal-safe; safe to call more than once. */
+void paging_terminal_release_output(void);
+
+/* The size of the terminal on the screen's descriptor; returns 0, or -1 when it cannot be read. */
 int paging_terminal_size(int *rows, int *columns);
 
 /* Waits up to timeout_ms for input on fd 0 and reads at most `capacity` bytes into buffer.
