@@ -83,7 +83,7 @@ struct CheckCommand {
             case "--config": config = try Self.parseConfig(try arguments.value(for: argument), origin: "--config")
             case "--config-file":
                 let path = try arguments.value(for: argument)
-                guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("check: \(path): cannot be read") }
+                guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("check: \(shown(path)): cannot be read") }
                 config = try Self.parseConfig(String(decoding: data, as: UTF8.self), origin: path)
             case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)
             case "--cycles": cycles = try arguments.count(for: argument, in: 2...1_000_000)
@@ -91,7 +91,7 @@ struct CheckCommand {
             case "--without-extension":
                 let id = try arguments.value(for: argument)
                 guard HostExtensions.offers(id) else {
-                    throw UsageError("check: --without-extension: '\(id)' is not an extension this host offers (\(HostExtensions.offeredIDs.joined(separator: ", ")))")
+                    throw UsageError("check: --without-extension: '\(shown(id))' is not an extension this host offers (\(HostExtensions.offeredIDs.joined(separator: ", ")))")
                 }
                 withheld.insert(id)
             default: return false
@@ -111,10 +111,10 @@ struct CheckCommand {
     static func parseConfig(_ text: String, origin: String) throws -> JSONValue {
         do {
             let value = try JSONValue.parse(text)
-            guard case .object = value else { throw UsageError("check: \(origin): the config must be a JSON object") }
+            guard case .object = value else { throw UsageError("check: \(shown(origin)): the config must be a JSON object") }
             return value
         } catch let error as JSONParseError {
-            throw UsageError("check: \(origin): \(error)")
+            throw UsageError("check: \(shown(origin)): \(shown("\(error)"))")
         }
     }
 
@@ -153,7 +153,7 @@ struct CheckCommand {
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
             Output.line(String(decoding: try encoder.encode(report), as: UTF8.self))
         } else {
-            Output.line("\(report.passed) passed, \(report.failed) failed, \(report.skipped) skipped: \(absolute)")
+            Output.line("\(report.passed) passed, \(report.failed) failed, \(report.skipped) skipped: \(shown(absolute))")
         }
         return report.failed > 0 ? ExitCode.failure : ExitCode.success
     }
@@ -229,8 +229,10 @@ private final class TablePrinter: Sendable {
             Output.line(pad("PLUGIN", 16) + pad("CHECK", 23) + pad("RESULT", 7) + pad("TIME", 9) + "REASON")
         }
         let time = result.durationMs < 10_000 ? fixedPoint(result.durationMs, digits: 0) + " ms" : fixedPoint(result.durationMs / 1_000, digits: 1) + " s"
-        var line = pad(result.plugin, 16) + pad(result.check, 23) + pad(result.status.rawValue, 7) + pad(time, 9) + result.reason
-        for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + note }
+        // The plugin's id and the reasons hold the plugin's own text.
+        var line = pad(OneLine.escape(result.plugin, limit: Output.nameLimit), 16) + pad(result.check, 23) + pad(result.status.rawValue, 7)
+            + pad(time, 9) + OneLine.escape(result.reason, limit: Output.messageLimit)
+        for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + OneLine.escape(note, limit: Output.messageLimit) }
         Output.line(line)
     }
 

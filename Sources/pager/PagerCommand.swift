@@ -87,11 +87,11 @@ enum PagerCommand {
                 Output.line(usage)
                 return ExitCode.success
             case "--version", "version":
-                guard rest.isEmpty else { throw UsageError("\(command) takes no arguments") }
+                guard rest.isEmpty else { throw UsageError("\(shown(command)) takes no arguments") }
                 Output.line(version)
                 return ExitCode.success
             default:
-                throw UsageError("unknown command '\(command)'\n\n\(usage)")
+                throw UsageError("unknown command '\(shown(command))'\n\n\(usage)")
             }
         } catch is HelpShown {
             return ExitCode.success
@@ -118,6 +118,13 @@ enum ExitCode {
 struct UsageError: Error {
     let message: String
     init(_ message: String) { self.message = message }
+}
+
+/// Text from outside (an argument, a path, a plugin's id or message) for a line of pager's own:
+/// its control characters escaped and cut after 1 KB (``OneLine``), so that it can neither
+/// start a line of its own nor steer the terminal.
+func shown(_ text: some StringProtocol) -> String {
+    OneLine.escape(text, limit: 1_024)
 }
 
 /// Splits arguments into flags with values and positional arguments.
@@ -153,7 +160,7 @@ struct Arguments {
     mutating func count(for flag: String, in range: ClosedRange<Int>) throws -> Int {
         let text = try value(for: flag)
         guard let number = Int(text), range.contains(number) else {
-            throw UsageError("\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), got '\(text)'")
+            throw UsageError("\(flag) takes a whole number from \(range.lowerBound) to \(range.upperBound), got '\(shown(text))'")
         }
         return number
     }
@@ -187,14 +194,14 @@ extension Arguments {
                     let flag = String(argument[..<equals])
                     arguments.attached = String(argument[argument.index(after: equals)...])
                     if try option(flag, &arguments) {
-                        guard arguments.attached == nil else { throw UsageError("\(command): \(flag) takes no value; got '\(argument)'") }
+                        guard arguments.attached == nil else { throw UsageError("\(command): \(flag) takes no value; got '\(shown(argument))'") }
                         continue
                     }
                     arguments.attached = nil
                 }
-                if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(argument)'\n\n\(help)") }
+                if argument.hasPrefix("-") { throw UsageError("\(command): unknown option '\(shown(argument))'\n\n\(help)") }
             }
-            if let operand { throw UsageError("\(command): one operand only; got '\(operand)' and '\(argument)'") }
+            if let operand { throw UsageError("\(command): one operand only; got '\(shown(operand))' and '\(shown(argument))'") }
             operand = argument
         }
         return operand

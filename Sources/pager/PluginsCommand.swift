@@ -24,7 +24,7 @@ struct PluginsCommand {
             case "--help", "-h":
                 Output.line(Self.help)
                 throw HelpShown()
-            case _ where argument.hasPrefix("-"): throw UsageError("plugins: unknown option '\(argument)'\n\n\(Self.help)")
+            case _ where argument.hasPrefix("-"): throw UsageError("plugins: unknown option '\(shown(argument))'\n\n\(Self.help)")
             default: folders.append(argument)
             }
         }
@@ -38,7 +38,7 @@ struct PluginsCommand {
             guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder else {
                 if self.folders.isEmpty { continue }
                 let exists = FileManager.default.fileExists(atPath: folder)
-                throw UsageError("plugins: \(folder): \(exists ? "not a folder (plugins lists the libraries of folders)" : "no such folder")")
+                throw UsageError("plugins: \(shown(folder)): \(exists ? "not a folder (plugins lists the libraries of folders)" : "no such folder")")
             }
             let files = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []
             for file in files.sorted() where file.hasPrefix("lib") && file.hasSuffix(".so") {
@@ -102,7 +102,7 @@ struct PluginsCommand {
                 Output.problem("\(path): not listed")
             }
         }
-        Output.error("\(found) plugins")
+        Output.error(Output.counted(found, "plugin"))
         return ExitCode.success
     }
 }

@@ -98,7 +98,7 @@ struct RunCommand {
         var manifest = try Manifest.load(path: manifestPath)
         // Taken without a word, it let a user believe a full run had happened.
         if full, manifest.incremental == nil {
-            throw UsageError("run: --full: \(manifestPath) has no \"incremental\" settings, so every run is full already")
+            throw UsageError("run: --full: \(shown(manifestPath)) has no \"incremental\" settings, so every run is full already")
         }
         let incremental = try manifest.incremental.map { settings throws(ManifestError) in try IncrementalRun(settings, full: full) }
         if let incremental { manifest = manifest.sending(incremental.start) }

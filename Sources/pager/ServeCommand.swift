@@ -139,12 +139,12 @@ struct ServeCommand {
             do {
                 bytes = try Manifest.readFile(file, kind: "secret file")
             } catch {
-                throw UsageError("serve: --secret-file \(file): \(error.message)")
+                throw UsageError("serve: --secret-file \(shown(file)): \(error.message)")
             }
             origin = "--secret-file \(file)"
             var info = stat()
             if stat(file, &info) == 0, info.st_mode & 0o007 != 0 {
-                Output.error("pager serve: \(origin) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
+                Output.error("pager serve: \(shown(origin)) can be read by other users (mode \(String(info.st_mode & 0o777, radix: 8))): "
                              + "anyone who reads it can forge cursors; chmod 600 it")
             }
         } else if let value = getenv("PAGER_SERVE_SECRET") {
@@ -159,7 +159,7 @@ struct ServeCommand {
         let space: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0D]
         while let last = bytes.last, space.contains(last) { bytes.removeLast() }
         bytes.removeFirst(bytes.prefix { space.contains($0) }.count)
-        guard bytes.count >= 16 else { throw UsageError("serve: \(origin): the secret must be at least 16 bytes, got \(bytes.count)") }
+        guard bytes.count >= 16 else { throw UsageError("serve: \(shown(origin)): the secret must be at least 16 bytes, got \(bytes.count)") }
         return ServeSecret(bytes: bytes, isRandom: false)
     }
 }

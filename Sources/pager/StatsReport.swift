@@ -14,7 +14,7 @@ enum StatsReport {
         case "--stats", "--stats=text": return .text
         case "--stats=json": return .json
         case _ where argument.hasPrefix("--stats="):
-            throw UsageError("--stats: unknown format '\(argument.dropFirst("--stats=".count))' (expected text or json)")
+            throw UsageError("--stats: unknown format '\(shown(argument.dropFirst("--stats=".count)))' (expected text or json)")
         default: return nil
         }
     }

@@ -52,14 +52,14 @@ struct ValidateCommand {
             case .unhealthy?, nil: true
             }
         }
-        Output.line("\(manifestPath): \(unhealthy.isEmpty ? "ok" : "\(Output.counted(unhealthy.count, "plugin")) cannot serve now")")
+        Output.line("\(shown(manifestPath)): \(unhealthy.isEmpty ? "ok" : "\(Output.counted(unhealthy.count, "plugin")) cannot serve now")")
         for (plugin, health) in plugins {
-            Output.line("  \(plugin.kind.rawValue): \(plugin.summary)\(health.map(describe) ?? ": unhealthy (no answer within \(limit.wholeMilliseconds) ms)")")
+            Output.line("  \(plugin.kind.rawValue): \(shown(plugin.summary))\(health.map(describe) ?? ": unhealthy (no answer within \(limit.wholeMilliseconds) ms)")")
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         if let (settings, value) = kept {
-            Output.line("  incremental: {state.\(settings.state)} = \((value ?? settings.initial).jsonText) "
-                        + (value == nil ? "(initial; nothing kept yet in \(settings.stateFile))" : "(kept in \(settings.stateFile))"))
+            Output.line("  incremental: {state.\(shown(settings.state))} = \(shown((value ?? settings.initial).jsonText)) "
+                        + "(\(value == nil ? "initial; nothing kept yet in" : "kept in") \(shown(settings.stateFile)))")
         }
         // A check still running holds its plugin: destroying it would wait for the check.
         if stuck { PluginLibrary.exitHost(ExitCode.failure) }
@@ -70,7 +70,7 @@ struct ValidateCommand {
         switch health {
         case .notOffered: ""
         case .healthy: ": healthy"
-        case .unhealthy(let status): ": unhealthy (\(status))"
+        case .unhealthy(let status): ": unhealthy (\(OneLine.escape("\(status)", limit: Output.messageLimit)))"
         }
     }
 }

@@ -97,6 +97,31 @@ struct PagerOutputTests {
         let shown = try await run(pagerBinary, ["validate", file])
         #expect(shown.stdout.contains(#"incremental: {state.since} = "x\u001b[2Jy" (kept in"#), "\(shown.stdout)")
         #expect(!shown.stdout.unicodeScalars.contains("\u{1B}"))
+        // C1 and bidirectional controls, which JSON leaves as they are (a probe: validate wrote
+        // them raw, a CSI to some terminals).
+        try "{\"default\": {\"since\": \"x\u{9B}31my\u{202E}\"}}".write(toFile: file + ".state", atomically: true, encoding: .utf8)
+        let controls = try await run(pagerBinary, ["validate", file])
+        #expect(controls.stdout.contains(#"incremental: {state.since} = "x\u009b31my\u202e" (kept in"#), "\(controls.stdout)")
+    }
+
+    /// `check` and `validate` quote a plugin's id and failures escaped, and a usage error the
+    /// argument it names (a probe: check's table and validate's lines wrote them raw, so a
+    /// plugin retitled the terminal and forged lines; so did an unknown option).
+    @Test func checkValidateAndUsageErrors_escapeWhatTheyQuote() async throws {
+        let plugin = try await fixturePlugin("hostile_text")
+        let hostileID = ["HOSTILE_TEXT_ID_BYTES": "60"]
+        let checked = try await run(pagerBinary, ["check", plugin, "--config", #"{"fail": "\u001b]0;pwned\u0007\u001b[2J"}"#],
+                                    environment: hostileID)
+        let validated = try await run(pagerBinary, ["validate", try manifest(plugin)], environment: hostileID)
+        let usage = try await run(pagerBinary, ["run", try manifest(plugin), "--x\u{1B}]0;pwned\u{07}"])
+        for result in [checked, validated, usage] {
+            let output = result.stdout + result.stderr
+            #expect(!output.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, "\(output)")
+            #expect(!output.split(separator: "\n").contains { $0.hasPrefix("[info] other-plugin") }, "\(output)")
+        }
+        #expect(checked.stdout.contains(#"internal: \u001b]0;pwned\u0007\u001b[2J"#), "\(checked.stdout)")
+        #expect(validated.stdout.contains(#"source: hostile-text\n[info] other-plugin"#), "\(validated.stdout)")
+        #expect(usage.code == 2 && usage.stderr.contains(#"unknown option '--x\u001b]0;pwned\u0007'"#), "\(usage.stderr)")
     }
 
     // MARK: - Plugins that print
