@@ -14,7 +14,7 @@ package enum HostExtensions {
     /// `paging.page-transform/1`: the builders of a transformed page.
     private nonisolated(unsafe) static let pageTransform = table(paging_ext_page_transform_host_t(
         keep_item: { out, index in
-            TransformOut.update(out, "keep_item", into: \.pageMisuse) { $0.keep(index > Int.max ? -1 : Int(index)) }
+            TransformOut.update(out, "keep_item", into: \.pageMisuse) { $0.keep(index) }
         },
         add_item: { out, item in
             TransformOut.update(out, "add_item", into: \.pageMisuse) { out in out.page.add(item, limits: out.limits) }

@@ -192,7 +192,8 @@ package struct PageBuilder: Sendable {
     /// Why an item of `length` bytes does not fit within the limits, or `nil` when it does.
     private func room(for length: Int, limits: PluginLimits) -> String? {
         guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
-        guard length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
+        // A length of 2^63 or more reads as negative (a size_t of (size_t)-1, say).
+        guard length >= 0, length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
         return nil
     }
 
@@ -235,11 +236,13 @@ package enum FetchResult: Sendable {
     case failed(PluginStatus, String, retryAfter: Duration? = nil)
 }
 
-/// Copies borrowed bytes; `nil` for NULL data with a non-zero length.
+/// Copies borrowed bytes; `nil` for NULL data with a non-zero length, and for a length of 2^63
+/// or more, which Swift reads as negative (a `(size_t)-1` was taken for an empty key).
 func copyBytes(_ bytes: paging_bytes_t) -> [UInt8]? {
+    guard bytes.len >= 0 else { return nil }
     guard bytes.len > 0 else { return [] }
-    guard let data = bytes.data, bytes.len <= Int.max else { return nil }
-    return Array(UnsafeBufferPointer(start: data, count: Int(bytes.len)))
+    guard let data = bytes.data else { return nil }
+    return Array(UnsafeBufferPointer(start: data, count: bytes.len))
 }
 
 /// The longest key the host takes: a cursor or a URL, not a page (a plugin's 200 MB key cost
@@ -250,7 +253,7 @@ let maxKeyBytes = 1 << 20
 /// longer than ``maxKeyBytes`` (``keyRefusal(_:)`` says which).
 func copyKey(_ key: UnsafePointer<paging_bytes_t>?) -> KeyOverride? {
     guard let key else { return .cleared }
-    guard key.pointee.len <= maxKeyBytes else { return nil }
+    guard keyLengthRefusal(key.pointee.len) == nil else { return nil }
     return copyBytes(key.pointee).map { .key(PluginKey(bytes: $0)) }
 }
 
@@ -259,9 +262,10 @@ func keyRefusal(_ key: UnsafePointer<paging_bytes_t>?) -> String {
     key.flatMap { keyLengthRefusal($0.pointee.len) } ?? "a key with NULL data"
 }
 
-/// Why a key of `length` bytes is refused (longer than ``maxKeyBytes``), or nil.
+/// Why a key of `length` bytes is refused (longer than ``maxKeyBytes``; a negative `length` is a
+/// size_t of 2^63 or more), or nil.
 func keyLengthRefusal(_ length: Int) -> String? {
-    length > maxKeyBytes ? "a key of \(length) bytes (at most \(maxKeyBytes))" : nil
+    (0...maxKeyBytes).contains(length) ? nil : "a key of \(UInt(bitPattern: length)) bytes (at most \(maxKeyBytes))"
 }
 
 /// The line a plugin's log call shows: a NULL message or a level the ABI lacks is said as a
@@ -283,7 +287,7 @@ let maxNamedBytes = 1 << 20
 /// U+FFFD in it), the name is empty, or `entries` would pass ``maxNamedEntries`` or
 /// ``maxNamedBytes``.
 func settingNamedText(_ name: paging_bytes_t, _ value: paging_bytes_t, _ what: String, in entries: inout [String: String]) -> String? {
-    guard name.len <= maxNamedBytes, value.len <= maxNamedBytes else { return "a \(what) of more than \(maxNamedBytes) bytes" }
+    guard (0...maxNamedBytes).contains(name.len), (0...maxNamedBytes).contains(value.len) else { return "a \(what) of more than \(maxNamedBytes) bytes" }
     guard let name = copyBytes(name), let value = copyBytes(value) else { return "a \(what) with NULL data" }
     guard let name = String(validating: name, as: UTF8.self), let value = String(validating: value, as: UTF8.self) else {
         return "a \(what) name or value that is not valid UTF-8"
@@ -616,7 +620,7 @@ struct TransformOut: CallResultBuilder {
     /// Appends the original page's item `index`.
     mutating func keep(_ index: Int) -> String? {
         guard index >= 0, index < original.values.count else {
-            return "item index \(index), the page has \(original.values.count) items"
+            return "item index \(UInt(bitPattern: index)), the page has \(original.values.count) items"
         }
         return page.append(original.values[index], limits: limits)
     }

@@ -234,6 +234,20 @@ struct BridgeTests {
         }
     }
 
+    /// A length of 2^63 or more (`(size_t)-1`), which Swift reads as negative, is refused as the
+    /// length it is (a probe: a next key of that length was taken for "", and paging stopped at
+    /// a page the list held already; NULL data with it too).
+    @Test(arguments: [("huge_next_key", "fetch_set_next_key: a key of 18446744073709551615 bytes"),
+                      ("huge_item", "fetch_add_item: more than")])
+    func aLengthOf2To64Minus1_isRefused(_ mode: String, _ said: String) async throws {
+        let library = try PluginLibrary.open(path: try await fixturePlugin("bad_lengths"))
+        let source = try library.makeSource(id: "bad-lengths", config: .object([("mode", .string(mode))]), sink: log.sink)
+        let pager = Pager(source: source)
+        let error = await #expect(throws: PluginError.self) { try await pager.load(pager.refreshRequest(params: params(pageSize: 5))) }
+        #expect(error?.status == .invalidArgument && error?.message.contains(said) == true, "\(String(describing: error))")
+        #expect(await log.waitFor("returned 8"))
+    }
+
     /// Found by a probe: a call's handle used from a thread the call joined was refused, and
     /// the call answered without what it would have set: a key chain without its next key
     /// ended paging ("end reached", exit 0), an intercept completed with no items.

@@ -5,16 +5,21 @@
  *   source "bad-lengths":  fetch calls fetch_add_item(host, id, {NULL, 5}), logs the result
  *                          ("bad-lengths: fetch_add_item returned <code>", expected 8), then
  *                          completes the fetch (an empty page, both END flags). Refresh key "0".
+ *                          Config "mode": "huge_next_key" calls fetch_set_next_key with
+ *                          {"99", (size_t)-1} instead, "huge_item" fetch_add_item with
+ *                          {"1", (size_t)-1} (a length Swift reads as negative); the log line
+ *                          names the call.
  *   interceptor "bad-out": intercept calls out_add_item(out, {NULL, 3}), logs the result
  *                          ("bad-out: out_add_item returned <code>", expected 8), and returns
  *                          PAGING_INTERCEPT_COMPLETE (the page then has no items).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "paging/paging.h"
 
-typedef struct fx_src { paging_source_t base; const paging_host_t *host; } fx_src;
+typedef struct fx_src { paging_source_t base; const paging_host_t *host; int mode; } fx_src;
 typedef struct fx_icp { paging_interceptor_t base; const paging_host_t *host; } fx_icp;
 
 static paging_status_t src_refresh_key(paging_source_t *self, paging_keys_out_t *out)
@@ -36,8 +41,18 @@ static paging_status_t src_fetch(paging_source_t *self, const paging_request_t *
     (void)request;
     bad.data = NULL;
     bad.len = 5; /* deliberate misuse */
-    rc = h->fetch_add_item(h, id, bad);
-    snprintf(msg, sizeof msg, "bad-lengths: fetch_add_item returned %u", (unsigned)rc);
+    if (f->mode == 1) {
+        bad.data = (const uint8_t *)"99";
+        bad.len = (size_t)-1;
+        rc = h->fetch_set_next_key(h, id, &bad);
+    } else if (f->mode == 2) {
+        bad.data = (const uint8_t *)"1";
+        bad.len = (size_t)-1;
+        rc = h->fetch_add_item(h, id, bad);
+    } else {
+        rc = h->fetch_add_item(h, id, bad);
+    }
+    snprintf(msg, sizeof msg, "bad-lengths: %s returned %u", f->mode == 1 ? "fetch_set_next_key" : "fetch_add_item", (unsigned)rc);
     h->log(h, PAGING_LOG_INFO, msg);
     h->fetch_set_flags(h, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
     h->fetch_complete(h, id);
@@ -66,10 +81,13 @@ static void icp_destroy(paging_interceptor_t *self) { free(self); }
 static paging_source_t *create_source(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
 {
     fx_src *f;
+    const char *mode;
     (void)plugin_id;
     f = (fx_src *)calloc(1, sizeof *f);
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
+    mode = host->config_string(config, "mode");
+    f->mode = mode == NULL ? 0 : strcmp(mode, "huge_next_key") == 0 ? 1 : strcmp(mode, "huge_item") == 0 ? 2 : 0;
     f->base.plugin_data = f;
     f->base.refresh_key = src_refresh_key;
     f->base.key_chain = NULL;
