@@ -44,6 +44,10 @@ enum PagerCommand {
             Output.error(usage)
             return ExitCode.badInput
         }
+        // A reader of standard output that goes away (`| head -1`) is an EPIPE on the next write,
+        // which ends the command quietly (an incremental run keeping no state): SIGPIPE killed
+        // it mid-run (status 141, nothing said). `check` handles it to clean up (InterruptCleanup).
+        signal(SIGPIPE, SIG_IGN)
         // `browse` draws on fd 1, the terminal; every other command keeps it for its data.
         if command != "browse" { Output.claimStandardOutput() }
         if let problem = notUTF8() {

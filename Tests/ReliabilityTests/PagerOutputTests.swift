@@ -307,8 +307,9 @@ struct PagerOutputTests {
     }
 }
 
-/// Runs `pager arguments` with SIGPIPE ignored (by `sh`) and standard output a pipe whose read
-/// end is closed, so that every write to it fails with EPIPE. Standard error goes to a file.
+/// Runs `pager arguments` with SIGPIPE at its default action and standard output a pipe whose
+/// read end is closed, so that every write to it raises SIGPIPE (pager ignores it) and fails
+/// with EPIPE. Standard error goes to a file.
 func runWithBrokenPipe(_ arguments: [String]) async throws -> (status: Int32, signaled: Bool, stderr: String) {
     let errorPath = scratchFolder() + "/stderr"
     _ = FileManager.default.createFile(atPath: errorPath, contents: nil)
@@ -316,8 +317,12 @@ func runWithBrokenPipe(_ arguments: [String]) async throws -> (status: Int32, si
         Thread.detachNewThread {
             continuation.resume(with: Result {
                 let process = Process()
-                process.executableURL = URL(fileURLWithPath: "/bin/sh")
-                process.arguments = ["-c", #"trap '' PIPE; exec "$0" "$@""#, pagerBinary] + arguments
+                // SIGPIPE at its default action, as a shell starts a command: the test process
+                // ignores it, which its children inherit (with it ignored, `| head -1` killed
+                // pager by SIGPIPE everywhere but here, found by a probe).
+                process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+                process.arguments = ["python3", "-c", "import os, signal, sys; signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+                                     pagerBinary] + arguments
                 let ended = DispatchSemaphore(value: 0)
                 process.terminationHandler = { _ in ended.signal() }
                 let (pipe, errors) = try spawning {
