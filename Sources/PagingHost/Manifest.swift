@@ -62,8 +62,10 @@ public struct Manifest: Sendable {
     /// runs and sent with the next run's requests; nil when the manifest has none.
     public var incremental: IncrementalSettings?
 
-    /// The folder relative paths resolve against.
-    public var folder: String { URL(fileURLWithPath: file).deletingLastPathComponent().path }
+    /// The folder relative paths resolve against: the manifest's, made absolute when it was
+    /// read (resolved later, a relative manifest path followed a plugin's chdir() in its create:
+    /// the plugins after it were looked for, and their files made, elsewhere).
+    public private(set) var folder = ""
 
     /// Reads and checks the manifest at `path`.
     public static func load(path: String) throws(ManifestError) -> Manifest {
@@ -155,6 +157,7 @@ public struct Manifest: Sendable {
             retryPolicy: try top["retry"].map { value throws(ManifestError) in try reader.retry(value, at: "$.retry") } ?? .none,
             fetchTimeout: .milliseconds(timeoutMs), callTimeout: callTimeoutMs.map { .milliseconds($0) }, maxSize: maxSize, prefetchDistance: prefetch,
             maxItemsPerPage: maxItems, maxPageBytes: maxBytes, userInfo: userInfo)
+        manifest.folder = reader.folder
         manifest.serveParams = serveParams
         manifest.incremental = try top["incremental"].map { value throws(ManifestError) in try reader.incremental(value, at: "$.incremental") }
         try reader.checkStateNames(source.config, declared: manifest.incremental?.state, at: "\(source.jsonPath).config")
@@ -242,6 +245,13 @@ public struct ManifestError: Error, Sendable, Equatable, CustomStringConvertible
 /// Checks values against what the manifest expects, naming the path in every error.
 private struct Reader {
     let file: String
+    /// The manifest's folder, absolute (resolved against the working folder once, here).
+    let folder: String
+
+    init(file: String) {
+        self.file = file
+        folder = URL(fileURLWithPath: file).deletingLastPathComponent().standardizedFileURL.path
+    }
 
     func expected(_ what: String, _ value: JSONValue, at path: String) -> ManifestError {
         ManifestError(file: file, path: path, message: "expected \(what), got \(value.kindDescription)")
@@ -372,12 +382,11 @@ private struct Reader {
         guard !namespace.isEmpty, namespace.utf8.count <= 128 else {
             throw ManifestError(file: file, path: "\(path).namespace", message: "expected a name of 1 to 128 bytes")
         }
-        var stateFile = file + ".state"
+        var stateFile = URL(fileURLWithPath: folder).appendingPathComponent(URL(fileURLWithPath: file).lastPathComponent).path + ".state"
         if let given = try string(member("state_file"), at: "\(path).state_file") {
             guard !given.isEmpty else { throw ManifestError(file: file, path: "\(path).state_file", message: "empty; expected a file path") }
             try noNUL(given, at: "\(path).state_file")
-            stateFile = given.hasPrefix("/") ? given
-                : URL(fileURLWithPath: file).deletingLastPathComponent().appendingPathComponent(given).standardizedFileURL.path
+            stateFile = given.hasPrefix("/") ? given : URL(fileURLWithPath: folder).appendingPathComponent(given).standardizedFileURL.path
         }
         return IncrementalSettings(cursor: cursor, state: state, initial: initial, namespace: namespace, stateFile: stateFile)
     }

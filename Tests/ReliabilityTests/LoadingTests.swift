@@ -6,6 +6,27 @@ import Testing
 /// calls exit(0), a create_* that never returns.
 @Suite("Misbehaving while loading")
 struct LoadingTests {
+    /// Relative paths resolve against the manifest's folder as it was when the manifest was read:
+    /// a source whose create changed the working folder moved where the plugins after it were
+    /// looked for ("./libpass_through.so: no such file", blaming that plugin) and where
+    /// sqlite-store made its file (a probe).
+    @Test func aPluginChangingTheWorkingFolder_movesNoRelativePath() async throws {
+        let folder = scratchFolder(), elsewhere = scratchFolder()
+        try FileManager.default.copyItem(atPath: try await fixturePlugin("pass_through"), toPath: folder + "/libpass_through.so")
+        try """
+        {"source": {"plugin": "\(try await fixturePlugin("numbered_source"))", "config": {"count": 10, "refresh_key": 0, "chdir": "\(elsewhere)"}},
+         "interceptors": [{"plugin": "./libpass_through.so"}, {"plugin": "sqlite-store", "config": {"path": "store.db"}}],
+         "page_size": 5, "incremental": {"cursor": "/n"}}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run("/bin/sh", ["-c", #"cd "$0" && exec "$1" run m.json --refresh --append 1"#, folder, pagerBinary])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 10, "\(result.stdout)")
+        for file in ["store.db", "m.json.state"] {
+            #expect(FileManager.default.fileExists(atPath: folder + "/" + file), "\(file) beside the manifest")
+            #expect(!FileManager.default.fileExists(atPath: elsewhere + "/" + file), "\(file) where the plugin went")
+        }
+    }
+
     /// A folder of libraries: a good plugin, one whose constructor crashes, one whose
     /// constructor calls exit(0), one that is no plugin. Each is listed or reported on a line of
     /// its own; none stops the listing.

@@ -9,10 +9,14 @@
  *                before "5" is "0", which holds items 0...9 - repeating items 5...9 of the page
  *                at "5". When false, pages name no page before them, as a cursor API without
  *                a previous cursor.
+ *   chdir        string: create changes the working folder to it (as a careless plugin may:
+ *                relative paths of the plugins after it must not follow).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "paging/paging.h"
 
@@ -74,6 +78,8 @@ static paging_source_t *op_create(const char *plugin_id, const paging_host_t *ho
     s->count = (unsigned long)host->config_int(config, "count", 30);
     s->refresh_key = (unsigned long)host->config_int(config, "refresh_key", 5);
     s->prev_keys = host->config_bool(config, "prev_keys", 1);
+    if (host->config_string(config, "chdir") != NULL && chdir(host->config_string(config, "chdir")) != 0)
+        host->log(host, PAGING_LOG_WARNING, "chdir failed");
     s->base.plugin_data = s;
     s->base.refresh_key = op_refresh_key;
     s->base.fetch = op_fetch;
