@@ -50,16 +50,17 @@ struct BrowseCommand {
         let lastProblem = Mutex<String?>(nil)
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
         let manifest = try Manifest.load(path: manifestPath).sendingKeptValue().boundingPluginCalls()
-        // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
-        // reader that went away ended it by SIGPIPE before it restored it).
-        guard isatty(1) != 0 else { throw UsageError("browse: standard output is not a terminal (`pager run` prints the items)") }
         // What plugins write to fds 1 and 2, and isolated plugins' processes (started with the
         // pipeline), is kept off the screen from now on, and shown once it is left.
-        let captured = CapturedOutput.start()
+        let onATerminal = isatty(1) != 0
+        let captured = onATerminal ? CapturedOutput.start() : nil
         defer { captured?.finish() }
         let pipeline = try Pipeline(manifest: manifest, sink: { level, plugin, message in
             if level >= .warning { lastProblem.withLock { $0 = "\(pluginID(plugin)): \(message)" } }
         }, isolateAll: isolateAll)
+        // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
+        // reader that went away ended it by SIGPIPE before it restored it).
+        guard onATerminal else { throw UsageError("browse: standard output is not a terminal (`pager run` prints the items)") }
         guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
         defer { paging_terminal_restore() }
 
