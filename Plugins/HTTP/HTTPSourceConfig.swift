@@ -648,8 +648,7 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
             }
             while let last = value.last, last == "\n" || last == "\r" || last == "\r\n" { value.removeLast() }
             guard !value.isEmpty else { throw .invalidConfig("\(key): the secret file \"\(path)\" is empty") }
-            // A NUL would cut the value short where it meets C; other control bytes have no place in a header.
-            guard !value.utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) else {
+            guard !holdsControlCharacter(value) else {
                 throw .invalidConfig("\(key): the secret file \"\(path)\" holds a control character (only a final line break is dropped)")
             }
             secrets.append(NamedSecret(value, reference: "${\(name)}"))
@@ -661,12 +660,22 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
             throw .invalidConfig("\(key): \"${\(name)}\" is not an environment variable name; expected ${VARIABLE}")
         }
         guard let value = environment[name], !value.isEmpty else { return .missing(name) }
+        // As a secret file's: a variable set to "abc\u{1B}[2J" went into the header as it was.
+        guard !holdsControlCharacter(value) else {
+            throw .invalidConfig("\(key): the environment variable \(name) holds a control character")
+        }
         secrets.append(NamedSecret(value, reference: "${\(name)}"))
         out += value
         rest = rest[rest.index(after: end)...]
     }
     out += rest
     return .value(out)
+}
+
+/// Whether a secret holds a control character other than a tab: a NUL would cut it short where
+/// it meets C; the others have no place in a header or a URL.
+private func holdsControlCharacter(_ value: String) -> Bool {
+    value.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
 }
 
 /// Whether `name` is a token (RFC 9110): what a header name may be.

@@ -237,6 +237,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     if let outcome = load.outcome {
                         continuation.resume(returning: outcome)
                     } else if Task.isCancelled {
+                        load.departed += 1
                         continuation.resume(returning: .failure(CancellationError()))
                     } else {
                         load.waiters[waiter] = continuation
@@ -244,7 +245,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 }
             }
         } onCancel: {
-            let continuation = registry.withLock { _ in load.removeWaiter(waiter) }
+            let continuation = registry.withLock { _ in
+                let continuation = load.removeWaiter(waiter)
+                if continuation != nil { load.departed += 1 }
+                return continuation
+            }
             continuation?.resume(returning: .failure(CancellationError()))
         }
     }
@@ -409,12 +414,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
-    /// How many callers have joined a load another caller runs (deduplication): for tests,
-    /// yours too, that must know a caller joined before they go on rather than sleep.
+    /// How many callers wait for a load another caller runs (deduplication): those who joined
+    /// and have not left (cancelled). For tests, yours too, that must know a caller joined
+    /// before they go on rather than sleep.
     public var joinedCallerCount: Int {
         registry.withLock { registry in
             registry.shared.values.reduce(0) { count, load in
-                count + (load.joiners.map { unsafeDowncast($0, to: Joiners.self).nextWaiter } ?? 0)
+                count + (load.joiners.map { joiners in
+                    let joiners = unsafeDowncast(joiners, to: Joiners.self)
+                    return joiners.nextWaiter - joiners.departed
+                } ?? 0)
             }
         }
     }
@@ -597,6 +606,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     final class Joiners: @unchecked Sendable {
         @usableFromInline var waiters: [Int: CheckedContinuation<Outcome, Never>] = [:]
         @usableFromInline var nextWaiter = 0
+        /// Those who joined and left before the load ended (cancelled).
+        @usableFromInline var departed = 0
         @usableFromInline var outcome: Outcome?
 
         @usableFromInline

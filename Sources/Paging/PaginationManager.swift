@@ -26,7 +26,8 @@ import Synchronization
 ///
 /// # Thread safety
 /// Every method may be called from any task, concurrently. One load per direction runs at a
-/// time: asking for an append while one is loading does nothing.
+/// time: asking for an append while one is loading starts none, and returns the task of the one
+/// loading (awaiting it waits for its page).
 public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public struct Configuration: Sendable {
         /// Values a page asks for.
@@ -143,8 +144,14 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             PagingRequestKind.allCases.filter { state.output[$0].error != nil }
         }
         let loads = failed.map { kind in start(kind, userInfo: kind == .refresh ? nil : [:]) }
+        // Cancelling the task cancels the loads, as cancelling those of append() and refresh()
+        // does (it let them run, and applied their pages).
         return Task {
-            for load in loads { await load.value }
+            await withTaskCancellationHandler {
+                for load in loads { await load.value }
+            } onCancel: {
+                for load in loads { load.cancel() }
+            }
         }
     }
 
@@ -263,18 +270,28 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Plans the load now and runs it in a task. Planned before the task starts, the direction
     /// is loading when this returns: calls in a row (``itemVisible(at:of:)`` on every event) start
     /// one load, where tasks that planned later each loaded one more page once the one before
-    /// them had ended.
+    /// them had ended. With nothing to start, the task of the load of `kind` in flight, if any:
+    /// awaiting it waits for the page (an ended task returned then, and a caller took "loaded"
+    /// for "ignored").
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Task<Void, Never> {
-        guard let plan = plan(kind, userInfo: userInfo) else { return Task {} }
+        guard let plan = plan(kind, userInfo: userInfo) else {
+            // (An append or prepend waits for a refresh: that is what it waits for.)
+            return state.withLock { ($0.inFlight[kind] ?? $0.inFlight[.refresh])?.task } ?? Task {}
+        }
         return state.withLock { state in
             let id = state.nextTaskID
             state.nextTaskID += 1
             // Removed under the lock it is added under: never before it is added.
             let task = Task {
                 await self.run(plan)
-                self.state.withLock { _ = $0.tasks.removeValue(forKey: id) }
+                self.state.withLock { state in
+                    state.tasks.removeValue(forKey: id)
+                    if state.inFlight[plan.kind]?.id == id { state.inFlight[plan.kind] = nil }
+                }
             }
+            // A refresh cancels the prepends and appends (`tasks`), not an older refresh.
             if kind != .refresh { state.tasks[id] = task }
+            state.inFlight[plan.kind] = (id, task)
             return task
         }
     }
@@ -405,8 +422,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var refreshKey: Key?
         /// The key of an incomplete last page whose reload brought no new values.
         @usableFromInline var stalledKey: Key?
+        /// The tasks of the prepends and appends running, by id.
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
+        /// The task of the load of each kind started last, while it runs.
+        @usableFromInline var inFlight: [PagingRequestKind: (id: UInt64, task: Task<Void, Never>)] = [:]
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
         /// Who gave the keys that go round, for ``PagingError/repeatedKey(source:kind:key:)``:

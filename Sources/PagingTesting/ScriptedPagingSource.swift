@@ -47,6 +47,19 @@ public final class ScriptedPagingSource<Value: Sendable>: PagingSource {
         var fetchedKeys: [Int] = []
         var suspended: [Int: [Int: CheckedContinuation<Void, Never>]] = [:]
         var nextSuspension = 0
+        /// Callers of ``waitUntilSuspended(count:)``: how many suspended fetches each waits for.
+        var waiters: [Int: (count: Int, continuation: CheckedContinuation<Void, Never>)] = [:]
+        var nextWaiter = 0
+
+        var suspendedCount: Int { suspended.values.reduce(0) { $0 + $1.count } }
+
+        /// The waiters whose count is reached, taken out (to resume outside the lock).
+        mutating func reachedWaiters() -> [CheckedContinuation<Void, Never>] {
+            let count = suspendedCount
+            let reached = waiters.filter { $0.value.count <= count }
+            for id in reached.keys { waiters[id] = nil }
+            return reached.values.map(\.continuation)
+        }
     }
 
     /// - Parameters:
@@ -81,11 +94,28 @@ public final class ScriptedPagingSource<Value: Sendable>: PagingSource {
     }
 
     /// How many fetches are suspended at a ``Step/suspend`` step.
-    public var suspendedCount: Int { state.withLock { $0.suspended.values.reduce(0) { $0 + $1.count } } }
+    public var suspendedCount: Int { state.withLock { $0.suspendedCount } }
 
-    /// Waits until at least `count` fetches are suspended.
+    /// Waits until at least `count` fetches are suspended, or the task is cancelled (it
+    /// returns then). It waited by yielding in a loop: a fetch that never came kept a core
+    /// busy, and a cancelled test hung.
     public func waitUntilSuspended(count: Int = 1) async {
-        while suspendedCount < count { await Task.yield() }
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state in
+                    if Task.isCancelled || state.suspendedCount >= count { return true }
+                    state.waiters[id] = (count, continuation)
+                    return false
+                }
+                if ready { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.continuation.resume()
+        }
     }
 
     /// Lets every suspended fetch of `key` go on.
@@ -140,13 +170,13 @@ public final class ScriptedPagingSource<Value: Sendable>: PagingSource {
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                state.withLock { state in
-                    if Task.isCancelled {
-                        continuation.resume()
-                    } else {
-                        state.suspended[key, default: [:]][id] = continuation
-                    }
+                let reached = state.withLock { state -> [CheckedContinuation<Void, Never>]? in
+                    if Task.isCancelled { return nil }
+                    state.suspended[key, default: [:]][id] = continuation
+                    return state.reachedWaiters()
                 }
+                guard let reached else { return continuation.resume() }
+                for waiter in reached { waiter.resume() }
             }
         } onCancel: {
             let continuation = state.withLock { $0.suspended[key]?.removeValue(forKey: id) }

@@ -24,6 +24,7 @@ static const char *const declared[] = {
     "HTTPS_TEST_TOKEN",
     "HTTP_PLUGIN_TEST_TOKEN",
     "HTTP_PLUGIN_TEST_UNSET",
+    "HTTP_TEST_CONTROL",
     "HTTP_TEST_HOSTPORT",
     "HTTP_TEST_SHORT",
     "PAGING_TEST_REDIS_ADDRESS",

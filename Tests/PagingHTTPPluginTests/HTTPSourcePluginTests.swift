@@ -603,6 +603,10 @@ struct HTTPSourcePluginTests {
         }
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/nul}"}}"#)
             .hasPrefix("auth.token: the secret file \"\(folder)/nul\" holds a control character"))
+        // From the environment too (a probe: an ESC and a \u{1} went into the header as they were).
+        setTestEnvironment("HTTP_TEST_CONTROL", "abcd\u{1B}[2Jefg\u{1}")
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${HTTP_TEST_CONTROL}"}}"#)
+            == "auth.token: the environment variable HTTP_TEST_CONTROL holds a control character")
         // A final line break written CRLF (a file saved on Windows) was refused as a control character.
         #expect(FileManager.default.createFile(atPath: folder + "/crlf", contents: Data("abcd-efgh\r\n".utf8)))
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/crlf}"}}"#) == "created")

@@ -95,9 +95,31 @@ struct PagerCancellationTests {
         #expect(await eventually { pager.joinedCallerCount == 1 })
         joiner.cancel()
         await #expect(throws: CancellationError.self) { try await joiner.value }
+        // It left: no longer counted (a probe: it was, until the load ended).
+        #expect(pager.joinedCallerCount == 0)
         source.release(key: 1)
         #expect(try await owner.value.values == [3, 4, 5])
         #expect(source.fetchCount == 1)
+    }
+
+    /// Waiting for a suspension that never comes returns when the waiting task is cancelled
+    /// (a probe: it yielded in a loop for ever, a core busy, the test hung).
+    @Test(.timeLimit(.minutes(1))) func waitUntilSuspended_returnsWhenCancelled() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let waiter = Task { await source.waitUntilSuspended() }
+        waiter.cancel()
+        await waiter.value
+        // And, not cancelled, when the count is reached: two suspended fetches.
+        source.script(key: 1, .suspend)
+        source.script(key: 2, .suspend)
+        let pager = Pager(source: source)
+        let two = Task { await source.waitUntilSuspended(count: 2) }
+        let loads = [1, 2].map { key in Task { try await pager.load(pager.request(.append, key: key, params: params())) } }
+        await two.value
+        #expect(source.suspendedCount == 2)
+        source.release(key: 1)
+        source.release(key: 2)
+        for load in loads { _ = try await load.value }
     }
 
     /// An older refresh that ends after a newer one is superseded: the cache keeps the newer

@@ -27,6 +27,41 @@ struct PaginationManagerTests {
         #expect(source.fetchCount == 3)
     }
 
+    /// `append()` while an append runs returns that append's task: awaiting it waits for the
+    /// page (a probe: an ended task came back, and 99 of 100 callers read the list before the
+    /// page was in it).
+    @Test func appendWhileAnAppendRuns_returnsItsTask() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .suspend)
+        let manager = manager(source)
+        await manager.refresh().value
+        let first = manager.append()
+        await source.waitUntilSuspended()
+        let again = (0..<20).map { _ in manager.append() }
+        #expect(again.allSatisfy { $0 == first })
+        source.release(key: 1)
+        await again[0].value
+        #expect(Array(manager.output.values) == Array(0..<6))
+        #expect(source.fetchCount == 2)
+    }
+
+    /// Cancelling the task `retry()` returns cancels its loads, as cancelling those of
+    /// `append()` does (a probe: the retry ran on, and its page was applied).
+    @Test(.timeLimit(.minutes(1))) func cancellingRetrysTask_cancelsItsLoads() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 1, .fail(ScriptedError("offline")), .suspend)
+        let manager = manager(source)
+        await manager.refresh().value
+        await manager.append().value
+        #expect(manager.output.appendState.error != nil)
+        let retry = manager.retry()
+        await source.waitUntilSuspended()
+        retry.cancel()
+        await retry.value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        #expect(!manager.output.isAppending && source.suspendedCount == 0)
+    }
+
     /// Keys that disagree are not enough to call a prepend wrong (cursor APIs name one page by
     /// several cursors); keys that disagree and values that repeat are.
     @Test(arguments: [(overlap: 0, fails: false), (overlap: 4, fails: true)])
@@ -532,7 +567,8 @@ struct PaginationManagerTests {
         await manager.append().value
         #expect(Array(manager.output.values) == Array(9..<15))
         #expect(manager.output.prependState.isLoading)
-        await manager.prepend().value
+        // A prepend while one loads starts none: it is the one loading.
+        #expect(manager.prepend() == prepend)
         #expect(source.fetchedKeys == [2, 3, 1, 4])
         source.release(key: 1)
         await prepend.value
