@@ -462,10 +462,18 @@ final class CallWatchdog: Sendable {
 }
 
 extension PluginInstance {
+    /// The most ended fetches (and deferred intercepts) remembered: past it, the older half is
+    /// forgotten. It was 1,024: a `pager serve` whose source held 1,300 fetches past their
+    /// timeout had each later completion past the 1,024th logged as misuse.
+    static let rememberedEnds = 65_536
+
     /// Remembers a fetch the host ended while the plugin may still complete it (bounded).
     func rememberEnded(_ id: UInt64, _ status: PluginStatus) {
         abandoned.withLock { abandoned in
-            if abandoned.count >= 1_024, let oldest = abandoned.keys.min() { abandoned[oldest] = nil }
+            if abandoned.count >= Self.rememberedEnds {
+                // Ids grow: the lowest are the oldest. Sorted once a half, not searched each time.
+                for old in abandoned.keys.sorted().prefix(Self.rememberedEnds / 2) { abandoned[old] = nil }
+            }
             abandoned[id] = status
         }
     }

@@ -369,6 +369,13 @@ private struct Reader {
         guard cursor.isEmpty || cursor.hasPrefix("/") else {
             throw ManifestError(file: file, path: "\(path).cursor", message: "expected a JSON pointer (\"/updated_at\"), got \"\(cursor)\"")
         }
+        // RFC 6901: "~0" is "~" and "~1" is "/"; any other "~" names no member (a pointer that
+        // matched nothing, run after run, without a word at validate).
+        let bytes = Array(cursor.utf8)
+        if let tilde = bytes.indices.first(where: { bytes[$0] == UInt8(ascii: "~") && !(bytes.indices.contains($0 + 1) && (bytes[$0 + 1] == UInt8(ascii: "0") || bytes[$0 + 1] == UInt8(ascii: "1"))) }) {
+            throw ManifestError(file: file, path: "\(path).cursor",
+                                message: "\"\(cursor)\" is not a JSON pointer: the \"~\" at byte \(tilde) must be followed by 0 or 1 (~0 is ~, ~1 is /)")
+        }
         let state = try string(member("state"), at: "\(path).state") ?? "since"
         guard !state.isEmpty, state.utf8.count <= 64, state.allSatisfy({ $0 == "_" || ($0.isASCII && ($0.isLetter || $0.isNumber)) }) else {
             throw ManifestError(file: file, path: "\(path).state", message: "expected a name of 1 to 64 letters, digits or _, used as {state.NAME}; got \"\(state)\"")

@@ -192,6 +192,25 @@ struct BridgeTests {
         #expect(await log.waitFor("never-complete: cancel "), "\(log.messages)")
     }
 
+    /// Fetches completed after their timeout answer TIMEOUT, as host.h says ("expected, not
+    /// misuse"), however many the host ended: past 1,024 it forgot the oldest, and each of
+    /// those completions was refused and logged as misuse (a probe, under `pager serve`).
+    @Test(.timeLimit(.minutes(2))) func fetchesCompletedAfterTheirTimeout_answerTimeout_evenPast1024() async throws {
+        let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
+            .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(20)))
+        let pager = Pager(source: source, deduplication: .disabled)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<1_100 {
+                group.addTask {
+                    await #expect(throws: PluginError.self) { try await pager.load(pager.request(.append, key: PluginKey("k\(index)"), params: params(pageSize: 5))) }
+                }
+            }
+            try await group.waitForAll()
+        }
+        _ = try await pager.load(pager.request(.append, key: PluginKey("complete"), params: params(pageSize: 5)))
+        #expect(log.contains("never-complete: completed 1100 late: TIMEOUT=1100 CANCELLED=0 INVALID_ARGUMENT=0 other=0"), "\(log.messages.suffix(3))")
+    }
+
     @Test func neverCompleted_endsInATimeout_thatIsRetryable() async throws {
         let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))

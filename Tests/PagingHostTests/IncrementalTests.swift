@@ -38,6 +38,12 @@ struct IncrementalTests {
         #expect(error(#"{"source": {"plugin": "http"}, "user_info": {"q": ">{state.x}"}}"#).contains("$.user_info.q: {state.x} needs"))
         #expect(error(#"{"source": {"plugin": "http"}, "incremental": {}}"#).contains("$.incremental.cursor: missing"))
         #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "id"}}"#).contains("expected a JSON pointer"))
+        // A "~" not followed by 0 or 1 (a probe: "/~2" validated, and matched nothing run after run).
+        for cursor in ["/~2", "/a~", "/~~1"] {
+            #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "\#(cursor)"}}"#)
+                .contains(#"$.incremental.cursor: "\#(cursor)" is not a JSON pointer: the "~" at byte"#), "\(cursor)")
+        }
+        #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/a~0b/c~1d"}}"#) == "no error")
         #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/id", "state": "a b"}}"#).contains("$.incremental.state"))
         #expect(error(#"{"source": {"plugin": "http"}, "incremental": {"cursor": "/id", "initial": true}}"#)
                 == "/srv/app/m.json: $.incremental.initial: expected a string or a number (the value before the first run), got a boolean")

@@ -4,15 +4,45 @@
  * completes or fails it. It has no cancel function (cancel == NULL), so the host's timeout or
  * cancellation must stop waiting on its own. Refresh key "0". Counts fetches and logs at destroy:
  *   "never-complete: destroyed after <n> fetches"
+ * A fetch of the key "complete" completes every fetch held so far (the host ended them: late
+ * completions), logs what each call returned,
+ *   "never-complete: completed <n> late: TIMEOUT=<a> CANCELLED=<b> INVALID_ARGUMENT=<c> other=<d>",
+ * and completes itself with an empty last page.
  * Built with -DFIXTURE_CANCEL_LOGS it has a cancel function, which logs "never-complete: cancel <id>",
  * and logs "never-complete: fetch <id>" as each fetch is accepted.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "paging/paging.h"
 
-typedef struct fixture { paging_source_t base; const paging_host_t *host; unsigned long fetches; } fixture;
+typedef struct fixture {
+    paging_source_t base;
+    const paging_host_t *host;
+    unsigned long fetches;
+    uint64_t *held;
+    size_t held_count, held_capacity;
+} fixture;
+
+/* Completes every fetch held, counting what the host answered, and logs the counts. */
+static void fx_complete_held(fixture *f)
+{
+    unsigned long timeout = 0, cancelled = 0, invalid = 0, other = 0;
+    char msg[160];
+    size_t i;
+    for (i = 0; i < f->held_count; i++) {
+        paging_status_t rc = f->host->fetch_complete(f->host, f->held[i]);
+        if (rc == PAGING_ERR_TIMEOUT) timeout++;
+        else if (rc == PAGING_ERR_CANCELLED) cancelled++;
+        else if (rc == PAGING_ERR_INVALID_ARGUMENT) invalid++;
+        else other++;
+    }
+    snprintf(msg, sizeof msg, "never-complete: completed %lu late: TIMEOUT=%lu CANCELLED=%lu INVALID_ARGUMENT=%lu other=%lu",
+             (unsigned long)f->held_count, timeout, cancelled, invalid, other);
+    f->host->log(f->host, PAGING_LOG_INFO, msg);
+    f->held_count = 0;
+}
 
 static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
@@ -26,9 +56,20 @@ static paging_status_t fx_refresh_key(paging_source_t *self, paging_keys_out_t *
 static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
 {
     fixture *f = (fixture *)self;
-    (void)request;
-    (void)id;
     f->fetches++; /* serialized: no lock needed */
+    if (request->key.len == 8 && memcmp(request->key.data, "complete", 8) == 0) {
+        fx_complete_held(f);
+        f->host->fetch_set_flags(f->host, id, PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END);
+        return f->host->fetch_complete(f->host, id);
+    }
+    if (f->held_count == f->held_capacity) {
+        size_t capacity = f->held_capacity ? 2 * f->held_capacity : 64;
+        uint64_t *grown = (uint64_t *)realloc(f->held, capacity * sizeof *grown);
+        if (grown == NULL) return PAGING_OK;
+        f->held = grown;
+        f->held_capacity = capacity;
+    }
+    f->held[f->held_count++] = id;
 #ifdef FIXTURE_CANCEL_LOGS
     {
         char msg[64];
@@ -55,6 +96,7 @@ static void fx_destroy(paging_source_t *self)
     char msg[96];
     snprintf(msg, sizeof msg, "never-complete: destroyed after %lu fetches", f->fetches);
     f->host->log(f->host, PAGING_LOG_INFO, msg);
+    free(f->held);
     free(f);
 }
 
