@@ -101,6 +101,7 @@ typedef struct rc_state {
     int64_t next_attempt_ms;    /* while not connected: no attempt before this */
     int64_t down_until_ms;      /* read without the lock (__atomic): intercept passes straight on */
     int was_down;               /* a warning went out since the last connection */
+    char down_reason[400];      /* why it went down last (its password hidden), under conn_lock */
     size_t reply_objects;       /* objects made for the reply being read (rc_get_reply) */
     /* where */
     char *host_name;            /* NULL with a socket */
@@ -168,6 +169,8 @@ static void rc_down(rc_state *st, const char *why)
     st->next_attempt_ms = until;
     __atomic_store_n(&st->down_until_ms, until, __ATOMIC_RELAXED);
     st->was_down = 1;
+    snprintf(st->down_reason, sizeof st->down_reason, "%s", why);
+    rc_hide_password(st, st->down_reason);
     snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s is unavailable (%.400s); loads go on without it "
              "until it is back (this warning at most once a minute)", st->address, why);
     rc_hide_password(st, msg);
@@ -1032,15 +1035,23 @@ static paging_status_t rc_health(void *self)
     const char *argv[1];
     size_t lens[1];
     redisReply *r = NULL;
-    char msg[500];
+    char msg[800] = "";
     int ok;
     argv[0] = "PING";
     lens[0] = 4;
     pthread_mutex_lock(&st->conn_lock);
-    if (rc_connect(st, 1)) r = rc_command(st, 1, argv, lens);
+    if (rc_connect(st, 1)) {
+        r = rc_command(st, 1, argv, lens);
+    } else {
+        /* Not connected: why (a refused AUTH read as "does not answer PING"). */
+        snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s is unavailable: %.400s", st->address,
+                 st->down_reason[0] != '\0' ? st->down_reason : "not connected");
+    }
     pthread_mutex_unlock(&st->conn_lock);
     ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (!ok) {
+    if (!ok && r == NULL && msg[0] != '\0') {
+        st->host->log(st->host, PAGING_LOG_ERROR, msg);
+    } else if (!ok) {
         snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s does not answer PING%s%.100s", st->address,
                  r != NULL && r->type == REDIS_REPLY_ERROR ? ": " : "",
                  r != NULL && r->type == REDIS_REPLY_ERROR ? r->str : "");

@@ -429,6 +429,9 @@ struct RedisCacheTests {
             sink: log.sink)
         #expect(try await load(PluginPager(source: upstream, interceptors: [cache]), "0") == items(0..<10))
         #expect(log.contains("AUTH refused: WRONGPASS invalid password ***"), "\(log.messages)")
+        // Its health check says why too (a probe: "does not answer PING", of a server that had).
+        guard case .unhealthy = cache.health() else { Issue.record("a refused AUTH passed the health check"); return }
+        #expect(log.contains("Redis at 127.0.0.1:\(echo.port) is unavailable: AUTH refused: WRONGPASS invalid password ***"), "\(log.messages)")
         #expect(!log.messages.contains { $0.contains(secret) }, "\(log.messages)")
 
         let scan = try FixtureServer("redis/odd_redis.py", arguments: ["scan-forever"])
