@@ -83,8 +83,12 @@ struct CheckCommand {
             case "--config": config = try Self.parseConfig(try arguments.value(for: argument), origin: "--config")
             case "--config-file":
                 let path = try arguments.value(for: argument)
-                guard let data = FileManager.default.contents(atPath: path) else { throw UsageError("check: \(shown(path)): cannot be read") }
-                config = try Self.parseConfig(String(decoding: data, as: UTF8.self), origin: path)
+                // Read as a manifest is: each way it cannot be says why (it said only "cannot be read").
+                let bytes: [UInt8]
+                do throws(ManifestError) { bytes = try Manifest.readFile(path, kind: "config file", regularOnly: true) } catch {
+                    throw UsageError("check: --config-file \(OneLine.escape(error.text, limit: Output.messageLimit))")
+                }
+                config = try Self.parseConfig(String(decoding: bytes, as: UTF8.self), origin: path)
             case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)
             case "--cycles": cycles = try arguments.count(for: argument, in: 2...1_000_000)
             case "--json": json = true

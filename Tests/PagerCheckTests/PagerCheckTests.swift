@@ -349,6 +349,12 @@ struct PagerCheckTests {
         let (badCode, badReport, _) = try await check("\(productsFolder)/libjsonlines.so", Self.fast + ["--config", #"{"path": "/nonexistent"}"#])
         #expect(badCode == 1)
         #expect(badReport.results.filter { $0.status == .fail }.map(\.check) == ["create-valid-config"])
+        // A config file that cannot be read says why (it said only "cannot be read").
+        for (path, why) in [(folder + "/missing.json", "No such file or directory"), (folder, "is a folder, expected a config file"),
+                            ("/dev/zero", "is a device, expected a regular config file")] {
+            let refused = try await run(pager, ["check", "\(productsFolder)/libjsonlines.so", "--config-file", path])
+            #expect(refused.code == 2 && refused.stderr.contains("check: --config-file \(path): \(why)"), "\(refused.stderr)")
+        }
     }
 
     // MARK: - ABI growth, call handles, items, extensions
