@@ -211,3 +211,19 @@ int paging_isolation_pidfd(pid_t pid)
     return -1;
 #endif
 }
+
+int paging_isolation_restore_sigchld(void)
+{
+    struct sigaction current;
+    if (sigaction(SIGCHLD, NULL, &current) != 0) return 0;
+    if (current.sa_handler == SIG_IGN && !(current.sa_flags & SA_SIGINFO)) {
+        signal(SIGCHLD, SIG_DFL);
+        return 1;
+    }
+    if (current.sa_flags & SA_NOCLDWAIT) {
+        current.sa_flags &= ~SA_NOCLDWAIT;
+        sigaction(SIGCHLD, &current, NULL);
+        return 1;
+    }
+    return 0;
+}

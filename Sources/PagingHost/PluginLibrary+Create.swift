@@ -1,3 +1,4 @@
+import CIsolation
 import FoundationEssentials
 import Dispatch
 import CPaging
@@ -114,6 +115,12 @@ extension PluginLibrary {
         if let (status, message) = pluginConfig.failure {
             Plugin.destroy(created)
             throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
+        }
+        // Isolated plugins' processes are waited for: with SIGCHLD ignored, a crash read as a
+        // timeout, then as "exited with status 0" (a probe).
+        if paging_isolation_restore_sigchld() != 0 {
+            instance.log(.warning, "its create set SIGCHLD to be ignored (or SA_NOCLDWAIT), which keeps pager from learning how "
+                         + "isolated plugins' processes end; set back")
         }
         return created
     }

@@ -237,8 +237,8 @@ private final class CapturedOutput: Sendable {
         [readEnd, stop.read, stop.write].forEach { close($0) }
         let (bytes, total) = text.withLock { ($0.bytes.suffix(Self.keptBytes), $0.total) }
         guard total > 0 else { return }
-        let shown = bytes.count < total ? "; the last \(bytes.count) bytes" : ""
-        Output.error("pager browse: written to standard output or standard error while browsing, \(total) bytes\(shown):")
+        let part = bytes.count < total ? "; the last \(bytes.count) bytes" : ""
+        Output.error("pager browse: written to standard output or standard error while browsing, \(total) bytes\(part):")
         for line in String(decoding: bytes, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false).dropLast(bytes.last == 0x0A ? 1 : 0) {
             Output.problem(String(line))
         }

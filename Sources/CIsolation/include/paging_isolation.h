@@ -38,4 +38,10 @@ int paging_isolation_close_from(posix_spawn_file_actions_t *actions, int from);
  * ended (its crash then went unseen). */
 int paging_isolation_pidfd(pid_t pid);
 
+/* SIGCHLD back to a disposition under which a child's end can be waited for: when it is
+ * ignored (SIG_IGN), or its handler has SA_NOCLDWAIT, the kernel reaps children at once and the
+ * host never learns how an isolated plugin's process ended. Returns 1 when it had to (a plugin
+ * in this process set it so), else 0. */
+int paging_isolation_restore_sigchld(void);
+
 #endif

@@ -11,8 +11,11 @@
  *                a previous cursor.
  *   chdir        string: create changes the working folder to it (as a careless plugin may:
  *                relative paths of the plugins after it must not follow).
+ *   ignore_sigchld  boolean, default false: create sets SIGCHLD to be ignored (children are
+ *                reaped by the kernel: the host must still learn how its children end).
  */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +83,7 @@ static paging_source_t *op_create(const char *plugin_id, const paging_host_t *ho
     s->prev_keys = host->config_bool(config, "prev_keys", 1);
     if (host->config_string(config, "chdir") != NULL && chdir(host->config_string(config, "chdir")) != 0)
         host->log(host, PAGING_LOG_WARNING, "chdir failed");
+    if (host->config_bool(config, "ignore_sigchld", 0)) signal(SIGCHLD, SIG_IGN);
     s->base.plugin_data = s;
     s->base.refresh_key = op_refresh_key;
     s->base.fetch = op_fetch;
