@@ -544,7 +544,19 @@ extension Manifest {
     /// command that loads but keeps nothing (`serve`, `browse`): unchanged without `incremental`.
     public func sendingKeptValue() throws(ManifestError) -> Manifest {
         guard let settings = incremental else { return self }
-        return sending(try settings.keptValue(checkingWritable: false) ?? settings.initial)
+        return sending(try keptIncrementalValue(checkingWritable: false) ?? settings.initial)
+    }
+
+    /// ``IncrementalSettings/keptValue(checkingWritable:)``, its error naming the manifest and
+    /// `$.incremental.state_file` before the state file (it named only the file: "/tmp: is a
+    /// folder, expected a state file").
+    public func keptIncrementalValue(checkingWritable: Bool = true) throws(ManifestError) -> IncrementalValue? {
+        guard let settings = incremental else { return nil }
+        do {
+            return try settings.keptValue(checkingWritable: checkingWritable)
+        } catch {
+            throw ManifestError(file: file, path: "$.incremental.state_file", message: error.text, isTransient: error.isTransient)
+        }
     }
 
     /// The manifest whose requests carry `value` as the user-info value `state.NAME`, with

@@ -100,7 +100,8 @@ struct RunCommand {
         if full, manifest.incremental == nil {
             throw UsageError("run: --full: \(shown(manifestPath)) has no \"incremental\" settings, so every run is full already")
         }
-        let incremental = try manifest.incremental.map { settings throws(ManifestError) in try IncrementalRun(settings, full: full) }
+        let kept = try manifest.keptIncrementalValue()
+        let incremental = manifest.incremental.map { settings in IncrementalRun(settings, kept: kept, full: full) }
         if let incremental { manifest = manifest.sending(incremental.start) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level,
                                     extraInterceptors: incremental.map { [$0.cursor] } ?? [],
@@ -267,11 +268,11 @@ private struct IncrementalRun {
     let kept: IncrementalValue?
     let cursor: IncrementalCursor
 
-    /// Reads the state file; a file that cannot be read or understood is bad input.
-    init(_ settings: IncrementalSettings, full: Bool) throws(ManifestError) {
+    /// With the value the state file keeps (``Manifest/keptIncrementalValue(checkingWritable:)``).
+    init(_ settings: IncrementalSettings, kept: IncrementalValue?, full: Bool) {
         self.settings = settings
         file = IncrementalStateFile(path: settings.stateFile)
-        kept = try settings.keptValue()
+        self.kept = kept
         start = full ? settings.initial : kept ?? settings.initial
         // From the value kept, so that it never goes down; with --full, from nothing: the value
         // kept may be of another kind than the items now hold (strings become numbers), and

@@ -104,6 +104,19 @@ struct PagerOutputTests {
         #expect(controls.stdout.contains(#"incremental: {state.since} = "x\u009b31my\u202e" (kept in"#), "\(controls.stdout)")
     }
 
+    /// A state file that cannot be read names the manifest and its field too (a probe: "pager:
+    /// /tmp: is a folder, expected a state file").
+    @Test func aStateFileThatCannotBeRead_namesTheManifestAndItsField() async throws {
+        let stateFolder = scratchFolder()
+        let file = try manifest("jsonlines", config: #"{"path": "data.jsonl"}"#,
+                                more: #", "incremental": {"cursor": "/n", "state_file": "\#(stateFolder)"}"#)
+        for command in ["run", "validate"] {
+            let result = try await run(pagerBinary, [command, file])
+            #expect(result.code == 2 && result.stderr.hasPrefix("pager: \(file): $.incremental.state_file: \(stateFolder): "),
+                    "\(command): \(result.stderr)")
+        }
+    }
+
     /// `check` and `validate` quote a plugin's id and failures escaped, and a usage error the
     /// argument it names (a probe: check's table and validate's lines wrote them raw, so a
     /// plugin retitled the terminal and forged lines; so did an unknown option).
