@@ -275,7 +275,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// for "ignored").
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Task<Void, Never> {
         guard let plan = plan(kind, userInfo: userInfo) else {
-            // (An append or prepend waits for a refresh: that is what it waits for.)
+            // An append or prepend asked for while a refresh loads gets the refresh's task.
             return state.withLock { ($0.inFlight[kind] ?? $0.inFlight[.refresh])?.task } ?? Task {}
         }
         return state.withLock { state in
