@@ -86,7 +86,7 @@ struct CheckCommand {
                 // Read as a manifest is: each way it cannot be says why (it said only "cannot be read").
                 let bytes: [UInt8]
                 do throws(ManifestError) { bytes = try Manifest.readFile(path, kind: "config file", regularOnly: true) } catch {
-                    throw UsageError("check: --config-file \(OneLine.escape(error.text, limit: Output.messageLimit))")
+                    throw UsageError("check: --config-file \(shown(error.text))")
                 }
                 config = try Self.parseConfig(String(decoding: bytes, as: UTF8.self), origin: path)
             case "--timeout-ms": timeoutMs = try arguments.count(for: argument, in: 1...3_600_000)

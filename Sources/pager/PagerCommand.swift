@@ -125,10 +125,10 @@ struct UsageError: Error {
 }
 
 /// Text from outside (an argument, a path, a plugin's id or message) for a line of pager's own:
-/// its control characters escaped and cut after 1 KB (``OneLine``), so that it can neither
-/// start a line of its own nor steer the terminal.
+/// its control characters escaped and cut after 4 KB (``OneLine``, ``Output/messageLimit``), so
+/// that it can neither start a line of its own nor steer the terminal.
 func shown(_ text: some StringProtocol) -> String {
-    OneLine.escape(text, limit: 1_024)
+    OneLine.escape(text, limit: Output.messageLimit)
 }
 
 /// Splits arguments into flags with values and positional arguments.

@@ -59,7 +59,7 @@ struct ValidateCommand {
         }
         Output.line("  page size \(manifest.pageSize), retries \(manifest.retryPolicy.maxRetries), timeout \(manifest.fetchTimeout)")
         if let (settings, value) = kept {
-            Output.line("  incremental: {state.\(shown(settings.state))} = \(shown((value ?? settings.initial).jsonText)) "
+            Output.line("  incremental: {state.\(shown(settings.state))} = \(OneLine.escape((value ?? settings.initial).jsonText)) "
                         + "(\(value == nil ? "initial; nothing kept yet in" : "kept in") \(shown(settings.stateFile)))")
         }
         // A check still running holds its plugin: destroying it would wait for the check.
