@@ -1049,7 +1049,7 @@ static paging_status_t rc_health(void *self)
     }
     pthread_mutex_unlock(&st->conn_lock);
     ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-    if (!ok && r == NULL && msg[0] != '\0') {
+    if (msg[0] != '\0') {
         st->host->log(st->host, PAGING_LOG_ERROR, msg);
     } else if (!ok) {
         snprintf(msg, sizeof msg, "redis-cache: Redis at %.300s does not answer PING%s%.100s", st->address,

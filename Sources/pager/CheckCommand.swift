@@ -235,8 +235,8 @@ private final class TablePrinter: Sendable {
         let time = result.durationMs < 10_000 ? fixedPoint(result.durationMs, digits: 0) + " ms" : fixedPoint(result.durationMs / 1_000, digits: 1) + " s"
         // The plugin's id and the reasons hold the plugin's own text.
         var line = pad(OneLine.escape(result.plugin, limit: Output.nameLimit), 16) + pad(result.check, 23) + pad(result.status.rawValue, 7)
-            + pad(time, 9) + OneLine.escape(result.reason, limit: Output.messageLimit)
-        for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + OneLine.escape(note, limit: Output.messageLimit) }
+            + pad(time, 9) + shown(result.reason)
+        for note in result.notes { line += "\n" + String(repeating: " ", count: 55) + "note: " + shown(note) }
         Output.line(line)
     }
 

@@ -71,7 +71,7 @@ struct ValidateCommand {
         switch health {
         case .notOffered: ""
         case .healthy: ": healthy"
-        case .unhealthy(let status): ": unhealthy (\(OneLine.escape("\(status)", limit: Output.messageLimit)))"
+        case .unhealthy(let status): ": unhealthy (\(shown("\(status)")))"
         }
     }
 }
