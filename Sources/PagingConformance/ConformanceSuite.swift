@@ -484,8 +484,9 @@ struct Context: Sendable {
         // after destroy), also of a fetch() still running now, which destroy() waits for.
         // Counted as the plugin's destroy() returns; a call after that is also said as one
         // after destroy (PluginInstance.afterDestroy) once the host marked it destroyed.
-        var destroyed = log.count
-        source.destroy(returned: { destroyed = log.count })
+        let destroyedAt = Locked(log.count)
+        source.destroy(returned: { destroyedAt.withLock { $0 = log.count } })
+        let destroyed = destroyedAt.withLock { $0 }
         for task in tasks { _ = await task.result }
         // A thread the plugin forgot would call the host within a fetch's time (it watched
         // 300 ms: a completion 1.5 s later passed).

@@ -49,9 +49,9 @@ public struct PluginLimits: Sendable {
     public var withheldExtensions: Set<String>
 
     /// How long plugin code that must return before anything else happens may take: loading a
-    /// library (its constructors, init()) and create: the call timeout, without one the fetch
-    /// timeout but at least 30 s.
-    public var startTimeout: Duration { callTimeout ?? max(fetchTimeout, .seconds(30)) }
+    /// library (its constructors, init()), create, and destroy (what comes after waits for
+    /// it): the call timeout, without one the fetch timeout but at least 30 s.
+    public var lifecycleTimeout: Duration { callTimeout ?? max(fetchTimeout, .seconds(30)) }
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
                 callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false,

@@ -167,7 +167,7 @@ package enum IsolationServer {
             frame.string(message)
             send(frame.finish())
         }
-        let library = try PluginLibrary.open(path: path, sha256: sha256, within: limits.startTimeout) { note in sink(.warning, path, note.description) }
+        let library = try PluginLibrary.open(path: path, sha256: sha256, within: limits.lifecycleTimeout) { note in sink(.warning, path, note.description) }
         if isSource { return .source(try library.makeSource(id: id, config: config, sink: sink, limits: limits)) }
         return .interceptor(try library.makeInterceptor(id: id, config: config, sink: sink, limits: limits))
     }

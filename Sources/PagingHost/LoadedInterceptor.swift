@@ -305,11 +305,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     /// Destroys the plugin instance; later calls fail. Called by deinit if not before. With a
-    /// call timeout, destruction waits on the plugin's thread for the calls before it.
+    /// call timeout, destruction waits on the plugin's thread for the calls before it. Waited
+    /// for at most ``PluginLimits/lifecycleTimeout``.
     public func destroy() {
         // Captures no `self`: from deinit, this may run after the object is gone.
         let table = UnsafeSendable(plugin)
-        let close: @Sendable () -> Void = { [calls, instance, library] in
+        let ended = boundedDestroy(instance, on: worker) { [calls, instance, library] in
             calls.close {
                 table.value.pointee.destroy?(table.value)
                 library.liveInstances.subtract(1, ordering: .releasing)
@@ -317,7 +318,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             instance.markDestroyed()
             instance.endAllIntercepts()
         }
-        if let worker { worker.runDetached(close) } else { close() }
+        // Given up on, the plugin answers no intercept any more: none is left waiting.
+        if !ended { instance.endAllIntercepts() }
     }
 
     private func failure(_ status: PluginStatus, _ message: String, retryAfter: Duration? = nil) -> PluginError {

@@ -66,7 +66,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             let status = out.withHandle(token) { plugin.pointee.refresh_key?(plugin, $0) }
             return UnsafeSendable((status, out))
         }
-        let timeout = instance.limits.startTimeout
+        let timeout = instance.limits.lifecycleTimeout
         guard let (status, out) = ExitGuard.during("plugin '\(descriptor.id)' of \(library.path)", {
             boundedCall(named: "paging-create", within: timeout, call.value)
         })?.value else {
@@ -381,13 +381,17 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// ``destroy()``, calling `returned` as soon as the plugin's destroy() returns (what the
     /// plugin calls after that, it calls after destroy).
-    package func destroy(returned: () -> Void) {
-        calls.close { [plugin, library] in
-            plugin.pointee.destroy?(plugin)
-            returned()
-            library.liveInstances.subtract(1, ordering: .releasing)
+    package func destroy(returned: @escaping @Sendable () -> Void) {
+        let table = UnsafeSendable(plugin)
+        let ended = boundedDestroy(instance) { [calls, library] in
+            calls.close {
+                table.value.pointee.destroy?(table.value)
+                returned()
+                library.liveInstances.subtract(1, ordering: .releasing)
+            }
         }
-        instance.markDestroyed()
+        // The host table stays the plugin's while its destroy() runs.
+        if ended { instance.markDestroyed() }
         let pending = instance.fetches.withLock { fetches in
             defer { fetches = [:] }
             return fetches.values.compactMap(\.waiter)

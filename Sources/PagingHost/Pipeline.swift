@@ -56,7 +56,7 @@ public final class Pipeline: Sendable {
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)
-                return try PluginLibrary.open(path: path, sha256: reference.sha256, within: limits.startTimeout) { note in
+                return try PluginLibrary.open(path: path, sha256: reference.sha256, within: limits.lifecycleTimeout) { note in
                     sink(.warning, "\(reference.plugin) (\(path))", note.description)
                 }
             } catch {

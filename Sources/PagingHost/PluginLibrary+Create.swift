@@ -100,7 +100,7 @@ extension PluginLibrary {
     ) throws(PluginLoadError) -> UnsafeMutablePointer<Plugin> {
         _ = try usable(descriptor, withholding: instance.limits.withheldExtensions)
         let pluginConfig = PluginConfig(config)
-        let timeout = instance.limits.startTimeout
+        let timeout = instance.limits.lifecycleTimeout
         let id = descriptor.id
         let body = UnsafeSendable { UnsafeSendable(id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }) }
         let finished = ExitGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
@@ -130,6 +130,24 @@ extension PluginLibrary {
 /// result, or nil when it has not returned by then (the thread is left to the plugin).
 package func boundedCall<Result>(named name: String, within timeout: Duration, _ body: @escaping () -> Result) -> Result? {
     waiting(atMost: timeout, start: { detachThread(named: name, $0) }, body)
+}
+
+/// Calls a plugin instance's destroy() (`close`, which calls it) on a thread of its own, or on
+/// `worker` after the calls before it, waited for at most the instance's
+/// ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left to run
+/// there, and said: a destroy() that never returned hung `pager run`, `validate` and `serve` at
+/// their end, whatever the timeouts.
+func boundedDestroy(_ instance: PluginInstance, on worker: PluginCallWorker? = nil, _ close: @escaping @Sendable () -> Void) -> Bool {
+    let timeout = instance.limits.lifecycleTimeout
+    let start: (@escaping @Sendable () -> Void) -> Void = { call in
+        if let worker { worker.runDetached(call) } else { detachThread(named: "paging-destroy", call) }
+    }
+    guard waiting(atMost: timeout, start: start, close) != nil else {
+        instance.log(.warning, "destroy() did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s): "
+                     + "not waited for any longer, what it had left to do may not be done")
+        return false
+    }
+    return true
 }
 
 /// `body`, which `start` runs elsewhere (a thread, a queue), waited for at most `timeout` by

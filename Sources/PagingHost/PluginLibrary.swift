@@ -254,7 +254,7 @@ public final class PluginLibrary: @unchecked Sendable {
     ///   file than a regular one (a FIFO is refused without blocking), unreadable, not a shared
     ///   object, a checksum mismatch, or a library that fails to load or is no plugin.
     public static func open(
-        path: String, sha256: String? = nil, within timeout: Duration = PluginLimits().startTimeout, report: (OpenNote) -> Void = { _ in }
+        path: String, sha256: String? = nil, within timeout: Duration = PluginLimits().lifecycleTimeout, report: (OpenNote) -> Void = { _ in }
     ) throws(PluginLoadError) -> PluginLibrary {
         let path = URL(fileURLWithPath: path).standardizedFileURL.path
         let pin = sha256?.lowercased()

@@ -329,10 +329,10 @@ final class PluginProcess: Sendable {
 
     /// The child's answer to the start frame, the plugin's log lines before it passed on to the
     /// sink. The child bounds the library's load, the create and a source's refresh_key itself
-    /// (``PluginLimits/startTimeout`` each, and says why); this waits for the three, and 5 s more
+    /// (``PluginLimits/lifecycleTimeout`` each, and says why); this waits for the three, and 5 s more
     /// (a process starts slowly on a loaded machine).
     private func startAnswer(of child: ChildProcess) -> StartAnswer {
-        let wait = spec.limits.startTimeout * 3 + .seconds(5)
+        let wait = spec.limits.lifecycleTimeout * 3 + .seconds(5)
         let deadline = ContinuousClock.now + wait
         while true {
             let body: [UInt8]

@@ -160,6 +160,28 @@ struct LoadingTests {
         #expect(result.stderr.contains(isolated ? "handle failed: " : "handle did not return within 0.3 seconds; the load goes on"), "\(result.stderr)")
     }
 
+    /// Found by a probe: an in-process plugin's destroy() that never returned hung `run` and
+    /// `validate` at their end (and `serve` after SIGTERM), whatever the timeouts. It is waited
+    /// for as create is, then left, with a warning naming the plugin; the run's output stands.
+    /// The interceptor's destroy runs on its call thread (call_timeout_ms), the source's on a
+    /// thread of its own.
+    @Test(.timeLimit(.minutes(1)), arguments: [("validate", "source"), ("run", "source"), ("run", "interceptor")])
+    func aDestroyThatNeverReturns_isLeftAfterTheTimeout_withAWarning(_ command: String, _ hanging: String) async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        let (source, interceptors) = hanging == "source"
+            ? (#"{"plugin": "\#(try await fixturePlugin("crashy_source"))", "config": {"destroy_hangs": true}}"#, "")
+            : (#"{"plugin": "jsonlines", "config": {"path": "data.jsonl"}}"#,
+               #", "interceptors": [{"plugin": "\#(try await fixturePlugin("create_hangs"))", "id": "destroy-hangs"}]"#)
+        try #"{"source": \#(source)\#(interceptors), "page_size": 3, "call_timeout_ms": 300}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, [command, folder + "/m.json"])
+        #expect(result.code == 0, "\(result.stderr)")
+        if command == "run" { #expect(result.stdout.split(separator: "\n").count == 3, "\(result.stdout)") }
+        let plugin = hanging == "source" ? "crashy-source" : "destroy-hangs"
+        #expect(result.stderr.contains("[warning] \(plugin): destroy() did not return within 0.3 seconds"), "\(result.stderr)")
+    }
+
     /// A constructor that never returns hung validate and run for ever: the load gets the same
     /// timeout as create, in the process or in an isolated child (which said it "crashed
     /// (SIGTERM)" when the host stopped it).

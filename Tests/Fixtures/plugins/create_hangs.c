@@ -2,6 +2,7 @@
 /* Fixture: interceptor "hangs", whose create_interceptor never returns; source
  * "refresh-key-hangs", created at once, whose refresh_key never returns; interceptor
  * "handle-hangs", whose intercept proceeds and asks for the page, and whose handle never
+ * returns; interceptor "destroy-hangs", whose intercept proceeds and whose destroy never
  * returns. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -45,16 +46,29 @@ static void hh_handle(paging_interceptor_t *self, const paging_page_t *page)
 
 static void hh_destroy(paging_interceptor_t *self) { free(self); }
 
+static uint32_t dh_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self; (void)request; (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void dh_destroy(paging_interceptor_t *self)
+{
+    (void)self;
+    hang();
+}
+
 static paging_interceptor_t *ch_create(const char *id, const paging_host_t *host, const paging_config_t *config)
 {
     paging_interceptor_t *interceptor;
     (void)host; (void)config;
-    if (strcmp(id, "handle-hangs") != 0) hang();
+    int destroy_hangs = strcmp(id, "destroy-hangs") == 0;
+    if (strcmp(id, "handle-hangs") != 0 && !destroy_hangs) hang();
     interceptor = (paging_interceptor_t *)calloc(1, sizeof *interceptor);
     if (interceptor == NULL) return 0;
-    interceptor->intercept = hh_intercept;
-    interceptor->handle = hh_handle;
-    interceptor->destroy = hh_destroy;
+    interceptor->intercept = destroy_hangs ? dh_intercept : hh_intercept;
+    interceptor->handle = destroy_hangs ? 0 : hh_handle;
+    interceptor->destroy = destroy_hangs ? dh_destroy : hh_destroy;
     interceptor->struct_size = (uint32_t)sizeof *interceptor;
     return interceptor;
 }
@@ -71,16 +85,18 @@ static paging_source_t *rk_create(const char *id, const paging_host_t *host, con
     return source;
 }
 
-static const paging_plugin_descriptor_t ch_descriptors[3] = {
+static const paging_plugin_descriptor_t ch_descriptors[4] = {
     { PAGING_DESCRIPTOR_HEAD, "hangs", "Hangs (fixture)", "1.0.0", "create_interceptor never returns.",
       PAGING_PLUGIN_INTERCEPTOR, 0, 0 },
     { PAGING_DESCRIPTOR_HEAD, "refresh-key-hangs", "refresh_key hangs (fixture)", "1.0.0", "refresh_key never returns.",
       PAGING_PLUGIN_SOURCE, 0, 0 },
     { PAGING_DESCRIPTOR_HEAD, "handle-hangs", "handle hangs (fixture)", "1.0.0", "handle never returns.",
+      PAGING_PLUGIN_INTERCEPTOR, 0, 0 },
+    { PAGING_DESCRIPTOR_HEAD, "destroy-hangs", "destroy hangs (fixture)", "1.0.0", "destroy never returns.",
       PAGING_PLUGIN_INTERCEPTOR, 0, 0 }
 };
-static uint32_t ch_count(void) { return 3; }
-static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i < 3 ? &ch_descriptors[i] : 0; }
+static uint32_t ch_count(void) { return 4; }
+static const paging_plugin_descriptor_t *ch_describe(uint32_t i) { return i < 4 ? &ch_descriptors[i] : 0; }
 static const paging_plugin_entry_t ch_entry = { PAGING_ENTRY_HEAD, ch_count, ch_describe, rk_create, ch_create, 0, 0 };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &ch_entry; }
