@@ -20,7 +20,9 @@ import Synchronization
 /// - A failed load becomes that direction's ``LoadState/failed(_:)`` state; the values stay,
 ///   and ``retry()`` loads again.
 /// - A prepend or append whose key names a page the list holds already fails with
-///   ``PagingError/repeatedKey(source:kind:key:)``, unfetched.
+///   ``PagingError/repeatedKey(source:kind:key:)``, unfetched; so does an append whose key names
+///   one of the last 4,096 pages ``Configuration/maxSize`` dropped at the start (a prepend, at
+///   the end): with `maxSize`, keys that go round would otherwise repeat the same pages forever.
 ///
 /// Adding a page costs O(log pages) (see ``PagedValues``), whatever the list's length.
 ///
@@ -440,16 +442,21 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var invalidationListener: Task<Void, Never>?
         /// The keys of the pages the list holds.
         @usableFromInline var heldKeys: Set<Key> = []
+        /// The keys of the last pages dropped at the start (by appends) and at the end (by
+        /// prepends): paging on may not load them again, paging back does.
+        @usableFromInline var droppedAtStart = DroppedKeys<Key>(), droppedAtEnd = DroppedKeys<Key>()
 
         @usableFromInline
         init() {}
 
-        /// Whether loading `key` as `kind` would load a page the list holds already; then that
-        /// direction fails saying so (a store whose next key was an earlier page's repeated
-        /// the same pages, exit 0).
+        /// Whether loading `key` as `kind` would load a page the list holds already, or one
+        /// dropped at the other end; then that direction fails saying so (a store whose next key
+        /// was an earlier page's repeated the same pages, exit 0; with maxSize, as `pager run`
+        /// streams, a source whose keys went round did so still).
         @inlinable
         mutating func refusesRepeated(_ key: Key, kind: PagingRequestKind) -> Bool {
-            guard heldKeys.contains(key) else { return false }
+            let dropped = kind == .append ? droppedAtStart : droppedAtEnd
+            guard heldKeys.contains(key) || dropped.contains(key) else { return false }
             let error = PagingError.repeatedKey(source: keysDescription, kind: kind, key: "\(key)")
             output[kind] = .failed(error)
             output.lastError = error
@@ -485,6 +492,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             case .refresh:
                 output.values = PagedValues().appending(page)
                 heldKeys = [page.key]
+                droppedAtStart = DroppedKeys()
+                droppedAtEnd = DroppedKeys()
                 output.generation = plan.generation
                 output.origin = 0
                 output.refreshState = .idle
@@ -505,6 +514,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     stalledKey = nil
                     output.values = output.values.appending(page)
                     heldKeys.insert(page.key)
+                    droppedAtEnd.remove(page.key)
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again, unless the new
@@ -533,6 +543,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 guard !refusesRepeated(page.key, kind: .prepend) else { return }
                 output.values = output.values.prepending(page)
                 heldKeys.insert(page.key)
+                droppedAtStart.remove(page.key)
                 output.origin -= page.values.count
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
@@ -575,12 +586,51 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if end == .prepend {
                     output.origin += page.values.count
                     output.values = output.values.droppingFirst()
+                    droppedAtStart.insert(page.key)
                 } else {
                     output.values = output.values.droppingLast()
+                    droppedAtEnd.insert(page.key)
                 }
                 dropped = true
             }
             return dropped
+        }
+    }
+}
+
+/// The keys of the last ``capacity`` pages dropped at one end of a list, the oldest forgotten
+/// first: bounded, so that a list paged through for ever with `maxSize` stays as small.
+@usableFromInline
+struct DroppedKeys<Key: Hashable & Sendable>: Sendable {
+    @usableFromInline static var capacity: Int { 4_096 }
+    /// Each key remembered, with the number it was dropped as.
+    @usableFromInline var numbers: [Key: UInt64] = [:]
+    /// The keys in the order they were dropped, from `start` (one taken back stays until it is
+    /// reached or the array compacted, then skipped: its number no longer matches).
+    @usableFromInline var order: [(key: Key, number: UInt64)] = []
+    @usableFromInline var start = 0
+    @usableFromInline var next: UInt64 = 0
+
+    @inlinable init() {}
+
+    @inlinable func contains(_ key: Key) -> Bool { numbers[key] != nil }
+
+    @inlinable mutating func remove(_ key: Key) { numbers[key] = nil }
+
+    @inlinable mutating func insert(_ key: Key) {
+        numbers[key] = next
+        order.append((key, next))
+        next += 1
+        while numbers.count > Self.capacity {
+            let oldest = order[start]
+            start += 1
+            if numbers[oldest.key] == oldest.number { numbers[oldest.key] = nil }
+        }
+        // Entries forgotten or taken back go once the array is twice as long as what it keeps
+        // at most (back-and-forth paging takes keys back without forgetting any).
+        if order.count > 2 * Self.capacity {
+            order = order[start...].filter { numbers[$0.key] == $0.number }
+            start = 0
         }
     }
 }

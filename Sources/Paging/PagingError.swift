@@ -9,7 +9,7 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// distinct (in data whose values repeat, equal values at the seam are no evidence).
     case overlappingPrepend(source: String, pageKey: String, nextKey: String, firstKey: String, repeated: Int)
     /// The `kind` (a prepend or an append) would load the page at `key`, which the list holds
-    /// already: the keys of `source` (the source, or with interceptors, "... or an interceptor
+    /// already, or held and dropped at its other end (``PaginationManager``'s `maxSize`): the keys of `source` (the source, or with interceptors, "... or an interceptor
     /// that set page keys") go round (a page whose next key is an earlier page's, as a
     /// damaged store may hold). Nothing is loaded; paging would repeat the same pages forever.
     case repeatedKey(source: String, kind: PagingRequestKind, key: String)
@@ -29,7 +29,7 @@ public enum PagingError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(source): the page prepended at key \(pageKey) repeats the first \(repeated) values of the page at key "
                 + "\(firstKey) (its next key is \(nextKey), not \(firstKey)); the page was dropped"
         case let .repeatedKey(source, kind, key):
-            "\(source): the \(kind) would load the page at key \(key), which the list holds already (the keys go round); nothing was loaded"
+            "\(source): the \(kind) would load the page at key \(key), which the list loaded already (the keys go round); nothing was loaded"
         case let .retryAfterBeyondBackoff(retryAfter, maximum, error):
             "\(error) (it says to retry after \(retryAfter.readable), longer than the retry policy's longest wait, \(maximum.readable))"
         case let .droppedPagesUnreachable(source, firstKey):

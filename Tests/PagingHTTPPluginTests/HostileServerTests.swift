@@ -648,7 +648,7 @@ struct HostileServerTests {
         for _ in 0..<6 where manager.output.appendState.error == nil && !manager.output.appendState.isEndReached {
             await manager.append().value
         }
-        #expect("\(manager.output.appendState.error.map { "\($0)" } ?? "no error")".contains("which the list holds already"))
+        #expect("\(manager.output.appendState.error.map { "\($0)" } ?? "no error")".contains("which the list loaded already"))
         if let expectedIDs { #expect(try ids(manager.output.values) == expectedIDs) }
     }
 

@@ -112,10 +112,63 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [0, 10, 20])
         let error = manager.output.appendState.error as? PagingError
         #expect(error == .repeatedKey(source: "GoingRound", kind: .append, key: "1"), "\(String(describing: error))")
-        #expect("\(error!)" == "GoingRound: the append would load the page at key 1, which the list holds already (the keys go round); nothing was loaded")
+        #expect("\(error!)" == "GoingRound: the append would load the page at key 1, which the list loaded already (the keys go round); nothing was loaded")
         await manager.prepend().value
         #expect(manager.output.prependState.error as? PagingError == .repeatedKey(source: "GoingRound", kind: .prepend, key: "2"))
         #expect(source.fetched.withLock { $0 } == [0, 1, 2])
+    }
+
+    /// Found by a probe: with maxSize, the keys of dropped pages were forgotten, so keys that go
+    /// round repeated the same pages for as long as paging went on (`pager run`, which keeps only
+    /// the last page as it streams, printed a cycle of two pages as many times as asked). An
+    /// append to a page dropped at the start fails as one to a page held does; a prepend loads
+    /// it again, as paging back should, and so does an append a page a prepend dropped.
+    @Test func withMaxSize_keysThatGoRoundPastDroppedPages_failTheLoad() async throws {
+        final class GoingRoundLater: PagingSource, Sendable {
+            let fetched = Locked<[Int]>([])
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                fetched.withLock { $0.append(request.key) }
+                // 0 -> 1 -> 2 -> 3 -> 1; before each page, the one numbered before it.
+                let next = [0: 1, 1: 2, 2: 3, 3: 1][request.key]
+                return Page(request: request, values: [request.key * 10], prevKey: request.key == 0 ? nil : request.key - 1, nextKey: next)
+            }
+        }
+        let source = GoingRoundLater()
+        let manager = PaginationManager(source: source, pageSize: 1, maxSize: 1)
+        await manager.refresh().value
+        for _ in 0..<5 { await manager.append().value }
+        #expect(Array(manager.output.values) == [30])
+        #expect(manager.output.appendState.error as? PagingError == .repeatedKey(source: "GoingRoundLater", kind: .append, key: "1"))
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3])
+        // Back: page 2 again (page 3 dropped at the end); on: page 3 again; on: page 1 still refused.
+        await manager.retry().value
+        await manager.prepend().value
+        #expect(Array(manager.output.values) == [20])
+        await manager.append().value
+        #expect(Array(manager.output.values) == [30])
+        await manager.append().value
+        #expect(manager.output.appendState.error as? PagingError == .repeatedKey(source: "GoingRoundLater", kind: .append, key: "1"))
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3, 2, 3])
+    }
+
+    /// The keys of dropped pages are remembered up to a bound: paging on for ever with maxSize
+    /// keeps as little memory, and a key forgotten may be loaded again.
+    @Test func withMaxSize_theDroppedKeysRememberedAreBounded() async throws {
+        final class Endless: PagingSource, Sendable {
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key) }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                // 0 -> 1 -> ... -> 5,000 -> 0: a cycle longer than what is remembered.
+                Page(request: request, values: [request.key], prevKey: nil, nextKey: request.key == 5_000 ? 0 : request.key + 1)
+            }
+        }
+        let manager = PaginationManager(source: Endless(), pageSize: 1, maxSize: 1)
+        await manager.refresh().value
+        for _ in 0..<5_001 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0], "page 0, forgotten, was loaded again")
+        #expect(manager.output.appendState.error == nil)
     }
 
     /// Keys an interceptor's transform sets that go round: the error does not lay them on the
@@ -284,7 +337,7 @@ struct PaginationManagerTests {
         let manager = PaginationManager(source: source, pageSize: 2)
         await manager.refresh().value
         for _ in 0..<3 { await manager.append().value }
-        #expect("\(manager.output.appendState.error.map { "\($0)" } ?? "no error")".contains("the append would load the page at key 0, which the list holds already"))
+        #expect("\(manager.output.appendState.error.map { "\($0)" } ?? "no error")".contains("the append would load the page at key 0, which the list loaded already"))
         #expect(source.fetches.withLock { $0 } == 1)
     }
 
@@ -305,7 +358,7 @@ struct PaginationManagerTests {
         #expect(Set(manager.output.values).count == manager.output.values.count, "\(Array(manager.output.values))")
         #expect(manager.output.values.count == 4)
         let failed = [manager.output.prependState, manager.output.appendState].compactMap { $0.error as? PagingError }
-        #expect(failed.count == 1 && "\(failed[0])".contains("which the list holds already"), "\(failed)")
+        #expect(failed.count == 1 && "\(failed[0])".contains("which the list loaded already"), "\(failed)")
     }
 
     /// A failed refresh keeps the list, and what its ends say (both ends read "more to load").
