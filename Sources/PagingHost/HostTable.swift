@@ -383,19 +383,21 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
 
     table.config_json = { config in PluginConfig.from(config, "config_json")?.jsonCString }
-    table.config_string = { config, key in PluginConfig.from(config, "config_string")?.string(for: string(key)) }
-    table.config_int = { config, key, fallback in PluginConfig.from(config, "config_int")?.int(for: string(key)) ?? fallback }
+    table.config_string = { config, key in PluginConfig.lookup(config, key, "config_string").flatMap { $0.string(for: $1) } }
+    table.config_int = { config, key, fallback in PluginConfig.lookup(config, key, "config_int").flatMap { $0.int(for: $1) } ?? fallback }
     table.config_bool = { config, key, fallback in
-        PluginConfig.from(config, "config_bool")?.bool(for: string(key)).map { $0 ? 1 : 0 } ?? fallback
+        PluginConfig.lookup(config, key, "config_bool").flatMap { $0.bool(for: $1) }.map { $0 ? 1 : 0 } ?? fallback
     }
-    table.config_double = { config, key, fallback in PluginConfig.from(config, "config_double")?.double(for: string(key)) ?? fallback }
+    table.config_double = { config, key, fallback in
+        PluginConfig.lookup(config, key, "config_double").flatMap { $0.double(for: $1) } ?? fallback
+    }
     table.config_fail = { config, code, message in
         // At most once: a second call does not replace the reason given first.
         guard let config = PluginConfig.from(config, "config_fail"), config.failure == nil else { return }
         config.failure = PluginStatus.failure(code, string(message), call: "config_fail")
     }
     table.config_type = { config, key in
-        PluginConfig.from(config, "config_type")?.type(for: string(key)) ?? PAGING_CONFIG_ABSENT
+        PluginConfig.lookup(config, key, "config_type").map { $0.type(for: $1) } ?? PAGING_CONFIG_ABSENT
     }
     table.get_extension = { host, id in
         guard let id else { return nil }

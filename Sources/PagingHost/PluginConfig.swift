@@ -32,6 +32,17 @@ package final class PluginConfig {
         CallHandle.resolve(config, .config, function, as: PluginConfig.self)?.pointee
     }
 
+    /// The config and key of a getter's call, or nil (answered as for an absent key): a NULL
+    /// key is refused, and logged (it read as "", a key a config may have).
+    static func lookup(_ config: OpaquePointer?, _ key: UnsafePointer<CChar>?, _ function: String) -> (config: PluginConfig, key: String)? {
+        guard let found = from(config, function) else { return nil }
+        guard let key else {
+            found.owner?.log(.error, "\(function) called with a NULL key: answered as for a key the config does not have")
+            return nil
+        }
+        return (found, PagingHost.string(key))
+    }
+
     /// Runs `body` with a `paging_config_t *` handle for this config, live on this thread until
     /// `body` returns: the handle of `instance`'s create call.
     package func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {

@@ -263,6 +263,19 @@ struct BridgeTests {
         #expect(config.jsonCString == config.jsonCString)
     }
 
+    /// A NULL key to a config getter is answered as for an absent key, and logged (a probe: it
+    /// read as "", a key a config may have).
+    @Test func aConfigGetterGivenANullKey_answersAsForAnAbsentKey() async throws {
+        let library = try PluginLibrary.open(path: try await fixturePlugin("numbered_source"))
+        let config = JSONValue.object([("", .int(7)), ("null_keys", .bool(true)), ("count", .int(10))])
+        let source = try library.makeSource(id: "numbered", config: config, sink: log.sink)
+        let page = try await Pager(source: source).load(Pager(source: source).refreshRequest(params: params(pageSize: 5)))
+        #expect(page.values.count == 5)
+        for getter in ["config_int", "config_bool", "config_double", "config_string", "config_type"] {
+            #expect(log.contains("\(getter) called with a NULL key: answered as for a key the config does not have"), "\(log.messages)")
+        }
+    }
+
     /// A length of 2^63 or more (`(size_t)-1`), which Swift reads as negative, is refused as the
     /// length it is (a probe: a next key of that length was taken for "", and paging stopped at
     /// a page the list held already; NULL data with it too).

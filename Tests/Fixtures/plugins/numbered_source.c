@@ -13,6 +13,8 @@
  *                relative paths of the plugins after it must not follow).
  *   ignore_sigchld  boolean, default false: create sets SIGCHLD to be ignored (children are
  *                reaped by the kernel: the host must still learn how its children end).
+ *   null_keys    boolean, default false: create reads the config with NULL keys, and fails
+ *                unless each is answered as for an absent key (a config may have the key "").
  */
 #define _POSIX_C_SOURCE 200809L
 #include <signal.h>
@@ -84,6 +86,14 @@ static paging_source_t *op_create(const char *plugin_id, const paging_host_t *ho
     if (host->config_string(config, "chdir") != NULL && chdir(host->config_string(config, "chdir")) != 0)
         host->log(host, PAGING_LOG_WARNING, "chdir failed");
     if (host->config_bool(config, "ignore_sigchld", 0)) signal(SIGCHLD, SIG_IGN);
+    if (host->config_bool(config, "null_keys", 0)
+        && (host->config_int(config, NULL, -1) != -1 || host->config_bool(config, NULL, 2) != 2
+            || host->config_double(config, NULL, -1) != -1 || host->config_string(config, NULL) != NULL
+            || host->config_type(config, NULL) != PAGING_CONFIG_ABSENT)) {
+        host->config_fail(config, PAGING_ERR_INVALID_ARGUMENT, "a NULL key read a value");
+        free(s);
+        return NULL;
+    }
     s->base.plugin_data = s;
     s->base.refresh_key = op_refresh_key;
     s->base.fetch = op_fetch;

@@ -83,7 +83,8 @@ struct paging_host {
      * (PAGING_LOG_*) to the host's log, tagged with the plugin instance. [any-thread] */
     void (*log)(const paging_host_t *host, uint32_t level, const char *message);
 
-    /* ---- configuration - during create_source/create_interceptor only, on its thread ---- */
+    /* ---- configuration - during create_source/create_interceptor only, on its thread ----
+     * A NULL `key` is answered as for a key the config does not have (and logged). */
 
     /* The whole `config` object of this plugin as JSON text ("{}" when absent). The string is
      * owned by the host, NUL-terminated, and valid until the create_* call returns. [create-only] */
