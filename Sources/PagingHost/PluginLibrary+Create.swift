@@ -116,14 +116,17 @@ extension PluginLibrary {
             Plugin.destroy(created)
             throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
         }
-        // Isolated plugins' processes are waited for: with SIGCHLD ignored, a crash read as a
-        // timeout, then as "exited with status 0" (a probe).
-        if paging_isolation_restore_sigchld() != 0 {
-            instance.log(.warning, "its create set SIGCHLD to be ignored (or SA_NOCLDWAIT), which keeps pager from learning how "
-                         + "isolated plugins' processes end; set back")
-        }
+        restoringSIGCHLD(after: "its create") { instance.log(.warning, $0) }
         return created
     }
+}
+
+/// Sets SIGCHLD back when the plugin code that just ran (`who`) set it to be ignored, saying so
+/// through `warn`: isolated plugins' processes are waited for, and with SIGCHLD ignored a crash
+/// read as a timeout, then as "exited with status 0" (a probe).
+func restoringSIGCHLD(after who: String, _ warn: (String) -> Void) {
+    guard paging_isolation_restore_sigchld() != 0 else { return }
+    warn("\(who) set SIGCHLD to be ignored (or SA_NOCLDWAIT), which keeps pager from learning how isolated plugins' processes end; set back")
 }
 
 /// A call into a plugin's code on a thread of its own, waited for at most `timeout`: its

@@ -423,6 +423,7 @@ public final class PluginLibrary: @unchecked Sendable {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
         }
         let (version, descriptors) = try readEntry(entry, path: path, within: timeout)
+        restoringSIGCHLD(after: "its constructors or init()") { librarySink(.warning, path, $0) }
         return PluginLibrary(path: path, loadedFrom: loadFrom, loadedSHA256: loadedSHA256, entry: entry,
                              abiVersion: version, descriptors: descriptors)
     }

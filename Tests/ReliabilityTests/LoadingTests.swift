@@ -22,6 +22,21 @@ struct LoadingTests {
         #expect(result.stderr.contains("its create set SIGCHLD to be ignored"), "\(result.stderr)")
     }
 
+    /// The same from a library's constructor: set back when the library is loaded, with a
+    /// warning naming the library (it was checked after create alone).
+    @Test(.timeLimit(.minutes(1))) func aLibraryIgnoringSIGCHLDFromItsConstructor_hidesNoIsolatedCrash() async throws {
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try await fixturePlugin("ctor_sigchld"))", "config": {"count": 10, "refresh_key": 0}},
+         "interceptors": [{"plugin": "\(try await fixturePlugin("check_crash_intercept"))", "isolation": "process"}],
+         "page_size": 5, "timeout_ms": 20000}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerBinary, ["run", folder + "/m.json"])
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("crashed (SIGABRT)") && !result.stderr.contains("did not complete within"), "\(result.stderr)")
+        #expect(result.stderr.contains("libctor_sigchld.so: its constructors or init() set SIGCHLD to be ignored"), "\(result.stderr)")
+    }
+
     /// Relative paths resolve against the manifest's folder as it was when the manifest was read:
     /// a source whose create changed the working folder moved where the plugins after it were
     /// looked for ("./libpass_through.so: no such file", blaming that plugin) and where
