@@ -52,6 +52,8 @@ public struct PluginLimits: Sendable {
     /// library (its constructors, init()), create, and destroy (what comes after waits for
     /// it): the call timeout, without one the fetch timeout but at least 30 s.
     public var lifecycleTimeout: Duration { callTimeout ?? max(fetchTimeout, .seconds(30)) }
+    /// Where ``lifecycleTimeout`` comes from, as messages say it.
+    static let lifecycleTimeoutSetting = "call_timeout_ms; without it, timeout_ms but at least 30 s"
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
                 callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false,

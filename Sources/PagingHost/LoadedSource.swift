@@ -72,7 +72,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         })?.value else {
             // Not destroyed: the plugin's thread is still in the call.
             throw .createFailed(path: library.path, id: descriptor.id, status: .timeout,
-                                message: "refresh_key did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")
+                                message: "refresh_key did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))")
         }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)

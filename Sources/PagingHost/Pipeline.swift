@@ -152,6 +152,19 @@ public final class Pipeline: Sendable {
         for interceptor in isolatedInterceptors { interceptor.destroy() }
     }
 
+    /// Destroys every plugin now, the interceptors in manifest order, then the source (each
+    /// in-process one waited for at most ``PluginLimits/lifecycleTimeout``), rather than when the
+    /// last reference to each goes: a thread that made a call may hold one a little longer, and
+    /// the plugin was then destroyed there, as the process ended. Call it once nothing loads any
+    /// more; loads after it fail. Destroying again does nothing.
+    public func destroyPlugins() {
+        for (_, index, isIsolated) in interceptorOrder {
+            if isIsolated { isolatedInterceptors[index].destroy() } else { interceptors[index].destroy() }
+        }
+        source?.destroy()
+        isolatedSource?.destroy()
+    }
+
     /// One plugin of the pipeline, in process or isolated, as commands describe and ask it.
     public struct Member: Sendable {
         public let kind: PluginKind

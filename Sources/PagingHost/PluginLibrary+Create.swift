@@ -106,7 +106,7 @@ extension PluginLibrary {
         let finished = ExitGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
         guard let finished else {
             throw .createFailed(path: path, id: id, status: .timeout,
-                                message: "create did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s)")
+                                message: "create did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))")
         }
         guard let created = finished.value else {
             let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
@@ -146,7 +146,7 @@ func boundedDestroy(_ instance: PluginInstance, on worker: PluginCallWorker? = n
         if let worker { worker.runDetached(call) } else { detachThread(named: "paging-destroy", call) }
     }
     guard waiting(atMost: timeout, start: start, close) != nil else {
-        instance.log(.warning, "destroy() did not return within \(timeout) (call_timeout_ms; without it, timeout_ms but at least 30 s): "
+        instance.log(.warning, "destroy() did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting)): "
                      + "not waited for any longer, what it had left to do may not be done")
         return false
     }

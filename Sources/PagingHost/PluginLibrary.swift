@@ -122,7 +122,7 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
         case .initFailed(let path, let status, let message):
             "\(path): the library's init() refused to load: \(status): \(message)"
         case .loadTimedOut(let path, let timeout):
-            "\(path): loading the library did not finish within \(timeout) (its constructors or init() did not return; call_timeout_ms, without it timeout_ms but at least 30 s)"
+            "\(path): loading the library did not finish within \(timeout) (its constructors or init() did not return; \(PluginLimits.lifecycleTimeoutSetting))"
         case .unknownPlugin(let path, let id, let available):
             "\(path): has no plugin '\(id)' (it has: \(available.isEmpty ? "none" : available.joined(separator: ", ")))"
         case .ambiguousPlugin(let path, let kind, let available):

@@ -135,6 +135,7 @@ struct RunCommand {
         await settling.value
         let signal = interrupt.signal
         if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
+        pipeline.destroyPlugins()
         if let signal {
             // Nothing kept: what was loaded is not all the run was asked to load.
             Output.problem("run: stopped by \(Signals.name(signal)); the items loaded are printed"

@@ -117,7 +117,8 @@ struct ServeCommand {
         let signal = await Signals.next(on: stop)
         service.stopAccepting()
         Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(Output.counted(pages.inFlight, "request"))")
-        if await pages.drained(within: timeout + .seconds(1)) {
+        let drained = await pages.drained(within: timeout + .seconds(1))
+        if drained {
             service.stop()
         } else {
             // A plugin holds a request's thread (a health check that never returns): the server,
@@ -125,6 +126,8 @@ struct ServeCommand {
             Output.problem("pager serve: \(Output.counted(pages.inFlight, "request")) still unanswered; exiting without them")
         }
         await pipeline.pager.backgroundLoadsFinished()
+        // A request left running holds its plugin: destroying it would wait for the request.
+        if drained { pipeline.destroyPlugins() }
         Output.error("pager serve: stopped")
         return ExitCode.success
     }

@@ -64,6 +64,7 @@ struct ValidateCommand {
         }
         // A check still running holds its plugin: destroying it would wait for the check.
         if stuck { PluginLibrary.exitHost(ExitCode.failure) }
+        pipeline.destroyPlugins()
         return unhealthy.isEmpty ? ExitCode.success : ExitCode.failure
     }
 
