@@ -77,7 +77,8 @@ struct CheckCommand {
     init(_ arguments: [String]) throws {
         var plugin: String?, config: JSONValue?, timeoutMs = 5_000, cycles = 1_000, json = false
         var withheld: Set<String> = []
-        libraryPath = try Arguments.parse(arguments, command: "check", help: Self.help) { argument, arguments in
+        libraryPath = try Arguments.parse(arguments, command: "check", help: Self.help, repeatable: ["--without-extension"],
+                                           exclusive: [["--config", "--config-file"]]) { argument, arguments in
             switch argument {
             case "--plugin": plugin = try arguments.value(for: argument)
             case "--config": config = try Self.parseConfig(try arguments.value(for: argument), origin: "--config")

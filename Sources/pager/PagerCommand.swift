@@ -171,17 +171,33 @@ struct Arguments {
 }
 
 extension Arguments {
+    /// The short flags, by the long flag each stands for.
+    static let aliases = ["-v": "--verbose", "-q": "--quiet"]
+
     /// Walks a command's arguments: `--help` prints `help` and ends the command; `option` takes
     /// the flags the command knows (returning `false` for others), any other flag is an error,
     /// and the rest are operands, of which there may be one at most; after `--`, every argument
     /// is an operand.
+    ///
+    /// A flag is taken once, unless `repeatable` names it (as `--append`, a step each time), and
+    /// of the flags of each set of `exclusive` (long names) one only: a flag given again, or with
+    /// one that it excludes, is a usage error naming both (the last one given won, unsaid).
     static func parse(
         _ arguments: [String], command: String, help: String,
+        repeatable: Set<String> = [], exclusive: [Set<String>] = [],
         option: (String, inout Arguments) throws -> Bool = { _, _ in false }
     ) throws -> String? {
         var arguments = Arguments(arguments)
         var operand: String?
         var optionsEnded = false
+        /// The flags taken, as given ("--port" of "--port=80"), by what they set: a flag's long
+        /// name, or its set of `exclusive`.
+        var taken: [String: String] = [:]
+        func setting(of flag: String) -> String? {
+            let name = aliases[flag] ?? flag
+            guard !repeatable.contains(name) else { return nil }
+            return exclusive.first { $0.contains(name) }.map { $0.sorted().joined(separator: " ") } ?? name
+        }
         while let argument = arguments.next() {
             if !optionsEnded {
                 if argument == "--" {
@@ -192,13 +208,25 @@ extension Arguments {
                     Output.line(help)
                     throw HelpShown()
                 }
-                if try option(argument, &arguments) { continue }
+                // Found before the flag is read: its value may be a file to read, or wrong.
+                let flag = argument.hasPrefix("--") ? String(argument.prefix { $0 != "=" }) : argument
+                if argument.hasPrefix("-"), let setting = setting(of: flag), let earlier = taken[setting] {
+                    if earlier == flag { throw UsageError("\(command): \(flag) given twice; give it once") }
+                    if aliases[earlier] ?? earlier == aliases[flag] ?? flag {
+                        throw UsageError("\(command): \(earlier) and \(flag) are the same option; give it once")
+                    }
+                    throw UsageError("\(command): \(earlier) and \(flag) cannot be given together; give one of them")
+                }
+                if try option(argument, &arguments) {
+                    if let setting = setting(of: flag) { taken[setting] = flag }
+                    continue
+                }
                 // "--append=3" as "--append 3".
                 if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
-                    let flag = String(argument[..<equals])
                     arguments.attached = String(argument[argument.index(after: equals)...])
                     if try option(flag, &arguments) {
                         guard arguments.attached == nil else { throw UsageError("\(command): \(flag) takes no value; got '\(shown(argument))'") }
+                        if let setting = setting(of: flag) { taken[setting] = flag }
                         continue
                     }
                     arguments.attached = nil
@@ -225,6 +253,9 @@ struct LogOptions {
         }
         return true
     }
+
+    /// The flags of which one only may be given.
+    static let exclusive: Set<String> = ["--verbose", "--quiet"]
 
     static let help = """
       --verbose, -v   show the plugins' debug lines

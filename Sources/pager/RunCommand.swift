@@ -55,6 +55,9 @@ struct RunCommand {
         case retry
     }
 
+    /// The flags of the steps, which run in the order given, each as often as it is given.
+    static let stepFlags: Set<String> = ["--refresh", "--hard-refresh", "--append", "--prepend", "--retry"]
+
     var manifestPath: String?
     var steps: [Step]
     var log: LogOptions
@@ -68,7 +71,8 @@ struct RunCommand {
         var stats: StatsReport.Format?
         var isolateAll = false
         var full = false
-        manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help) { argument, arguments in
+        manifestPath = try Arguments.parse(arguments, command: "run", help: Self.help, repeatable: Self.stepFlags,
+                                           exclusive: [LogOptions.exclusive]) { argument, arguments in
             if log.parse(argument) { return true }
             if let format = try StatsReport.parse(argument) {
                 stats = format

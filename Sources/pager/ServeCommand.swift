@@ -64,7 +64,7 @@ struct ServeCommand {
 
     init(_ arguments: [String]) throws {
         var options = Options()
-        manifestPath = try Arguments.parse(arguments, command: "serve", help: Self.help) { argument, arguments in
+        manifestPath = try Arguments.parse(arguments, command: "serve", help: Self.help, exclusive: [LogOptions.exclusive]) { argument, arguments in
             if options.log.parse(argument) { return true }
             switch argument {
             case "--port": options.port = UInt16(try arguments.count(for: argument, in: 0...65_535))

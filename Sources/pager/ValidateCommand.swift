@@ -26,7 +26,7 @@ struct ValidateCommand {
 
     init(_ arguments: [String]) throws {
         var log = LogOptions()
-        manifestPath = try Arguments.parse(arguments, command: "validate", help: Self.help) { argument, _ in log.parse(argument) }
+        manifestPath = try Arguments.parse(arguments, command: "validate", help: Self.help, exclusive: [LogOptions.exclusive]) { argument, _ in log.parse(argument) }
         self.log = log
     }
 

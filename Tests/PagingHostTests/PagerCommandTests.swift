@@ -191,6 +191,32 @@ struct PagerCommandTests {
         #expect(valueless.code == 2 && valueless.stderr.contains("run: --refresh takes no value; got '--refresh=3'"), "\(valueless.stderr)")
     }
 
+    /// A flag given twice, or with one it excludes, was taken last-one-wins without a word
+    /// (`-v -q` ran quiet, `--config` with `--config-file` used the file): each is bad input,
+    /// named before any value is read. Steps repeat, as before.
+    @Test func aRepeatedFlag_orTwoThatExcludeEachOther_isBadInput_namingBoth() async throws {
+        let path = try manifest(items: 5)
+        let cases: [([String], String)] = [
+            (["validate", "-v", "-q", path], "validate: -v and -q cannot be given together; give one of them"),
+            (["run", path, "--quiet", "--verbose"], "run: --quiet and --verbose cannot be given together; give one of them"),
+            (["serve", "-v", "--verbose", path], "serve: -v and --verbose are the same option; give it once"),
+            (["serve", "--port", "8080", "--port=9090", path], "serve: --port given twice; give it once"),
+            (["run", path, "--stats", "--stats=json"], "run: --stats given twice; give it once"),
+            (["run", path, "--full", "--full"], "run: --full given twice; give it once"),
+            (["check", "--config", "{}", "--config-file", path, "lib.so"],
+             "check: --config and --config-file cannot be given together; give one of them"),
+            (["check", "--timeout-ms", "5", "--timeout-ms", "6", "lib.so"], "check: --timeout-ms given twice; give it once"),
+            (["browse", "--isolate-all", "--isolate-all", path], "browse: --isolate-all given twice; give it once"),
+        ]
+        for (arguments, message) in cases {
+            let result = try await run(pager, arguments)
+            #expect(result.code == 2 && result.stderr == "pager: \(message)\n", "\(arguments): \(result.code) \(result.stderr)")
+            #expect(result.stdout.isEmpty, "\(arguments)")
+        }
+        let steps = try await run(pager, ["run", path, "--refresh", "--append", "1", "--append=1"])
+        #expect(steps.code == 0 && steps.stdout.split(separator: "\n").count == 5, "\(steps.stderr)")
+    }
+
     /// A streaming run holds one page: the pages it dropped cannot be prepended again when the
     /// source gives no previous keys, which fails nothing (the run stopped, exit 1, when that
     /// state was first said).
