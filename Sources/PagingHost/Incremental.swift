@@ -498,6 +498,8 @@ public struct IncrementalStateFile: Sendable {
         guard case .object(let namespaces) = root else {
             throw notState("expected an object of namespaces, got \(root.kindDescription)")
         }
+        // Which of the two values was meant cannot be known: the last one was taken, unsaid.
+        if let repeated = root.repeatedKey(at: "") { throw notState("\(repeated): the key appears twice") }
         var all: [String: [String: IncrementalValue]] = [:]
         for (namespace, entry) in namespaces {
             guard case .object(let members) = entry else {

@@ -71,6 +71,28 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 
+    /// The path of the first key that an object, anywhere in the value, holds twice (the parser
+    /// keeps both, and a lookup takes the last): `path` followed by `.KEY` and `[INDEX]` steps;
+    /// nil when no key repeats.
+    package func repeatedKey(at path: String) -> String? {
+        switch self {
+        case .object(let members):
+            var seen: Set<String> = []
+            for member in members {
+                let memberPath = path.isEmpty ? member.key : "\(path).\(member.key)"
+                guard seen.insert(member.key).inserted else { return memberPath }
+                if let repeated = member.value.repeatedKey(at: memberPath) { return repeated }
+            }
+        case .array(let values):
+            for (index, element) in values.enumerated() {
+                if let repeated = element.repeatedKey(at: "\(path)[\(index)]") { return repeated }
+            }
+        default:
+            break
+        }
+        return nil
+    }
+
     /// Compact JSON text of the value.
     public var jsonText: String {
         var out = ""

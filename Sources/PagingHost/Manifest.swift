@@ -274,20 +274,7 @@ private struct Reader {
 
     /// Refuses an object, anywhere in `value`, with a key twice.
     func noRepeatedKeys(_ value: JSONValue, at path: String) throws(ManifestError) {
-        switch value {
-        case .object(let members):
-            var seen: Set<String> = []
-            for member in members {
-                guard seen.insert(member.key).inserted else {
-                    throw ManifestError(file: file, path: "\(path).\(member.key)", message: "the key appears twice")
-                }
-                try noRepeatedKeys(member.value, at: "\(path).\(member.key)")
-            }
-        case .array(let values):
-            for (index, element) in values.enumerated() { try noRepeatedKeys(element, at: "\(path)[\(index)]") }
-        default:
-            return
-        }
+        if let repeated = value.repeatedKey(at: path) { throw ManifestError(file: file, path: repeated, message: "the key appears twice") }
     }
 
     func int(_ value: JSONValue?, at path: String, in range: ClosedRange<Int>) throws(ManifestError) -> Int? {

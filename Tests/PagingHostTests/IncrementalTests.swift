@@ -150,6 +150,28 @@ struct IncrementalTests {
         #expect(clock.now - start < .seconds(20))
     }
 
+    /// A state file with a key twice (mended by hand, say) had its last value taken without a
+    /// word: which one was meant cannot be known. It is refused, as a manifest with a key twice
+    /// is, naming the file and the key, and left as it is.
+    @Test func aStateFileWithAKeyTwice_isRefused_namingTheFileAndTheKey() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 3, to: folder + "/data.jsonl")
+        try #"{"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "incremental": {"cursor": "/n", "state_file": "s.state"}}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        for (state, key) in [(#"{"default": {"since": 1, "since": 5}}"#, "default.since"),
+                             (#"{"default": {"since": 1}, "other": {}, "default": {"since": 5}}"#, "default")] {
+            try state.write(toFile: folder + "/s.state", atomically: true, encoding: .utf8)
+            for command in ["validate", "run"] {
+                let result = try await run(pagerCommand, [command, folder + "/m.json"])
+                #expect(result.code == 2, "\(result.stderr)")
+                #expect(result.stderr.hasPrefix("pager: \(folder)/m.json: $.incremental.state_file: \(folder)/s.state: \(key): the key appears twice. "),
+                        "\(result.stderr)")
+                #expect(result.stdout.isEmpty)
+            }
+            #expect(try String(contentsOfFile: folder + "/s.state", encoding: .utf8) == state, "a file it cannot read is not replaced")
+        }
+    }
+
     /// A state file that is a symbolic link (to a file kept elsewhere) has the file it names
     /// written, and stays a link; the rename replaced the link with a file of its own.
     @Test func aStateFileThatIsASymbolicLink_hasItsTargetWritten() throws {
