@@ -17,8 +17,9 @@
  *                      (schema objects, but not the store's `meta` table with its
  *                      schema_version row): it is read in a read transaction and left unchanged.
  *                      An empty database or a new file becomes a store.
- *   namespace          string, optional (default "default"). Pages are stored and looked up under
- *                      this name; instances with different namespaces share a file safely.
+ *   namespace          string of 1-128 bytes, optional (default "default"). Pages are stored and
+ *                      looked up under this name; instances with different namespaces share a
+ *                      file safely.
  *   policy             string, optional (default "cache-first"). When a stored page answers:
  *                        "cache-first"  a fresh stored page answers; a stale one is loaded again
  *                        "network-first"  every request goes on to the source; a stored page
@@ -1029,9 +1030,13 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     }
     if (!sqls_known_keys(host, config)) return NULL;
     path = host->config_string(config, "path");
-    if (path == NULL || path[0] == '\0') {
+    if (path == NULL) {
         host->config_fail(config, PAGING_ERR_INVALID_CONFIG,
                           "sqlite-store: config `path` (string) is required: the database file");
+        return NULL;
+    }
+    if (path[0] == '\0') {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "sqlite-store: config `path` must not be empty: the database file");
         return NULL;
     }
     /* SQLite would open a device or a FIFO and write a journal beside it (/dev/zero-journal). */
@@ -1047,6 +1052,11 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
         return NULL;
     }
     if (ns == NULL) ns = "default";
+    /* As redis-cache and the incremental state bound theirs; any characters, as before. */
+    if (ns[0] == '\0' || strlen(ns) > 128) {
+        host->config_fail(config, PAGING_ERR_INVALID_CONFIG, "sqlite-store: config `namespace` must be 1-128 bytes");
+        return NULL;
+    }
     busy = host->config_int(config, "busy_timeout_ms", 5000);
     if ((host->config_type(config, "busy_timeout_ms") != PAGING_CONFIG_ABSENT
          && host->config_type(config, "busy_timeout_ms") != PAGING_CONFIG_INT)

@@ -433,6 +433,12 @@ struct SQLiteStoreTests {
             (.object([("path", .string(folder + "/s.db")), ("busy_timeout_ms", .string("abc"))]),
              "sqlite-store: config `busy_timeout_ms` must be an integer in 0...2147483647"),
             (.object([("path", .string("/dev/zero"))]), "sqlite-store: config `path` '/dev/zero' is a device, not a database file"),
+            // Found by review: an empty namespace was taken (redis-cache and the incremental state
+            // refuse one), and an empty path was said to be missing.
+            (.object([("path", .string(folder + "/s.db")), ("namespace", .string(""))]), "sqlite-store: config `namespace` must be 1-128 bytes"),
+            (.object([("path", .string(folder + "/s.db")), ("namespace", .string(String(repeating: "n", count: 129)))]),
+             "sqlite-store: config `namespace` must be 1-128 bytes"),
+            (.object([("path", .string(""))]), "sqlite-store: config `path` must not be empty: the database file"),
             // With what to do: a damaged store is a cache to remove (a probe found a truncated
             // one failed every run, saying only "database disk image is malformed").
             (.object([("path", .string(junk))]), "sqlite-store: config `path` '\(junk)': cannot read the database's tables: file is not a database"
