@@ -158,6 +158,10 @@ public struct PluginConfig {
         switch try value(key) {
         case nil: return fallback
         case .int(let number): return number
+        // A whole number past Int64 (9223372036854775808) reaches the plugin as a number: it
+        // was said to be no integer.
+        case .double(let number) where number.magnitude >= 0x1p63:
+            throw .invalidConfig("\(key): out of range; expected an integer from \(Int64.min) to \(Int64.max)")
         case let other?: throw mismatch(key, "an integer", other)
         }
     }

@@ -80,4 +80,21 @@ struct SwiftPluginKitTests {
             #expect("\(error)".contains("fields: expected an array of field names"), "\(error)")
         }
     }
+
+    /// A whole number past Int64 was said to be "no integer" ("expected an integer, got a
+    /// number"): it is one, out of range, and the range is said.
+    @Test(arguments: ["9223372036854775808", "-9223372036854775809", "123456789012345678901234567890"])
+    func anIntegerPastInt64_isRefused_asOutOfRange(_ text: String) throws {
+        let config = try JSONValue.parse(Array(#"{"delay_ms": \#(text)}"#.utf8))
+        let library = try library()
+        #expect(throws: PluginLoadError.createFailed(path: library.path, id: "delay", status: .invalidConfig,
+                                                     message: "delay_ms: out of range; expected an integer from -9223372036854775808 to 9223372036854775807")) {
+            try library.makeInterceptor(id: "delay", config: config, sink: log.sink)
+        }
+        // A number with a fraction or an exponent is still no integer.
+        #expect(throws: PluginLoadError.createFailed(path: library.path, id: "delay", status: .invalidConfig,
+                                                     message: "delay_ms: expected an integer, got a number")) {
+            try library.makeInterceptor(id: "delay", config: .object([("delay_ms", .double(1.5))]), sink: log.sink)
+        }
+    }
 }
