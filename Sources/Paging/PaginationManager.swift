@@ -30,6 +30,12 @@ import Synchronization
 /// Every method may be called from any task, concurrently. One load per direction runs at a
 /// time: asking for an append while one is loading starts none, and returns the task of the one
 /// loading (awaiting it waits for its page).
+///
+/// # Lifetime
+/// A load in flight keeps its manager: let go while a page loads, the manager lives until the
+/// page is applied, so that awaiting a task it returned never finds the load cancelled because
+/// the caller used the manager for the last time. To stop the loads of a list no one shows any
+/// more, cancel the tasks ``refresh(userInfo:)``, ``prepend()`` and ``append()`` return.
 public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public struct Configuration: Sendable {
         /// Values a page asks for.
