@@ -318,7 +318,8 @@ final class HTTPSourcePlugin: SourcePlugin {
             follow(response.redirectURL!, status: status, from: url, exchange, hops: hops)
         case 429, 500..<600:
             let wait = ResponseParsing.rateLimitWait(response)
-            fail(exchange, .transient("HTTP \(status) from \(url)\(wait.map { " (retry after \($0) s)" } ?? ""): \(config.snippet(response.body))",
+            // The hint is the failure's retryAfter, which the host says after the message.
+            fail(exchange, .transient("HTTP \(status) from \(url): \(config.snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
         case 403 where response.header("x-ratelimit-remaining") == "0":
             let wait = ResponseParsing.rateLimitWait(response)

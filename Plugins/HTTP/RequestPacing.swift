@@ -122,7 +122,7 @@ final class TokenCache: Sendable {
             }
             // Busy or rate limited: the host's retry policy waits as the server says, as for a page.
             let wait = ResponseParsing.rateLimitWait(response)
-            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status)\(wait.map { " (retry after \($0) s)" } ?? ""): \(config.snippet(response.body))",
+            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))",
                                        retryAfter: wait.map { .seconds($0) }))
         }
         // The body is never quoted: it may hold the token, which is not known to redact yet.

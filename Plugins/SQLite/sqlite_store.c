@@ -721,9 +721,15 @@ static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_conf
     /* SQLite writes its journal files beside the database: a writable file in a folder this
      * process cannot write reads as "attempt to write a readonly database". */
     snprintf(folder, sizeof folder, "%.*s", slash == NULL ? 1 : slash == path ? 1 : (int)(slash - path), slash == NULL ? "." : path);
-    if (((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) && access(folder, W_OK) != 0
-        && (access(path, W_OK) == 0 || errno == ENOENT))
-        error = "its folder is not writable by this process (SQLite keeps its journal files beside the database)";
+    if ((code & 0xff) == SQLITE_READONLY || (code & 0xff) == SQLITE_CANTOPEN) {
+        struct stat info;
+        int folder_error = stat(folder, &info) != 0 ? errno : !S_ISDIR(info.st_mode) ? ENOTDIR : access(folder, W_OK) == 0 ? 0 : errno;
+        /* A missing folder is said so: "not writable" sent users to look at permissions. */
+        if (folder_error == ENOENT || folder_error == ENOTDIR)
+            error = folder_error == ENOENT ? "its folder does not exist" : "its folder's path names a file that is not a folder";
+        else if (folder_error != 0 && (access(path, W_OK) == 0 || errno == ENOENT))
+            error = "its folder is not writable by this process (SQLite keeps its journal files beside the database)";
+    }
     code &= 0xff;
     snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %.200s: %.300s%s", path, what,
              error != NULL ? error : st->db ? sqlite3_errmsg(st->db) : "out of memory",

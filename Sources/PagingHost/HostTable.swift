@@ -195,7 +195,7 @@ package struct PageBuilder: Sendable {
     private func room(for length: Int, limits: PluginLimits) -> String? {
         guard items.count < limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
         // A length of 2^63 or more reads as negative (a size_t of (size_t)-1, say).
-        guard length >= 0, length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
+        guard length >= 0, length <= limits.maxPageBytes - bytes else { return "more than \(limits.maxPageBytes) byte\(limits.maxPageBytes == 1 ? "" : "s") in one page (max_page_bytes)" }
         return nil
     }
 

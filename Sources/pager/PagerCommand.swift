@@ -257,10 +257,12 @@ struct LogOptions {
     /// The flags of which one only may be given.
     static let exclusive: Set<String> = ["--verbose", "--quiet"]
 
-    static let help = """
-      --verbose, -v   show the plugins' debug lines
-      --quiet, -q     show only the plugins' warnings and errors
-    """
+    /// The options' lines, their text starting at `column`, as the command's other options' do.
+    static func help(column: Int) -> String {
+        [("--verbose, -v", "show the plugins' debug lines"), ("--quiet, -q", "show only the plugins' warnings and errors")]
+            .map { flag, text in "  " + flag + String(repeating: " ", count: max(1, column - 2 - flag.count)) + text }
+            .joined(separator: "\n")
+    }
 }
 
 extension Manifest {

@@ -42,7 +42,7 @@ struct ServeCommand {
                                 of the 1024 in all; 0: no limit, as behind a load balancer)
       --secret-file PATH        the cursors' secret
       --isolate-all             run every plugin in a child process of its own
-    \(LogOptions.help)
+    \(LogOptions.help(column: 28))
       --help                    this text
 
     exit codes: 0 stopped by a signal; 2 bad arguments, manifest or plugin, or the port is taken

@@ -20,9 +20,10 @@ enum StatsReport {
     }
 
     static let help = """
-      --stats[=json]    at the end, on stderr: per plugin (named by its id and where the
+      --stats[=FORMAT]  at the end, on stderr: per plugin (named by its id and where the
                         manifest names it), calls, completions, failures by class, latency
-                        p50/p99, and the counters and gauges it published
+                        p50/p99, and the counters and gauges it published; FORMAT is text
+                        (the default) or json
     """
 
     static func render(_ figures: [Pipeline.PluginFigures], as format: Format) -> String {

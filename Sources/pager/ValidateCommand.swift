@@ -13,8 +13,8 @@ struct ValidateCommand {
     run would, then prints a summary with the value kept. Nothing is fetched.
 
     options:
-    \(LogOptions.help)
-      --help        this text
+    \(LogOptions.help(column: 18))
+      --help          this text
 
     exit codes: 0 the manifest and its plugins are valid; 1 a plugin's health check failed (its
     reason on stderr); 2 they are not valid (one line on stderr naming the file, the JSON path or

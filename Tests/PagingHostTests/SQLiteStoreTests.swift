@@ -413,11 +413,16 @@ struct SQLiteStoreTests {
 
     @Test func badConfig_namesTheKeyAndThePath() async throws {
         let library = try PluginLibrary.open(path: shippedPlugin("sqlite-store"))
-        do {
-            _ = try library.makeInterceptor(config: .object([("path", .string("/nonexistent/dir/store.db"))]), sink: log.sink)
-            Issue.record("a database in a missing folder opened")
-        } catch {
-            #expect(error.description.contains("/nonexistent/dir/store.db"))
+        // A missing folder is said so (it was said not to be writable: a user looked at permissions).
+        let file = scratchFolder() + "/file"
+        FileManager.default.createFile(atPath: file, contents: Data())
+        for (path, reason) in [("/nonexistent/dir/store.db", "its folder does not exist"), (file + "/store.db", "its folder's path names a file that is not a folder")] {
+            do {
+                _ = try library.makeInterceptor(config: .object([("path", .string(path))]), sink: log.sink)
+                Issue.record("a database in a missing folder opened")
+            } catch {
+                #expect(error.description.contains("config `path` '\(path)': ") && error.description.contains(reason), "\(error)")
+            }
         }
         #expect(throws: PluginLoadError.self) { try library.makeInterceptor(sink: log.sink) }
         // Found by a hostile probe: a misspelled key or a namespace of the wrong type ran as if
