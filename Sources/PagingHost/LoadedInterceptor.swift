@@ -310,8 +310,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     public func destroy() {
         // Captures no `self`: from deinit, this may run after the object is gone.
         let table = UnsafeSendable(plugin)
-        let ended = boundedDestroy(instance, on: worker) { [calls, instance, library] in
+        let ended = boundedDestroy(instance, on: worker) { [calls, instance, library] calling in
             calls.close {
+                calling()
                 table.value.pointee.destroy?(table.value)
                 library.liveInstances.subtract(1, ordering: .releasing)
             }

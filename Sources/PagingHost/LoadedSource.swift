@@ -383,8 +383,9 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// plugin calls after that, it calls after destroy).
     package func destroy(returned: @escaping @Sendable () -> Void) {
         let table = UnsafeSendable(plugin)
-        let ended = boundedDestroy(instance) { [calls, library] in
+        let ended = boundedDestroy(instance) { [calls, library] calling in
             calls.close {
+                calling()
                 table.value.pointee.destroy?(table.value)
                 returned()
                 library.liveInstances.subtract(1, ordering: .releasing)

@@ -135,19 +135,26 @@ package func boundedCall<Result>(named name: String, within timeout: Duration, _
     waiting(atMost: timeout, start: { detachThread(named: name, $0) }, body)
 }
 
-/// Calls a plugin instance's destroy() (`close`, which calls it) on a thread of its own, or on
-/// `worker` after the calls before it, waited for at most the instance's
-/// ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left to run
-/// there, and said: a destroy() that never returned hung `pager run`, `validate` and `serve` at
-/// their end, whatever the timeouts.
-func boundedDestroy(_ instance: PluginInstance, on worker: PluginCallWorker? = nil, _ close: @escaping @Sendable () -> Void) -> Bool {
+/// Calls a plugin instance's destroy() (`close`, which calls `calling` just before it calls it)
+/// on a thread of its own, or on `worker` after the calls before it, waited for at most the
+/// instance's ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left
+/// to run there, and said: a destroy() that never returned hung `pager run`, `validate` and
+/// `serve` at their end, whatever the timeouts.
+func boundedDestroy(
+    _ instance: PluginInstance, on worker: PluginCallWorker? = nil,
+    _ close: @escaping @Sendable (_ calling: @Sendable () -> Void) -> Void
+) -> Bool {
     let timeout = instance.limits.lifecycleTimeout
+    let called = Locked(false)
     let start: (@escaping @Sendable () -> Void) -> Void = { call in
         if let worker { worker.runDetached(call) } else { detachThread(named: "paging-destroy", call) }
     }
-    guard waiting(atMost: timeout, start: start, close) != nil else {
-        instance.log(.warning, "destroy() did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting)): "
-                     + "not waited for any longer, what it had left to do may not be done")
+    guard waiting(atMost: timeout, start: start, { close { called.withLock { $0 = true } } }) != nil else {
+        let bound = "within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))"
+        instance.log(.warning, called.withLock { $0 }
+            ? "destroy() did not return \(bound): not waited for any longer, what it had left to do may not be done"
+            // The ABI has no destroy() during another call: one that hangs keeps it from being called.
+            : "destroy() could not be called \(bound): a call to the plugin has not returned (it hangs there); not waited for any longer")
         return false
     }
     return true

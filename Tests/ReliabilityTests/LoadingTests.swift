@@ -163,6 +163,13 @@ struct LoadingTests {
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n").count == 3, "\(result.stdout)")
         #expect(result.stderr.contains(isolated ? "handle failed: " : "handle did not return within 0.3 seconds; the load goes on"), "\(result.stderr)")
+        // In process, the hanging handle() keeps destroy() from being called, which pager waits
+        // for as long as for a destroy(), then says why it was not called.
+        if !isolated {
+            #expect(result.stderr.contains("[warning] handle-hangs: destroy() could not be called within 0.3 seconds"
+                                           + " (call_timeout_ms; without it, timeout_ms but at least 30 s): a call to the plugin has not returned"),
+                    "\(result.stderr)")
+        }
     }
 
     /// Found by a probe: an in-process plugin's destroy() that never returned hung `run` and
