@@ -141,6 +141,15 @@ struct URLTemplate: Sendable {
         return nil
     }
 
+    /// The {param.NAME} and {state.NAME} placeholders (as written) whose value `params` lacks:
+    /// ``expand(key:pageSize:offset:params:)`` leaves them empty.
+    func unsetParams(_ params: [String: String]) -> [String] {
+        parts.compactMap { part in
+            guard case .param(let name) = part, params[name] == nil else { return nil }
+            return name.hasPrefix("state.") ? "{\(name)}" : "{param.\(name)}"
+        }
+    }
+
     /// The template with its placeholders filled in; `key` and params are percent-encoded.
     func expand(key: String, pageSize: Int, offset: Int?, params: [String: String]) -> String {
         var out = ""

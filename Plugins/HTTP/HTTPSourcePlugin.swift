@@ -37,6 +37,8 @@ final class HTTPSourcePlugin: SourcePlugin {
     private let saidNoFields = Atomic(false)
     /// Whether a rate limit spent without a reset to wait for was logged (once an instance).
     private let saidNoReset = Atomic(false)
+    /// The url's placeholders said to have been sent empty (each once an instance).
+    private let saidUnset = Mutex(Set<String>())
     private let pacer: Pacer
     private let tokens: TokenCache?
     private let prefetcher: Prefetcher<Exchange>
@@ -94,6 +96,12 @@ final class HTTPSourcePlugin: SourcePlugin {
         } catch {
             completion.fail(PluginFailure(error.status, redact(error.message)))
             return
+        }
+        // Not refused: the params may come from a client of pager serve, whose names cannot be
+        // known at load. A misspelt one was sent empty without a word.
+        for placeholder in config.url.unsetParams(request.params) where saidUnset.withLock({ $0.insert(placeholder).inserted }) {
+            host.log(.warning, "url: \(placeholder) has no value among the request's params (the manifest's user_info, "
+                     + "or what a client of pager serve gave): sent empty")
         }
         // A refresh starts its walk's chains again; a key a page of the walk linked back to, in
         // this direction, is the cycle.

@@ -239,6 +239,26 @@ struct HTTPSourcePluginTests {
         #expect(manager.output.prependState.isEndReached)
     }
 
+    /// A {param.NAME} that the request's params lack is sent empty, as before (the params may
+    /// come from a client of pager serve), and said once: a misspelt one went without a word.
+    @Test func aParamTheRequestLacks_isSentEmpty_andSaidOnce() async throws {
+        let handler = gitHubSearchHandler(fixture: .synthetic(count: 45))
+        let owners = Mutex<[String]>([])
+        let server = try startServer { request in
+            owners.withLock { $0.append(request.query["owner"] ?? "-") }
+            return handler(request)
+        }
+        defer { server.stop() }
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/search/repositories?q={param.q}&owner={param.ownr}&per_page={pageSize}", "#
+            + #""items": "/items", "pagination": {"type": "link"}}"#, log: log)
+        let manager = try await pageToEnd(source, pageSize: 20, userInfo: ["q": "swift", "owner": "apple"])
+        #expect(manager.output.values.count == 45)
+        #expect(owners.withLock { $0.first } == "")
+        let said = log.messages.filter { $0.contains("url: {param.ownr} has no value among the request's params") }
+        #expect(said.count == 1, "\(log.messages)")
+    }
+
     /// A page size above the server's cap (GitHub: 100): each short page names its next page in
     /// its Link header, so it is followed, not loaded again - one request a page (there were 3
     /// for 2 pages, 399 for 200).
