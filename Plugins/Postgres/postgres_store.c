@@ -647,6 +647,12 @@ static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
                 : PG_PUT_PAGE,
                 8, types, values, lens, formats, 0, PGRES_COMMAND_OK);
     pthread_mutex_unlock(&st->conn_lock);
+    /* The write is one statement: failed, it replaced nothing. */
+    if (r == NULL && pstore_is_hard_refresh(req)) {
+        char why[400];
+        snprintf(why, sizeof why, "PostgreSQL at %.300s did not take the write (it is unavailable, or it refused it: see the warning)", st->target);
+        pstore_say_not_replaced(st->host, "postgres-store", why);
+    }
     PQclear(r);
     free(array);
 }

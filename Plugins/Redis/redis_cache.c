@@ -811,9 +811,11 @@ static void rc_finish(rc_state *st, pstore_job *job, rc_decision *d)
     free(job);
 }
 
-/* Deletes every page of the namespace (SCAN + UNLINK). [takes conn_lock] */
-static void rc_clear_namespace(rc_state *st)
+/* Deletes every page of the namespace (SCAN + UNLINK): 1 when all went, 0 when some may be
+ * left (Redis unavailable, a refusal, the walk cut off). [takes conn_lock] */
+static int rc_clear_namespace(rc_state *st)
 {
+    int walked = 0, unlinked = 1;
     char cursor[32] = "0", *pattern;
     const char *argv[6];
     size_t lens[6];
@@ -824,7 +826,7 @@ static void rc_clear_namespace(rc_state *st)
     int64_t deadline = pstore_now_ms() + 10 * command_ms, deleted = 0;
     char msg[600];
     pattern = (char *)malloc(st->page_prefix_len + 2);
-    if (pattern == NULL) return;
+    if (pattern == NULL) return 0;
     memcpy(pattern, st->page_prefix, st->page_prefix_len);
     memcpy(pattern + st->page_prefix_len, "*", 2);
     pthread_mutex_lock(&st->conn_lock);
@@ -846,6 +848,7 @@ static void rc_clear_namespace(rc_state *st)
         }
         memcpy(cursor, r->element[0]->str, r->element[0]->len);
         cursor[r->element[0]->len] = '\0';
+        walked = strcmp(cursor, "0") == 0;
         if (r->element[1]->elements > 0) {
             size_t i, n = r->element[1]->elements;
             const char **keys = (const char **)malloc((n + 1) * sizeof *keys);
@@ -861,7 +864,10 @@ static void rc_clear_namespace(rc_state *st)
                 }
                 u = rc_command(st, (int)n + 1, keys, key_lens);
                 if (u != NULL && u->type == REDIS_REPLY_INTEGER) deleted += u->integer;
+                else unlinked = 0;
                 if (u != NULL) freeReplyObject(u);
+            } else {
+                unlinked = 0;
             }
             free(keys);
             free(key_lens);
@@ -875,6 +881,7 @@ static void rc_clear_namespace(rc_state *st)
                  "(%lld deleted); the rest expire with their TTL", (long long)(10 * command_ms), (long long)deleted);
         st->host->log(st->host, PAGING_LOG_WARNING, msg);
     }
+    return walked && unlinked;
 }
 
 /* The plugin's thread: a queued job. */
@@ -980,10 +987,11 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
     const paging_request_t *req = page->request;
     uint8_t *value;
     size_t value_len, key_len;
-    char *key, ttl[32];
+    char *key, ttl[32], why[400];
     const char *argv[5];
     size_t lens[5];
     redisReply *r;
+    int hard, replaced, stored = 0;
 
     if (req == NULL || (page->item_count > 0 && page->items == NULL)) {
         st->host->log(st->host, PAGING_LOG_ERROR, "redis-cache: handle: malformed page; not stored");
@@ -996,7 +1004,8 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)st->ttl_ms);
     /* The page of a hard refresh replaces the namespace's pages (a failed load left them). */
-    if (value != NULL && key != NULL && pstore_is_hard_refresh(req)) rc_clear_namespace(st);
+    hard = pstore_is_hard_refresh(req);
+    replaced = value != NULL && key != NULL && hard && rc_clear_namespace(st);
     pthread_mutex_lock(&st->conn_lock);
     if (value != NULL && key != NULL) {
         argv[0] = "SET"; lens[0] = 3;
@@ -1006,12 +1015,20 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
         argv[4] = ttl;   lens[4] = strlen(ttl);
         r = rc_command(st, 5, argv, lens);
         if (r != NULL) {
-            rc_is_error(st, r, "SET (the page was not stored)");
+            stored = !rc_is_error(st, r, "SET (the page was not stored)");
             freeReplyObject(r);
         }
     }
     if (st->ctx != NULL) rc_release_lease(st, req->identity);
+    if (hard && !(replaced && stored)) {
+        if (value == NULL || key == NULL) snprintf(why, sizeof why, "the page was not stored");
+        else if (st->ctx == NULL)
+            snprintf(why, sizeof why, "Redis at %.150s is unavailable: %.200s", st->address,
+                     st->down_reason[0] != '\0' ? st->down_reason : "not connected");
+        else snprintf(why, sizeof why, "Redis at %.150s refused a command, or did not walk every key of the namespace", st->address);
+    }
     pthread_mutex_unlock(&st->conn_lock);
+    if (hard && !(replaced && stored)) pstore_say_not_replaced(st->host, "redis-cache", why);
     free(value);
     free(key);
 }

@@ -160,6 +160,7 @@ typedef struct sqls_state {
     int64_t crash_after_items;
     int64_t max_pages;        /* 0: no bound */
     int said_damaged;         /* a damaged file was logged (once an instance; then at debug) */
+    int said_full;            /* a full disk was logged (then at debug until a page is stored) */
     struct stat opened;       /* the file opened, to tell it was removed or replaced (health) */
     pstore_freshness freshness;
     /* prepared once at create, reused */
@@ -217,10 +218,15 @@ static void sqls_log(sqls_state *st, uint32_t level, const char *what)
     const char *file = sqlite3_db_filename(st->db, "main");
     /* A damaged file fails every read and write alike: said once, with what to do. */
     int damaged = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
-    if (damaged && st->said_damaged) level = PAGING_LOG_DEBUG;
+    /* A full disk fails every write alike (a probe: one line a page, 164 of them): said once
+     * until a page is stored again. */
+    int full = code == SQLITE_FULL;
+    if ((damaged && st->said_damaged) || (full && st->said_full)) level = PAGING_LOG_DEBUG;
     if (damaged) st->said_damaged = 1;
+    if (full) st->said_full = 1;
     snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db),
-             damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)" : "");
+             damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)"
+             : full ? " (pages load from the source meanwhile; said once until a page is stored again)" : "");
     st->host->log(st->host, level, msg);
 }
 
@@ -614,8 +620,14 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
         if (rc == SQLITE_OK) rc = sqls_exec(st->commit);
     }
     if (rc != SQLITE_DONE) {
+        char why[400];
+        snprintf(why, sizeof why, "the write failed: %.300s", sqlite3_errmsg(st->db));
         sqls_log(st, PAGING_LOG_ERROR, "write: page not stored");
         sqls_abort(st);
+        /* One transaction: failed, it replaced nothing. */
+        if (pstore_is_hard_refresh(req)) pstore_say_not_replaced(st->host, "sqlite-store", why);
+    } else {
+        st->said_full = 0;
     }
 }
 

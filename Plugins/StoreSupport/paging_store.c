@@ -99,6 +99,14 @@ int pstore_is_hard_refresh(const paging_request_t *request)
     return request->kind == PAGING_REQUEST_REFRESH && pstore_param_is(request, "hard_refresh", "true");
 }
 
+void pstore_say_not_replaced(const paging_host_t *host, const char *plugin, const char *why)
+{
+    char msg[700];
+    snprintf(msg, sizeof msg, "%s: hard refresh: its page did not replace the pages stored before (%.400s): they stay, and "
+             "later loads may be answered with them; refresh hard again once the store can be written", plugin, why);
+    host->log(host, PAGING_LOG_ERROR, msg);
+}
+
 int pstore_goes_to_source(const paging_request_t *request)
 {
     return pstore_is_hard_refresh(request) || pstore_param_is(request, "reload", "true");

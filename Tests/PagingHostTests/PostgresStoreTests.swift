@@ -169,6 +169,22 @@ struct PostgresStoreTests {
         #expect(upstream.fetches == fetched, "what was stored before and after the restart is served")
     }
 
+    /// Found by a probe: a hard refresh while PostgreSQL was down succeeded without a word of
+    /// what it left, and every later run served the pages from before it. The load still
+    /// succeeds (the page came from the source), and an error says the old pages stay.
+    @Test func aHardRefreshWhilePostgresIsDown_saysThePagesStoredBeforeStay() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let (pager, _) = try pipeline(postgres, CountingPluginSource(), [("retry_interval_ms", .int(0))])
+        _ = try await load(pager, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        #expect(!log.contains("did not replace"), "\(log.messages)")
+        postgres.stop()
+        #expect(try await load(pager, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"]) == items(0..<10))
+        #expect(log.entries.contains { $0.level == .error && $0.message.hasPrefix(
+            "postgres-store: hard refresh: its page did not replace the pages stored before (PostgreSQL at 127.0.0.1:\(postgres.port)/postgres did not take the write") },
+                "\(log.messages)")
+    }
+
     @Test func thePassword_neverReachesTheLog_orAnError() async throws {
         let secret = "hunter2-\(UInt32.random(in: 0...UInt32.max))"
         // Nothing listens there: the connection fails, with a warning.

@@ -216,6 +216,22 @@ struct RedisCacheTests {
         #expect(upstream.fetches == fetched, "stored again once Redis was back")
     }
 
+    /// Found by a probe: a hard refresh while Redis was down succeeded without a word of what it
+    /// left, and every later run served the pages from before it, until their TTL. The load
+    /// still succeeds (the page came from the source), and an error says the old pages stay.
+    @Test func aHardRefreshWhileRedisIsDown_saysThePagesStoredBeforeStay() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, _) = try pipeline(redis, upstream, [("retry_interval_ms", .int(0))])
+        _ = try await load(pager, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"])
+        #expect(!log.contains("did not replace"), "\(log.messages)")
+        redis.stop()
+        #expect(try await load(pager, "0", kind: .refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"]) == items(0..<10))
+        #expect(log.entries.contains { $0.level == .error && $0.message.hasPrefix(
+            "redis-cache: hard refresh: its page did not replace the pages stored before (Redis at \(redis.address) is unavailable: ") }, "\(log.messages)")
+    }
+
     @Test func aRestartBetweenLoads_isReconnectedAtOnce() async throws {
         let redis = try await RedisServer.start()
         defer { redis.stop() }

@@ -70,6 +70,11 @@ int pstore_param_is(const paging_request_t *request, const char *name, const cha
 /* Whether the request is a hard refresh (REFRESH with hard_refresh = "true"). */
 int pstore_is_hard_refresh(const paging_request_t *request);
 
+/* Says (ERROR, naming `plugin`) that the page of a hard refresh did not replace the pages stored
+ * before (`why`): they stay, and later loads may be answered with them. The load itself
+ * succeeded, so this line is all that tells a run that the store still holds the old pages. */
+void pstore_say_not_replaced(const paging_host_t *host, const char *plugin, const char *why);
+
 /* Whether the request must not be answered from the store: a hard refresh, or a reload (param
  * reload = "true": a short page loaded again, which may have grown). */
 int pstore_goes_to_source(const paging_request_t *request);
