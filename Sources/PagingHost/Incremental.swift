@@ -516,9 +516,11 @@ public struct IncrementalStateFile: Sendable {
     }
 
     private func write(_ bytes: [UInt8], to path: String) throws(IncrementalError) {
-        let temporary = "\(path).tmp.\(getpid())"
+        // One name, written under the lock: a run killed while it wrote left one file a pid
+        // (FILE.tmp.PID) for good; the next run removes what such a run left.
+        let temporary = "\(path).tmp"
         // A new file, never one that is there (a link planted in a shared folder would have
-        // the state written through it); one left by a crashed run of the same pid is removed.
+        // the state written through it); one left by a killed run is removed.
         func create() -> Int32 { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644) }
         var fd = create()
         if fd < 0, errno == EEXIST, unlink(temporary) == 0 { fd = create() }
