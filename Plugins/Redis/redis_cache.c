@@ -933,15 +933,22 @@ static void rc_poll(void *owner, pstore_job *jobs)
                 rc_finish(st, job, &d);
                 continue;
             }
-            lease = taken == 0 ? 1 : -2;
+            lease = taken == 0 ? 1 : taken == 1 ? -2 : -1;
         }
         if (lease == 1 && pstore_now_ms() - job->waiting_since_ms < st->lease_ms) {
             pstore_queue_wait(&st->queue, job); /* still held: wait on */
             continue;
         }
-        /* Taken (-2), Redis unavailable (-1), or waited out the lease: go on to the source. */
-        if (lease == 1)
-            st->host->log(st->host, PAGING_LOG_DEBUG, "redis-cache: waited lease_ms for another process's page; loading it");
+        /* Taken (-2), Redis unavailable (-1), or waited out the lease: go on to the source. Said
+         * when the holder left no page: a run after one that was killed stalled for the
+         * killed run's lease without a word (a probe). */
+        if (lease != -1) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "redis-cache: waited %lld ms for a page another process was loading, %s without storing it "
+                     "(it may have ended mid-load); loading it", (long long)(pstore_now_ms() - job->waiting_since_ms),
+                     lease == 1 ? "which held it past lease_ms" : "whose lease ended");
+            st->host->log(st->host, PAGING_LOG_INFO, msg);
+        }
         d.result = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
         rc_finish(st, job, &d);
     }

@@ -84,6 +84,9 @@ struct RedisCacheTests {
         #expect(clock.now - start >= .milliseconds(500), "it waited for the lease")
         #expect(upstream.fetches == 1)
         #expect(cache.stats.counters["lease_waits"] == 1)
+        // Said: a run after a killed one stalled for the killed run's lease without a word.
+        #expect(log.entries.contains { $0.level == .info && $0.message.contains("for a page another process was loading, whose lease ended without storing it") },
+                "\(log.messages)")
     }
 
     /// Found by a probe: a key without an expiry (or of another type) at a page's lease name,
