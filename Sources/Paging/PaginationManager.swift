@@ -21,8 +21,9 @@ import Synchronization
 ///   and ``retry()`` loads again.
 /// - A prepend or append whose key names a page the list holds already fails with
 ///   ``PagingError/repeatedKey(source:kind:key:)``, unfetched; so does an append whose key names
-///   one of the last 4,096 pages ``Configuration/maxSize`` dropped at the start (a prepend, at
-///   the end): with `maxSize`, keys that go round would otherwise repeat the same pages forever.
+///   one of the last 4,096 pages ``Configuration/maxSize`` dropped at the start since paging last
+///   went back (a prepend, at the end): with `maxSize`, keys that go round would otherwise repeat
+///   the same pages forever.
 ///
 /// Adding a page costs O(log pages) (see ``PagedValues``), whatever the list's length.
 ///
@@ -449,7 +450,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// The keys of the pages the list holds.
         @usableFromInline var heldKeys: Set<Key> = []
         /// The keys of the last pages dropped at the start (by appends) and at the end (by
-        /// prepends): paging on may not load them again, paging back does.
+        /// prepends) since paging last turned round: paging on may not load them again. Paging
+        /// back forgets them: a page may be named by another key from the other side (a cursor
+        /// API's before and after cursors), and the keys it was dropped under would then be
+        /// refused for good when paging went on again.
         @usableFromInline var droppedAtStart = DroppedKeys<Key>(), droppedAtEnd = DroppedKeys<Key>()
 
         @usableFromInline
@@ -520,7 +524,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     stalledKey = nil
                     output.values = output.values.appending(page)
                     heldKeys.insert(page.key)
-                    droppedAtEnd.remove(page.key)
+                    droppedAtEnd.removeAll()
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again, unless the new
@@ -549,7 +553,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 guard !refusesRepeated(page.key, kind: .prepend) else { return }
                 output.values = output.values.prepending(page)
                 heldKeys.insert(page.key)
-                droppedAtStart.remove(page.key)
+                droppedAtStart.removeAll()
                 output.origin -= page.values.count
                 output.prependState = page.prevKey == nil ? .endReached : .idle
                 if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
@@ -609,33 +613,27 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 @usableFromInline
 struct DroppedKeys<Key: Hashable & Sendable>: Sendable {
     @usableFromInline static var capacity: Int { 4_096 }
-    /// Each key remembered, with the number it was dropped as.
-    @usableFromInline var numbers: [Key: UInt64] = [:]
-    /// The keys in the order they were dropped, from `start` (one taken back stays until it is
-    /// reached or the array compacted, then skipped: its number no longer matches).
-    @usableFromInline var order: [(key: Key, number: UInt64)] = []
+    @usableFromInline var keys: Set<Key> = []
+    /// The keys in the order they were dropped, from `start` (those before it are forgotten).
+    @usableFromInline var order: [Key] = []
     @usableFromInline var start = 0
-    @usableFromInline var next: UInt64 = 0
 
     @inlinable init() {}
 
-    @inlinable func contains(_ key: Key) -> Bool { numbers[key] != nil }
+    @inlinable func contains(_ key: Key) -> Bool { keys.contains(key) }
 
-    @inlinable mutating func remove(_ key: Key) { numbers[key] = nil }
+    @inlinable mutating func removeAll() { self = DroppedKeys() }
 
     @inlinable mutating func insert(_ key: Key) {
-        numbers[key] = next
-        order.append((key, next))
-        next += 1
-        while numbers.count > Self.capacity {
-            let oldest = order[start]
+        guard keys.insert(key).inserted else { return }
+        order.append(key)
+        if keys.count > Self.capacity {
+            keys.remove(order[start])
             start += 1
-            if numbers[oldest.key] == oldest.number { numbers[oldest.key] = nil }
         }
-        // Entries forgotten or taken back go once the array is twice as long as what it keeps
-        // at most (back-and-forth paging takes keys back without forgetting any).
-        if order.count > 2 * Self.capacity {
-            order = order[start...].filter { numbers[$0.key] == $0.number }
+        // What was forgotten goes once it is as long as what is kept.
+        if start >= Self.capacity {
+            order.removeFirst(start)
             start = 0
         }
     }

@@ -122,7 +122,8 @@ struct PaginationManagerTests {
     /// round repeated the same pages for as long as paging went on (`pager run`, which keeps only
     /// the last page as it streams, printed a cycle of two pages as many times as asked). An
     /// append to a page dropped at the start fails as one to a page held does; a prepend loads
-    /// it again, as paging back should, and so does an append a page a prepend dropped.
+    /// it again, as paging back should, and so does an append a page a prepend dropped. Paging
+    /// back forgets the keys dropped before: the cycle is found again on the way on.
     @Test func withMaxSize_keysThatGoRoundPastDroppedPages_failTheLoad() async throws {
         final class GoingRoundLater: PagingSource, Sendable {
             let fetched = Locked<[Int]>([])
@@ -142,15 +143,37 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [30])
         #expect(manager.output.appendState.error as? PagingError == .repeatedKey(source: "GoingRoundLater", kind: .append, key: "1"))
         #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3])
-        // Back: page 2 again (page 3 dropped at the end); on: page 3 again; on: page 1 still refused.
+        // Back: page 2 again (page 3 dropped at the end); on: pages 3 and 1 again, then 2 is refused.
         await manager.retry().value
         await manager.prepend().value
         #expect(Array(manager.output.values) == [20])
-        await manager.append().value
-        #expect(Array(manager.output.values) == [30])
-        await manager.append().value
-        #expect(manager.output.appendState.error as? PagingError == .repeatedKey(source: "GoingRoundLater", kind: .append, key: "1"))
-        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3, 2, 3])
+        for _ in 0..<4 { await manager.append().value }
+        #expect(Array(manager.output.values) == [10])
+        #expect(manager.output.appendState.error as? PagingError == .repeatedKey(source: "GoingRoundLater", kind: .append, key: "2"))
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3, 2, 3, 1])
+    }
+
+    /// Found by review: a page named by one key going on and by another going back (a cursor
+    /// API's after and before cursors) was refused going on again after paging back, with
+    /// maxSize: the key it had been dropped under was still remembered.
+    @Test func withMaxSize_pagingOnAfterPagingBack_loadsPagesNamedOtherwiseFromTheOtherSide() async throws {
+        struct Cursors: PagingSource {
+            var refreshKey: String { "f0" }
+            func keyChain(for key: String, pageSize: Int) -> PagingKeyChain<String> { PagingKeyChain(key: key) }
+            func fetch(request: PagingRequest<String>) async throws -> Page<String, Int> {
+                // Page n is "f<n>" going on and "b<n>" going back.
+                let n = Int(request.key.dropFirst())!
+                return Page(request: request, values: [n], prevKey: n == 0 ? nil : "b\(n - 1)", nextKey: n == 5 ? nil : "f\(n + 1)")
+            }
+        }
+        let manager = PaginationManager(source: Cursors(), pageSize: 1, maxSize: 1)
+        await manager.refresh().value
+        for _ in 0..<2 { await manager.append().value }
+        for _ in 0..<2 { await manager.prepend().value }
+        #expect(Array(manager.output.values) == [0])
+        for _ in 0..<5 { await manager.append().value }
+        #expect(Array(manager.output.values) == [5])
+        #expect(manager.output.appendState.isEndReached, "\(manager.output.appendState)")
     }
 
     /// The keys of dropped pages are remembered up to a bound: paging on for ever with maxSize
