@@ -16,6 +16,8 @@ struct FetchTarget: Sendable {
     var walk: String
     /// The POST body, when the config has a body template.
     var body: [UInt8]?
+    /// Whether the url is the config's template filled in (not a URL a page linked to).
+    var isFromTemplate = true
     /// The URL with the OAuth2 token filled in where the key holds it as a reference
     /// (``HTTPSourcePlugin/tokenReference``), or nil when it holds none. Only the key's: the
     /// parameters' text never is (a client's "${oauth2:access_token}" was sent as the token).
@@ -54,6 +56,7 @@ struct FetchTarget: Sendable {
             if ResponseParsing.startsIgnoringCase(key.utf8, with: "http://") || ResponseParsing.startsIgnoringCase(key.utf8, with: "https://") {
                 let link = config.revealingSecrets(key)
                 text = link
+                isFromTemplate = false
                 if Self.holdsToken(link) { fillingToken = { token in fillingIn(link, reference: HTTPSourcePlugin.tokenReference, with: token) } }
             } else {
                 text = config.url.expand(key: key, pageSize: pageSize, offset: nil, params: request.params)

@@ -99,7 +99,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         // Not refused: the params may come from a client of pager serve, whose names cannot be
         // known at load. A misspelt one was sent empty without a word.
-        for placeholder in config.url.unsetParams(request.params) where saidUnset.withLock({ $0.insert(placeholder).inserted }) {
+        for placeholder in target.isFromTemplate ? config.url.unsetParams(request.params) : []
+        where saidUnset.withLock({ $0.insert(placeholder).inserted }) {
             host.log(.warning, "url: \(placeholder) has no value among the request's params (the manifest's user_info, "
                      + "or what a client of pager serve gave): sent empty")
         }

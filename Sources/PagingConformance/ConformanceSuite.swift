@@ -484,9 +484,12 @@ struct Context: Sendable {
         // after destroy), also of a fetch() still running now, which destroy() waits for.
         // Counted as the plugin's destroy() returns; a call after that is also said as one
         // after destroy (PluginInstance.afterDestroy) once the host marked it destroyed.
-        let destroyedAt = Locked(log.count)
+        let destroyedAt = Locked<Int?>(nil)
         source.destroy(returned: { destroyedAt.withLock { $0 = log.count } })
-        let destroyed = destroyedAt.withLock { $0 }
+        // Left running, its calls to the host are still its own to make: not ones after destroy.
+        guard let destroyed = destroyedAt.withLock({ $0 }) else {
+            return fail("destroy() did not return within \(limits.lifecycleTimeout), with 5 fetches started")
+        }
         for task in tasks { _ = await task.result }
         // A thread the plugin forgot would call the host within a fetch's time (it watched
         // 300 ms: a completion 1.5 s later passed).

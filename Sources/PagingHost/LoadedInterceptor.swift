@@ -22,6 +22,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private let calls: SerializedCalls
     /// The thread calls run on when ``PluginLimits/callTimeout`` is set.
     private let worker: PluginCallWorker?
+    /// Whether ``destroy()`` was called: the plugin's destroy() is called once, and waited for once.
+    private let destroyStarted = Atomic(false)
     private let extensions: InstanceExtensions
     /// Times out deferred intercepts (`paging.async-intercept/1`) after the fetch timeout.
     private let watchdog: CallWatchdog
@@ -64,7 +66,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     }
 
     deinit {
-        destroy()
+        destroy(waiting: false)
         instance.ownerGone()
     }
 
@@ -306,11 +308,16 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
 
     /// Destroys the plugin instance; later calls fail. Called by deinit if not before. With a
     /// call timeout, destruction waits on the plugin's thread for the calls before it. Waited
-    /// for at most ``PluginLimits/lifecycleTimeout``.
+    /// for at most ``PluginLimits/lifecycleTimeout``; calling it again does nothing.
     public func destroy() {
+        destroy(waiting: true)
+    }
+
+    private func destroy(waiting: Bool) {
+        guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // Captures no `self`: from deinit, this may run after the object is gone.
         let table = UnsafeSendable(plugin)
-        let ended = boundedDestroy(instance, on: worker) { [calls, instance, library] calling in
+        let close: @Sendable (_ calling: @Sendable () -> Void) -> Void = { [calls, instance, library] calling in
             calls.close {
                 calling()
                 table.value.pointee.destroy?(table.value)
@@ -319,8 +326,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             instance.markDestroyed()
             instance.endAllIntercepts()
         }
+        // From deinit, which may run on the worker itself (a call that returned after its
+        // caller gave up held the last reference), not waited for: the worker would wait on
+        // itself until the timeout.
+        if !waiting, let worker { return worker.runDetached { close {} } }
         // Given up on, the plugin answers no intercept any more: none is left waiting.
-        if !ended { instance.endAllIntercepts() }
+        if !boundedDestroy(instance, on: worker, close) { instance.endAllIntercepts() }
     }
 
     private func failure(_ status: PluginStatus, _ message: String, retryAfter: Duration? = nil) -> PluginError {

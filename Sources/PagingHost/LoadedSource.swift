@@ -22,6 +22,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     let instance: PluginInstance
     private let plugin: UnsafeMutablePointer<paging_source_t>
     private let calls: SerializedCalls
+    /// Whether ``destroy()`` was called: the plugin's destroy() is called once, and waited for once.
+    private let destroyStarted = Atomic(false)
     private let watchdog: CallWatchdog
     private let extensions: InstanceExtensions
     /// The thread fetch() runs on when ``PluginLimits/callTimeout`` is set.
@@ -380,19 +382,21 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     /// ``destroy()``, calling `returned` as soon as the plugin's destroy() returns (what the
-    /// plugin calls after that, it calls after destroy).
+    /// plugin calls after that, it calls after destroy). Waited for at most
+    /// ``PluginLimits/lifecycleTimeout``; calling it again does nothing.
     package func destroy(returned: @escaping @Sendable () -> Void) {
+        guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let table = UnsafeSendable(plugin)
-        let ended = boundedDestroy(instance) { [calls, library] calling in
+        boundedDestroy(instance) { [calls, library, instance] calling in
             calls.close {
                 calling()
                 table.value.pointee.destroy?(table.value)
                 returned()
                 library.liveInstances.subtract(1, ordering: .releasing)
             }
+            // Not before: the host table stays the plugin's while its destroy() runs.
+            instance.markDestroyed()
         }
-        // The host table stays the plugin's while its destroy() runs.
-        if ended { instance.markDestroyed() }
         let pending = instance.fetches.withLock { fetches in
             defer { fetches = [:] }
             return fetches.values.compactMap(\.waiter)

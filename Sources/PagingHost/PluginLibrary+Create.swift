@@ -140,6 +140,7 @@ package func boundedCall<Result>(named name: String, within timeout: Duration, _
 /// instance's ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left
 /// to run there, and said: a destroy() that never returned hung `pager run`, `validate` and
 /// `serve` at their end, whatever the timeouts.
+@discardableResult
 func boundedDestroy(
     _ instance: PluginInstance, on worker: PluginCallWorker? = nil,
     _ close: @escaping @Sendable (_ calling: @Sendable () -> Void) -> Void
@@ -150,6 +151,7 @@ func boundedDestroy(
         if let worker { worker.runDetached(call) } else { detachThread(named: "paging-destroy", call) }
     }
     guard waiting(atMost: timeout, start: start, { close { called.withLock { $0 = true } } }) != nil else {
+        PluginLibrary.destroyLeftRunning.store(true, ordering: .releasing)
         let bound = "within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))"
         instance.log(.warning, called.withLock { $0 }
             ? "destroy() did not return \(bound): not waited for any longer, what it had left to do may not be done"

@@ -238,6 +238,12 @@ public final class PluginLibrary: @unchecked Sendable {
     public static var isLoaderStuck: Bool { stuckLoading.load(ordering: .relaxed) }
     private static let stuckLoading = Atomic<Bool>(false)
 
+    /// Whether a plugin's destroy() was left running (``PluginLimits/lifecycleTimeout``): the
+    /// process must then end with `_exit`, as `exit` would run the libraries' destructors and
+    /// atexit handlers under the destroy() still running.
+    public static var isDestroyLeftRunning: Bool { destroyLeftRunning.load(ordering: .acquiring) }
+    static let destroyLeftRunning = Atomic<Bool>(false)
+
     /// Opens the library at `path` and reads its descriptors.
     ///
     /// - Parameters:

@@ -139,7 +139,9 @@ struct RunCommand {
         await settling.value
         let signal = interrupt.signal
         if let stats { Output.error(StatsReport.render(pipeline.stats, as: stats)) }
-        pipeline.destroyPlugins()
+        // Interrupted, a call may still hang in a plugin (what the signal ended the run for):
+        // destroying would wait for it, past the 10 s after which the run ends anyway.
+        if signal == nil { pipeline.destroyPlugins() }
         if let signal {
             // Nothing kept: what was loaded is not all the run was asked to load.
             Output.problem("run: stopped by \(Signals.name(signal)); the items loaded are printed"

@@ -23,9 +23,10 @@ Task.detached {
     // Every command has dropped its plugin instances by now: the libraries may release what
     // their init() prepared.
     PluginLibrary.shutDown()
-    // A library stuck in its constructors holds the loader's lock, which exit() would wait for
-    // (pager writes its output unbuffered: nothing is lost).
-    if PluginLibrary.isLoaderStuck { _exit(code) }
+    // A library stuck in its constructors holds the loader's lock, which exit() would wait for;
+    // a destroy() left running would run under the libraries' destructors (pager writes its
+    // output unbuffered: nothing is lost).
+    if PluginLibrary.isLoaderStuck || PluginLibrary.isDestroyLeftRunning { _exit(code) }
     PluginLibrary.exitHost(code)
 }
 dispatchMain()
