@@ -407,7 +407,14 @@ final class SerializedCalls: Sendable {
             return !destroyed
         }
         guard first, !closed.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        while unlocked.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
+        // A call that never returns keeps this waiting for good (its destroy is left running,
+        // ``boundedDestroy``): after a moment it waits sleeping, not spinning (threads left so
+        // kept cores busy).
+        var turns = 0
+        while unlocked.load(ordering: .sequentiallyConsistent) > 0 {
+            if turns < 1_000 { sched_yield() } else { usleep(1_000) }
+            turns += 1
+        }
         destroy()
     }
 }
