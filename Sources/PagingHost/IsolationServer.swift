@@ -100,7 +100,8 @@ package enum IsolationServer {
             // library is told (deinit).
             served.destroy()
             PluginLibrary.shutDown()
-            if PluginLibrary.isLoaderStuck { _exit(0) }
+            // A destroy() left running would run under the libraries' destructors.
+            if PluginLibrary.isLoaderStuck || PluginLibrary.isDestroyLeftRunning { _exit(0) }
             exit(0)
         }
         threads.start()

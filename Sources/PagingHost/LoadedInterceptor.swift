@@ -331,7 +331,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         // itself until the timeout.
         if !waiting, let worker { return worker.runDetached { close {} } }
         // Given up on, the plugin answers no intercept any more: none is left waiting.
-        if !boundedDestroy(instance, on: worker, close) { instance.endAllIntercepts() }
+        if !boundedDestroy(instance, on: worker, busy: calls.hasCallInFlight, close) { instance.endAllIntercepts() }
     }
 
     private func failure(_ status: PluginStatus, _ message: String, retryAfter: Duration? = nil) -> PluginError {
@@ -397,6 +397,11 @@ final class SerializedCalls: Sendable {
         defer { unlocked.subtract(1, ordering: .sequentiallyConsistent) }
         guard !closed.load(ordering: .sequentiallyConsistent) else { return nil }
         return body()
+    }
+
+    /// Whether a call into the plugin is running now (one holds the lock, or runs outside it).
+    var hasCallInFlight: Bool {
+        unlocked.load(ordering: .sequentiallyConsistent) > 0 || lock.withLock(within: .zero, { _ in }) == nil
     }
 
     /// Runs `destroy` once, after the calls in flight: destroy() is never concurrent with

@@ -387,7 +387,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     package func destroy(returned: @escaping @Sendable () -> Void) {
         guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let table = UnsafeSendable(plugin)
-        boundedDestroy(instance) { [calls, library, instance] calling in
+        boundedDestroy(instance, busy: calls.hasCallInFlight) { [calls, library, instance] calling in
             calls.close {
                 calling()
                 table.value.pointee.destroy?(table.value)

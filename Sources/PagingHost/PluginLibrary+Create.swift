@@ -139,20 +139,22 @@ package func boundedCall<Result>(named name: String, within timeout: Duration, _
 /// on a thread of its own, or on `worker` after the calls before it, waited for at most the
 /// instance's ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left
 /// to run there, and said: a destroy() that never returned hung `pager run`, `validate` and
-/// `serve` at their end, whatever the timeouts.
+/// `serve` at their end, whatever the timeouts. With a call in flight (`busy`), which destroy()
+/// waits for, it is waited for 1 s at most: a call still running when the host is done with the
+/// plugin is, as a rule, one that hangs (a run waited the whole bound for it at its end).
 @discardableResult
 func boundedDestroy(
-    _ instance: PluginInstance, on worker: PluginCallWorker? = nil,
+    _ instance: PluginInstance, on worker: PluginCallWorker? = nil, busy: Bool = false,
     _ close: @escaping @Sendable (_ calling: @Sendable () -> Void) -> Void
 ) -> Bool {
-    let timeout = instance.limits.lifecycleTimeout
+    let timeout = busy ? min(instance.limits.lifecycleTimeout, .seconds(1)) : instance.limits.lifecycleTimeout
     let called = Locked(false)
     let start: (@escaping @Sendable () -> Void) -> Void = { call in
         if let worker { worker.runDetached(call) } else { detachThread(named: "paging-destroy", call) }
     }
     guard waiting(atMost: timeout, start: start, { close { called.withLock { $0 = true } } }) != nil else {
         PluginLibrary.destroyLeftRunning.store(true, ordering: .releasing)
-        let bound = "within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))"
+        let bound = busy ? "within \(timeout)" : "within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))"
         instance.log(.warning, called.withLock { $0 }
             ? "destroy() did not return \(bound): not waited for any longer, what it had left to do may not be done"
             // The ABI has no destroy() during another call: one that hangs keeps it from being called.
