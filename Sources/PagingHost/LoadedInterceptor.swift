@@ -326,10 +326,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             instance.markDestroyed()
             instance.endAllIntercepts()
         }
-        // From deinit, which may run on the worker itself (a call that returned after its
-        // caller gave up held the last reference), not waited for: the worker would wait on
-        // itself until the timeout.
-        if !waiting, let worker { return worker.runDetached { close {} } }
+        // From deinit, not waited for, as for a source: on the worker after its calls, which
+        // deinit may run on itself (a call that returned after its caller gave up held the last
+        // reference), else on the releasing thread.
+        if !waiting { return worker.map { $0.runDetached { close {} } } ?? close {} }
         // Given up on, the plugin answers no intercept any more: none is left waiting.
         if !boundedDestroy(instance, on: worker, busy: calls.hasCallInFlight, close) { instance.endAllIntercepts() }
     }

@@ -87,7 +87,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     }
 
     deinit {
-        destroy()
+        destroy(returned: {}, waiting: false)
         instance.ownerGone()
     }
 
@@ -384,10 +384,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// ``destroy()``, calling `returned` as soon as the plugin's destroy() returns (what the
     /// plugin calls after that, it calls after destroy). Waited for at most
     /// ``PluginLimits/lifecycleTimeout``; calling it again does nothing.
-    package func destroy(returned: @escaping @Sendable () -> Void) {
+    package func destroy(returned: @escaping @Sendable () -> Void, waiting: Bool = true) {
         guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let table = UnsafeSendable(plugin)
-        boundedDestroy(instance, busy: calls.hasCallInFlight) { [calls, library, instance] calling in
+        let close: @Sendable (_ calling: @Sendable () -> Void) -> Void = { [calls, library, instance] calling in
             calls.close {
                 calling()
                 table.value.pointee.destroy?(table.value)
@@ -397,6 +397,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // Not before: the host table stays the plugin's while its destroy() runs.
             instance.markDestroyed()
         }
+        // From deinit, on the releasing thread, unbounded. Waiting there for another thread
+        // could hold one of the few threads that run tasks while the plugin's destroy() needs
+        // one (a Swift plugin ending its tasks): the tests' process stalled for the bound.
+        if waiting { boundedDestroy(instance, busy: calls.hasCallInFlight, close) } else { close {} }
         let pending = instance.fetches.withLock { fetches in
             defer { fetches = [:] }
             return fetches.values.compactMap(\.waiter)
