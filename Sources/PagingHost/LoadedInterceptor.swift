@@ -326,9 +326,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             instance.markDestroyed()
             instance.endAllIntercepts()
         }
-        // From deinit, not waited for, as for a source: on the worker after its calls, which
-        // deinit may run on itself (a call that returned after its caller gave up held the last
-        // reference), else on the releasing thread.
+        // From deinit, unbounded, as for a source: on the releasing thread, or on the worker after
+        // its calls and not waited for (deinit may run on the worker itself, when a call that
+        // returned after its caller gave up held the last reference).
         if !waiting { return worker.map { $0.runDetached { close {} } } ?? close {} }
         // Given up on, the plugin answers no intercept any more: none is left waiting.
         if !boundedDestroy(instance, on: worker, busy: calls.hasCallInFlight, close) { instance.endAllIntercepts() }
