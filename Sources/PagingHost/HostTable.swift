@@ -52,8 +52,13 @@ public struct PluginLimits: Sendable {
     /// library (its constructors, init()), create, and destroy (what comes after waits for
     /// it): the call timeout, without one the fetch timeout but at least 30 s.
     public var lifecycleTimeout: Duration { callTimeout ?? max(fetchTimeout, .seconds(30)) }
-    /// Where ``lifecycleTimeout`` comes from, as messages say it.
+    /// Where ``lifecycleTimeout`` comes from, as messages say it where the limits are not known.
     static let lifecycleTimeoutSetting = "call_timeout_ms; without it, timeout_ms but at least 30 s"
+    /// How messages name where ``callTimeout`` comes from: the manifest's call_timeout_ms, or its
+    /// timeout_ms where a command bounds every call with it (`pager serve` and `browse`).
+    public var callTimeoutOrigin = "call_timeout_ms"
+    /// How messages name where ``lifecycleTimeout`` comes from.
+    var lifecycleTimeoutOrigin: String { callTimeout != nil ? callTimeoutOrigin : "timeout_ms but at least 30 s, without call_timeout_ms" }
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
                 callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false,

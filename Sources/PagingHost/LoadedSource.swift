@@ -74,7 +74,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         })?.value else {
             // Not destroyed: the plugin's thread is still in the call.
             throw .createFailed(path: library.path, id: descriptor.id, status: .timeout,
-                                message: "refresh_key did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))")
+                                message: "refresh_key did not return within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))")
         }
         guard status == PAGING_OK, out.misuse == nil else {
             plugin.pointee.destroy?(plugin)
@@ -173,10 +173,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             case .ran(let ran):
                 (status, out) = ran.value
             case .timedOut(started: true):
-                failure = PluginError(.timeout, "\(what) did not return within \(timeout) (call_timeout_ms)", plugin: instance.label)
+                failure = PluginError(.timeout, "\(what) did not return within \(timeout) (\(instance.limits.callTimeoutOrigin))", plugin: instance.label)
                 return nil
             case .timedOut(started: false):
-                failure = stuckFailure(ofKeyCall: true) ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (call_timeout_ms): "
+                failure = stuckFailure(ofKeyCall: true) ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (\(instance.limits.callTimeoutOrigin)): "
                                                                        + "an earlier call of the plugin has not returned", plugin: instance.label)
                 return nil
             }
@@ -306,7 +306,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         if let returned { return returned }
         if timed.abandon() == .whileRunning, serialized { stuckFetches.add(1, ordering: .releasing) }
-        let message = "fetch did not return within \(instance.limits.callTimeout!) (call_timeout_ms)"
+        let message = "fetch did not return within \(instance.limits.callTimeout!) (\(instance.limits.callTimeoutOrigin))"
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)
@@ -318,7 +318,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         let keysStuck = stuckKeyCalls.load(ordering: .acquiring) > 0 && (keyCall || !descriptor.isThreadSafe)
         guard keysStuck || stuckFetches.load(ordering: .acquiring) > 0 else { return nil }
         let earlier = keysStuck ? "key_chain() or refresh_key_at()" : "fetch()"
-        return PluginError(.timeout, "an earlier \(earlier) has not returned yet (call_timeout_ms), and the plugin's calls do not overlap", plugin: instance.label)
+        return PluginError(.timeout, "an earlier \(earlier) has not returned yet (\(instance.limits.callTimeoutOrigin)), and the plugin's calls do not overlap", plugin: instance.label)
     }
 
     /// Ends fetch `id` for the host with a timeout. Over for the host, so for the plugin too:

@@ -49,6 +49,8 @@ public struct Manifest: Sendable {
     /// ``PluginLimits/callTimeout``); `nil` runs
     /// calls on the caller's thread.
     public var callTimeout: Duration?
+    /// How messages name where ``callTimeout`` comes from (``PluginLimits/callTimeoutOrigin``).
+    public var callTimeoutOrigin = "call_timeout_ms"
     public var maxSize: Int?
     public var prefetchDistance: Int
     public var maxItemsPerPage: Int

@@ -50,9 +50,10 @@ public final class Pipeline: Sendable {
         refreshSupersedes: Bool = true
     ) throws(ManifestError) {
         let searchPath = searchPath ?? .standard(manifestFolder: manifest.folder)
-        let limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
+        var limits = PluginLimits(maxItemsPerPage: manifest.maxItemsPerPage, maxPageBytes: manifest.maxPageBytes,
                                   fetchTimeout: manifest.fetchTimeout, callTimeout: manifest.callTimeout, logLevel: logLevel,
                                   recordsStats: recordsStats)
+        limits.callTimeoutOrigin = manifest.callTimeoutOrigin
         func library(_ reference: Manifest.PluginReference) throws(ManifestError) -> PluginLibrary {
             do {
                 let path = try searchPath.resolve(reference.plugin, relativeTo: manifest.folder)

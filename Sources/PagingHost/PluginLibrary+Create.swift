@@ -106,7 +106,7 @@ extension PluginLibrary {
         let finished = ExitGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
         guard let finished else {
             throw .createFailed(path: path, id: id, status: .timeout,
-                                message: "create did not return within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))")
+                                message: "create did not return within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))")
         }
         guard let created = finished.value else {
             let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
@@ -154,7 +154,7 @@ func boundedDestroy(
     }
     guard waiting(atMost: timeout, start: start, { close { called.withLock { $0 = true } } }) != nil else {
         PluginLibrary.destroyLeftRunning.store(true, ordering: .releasing)
-        let bound = busy ? "within \(timeout)" : "within \(timeout) (\(PluginLimits.lifecycleTimeoutSetting))"
+        let bound = busy ? "within \(timeout)" : "within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))"
         instance.log(.warning, called.withLock { $0 }
             ? "destroy() did not return \(bound): not waited for any longer, what it had left to do may not be done"
             // The ABI has no destroy() during another call: one that hangs keeps it from being called.

@@ -272,7 +272,10 @@ extension Manifest {
     /// behind it, held them all (no request, /healthz or signal was answered any more).
     func boundingPluginCalls() -> Manifest {
         var bounded = self
-        bounded.callTimeout = callTimeout ?? fetchTimeout
+        if callTimeout == nil {
+            bounded.callTimeout = fetchTimeout
+            bounded.callTimeoutOrigin = "timeout_ms, which bounds every plugin call of pager serve and browse without call_timeout_ms"
+        }
         return bounded
     }
 }

@@ -553,7 +553,9 @@ struct ServeCommandTests {
             #expect(next.status == 504 && next.text.contains("could not be loaded (timeout)"), "\(next.text)")
         }
         #expect(try server.get("/healthz").status == 200)
-        #expect(await server.waitFor("fetch did not return within 0.5 seconds (call_timeout_ms)"), "\(server.stderr)")
+        // Named by the setting it came from (it said call_timeout_ms, which the manifest lacks).
+        #expect(await server.waitFor("fetch did not return within 0.5 seconds (timeout_ms, which bounds every plugin call of pager serve and browse without call_timeout_ms)"),
+                "\(server.stderr)")
         #expect(await server.waitFor("an earlier fetch() has not returned yet"), "\(server.stderr)")
         #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
     }
