@@ -7,8 +7,10 @@ import Synchronization
 ///   loaded in that direction until a refresh.
 /// - Before that, an incomplete last page (fewer values than the page size) whose next key comes
 ///   from the key chain alone is requested again by the next append and replaced, as in the
-///   original SwiftPaging, until a reload brings nothing new; then paging moves on. A short page
-///   that names its next page itself (``Page/namesItsNextKey``) is simply followed.
+///   original SwiftPaging, until a reload brings nothing new; then paging moves on, and an empty
+///   page after it (its key from the key chain alone) reaches the end, for now: a refresh looks
+///   again. A short page that names its next page itself (``Page/namesItsNextKey``) is simply
+///   followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -43,7 +45,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         public var pageSize: Int
         /// The most values kept; `nil` keeps everything.
         public var maxSize: Int?
-        /// How close (in items) to an end ``itemVisible(at:of:)`` starts loading the next page.
+        /// How close (in items) to an end ``itemVisible(at:of:)`` starts loading the next page;
+        /// with ``maxSize``, at most (maxSize - pageSize) / 2, so that a load at one end never
+        /// drops the item on screen at the other (a still reader's list churned, loading at both
+        /// ends in turn, and lost its item).
         public var prefetchDistance: Int
         /// The retry policy of every request.
         public var retryPolicy: RetryPolicy
@@ -199,7 +204,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// followed one another, each dropping the page on screen). A report about the values of an
     /// earlier refresh is ignored.
     public func itemVisible(at index: Int, of drawn: PaginationManagerOutput<Key, Value>? = nil) {
-        let distance = configuration.prefetchDistance
+        let distance = configuration.maxSize.map { min(configuration.prefetchDistance, max(0, ($0 - configuration.pageSize) / 2)) }
+            ?? configuration.prefetchDistance
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
             let output = state.output
             var index = index
@@ -347,7 +353,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 anchor = nil
                 key = refreshKey ?? state.refreshKey ?? pager.source.refreshKey
             case .append:
-                guard !state.output.isRefreshing, !state.output.isAppending,
+                guard !state.output.isRefreshing, !state.output.isAppending, !state.output.appendState.isEndReached,
                       let last = state.output.values.lastPage else { return nil }
                 guard let next = last.nextKey else {
                     state.output.appendState = .endReached
@@ -517,6 +523,14 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if last.key == page.key {
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
+                } else if page.values.isEmpty, !last.isComplete, !last.values.isEmpty, !page.namesItsNextKey {
+                    // Nothing after a short last page with values, where only the key chain said
+                    // a page would be: the data ends there for now (a refresh looks again). Added,
+                    // the empty page was the short page paging went on from, and what the page
+                    // before gained later was skipped for good (a probe). (Empty pages after an
+                    // empty one are followed: a source may have none to show in a page.)
+                    output.appendState = .endReached
+                    return
                 } else if refusesRepeated(page.key, kind: .append) {
                     // A prepend that landed first holds it (both named one page).
                     return

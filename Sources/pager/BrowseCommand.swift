@@ -67,7 +67,9 @@ struct BrowseCommand {
         var screen = Screen()
         let manager = PaginationManager(pager: pipeline.pager, configuration: .init(
             pageSize: manifest.pageSize, maxSize: manifest.maxSize,
-            prefetchDistance: Self.prefetchDistance(manifest, screenRows: screen.listHeight),
+            // A screenful ahead, or the manifest's distance if larger (with max_size, the manager
+            // keeps it small enough that loading at one end never drops the page on screen).
+            prefetchDistance: max(manifest.prefetchDistance, screen.listHeight),
             retryPolicy: manifest.retryPolicy, userInfo: manifest.userInfo))
         let (events, input) = AsyncStream.makeStream(of: Event.self)
         let outputs = manager.outputs()
@@ -107,14 +109,6 @@ struct BrowseCommand {
             screen.render(output, problem: lastProblem.withLock { $0 })
         }
         return ExitCode.success
-    }
-
-    /// A screenful ahead, or the manifest's distance if larger; with `max_size`, small enough
-    /// that loading at one end never drops the page the cursor is on at the other.
-    static func prefetchDistance(_ manifest: Manifest, screenRows: Int) -> Int {
-        let wanted = max(manifest.prefetchDistance, screenRows)
-        guard let maxSize = manifest.maxSize else { return wanted }
-        return max(0, min(wanted, (maxSize - manifest.pageSize) / 2))
     }
 
     enum Event: Sendable {

@@ -547,6 +547,56 @@ struct PaginationManagerTests {
         #expect(cached.fetchedKeys == [0, 1, 2, 3], "the second pass is answered by the cache")
     }
 
+    /// Found by a probe: a page-number source whose key chain always names a next page (it does
+    /// not know where the data ends) got an empty page added after its short last page, which
+    /// paging then went on from: items the short page gained later were skipped for good. The
+    /// empty page reaches the end, for now; a refresh looks again.
+    @Test func anEmptyPageAfterAShortLastPage_reachesTheEnd_andARefreshLooksAgain() async throws {
+        final class Growing: PagingSource, Sendable {
+            let count = Locked(47)
+            let fetched = Locked<[Int]>([])
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> {
+                PagingKeyChain(key: key, prevKey: key == 0 ? nil : key - 1, nextKey: key + 1)
+            }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                fetched.withLock { $0.append(request.key) }
+                let size = request.params.pageSize, low = request.key * size, count = count.withLock { $0 }
+                return Page(request: request, values: Array(low..<max(low, min(count, low + size))))
+            }
+        }
+        let source = Growing()
+        let manager = PaginationManager(source: source, pageSize: 10, maxSize: 100)
+        await manager.refresh().value
+        for _ in 0..<14 { await manager.append().value }
+        #expect(Array(manager.output.values) == Array(0..<47))
+        #expect(manager.output.values.pageCount == 5)
+        #expect(manager.output.appendState.isEndReached, "\(manager.output.appendState)")
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 3, 4, 4, 5], "nothing fetched once the end is reached")
+        source.count.withLock { $0 = 200 }
+        await manager.refresh().value
+        for _ in 0..<19 { await manager.append().value }
+        #expect(Array(manager.output.values) == Array(100..<200), "every item, none skipped")
+    }
+
+    /// Found by a probe: with maxSize under pageSize + 2 × prefetchDistance, a reader that did not
+    /// move loaded at both ends in turn, each load dropping the other end, until the item on
+    /// screen itself was dropped. The distance used is at most (maxSize - pageSize) / 2.
+    @Test func aPrefetchDistanceTooLargeForMaxSize_loadsNothingWhileTheReaderStaysStill() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(1_000, size: 10))
+        let manager = PaginationManager(source: source, pageSize: 10, maxSize: 20, prefetchDistance: 10)
+        await manager.refresh().value
+        for _ in 0..<5 { await manager.append().value }
+        let fetched = source.fetchedKeys.count
+        for _ in 0..<50 {
+            let output = manager.output
+            manager.itemVisible(at: output.values.count / 2, of: output)
+            // What the report started, if anything, ends before the next report.
+            for await current in manager.outputs() where !current.appendState.isLoading && !current.prependState.isLoading { break }
+        }
+        #expect(source.fetchedKeys.count == fetched, "\(source.fetchedKeys)")
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
