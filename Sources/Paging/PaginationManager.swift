@@ -471,8 +471,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// streams, a source whose keys went round did so still).
         @inlinable
         mutating func refusesRepeated(_ key: Key, kind: PagingRequestKind) -> Bool {
-            let dropped = kind == .append ? droppedAtStart : droppedAtEnd
-            guard heldKeys.contains(key) || dropped.contains(key) else { return false }
+            let dropped = kind == .append ? droppedAtStart.contains(key) : droppedAtEnd.contains(key)
+            guard heldKeys.contains(key) || dropped else { return false }
             let error = PagingError.repeatedKey(source: keysDescription, kind: kind, key: "\(key)")
             output[kind] = .failed(error)
             output.lastError = error
