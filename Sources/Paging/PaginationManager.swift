@@ -9,8 +9,8 @@ import Synchronization
 ///   from the key chain alone is requested again by the next append and replaced, as in the
 ///   original SwiftPaging, until a reload brings nothing new; then paging moves on, and an empty
 ///   page after it (its key from the key chain alone) reaches the end, for now: a refresh looks
-///   again. A short page that names its next page itself (``Page/namesItsNextKey``) is simply
-///   followed.
+///   again; so does a third empty page in a row. A short page that names its next page itself
+///   (``Page/namesItsNextKey``) is simply followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -437,6 +437,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var refreshKey: Key?
         /// The key of an incomplete last page whose reload brought no new values.
         @usableFromInline var stalledKey: Key?
+        /// How many pages at the end are empty, each named by the key chain alone.
+        @usableFromInline var emptyPagesAtEnd = 0
         /// The tasks of the prepends and appends running, by id.
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
@@ -464,6 +466,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
         @usableFromInline
         init() {}
+
+        /// Empty pages in a row at the end, each named by the key chain alone, that appends follow;
+        /// one more reaches the end.
+        @usableFromInline static var emptyPagesFollowed: Int { 2 }
 
         /// Whether loading `key` as `kind` would load a page the list holds already, or one
         /// dropped at the other end; then that direction fails saying so (a store whose next key
@@ -508,6 +514,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             case .refresh:
                 output.values = PagedValues().appending(page)
                 heldKeys = [page.key]
+                emptyPagesAtEnd = 0
                 droppedAtStart = DroppedKeys()
                 droppedAtEnd = DroppedKeys()
                 output.generation = plan.generation
@@ -523,12 +530,15 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if last.key == page.key {
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
-                } else if page.values.isEmpty, !last.isComplete, !last.values.isEmpty, !page.namesItsNextKey {
+                    if !page.values.isEmpty { emptyPagesAtEnd = 0 }
+                } else if page.values.isEmpty, !page.namesItsNextKey, !last.isComplete,
+                          !last.values.isEmpty || emptyPagesAtEnd >= Self.emptyPagesFollowed {
                     // Nothing after a short last page with values, where only the key chain said
                     // a page would be: the data ends there for now (a refresh looks again). Added,
                     // the empty page was the short page paging went on from, and what the page
-                    // before gained later was skipped for good (a probe). (Empty pages after an
-                    // empty one are followed: a source may have none to show in a page.)
+                    // before gained later was skipped for good (a probe). Empty pages after an
+                    // empty one are followed (a source may have none to show in a page), a few:
+                    // after a full last page, such a source added empty pages without end.
                     output.appendState = .endReached
                     return
                 } else if refusesRepeated(page.key, kind: .append) {
@@ -539,6 +549,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.values = output.values.appending(page)
                     heldKeys.insert(page.key)
                     droppedAtEnd.removeAll()
+                    emptyPagesAtEnd = page.values.isEmpty && !page.namesItsNextKey ? emptyPagesAtEnd + 1 : 0
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again, unless the new
@@ -614,6 +625,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 } else {
                     output.values = output.values.droppingLast()
                     droppedAtEnd.insert(page.key)
+                    emptyPagesAtEnd = 0
                 }
                 dropped = true
             }

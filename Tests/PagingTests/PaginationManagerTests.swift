@@ -579,6 +579,31 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == Array(100..<200), "every item, none skipped")
     }
 
+    /// Found by a probe: the same source with a full last page got an empty page added after it,
+    /// then another after each reload, without end (maxSize, which counts values, dropped none;
+    /// a reader at the end kept loading). Empty pages in a row are followed (a source may have
+    /// none to show in a page), two of them: a third reaches the end.
+    @Test func emptyPagesInARow_atTheEnd_reachItAfterTwo() async throws {
+        final class EndsOnAPage: PagingSource, Sendable {
+            let fetched = Locked<[Int]>([])
+            var refreshKey: Int { 0 }
+            func keyChain(for key: Int, pageSize: Int) -> PagingKeyChain<Int> { PagingKeyChain(key: key, nextKey: key + 1) }
+            func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+                fetched.withLock { $0.append(request.key) }
+                let low = request.key * request.params.pageSize
+                return Page(request: request, values: Array(low..<max(low, min(20, low + request.params.pageSize))))
+            }
+        }
+        let source = EndsOnAPage()
+        let manager = PaginationManager(source: source, pageSize: 10, maxSize: 30)
+        await manager.refresh().value
+        for _ in 0..<200 { await manager.append().value }
+        #expect(Array(manager.output.values) == Array(0..<20))
+        #expect(manager.output.values.pageCount == 4, "two empty pages at most")
+        #expect(manager.output.appendState.isEndReached, "\(manager.output.appendState)")
+        #expect(source.fetched.withLock { $0 } == [0, 1, 2, 2, 3, 3, 4])
+    }
+
     /// Found by a probe: with maxSize under pageSize + 2 × prefetchDistance, a reader that did not
     /// move loaded at both ends in turn, each load dropping the other end, until the item on
     /// screen itself was dropped. The distance used is at most (maxSize - pageSize) / 2.
