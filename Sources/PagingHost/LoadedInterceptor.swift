@@ -316,14 +316,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private func destroy(waiting: Bool) {
         guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
         // Captures no `self`: from deinit, this may run after the object is gone.
-        let table = UnsafeSendable(plugin)
-        let close: @Sendable (_ calling: @Sendable () -> Void) -> Void = { [calls, instance, library] calling in
-            calls.close {
-                calling()
-                table.value.pointee.destroy?(table.value)
-                library.liveInstances.subtract(1, ordering: .releasing)
-            }
-            instance.markDestroyed()
+        let destroy = destroying(plugin, calls: calls, library: library, instance: instance)
+        let close: @Sendable (_ calling: @Sendable () -> Void) -> Void = { [instance] calling in
+            destroy(calling)
             instance.endAllIntercepts()
         }
         // From deinit, unbounded, as for a source: on the releasing thread, or on the worker after

@@ -386,17 +386,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// ``PluginLimits/lifecycleTimeout``; calling it again does nothing.
     package func destroy(returned: @escaping @Sendable () -> Void, waiting: Bool = true) {
         guard !destroyStarted.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let table = UnsafeSendable(plugin)
-        let close: @Sendable (_ calling: @Sendable () -> Void) -> Void = { [calls, library, instance] calling in
-            calls.close {
-                calling()
-                table.value.pointee.destroy?(table.value)
-                returned()
-                library.liveInstances.subtract(1, ordering: .releasing)
-            }
-            // Not before: the host table stays the plugin's while its destroy() runs.
-            instance.markDestroyed()
-        }
+        let close = destroying(plugin, calls: calls, library: library, instance: instance, returned: returned)
         // From deinit, on the releasing thread, unbounded. Waiting there for another thread
         // could hold one of the few threads that run tasks while the plugin's destroy() needs
         // one (a Swift plugin ending its tasks): the tests' process stalled for the bound.

@@ -135,6 +135,27 @@ package func boundedCall<Result>(named name: String, within timeout: Duration, _
     waiting(atMost: timeout, start: { detachThread(named: name, $0) }, body)
 }
 
+/// What destroys a plugin instance, as ``boundedDestroy(_:on:busy:_:)`` runs it: after the calls
+/// in flight, the plugin's destroy(), with `calling` just before it and `returned` just after;
+/// then the instance is marked destroyed (not before: the host table stays the plugin's while its
+/// destroy() runs). It holds no object that owns the instance: from deinit, it may run after that
+/// is gone.
+func destroying<Plugin: PluginTable>(
+    _ plugin: UnsafeMutablePointer<Plugin>, calls: SerializedCalls, library: PluginLibrary, instance: PluginInstance,
+    returned: @escaping @Sendable () -> Void = {}
+) -> @Sendable (_ calling: @Sendable () -> Void) -> Void {
+    let table = UnsafeSendable(plugin)
+    return { calling in
+        calls.close {
+            calling()
+            Plugin.destroy(table.value)
+            returned()
+            library.liveInstances.subtract(1, ordering: .releasing)
+        }
+        instance.markDestroyed()
+    }
+}
+
 /// Calls a plugin instance's destroy() (`close`, which calls `calling` just before it calls it)
 /// on a thread of its own, or on `worker` after the calls before it, waited for at most the
 /// instance's ``PluginLimits/lifecycleTimeout``: whether it returned. One that has not is left
