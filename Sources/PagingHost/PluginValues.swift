@@ -20,6 +20,13 @@ public struct PluginKey: Hashable, Sendable, CustomStringConvertible, Expressibl
     public var text: String? { String(validating: bytes, as: UTF8.self) }
 
     public var description: String { text ?? "0x" + hexString(bytes) }
+
+    /// The bytes at once: the array's own hashing feeds them one at a time (keys are URLs, and
+    /// a page's key is hashed several times a load).
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
 }
 
 /// A value as it crosses the plugin ABI: bytes, by convention one JSON value.
@@ -44,6 +51,12 @@ public struct PluginItem: Hashable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { text }
+
+    /// The bytes at once (see ``PluginKey/hash(into:)``).
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: $0) }
+    }
 }
 
 /// The engine's types for a pipeline of loaded plugins.
