@@ -156,11 +156,13 @@ package enum IsolationServer {
         let config = try JSONValue.parse(try reader.string())
         let maxItems = Int(try reader.u64()), maxBytes = Int(try reader.u64())
         let fetchTimeout = Duration.milliseconds(Int64(try reader.u64()))
-        let callTimeout = try reader.bool() ? Duration.milliseconds(Int64(try reader.u64())) : nil
+        let callTimeout = try reader.bool() ? (Duration.milliseconds(Int64(try reader.u64())), origin: try reader.string()) : nil
         let logLevel = PluginLogLevel(rawValue: try reader.u32()) ?? .trace
         let recordsStats = try reader.bool()
-        let limits = PluginLimits(maxItemsPerPage: maxItems, maxPageBytes: maxBytes, fetchTimeout: fetchTimeout,
-                                  callTimeout: callTimeout, logLevel: logLevel, recordsStats: recordsStats)
+        var limits = PluginLimits(maxItemsPerPage: maxItems, maxPageBytes: maxBytes, fetchTimeout: fetchTimeout,
+                                  callTimeout: callTimeout?.0, logLevel: logLevel, recordsStats: recordsStats)
+        // Its messages name the setting the bound came from, as the host's would.
+        if let origin = callTimeout?.origin { limits.callTimeoutOrigin = origin }
         let sink: PluginLogSink = { level, plugin, message in
             var frame = WireWriter(.log, call: 0)
             frame.u32(level.rawValue)

@@ -258,7 +258,10 @@ final class PluginProcess: Sendable {
         start.u64(UInt64(spec.limits.maxPageBytes))
         start.u64(spec.limits.fetchTimeout.wholeMilliseconds)
         start.bool(spec.limits.callTimeout != nil)
-        if let callTimeout = spec.limits.callTimeout { start.u64(callTimeout.wholeMilliseconds) }
+        if let callTimeout = spec.limits.callTimeout {
+            start.u64(callTimeout.wholeMilliseconds)
+            start.string(spec.limits.callTimeoutOrigin)
+        }
         start.u32(spec.limits.logLevel.rawValue)
         start.bool(spec.limits.recordsStats)
         let child = try ChildProcess.spawn(PluginIsolation.executable, maxFrame: isolationFrameLimit(spec.limits))

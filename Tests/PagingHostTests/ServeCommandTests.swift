@@ -560,6 +560,22 @@ struct ServeCommandTests {
         #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
     }
 
+    /// An isolated plugin's process named call_timeout_ms too: it was not told where its bound
+    /// came from.
+    @Test(.timeLimit(.minutes(2)))
+    func anIsolatedFetchThatNeverReturns_isNamedByTheSettingItsBoundCameFrom() async throws {
+        let folder = scratchFolder()
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("blocking_fetch"))", "isolation": "process", "config": {"sleep_ms": 600000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500}"#
+            .write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
+        let server = try await ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+        #expect(try server.get("/pages").status == 200)
+        #expect(try server.get("/pages").status == 504)
+        #expect(await server.waitFor("fetch did not return within 0.5 seconds (timeout_ms, which bounds every plugin call of pager serve and browse without call_timeout_ms)"),
+                "\(server.stderr)")
+        #expect(!server.stderr.contains("(call_timeout_ms)"), "\(server.stderr)")
+        #expect(await server.stop(SIGTERM) == 0, "\(server.stderr)")
+    }
+
     /// Found by a probe: `network-first` answers with its stored page when the load fails, but
     /// the request's default timeout counted each attempt's `timeout_ms` only: with a hung
     /// source the load failed at that very moment, or after it when the retries waited (here:
