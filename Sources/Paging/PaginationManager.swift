@@ -192,7 +192,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // Asked outside the lock: the answer may come from a plugin.
         let key = anchor.flatMap { pager.source.refreshKey(around: $0) }
         // A hard refresh: what caches and stores hold from before the change is stale.
-        return Task { await self.load(.refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"], refreshKey: key) }
+        return start(.refresh, userInfo: [PagingUserInfoKey.hardRefresh: "true"], refreshKey: key)
     }
 
     /// Tells the manager which item is on screen: its index in `drawn`, the output the screen
@@ -233,7 +233,19 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:], refreshKey: Key? = nil) async {
         guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else { return }
+        // In flight as a task of start() is: append() meanwhile hands out a task that waits for it.
+        let end = LoadEnd()
+        let id = state.withLock { state in
+            let id = state.nextTaskID
+            state.nextTaskID += 1
+            state.inFlight[plan.kind] = (id, .caller(end))
+            return id
+        }
         await run(plan)
+        state.withLock { state in
+            if state.inFlight[plan.kind]?.id == id { state.inFlight[plan.kind] = nil }
+        }
+        end.signal()
     }
 
     /// Loads the page `plan` asks for and applies it.
@@ -288,10 +300,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// them had ended. With nothing to start, the task of the load of `kind` in flight, if any:
     /// awaiting it waits for the page (an ended task returned then, and a caller took "loaded"
     /// for "ignored").
-    private func start(_ kind: PagingRequestKind, userInfo: [String: String]?) -> Task<Void, Never> {
-        guard let plan = plan(kind, userInfo: userInfo) else {
+    private func start(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Task<Void, Never> {
+        guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else {
             // An append or prepend asked for while a refresh loads gets the refresh's task.
-            return state.withLock { ($0.inFlight[kind] ?? $0.inFlight[.refresh])?.task } ?? Task {}
+            return state.withLock { ($0.inFlight[kind] ?? $0.inFlight[.refresh])?.load }?.task ?? Task {}
         }
         return state.withLock { state in
             let id = state.nextTaskID
@@ -306,7 +318,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             }
             // A refresh cancels the prepends and appends (`tasks`), not an older refresh.
             if kind != .refresh { state.tasks[id] = task }
-            state.inFlight[plan.kind] = (id, task)
+            state.inFlight[plan.kind] = (id, .task(task))
             return task
         }
     }
@@ -316,6 +328,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Plan? {
         var cancelled: [Task<Void, Never>] = []
+        // The source's refresh key, when the load may refresh at it: asked outside the lock (it
+        // may come from a plugin, and take its time; a source that read the output deadlocked).
+        let sourceKey = refreshKey == nil && state.withLock({ state in
+            (kind.isRefresh || state.output.values.pageCount == 0) && (userInfo != nil || state.refreshKey == nil)
+        }) ? pager.source.refreshKey : nil
         let plan = state.withLock { state -> Plan? in
             var kind = kind, userInfo = userInfo
             // A prepend or append with no page loaded refreshes, as a retry does: what the last
@@ -351,7 +368,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 state.output.prependState = .idle
                 state.output.appendState = .idle
                 anchor = nil
-                key = refreshKey ?? state.refreshKey ?? pager.source.refreshKey
+                // (Asked under the lock only if the state changed since.)
+                key = refreshKey ?? state.refreshKey ?? sourceKey ?? pager.source.refreshKey
             case .append:
                 guard !state.output.isRefreshing, !state.output.isAppending, !state.output.appendState.isEndReached,
                       let last = state.output.values.lastPage else { return nil }
@@ -442,8 +460,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// The tasks of the prepends and appends running, by id.
         @usableFromInline var tasks: [UInt64: Task<Void, Never>] = [:]
         @usableFromInline var nextTaskID: UInt64 = 0
-        /// The task of the load of each kind started last, while it runs.
-        @usableFromInline var inFlight: [PagingRequestKind: (id: UInt64, task: Task<Void, Never>)] = [:]
+        /// The load of each kind started last, while it runs.
+        @usableFromInline var inFlight: [PagingRequestKind: (id: UInt64, load: InFlightLoad)] = [:]
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
         /// Who gave the keys that go round, for ``PagingError/repeatedKey(source:kind:key:)``:
@@ -559,7 +577,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if trim(maxSize, dropping: .prepend), !output.prependState.isLoading {
                     if let unreachable = output.values.firstPage.flatMap({ unreachableBefore($0) }) {
                         output.prependState = unreachable
-                    } else if output.prependState.isEndReached {
+                    } else if output.prependState.isEndReached || output.prependState.error != nil {
+                        // The end or the failure was that of a page no longer first.
                         output.prependState = .idle
                     }
                 }
@@ -581,7 +600,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 droppedAtStart.removeAll()
                 output.origin -= page.values.count
                 output.prependState = page.prevKey == nil ? .endReached : .idle
-                if trim(maxSize, dropping: .append), output.appendState.isEndReached { output.appendState = .idle }
+                // The end or the failure was that of a page no longer last: paging there again
+                // (itemVisible only loads in an idle direction) loads the pages dropped.
+                if trim(maxSize, dropping: .append), output.appendState.isEndReached || output.appendState.error != nil {
+                    output.appendState = .idle
+                }
             }
         }
 
@@ -630,6 +653,51 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 dropped = true
             }
             return dropped
+        }
+    }
+}
+
+/// A load in flight, for the callers that ask for one of its kind meanwhile: a task of
+/// ``PaginationManager/start(_:userInfo:refreshKey:)``, or a load run in its caller's task
+/// (``PaginationManager/load(_:userInfo:refreshKey:)``), which a task waits for on demand.
+@usableFromInline
+enum InFlightLoad: Sendable {
+    case task(Task<Void, Never>)
+    case caller(LoadEnd)
+
+    var task: Task<Void, Never> {
+        switch self {
+        case .task(let task): task
+        case .caller(let end): Task { await end.wait() }
+        }
+    }
+}
+
+/// The end of a load run in its caller's task.
+@usableFromInline
+final class LoadEnd: Sendable {
+    private let state = Locked<(ended: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    @usableFromInline
+    init() {}
+
+    @usableFromInline
+    func signal() {
+        let waiters = state.withLock { state in
+            state.ended = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let ended = state.withLock { state in
+                if !state.ended { state.waiters.append(continuation) }
+                return state.ended
+            }
+            if ended { continuation.resume() }
         }
     }
 }

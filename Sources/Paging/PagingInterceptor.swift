@@ -2,6 +2,12 @@
 public enum PagingInterceptResult<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Pass the request (the same, or rewritten) on to the next interceptor or the source.
     /// With `handleAfterwards`, the interceptor's ``PagingInterceptor/handle(page:)`` sees the page.
+    ///
+    /// The caller gets the page under the request the source answered: a rewritten key (and its
+    /// key chain) is what paging goes on from. An interceptor that translates keys into another
+    /// key space (`k` to `k + 100`) sees its own translation come back as the next request's
+    /// key, and translates it again: it must answer in the caller's key space itself (with
+    /// ``complete(_:)`` of a page whose keys it translated back), or pages are skipped.
     case proceed(PagingRequest<Key>, handleAfterwards: Bool)
     /// Answer the request with this page; the interceptors after this one and the source are skipped.
     case complete(Page<Key, Value>)

@@ -45,6 +45,83 @@ struct PaginationManagerTests {
         #expect(source.fetchCount == 2)
     }
 
+    /// `append()` while a refresh around the reader (what an invalidation runs) or a `load(_:)`
+    /// runs returns a task that waits for it (a probe: those loads were not in flight for
+    /// `append()`, which handed out a task already ended).
+    @Test(.timeLimit(.minutes(1)), arguments: ["refreshAroundReader", "load"])
+    func appendWhileALoadNotStartedByItRuns_returnsATaskThatWaitsForIt(_ how: String) async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        await manager.refresh().value
+        let key = how == "load" ? 1 : 0
+        source.script(key: key, .suspend)
+        let running = how == "load" ? Task { await manager.load(.append) } : manager.refreshAroundReader()
+        await source.waitUntilSuspended()
+        let append = manager.append()
+        let waited = Locked(false)
+        let waiter = Task {
+            await append.value
+            waited.withLock { $0 = true }
+        }
+        // Still held: the task from append() must not have ended.
+        try await Task.sleep(for: .milliseconds(50))
+        #expect(!waited.withLock { $0 })
+        source.release(key: key)
+        await waiter.value
+        await running.value
+        #expect(!manager.output.isAppending && !manager.output.isRefreshing)
+        #expect(Array(manager.output.values) == (how == "load" ? Array(0..<6) : [0, 1, 2]))
+    }
+
+    /// A failure at an end goes back to idle once `maxSize` dropped the page it followed: the
+    /// end moved, and the page now after it had loaded (a probe: the failure stayed, and
+    /// `itemVisible` never loaded at that end again).
+    @Test(arguments: [PagingRequestKind.append, .prepend])
+    func aFailureAtAnEnd_goesIdle_whenMaxSizeDropsThatEnd(_ end: PagingRequestKind) async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(10))
+        let manager = manager(source, pageSize: 3, maxSize: 6)
+        await manager.load(.refresh, refreshKey: 5)
+        if end == .append {
+            await manager.append().value
+            source.script(key: 7, .fail(ScriptedError("offline")))
+            await manager.append().value
+            #expect(manager.output.appendState.error != nil)
+            await manager.prepend().value
+            await manager.prepend().value
+            #expect(Array(manager.output.values) == Array(9..<15))
+            #expect(manager.output.appendState.isIdle)
+            manager.itemVisible(at: manager.output.values.count - 1)
+            await manager.append().value
+            #expect(Array(manager.output.values) == Array(12..<18))
+        } else {
+            await manager.prepend().value
+            source.script(key: 3, .fail(ScriptedError("offline")))
+            await manager.prepend().value
+            #expect(manager.output.prependState.error != nil)
+            await manager.append().value
+            await manager.append().value
+            #expect(Array(manager.output.values) == Array(18..<24))
+            #expect(manager.output.prependState.isIdle)
+            manager.itemVisible(at: 0)
+            await manager.prepend().value
+            #expect(Array(manager.output.values) == Array(15..<21))
+        }
+        #expect(source.fetchCount(forKey: end == .append ? 7 : 3) == 1)
+    }
+
+    /// A source's refresh key is asked outside the manager's lock: a source that reads the
+    /// manager's output there (or a plugin that takes its time) held every other caller, and
+    /// this one deadlocked.
+    @Test(.timeLimit(.minutes(1))) func aSourceWhoseRefreshKeyReadsTheOutput_refreshes() async throws {
+        let source = OutputReadingSource()
+        let manager = PaginationManager(source: source, pageSize: 3)
+        source.manager.withLock { $0 = manager }
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(0..<6))
+    }
+
     /// Cancelling the task `retry()` returns cancels its loads, as cancelling those of
     /// `append()` does (a probe: the retry ran on, and its page was applied).
     @Test(.timeLimit(.minutes(1))) func cancellingRetrysTask_cancelsItsLoads() async throws {
@@ -1006,5 +1083,17 @@ private struct CursorLikeSource: PagingSource {
         await manager.retry().value
         #expect(Array(manager.output.values) == Array(30..<40))
         #expect(source.fetched.withLock { $0.suffix(2).map { "\($0.key) \($0.hard)" } } == ["30 true", "30 true"])
+    }
+}
+
+/// Pages of 3 numbers at keys 0 and up; its refresh key reads the output of the manager over it.
+private final class OutputReadingSource: PagingSource, Sendable {
+    let manager = Locked<PaginationManager<Int, Int>?>(nil)
+
+    var refreshKey: Int { manager.withLock { $0 }?.output.values.count ?? 0 }
+
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+        Page(request: request, values: Array(request.key * 3..<request.key * 3 + 3),
+             prevKey: request.key > 0 ? request.key - 1 : nil, nextKey: request.key + 1)
     }
 }
