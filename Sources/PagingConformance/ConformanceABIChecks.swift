@@ -177,6 +177,18 @@ extension Context {
         guard let raw = rawDescriptor() else { return fail("not listed by the library") }
         let entrySize = library.entry.pointee.struct_size, descriptorSize = raw.pointee.struct_size
         var problems: [String] = [], notes: [String] = []
+        let host = PluginABIVersion.host
+        // Larger than the ABI it was built against defines (the size of a struct that holds the
+        // table, say): a later 1.x host would read the bytes after it as the members added since.
+        func larger(_ what: String, _ type: String, _ size: some BinaryInteger, _ full: Int, builtAgainst version: PluginABIVersion, fix: String) {
+            guard version.major == host.major, version.minor == host.minor, Int(size) > full else { return }
+            problems.append("\(what) says struct_size \(size), larger than sizeof(\(type)) in ABI \(version), the ABI it was built against "
+                            + "(\(full) bytes): \(fix) (a later 1.x host would read the bytes after it as members added since)")
+        }
+        larger("the entry", "paging_plugin_entry_t", entrySize, ABISizes.entry, builtAgainst: library.abiVersion,
+               fix: "start its initializer with PAGING_ENTRY_HEAD")
+        larger("the descriptor", "paging_plugin_descriptor_t", descriptorSize, ABISizes.descriptor, builtAgainst: descriptor.abiVersion,
+               fix: "start its initializer with PAGING_DESCRIPTOR_HEAD")
         if entrySize != 0, Int(entrySize) < ABISizes.entry {
             problems.append("the entry's struct_size is \(entrySize), smaller than ABI 1.0's \(ABISizes.entry) bytes: start its initializer with PAGING_ENTRY_HEAD")
         }
@@ -185,7 +197,6 @@ extension Context {
         }
         let draft = entrySize == 0 || descriptorSize == 0
         if draft { notes.append("built against the 1.0 draft headers: rebuild to offer extensions") }
-        let host = PluginABIVersion.host
         if let newer = [library.abiVersion, descriptor.abiVersion].first(where: { $0.minor > host.minor }) {
             notes.append("built against ABI \(newer), newer than this host's \(host): it requires no extension this host lacks, and the host reads only the members of \(host.major).\(host.minor)")
         }
@@ -206,6 +217,8 @@ extension Context {
             } else if Int(size) < table.fullSize {
                 problems.append("the \(table.name) table \(table.create) returns has struct_size \(size), smaller than ABI 1.0's \(table.fullSize) bytes: set it to sizeof(\(table.name))")
             }
+            larger("the \(table.name) table \(table.create) returns", table.name, size, table.fullSize, builtAgainst: descriptor.abiVersion,
+                   fix: "set it to sizeof(\(table.name)), not the size of a struct that holds it")
         }
         if !table.unknownAnswered.isEmpty {
             let ids = table.unknownAnswered.map { "\"\($0)\"" }.joined(separator: " and ")

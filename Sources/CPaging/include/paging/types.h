@@ -26,9 +26,10 @@ extern "C" {
 /* A borrowed run of bytes, not NUL-terminated. Fixed forever. `data` may be NULL only when
  * `len` == 0; a host function given NULL data with a non-zero len returns
  * PAGING_ERR_INVALID_ARGUMENT and reads nothing. Keys are opaque bytes (by convention UTF-8
- * text), at most 1 MiB (a longer one is refused with PAGING_ERR_INVALID_ARGUMENT). Each item must be exactly one JSON value in valid UTF-8 (RFC 8259; whitespace around
- * it allowed): the host checks every item it is handed and fails the page otherwise, naming the
- * plugin and the item's index. */
+ * text), at most 1 MiB (a longer one is refused with PAGING_ERR_INVALID_ARGUMENT). Each item
+ * must be exactly one JSON value in valid UTF-8 (RFC 8259; whitespace around it allowed), its
+ * arrays and objects nested at most 512 deep (`[[1]]` is 2): the host checks every item it is
+ * handed and fails the page otherwise, naming the plugin and the item's index. */
 typedef struct paging_bytes {
     const uint8_t *data; /* first byte; owned by the caller, borrowed for the call only. [any-thread] */
     size_t len;          /* number of bytes at data. [any-thread] Value member. */
