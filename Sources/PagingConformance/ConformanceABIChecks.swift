@@ -407,8 +407,9 @@ extension Context {
         if let first = problems.first { return .failed(first) }
         // A second resume may come later, from another thread (it passed: only the log said so).
         try? await Task.sleep(for: .milliseconds(200))
-        if let again = log.first(containing: "resume for unknown or finished deferred intercept") {
-            return .failed("answered a deferred intercept more than once: the host refused \"\(clip(again))\"")
+        if let again = log.first(containing: "refused resume for deferred intercept id") {
+            return .failed("resumed a deferred intercept the host did not know or had ended (a second answer, or an id defer did not give): "
+                           + "the host refused \"\(clip(again))\"")
         }
         return .passed("20 intercepts, 10 of them cancelled at once, all ended")
     }

@@ -51,7 +51,10 @@ extension PluginInstance {
             }
             // After destroy(), a plugin's timer may still fire: expected, not misuse.
             if destroyed.load(ordering: .acquiring) { return PAGING_ERR_CANCELLED }
-            log(.error, "resume for unknown or finished deferred intercept id \(id); refused")
+            // Ids are one sequence: one past it was never issued (by defer, to any instance).
+            let never = id == 0 || id >= Self.nextCallID.load(ordering: .relaxed)
+            log(.error, "refused resume for deferred intercept id \(id): "
+                + (never ? "defer never issued it" : "it was answered already, or is not this instance's"))
             return PAGING_ERR_INVALID_ARGUMENT
         }
         var out = InterceptOut(instance: self)
@@ -60,9 +63,16 @@ extension PluginInstance {
         if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
             out.misuse = "resume: the answer returned PAGING_INTERCEPT_PENDING"
         }
+        let refusal = out.misuse
         guard finishIntercept(id, .answered(code, out)) else {
             // The host ended it while `answer` ran (its load timed out or was cancelled).
             return abandoned.withLock { $0.removeValue(forKey: id) }?.rawValue ?? PAGING_ERR_CANCELLED
+        }
+        // Taken, and refused: the load fails with the reason (resume said OK, and the plugin
+        // could not tell).
+        if let refusal {
+            log(.error, "\(refusal) (deferred intercept id \(id)): its load fails")
+            return PAGING_ERR_INVALID_ARGUMENT
         }
         return PAGING_OK
     }

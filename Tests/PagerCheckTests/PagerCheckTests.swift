@@ -122,7 +122,7 @@ struct PagerCheckTests {
 
     @Test(arguments: [("transformer", #"{"mode": "bad-index"}"#, "keep_item: item index 999"),
                       ("deferring", #"{"mode": "never"}"#, "an intercept was never answered"),
-                      ("deferring", #"{"mode": "twice"}"#, "answered a deferred intercept more than once")])
+                      ("deferring", #"{"mode": "twice"}"#, "resumed a deferred intercept the host did not know or had ended")])
     func misbehavingExtensions_fail(_ id: String, _ config: String, _ reason: String) async throws {
         let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
                                                      Self.fast + ["--plugin", id, "--config", config])

@@ -125,7 +125,15 @@ struct InterceptorExtensionTests {
     @Test func secondResume_isRefused_andLogged() async throws {
         _ = try await load([try await interceptor("deferring", mode: "twice")])
         #expect(await log.waitFor("second resume: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
-        #expect(log.contains("resume for unknown or finished deferred intercept id"))
+        #expect(log.contains("refused resume for deferred intercept id") && log.contains("it was answered already, or is not this instance's"), "\(log.messages)")
+    }
+
+    /// An id defer() never gave is said so (it read "unknown or finished", as a second answer).
+    @Test func resumeOfAnIdNeverIssued_isRefused_sayingSo() async throws {
+        let page = try await load([try await interceptor("deferring", mode: "bogus-id")])
+        #expect(page.values.count == 4)
+        #expect(await log.waitFor("bogus resume: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
+        #expect(log.contains("defer never issued it"), "\(log.messages)")
     }
 
     @Test func pendingWithoutDefer_failsTheLoad_saying() async throws {
@@ -220,6 +228,9 @@ struct InterceptorExtensionTests {
         #expect(error?.status == .invalidArgument)
         #expect(error?.message.contains("defer: within the answer of a deferred intercept, which cannot be deferred again") == true,
                 "\(String(describing: error))")
+        // resume() says the answer was refused (it said PAGING_OK, and the plugin could not tell).
+        #expect(await log.waitFor("redefer resume: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
+        #expect(log.contains("its load fails"), "\(log.messages)")
     }
 
     /// A plugin whose timer fires after its instance was destroyed: the resume is answered
@@ -236,7 +247,7 @@ struct InterceptorExtensionTests {
         _ = FileManager.default.createFile(atPath: resume, contents: nil)
         #expect(await eventually { (try? String(contentsOfFile: resume + ".status", encoding: .utf8)) == "1" }) // PAGING_ERR_CANCELLED
         #expect(await log.waitFor("log called after destroy() returned: ignored"), "\(log.messages)")
-        #expect(!log.contains("resume for unknown or finished"))
+        #expect(!log.contains("refused resume for deferred intercept id"))
     }
 
     /// A key chain that fails fails the fetch of its key, saying so: the page came without its

@@ -29,7 +29,10 @@
  *     "slow"       waits in intercept() until the file "resume_file" appears, then defers (logging
  *                  "deferred <id>") and never resumes: past a call timeout, no load waits for it
  *     "sync"       defers, then answers PROCEED from intercept() itself
- *     "redefer"    defers; a new thread resumes with an answer that calls defer() again
+ *     "redefer"    defers; a new thread resumes with an answer that calls defer() again, and
+ *                  logs "redefer resume: <status>"
+ *     "bogus-id"   defers; a new thread resumes an id defer() never gave (logging "bogus
+ *                  resume: <status>"), then its own with PROCEED
  *     "slow-answer" defers (logging "deferred <id>"); a new thread resumes with an answer that
  *                  waits until the file "resume_file" appears (10 minutes at most), then PROCEED;
  *                  the thread logs "slow answer resume: <status>"
@@ -273,7 +276,12 @@ static void *wk_resume_later(void *argument)
     if (strcmp(p->mode, "complete") == 0) {
         p->async_host->resume(h, r->id, wk_answer_complete, p);
     } else if (strcmp(p->mode, "redefer") == 0) {
-        p->async_host->resume(h, r->id, wk_answer_redefer, p);
+        paging_status_t status = p->async_host->resume(h, r->id, wk_answer_redefer, p);
+        wk_log(p, "redefer resume: %llu%s", (unsigned long long)status, "");
+    } else if (strcmp(p->mode, "bogus-id") == 0) {
+        paging_status_t bogus = p->async_host->resume(h, r->id + 1000000000ull, wk_answer_proceed, NULL);
+        wk_log(p, "bogus resume: %llu%s", (unsigned long long)bogus, "");
+        p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
     } else if (strcmp(p->mode, "slow-answer") == 0) {
         paging_status_t status = p->async_host->resume(h, r->id, wk_answer_slowly, r->resume_file);
         wk_log(p, "slow answer resume: %llu%s", (unsigned long long)status, "");

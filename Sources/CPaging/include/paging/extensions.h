@@ -156,7 +156,9 @@ typedef struct paging_ext_async_intercept_host {
     uint64_t (*defer)(paging_intercept_out_t *out);
     /* Answers the deferred intercept `id`: calls answer(context, out) on this thread before
      * returning, and returns PAGING_OK once its result was taken (PAGING_ERR_TIMEOUT or
-     * PAGING_ERR_CANCELLED when the host ended the intercept before or while `answer` ran).
+     * PAGING_ERR_CANCELLED when the host ended the intercept before or while `answer` ran;
+     * PAGING_ERR_INVALID_ARGUMENT, logged, when `answer` returned PENDING or a host->out_* call
+     * of it was refused: the load fails with the reason).
      * [any-thread] */
     paging_status_t (*resume)(const paging_host_t *host, uint64_t id,
                               uint32_t (*answer)(void *context, paging_intercept_out_t *out), void *context);
