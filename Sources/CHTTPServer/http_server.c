@@ -88,6 +88,12 @@ struct paging_http_server {
     pthread_mutex_t lock;
     pthread_cond_t completed;
     size_t open;
+    /* Of those, the ones handed to the handler and not yet complete: their connections may be
+     * suspended, and libmicrohttpd ends the process when it is stopped with one. */
+    size_t handed;
+    /* Set by paging_http_stop_accepting: a request that comes on a connection kept alive is
+     * answered 503 and its connection closed (under `lock`). */
+    int refusing;
     /* Every open connection (under `lock`), and the thread that shuts down those whose
      * headers take longer than header_timeout_ms, however steadily they trickle in: the idle
      * timeout alone let a byte every few seconds hold a connection for ever. */
@@ -495,6 +501,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
          * connection closed (what follows it cannot be read as a request with certainty). */
         int has_body = 0;
         const char *ambiguous;
+        int refusing;
+        pthread_mutex_lock(&server->lock);
+        refusing = server->refusing;
+        pthread_mutex_unlock(&server->lock);
+        if (refusing)
+            return answer_now(server, url, connection, MHD_HTTP_SERVICE_UNAVAILABLE, "{\"error\": \"the server is stopping\"}\n", 1);
         if (request_footprint(connection, method, url) > server->request_bytes) {
             char body[200];
             snprintf(body, sizeof body, "{\"error\": \"the request line and headers take more than %zu KiB (64 bytes more for each header and parameter)\"}\n",
@@ -547,6 +559,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
         if (exchange->nul_decoded)
             return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"the path holds a NUL byte (%00)\"}\n", 0);
         exchange->started = 1;
+        pthread_mutex_lock(&server->lock);
+        server->handed++;
+        pthread_mutex_unlock(&server->lock);
         mhd.suspend_connection(connection);
         server->handler(server->context, exchange);
         /* Watched from now on (the handler knows it by its id), unless answered already. */
@@ -578,6 +593,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **st
     unsent = exchange->unsent_bytes;
     pthread_mutex_lock(&server->lock);
     if (exchange->entry != NULL && exchange->entry->waiting == exchange) exchange->entry->waiting = NULL;
+    if (exchange->started) server->handed--;
     pthread_mutex_unlock(&server->lock);
     free_exchange(exchange);
     *state = NULL;
@@ -669,11 +685,15 @@ uint16_t paging_http_port(const paging_http_server *server) { return server->por
 
 void paging_http_stop_accepting(paging_http_server *server)
 {
-    MHD_socket listening = mhd.quiesce_daemon(server->daemon);
+    MHD_socket listening;
+    pthread_mutex_lock(&server->lock);
+    server->refusing = 1;
+    pthread_mutex_unlock(&server->lock);
+    listening = mhd.quiesce_daemon(server->daemon);
     if (listening != MHD_INVALID_SOCKET) close(listening);
 }
 
-void paging_http_stop(paging_http_server *server, unsigned wait_ms)
+int paging_http_stop(paging_http_server *server, unsigned wait_ms)
 {
     struct timespec deadline;
     clock_gettime(CLOCK_REALTIME, &deadline);
@@ -685,6 +705,12 @@ void paging_http_stop(paging_http_server *server, unsigned wait_ms)
     }
     pthread_mutex_lock(&server->lock);
     while (server->open > 0 && pthread_cond_timedwait(&server->completed, &server->lock, &deadline) == 0) {}
+    if (server->handed > 0) {
+        /* Stopping libmicrohttpd now could find the connection still suspended, which it
+         * takes for a fatal error (abort): the server is left to end with the process. */
+        pthread_mutex_unlock(&server->lock);
+        return 0;
+    }
     server->stopping = 1;
     pthread_cond_signal(&server->stop_reaper);
     pthread_mutex_unlock(&server->lock);
@@ -694,6 +720,7 @@ void paging_http_stop(paging_http_server *server, unsigned wait_ms)
     pthread_cond_destroy(&server->completed);
     pthread_mutex_destroy(&server->lock);
     free(server);
+    return 1;
 }
 
 uint64_t paging_http_exchange_id(const paging_http_exchange *exchange) { return exchange->id; }

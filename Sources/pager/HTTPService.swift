@@ -92,17 +92,30 @@ final class HTTPService: @unchecked Sendable {
     /// The port listened on.
     var port: UInt16 { server.map { paging_http_port($0) } ?? 0 }
 
-    /// Stops accepting connections; requests accepted go on.
+    /// Stops accepting connections; requests being answered go on, and a request that comes
+    /// later on a connection kept alive is answered 503 and its connection closed.
     func stopAccepting() {
         if let server { paging_http_stop_accepting(server) }
     }
 
+    /// Requests being answered (every route: a health check in flight is one).
+    var inFlight: Int { tasks.withLock { $0.count } }
+
+    /// Returns when no request is being answered (true), or after `limit` (false).
+    func drained(within limit: Duration) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while inFlight > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
+        return inFlight == 0
+    }
+
     /// Ends the server once the answers given are sent, or after `wait`: every request must
     /// have been answered. (An answer is sent by the server's thread after the handler returns:
-    /// stopping at once could close a connection before its answer went out.)
-    func stop(sendingAnswersWithin wait: Duration = .seconds(5)) {
-        if let server { paging_http_stop(server, UInt32(wait.components.seconds * 1000)) }
-        server = nil
+    /// stopping at once could close a connection before its answer went out.) False when an
+    /// answer was still unsent then: the server is left to end with the process.
+    func stop(sendingAnswersWithin wait: Duration = .seconds(5)) -> Bool {
+        defer { server = nil }
+        guard let server else { return true }
+        return paging_http_stop(server, UInt32(wait.components.seconds * 1000)) != 0
     }
 
     /// One request waiting for its answer; answered once.

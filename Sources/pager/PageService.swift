@@ -27,16 +27,6 @@ final class PageService: Sendable {
         allowed = Set(pipeline.manifest.serveParams)
     }
 
-    /// Requests being answered.
-    var inFlight: Int { running.withLock { $0 } }
-
-    /// Returns when no request is being answered (true), or after `limit` (false).
-    func drained(within limit: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + limit
-        while inFlight > 0, ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        return inFlight == 0
-    }
-
     /// The route a path is counted under.
     private static func route(of path: String) -> String {
         ["/pages", "/healthz", "/metrics"].contains(path) ? path : "other"

@@ -116,14 +116,16 @@ struct ServeCommand {
         }
         let signal = await Signals.next(on: stop)
         service.stopAccepting()
-        Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(Output.counted(pages.inFlight, "request"))")
-        let drained = await pages.drained(within: timeout + .seconds(1))
+        Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(Output.counted(service.inFlight, "request"))")
+        let drained = await service.drained(within: timeout + .seconds(1))
         if drained {
-            service.stop()
+            if !service.stop() {
+                Output.problem("pager serve: answers still unsent after 5 s (their clients do not read them); exiting without them")
+            }
         } else {
             // A plugin holds a request's thread (a health check that never returns): the server,
             // which may not end with a request unanswered, ends with the process.
-            Output.problem("pager serve: \(Output.counted(pages.inFlight, "request")) still unanswered; exiting without them")
+            Output.problem("pager serve: \(Output.counted(service.inFlight, "request")) still unanswered; exiting without them")
         }
         await pipeline.pager.backgroundLoadsFinished()
         // A request left running holds its plugin: destroying it would wait for the request.

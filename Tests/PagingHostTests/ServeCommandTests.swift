@@ -643,6 +643,49 @@ struct ServeCommandTests {
         #expect(server.stderr.contains("pager serve: stopped"))
     }
 
+    /// A health check in flight when SIGTERM comes is waited for and answered (a probe: only
+    /// /pages requests were counted; with a check longer than the 5 s the server waits for its
+    /// answers, libmicrohttpd was stopped with the request suspended and aborted the process,
+    /// exit 134, its client unanswered).
+    @Test(.timeLimit(.minutes(2)))
+    func sigterm_waitsForAHealthCheckInFlight() async throws {
+        let slow = #"[{"plugin": "\#(try await fixturePlugin("check_bad_extensions"))", "id": "slow-health", "config": {"health_ms": 6000}}]"#
+        let server = try await ServeProcess([try await manifest(#", "timeout_ms": 20000"#, interceptors: slow)], environment: Self.secret)
+        let health = Task.detached { try server.get("/healthz") }
+        #expect(await server.waitFor("health check started"), "\(server.stderr)")
+        kill(server.pid, SIGTERM)
+        #expect(await server.waitFor("not accepting connections; finishing 1 request"), "\(server.stderr)")
+        #expect(try await health.value.status == 200)
+        #expect(await server.stop() == 0, "\(server.stderr)")
+        #expect(server.stderr.contains("pager serve: stopped"), "\(server.stderr)")
+    }
+
+    /// After SIGTERM, a request on a connection kept alive is answered 503 and the connection
+    /// closed: handled, it started work after the requests in flight were counted, and the
+    /// server could be stopped with it suspended (a probe: 20 keep-alive clients, SIGTERM, and
+    /// the process aborted in 3 runs of 5).
+    @Test(.timeLimit(.minutes(2)))
+    func afterSigterm_aRequestOnAKeptAliveConnection_is503_andClosed() async throws {
+        let waiting = try await WaitingServer(self, options: [])
+        let server = waiting.server
+        let held = try #require(await waiting.startRequest(), "\(server.stderr)")
+        let kept = try connectLoopback(port: server.port)
+        defer { close(kept) }
+        kill(server.pid, SIGTERM)
+        #expect(await server.waitFor("not accepting connections; finishing 1 request"), "\(server.stderr)")
+        let request = Array("GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        #expect(request.withUnsafeBytes { send(kept, $0.baseAddress, $0.count, 0) } == request.count)
+        var reply: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while case let count = recv(kept, &chunk, chunk.count, 0), count > 0 { reply += chunk[..<count] }
+        let text = String(decoding: reply, as: UTF8.self)
+        #expect(text.hasPrefix("HTTP/1.1 503"), "\(text)")
+        #expect(text.lowercased().contains("connection: close") && text.contains("the server is stopping"), "\(text)")
+        await waiting.resumeOne()
+        #expect(try numbers(try #require(held.answer())) == Array(0..<20))
+        #expect(await server.stop() == 0, "\(server.stderr)")
+    }
+
     /// Clients page on their own: a client's first page, asked while another client's next page
     /// is loading, cancels nothing (that client got a 502).
     @Test(.timeLimit(.minutes(2)))

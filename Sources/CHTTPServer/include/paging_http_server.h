@@ -49,13 +49,15 @@ paging_http_server *paging_http_start(const char *address, uint16_t port, paging
 /* The port the server listens on. */
 uint16_t paging_http_port(const paging_http_server *server);
 
-/* Stops accepting connections; requests already accepted go on. */
+/* Stops accepting connections; requests already being answered go on, and a request that comes
+ * later on a connection kept alive is answered 503 and its connection closed. */
 void paging_http_stop_accepting(paging_http_server *server);
 
 /* Waits up to `wait_ms` until the answers given are sent (a request is complete once its
- * response is written, or its connection ended), then closes every connection and frees the
- * server; every exchange must have been answered. */
-void paging_http_stop(paging_http_server *server, unsigned wait_ms);
+ * response is written, or its connection ended), then closes every connection, frees the
+ * server and returns 1. Returns 0, and frees nothing, when a request handed to the handler is
+ * still not complete then (its answer unsent or not given): the server ends with the process. */
+int paging_http_stop(paging_http_server *server, unsigned wait_ms);
 
 /* The request's id: unique within the server, never 0. */
 uint64_t paging_http_exchange_id(const paging_http_exchange *exchange);

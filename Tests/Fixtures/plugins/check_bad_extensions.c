@@ -5,7 +5,8 @@
  *   "greedy-extensions" answers its health table for every id get_extension is asked for, also
  *     ids it cannot offer. Expected: abi-growth fails (get_extension must answer NULL for them).
  *   "bad-health"  health check() answers 42, which is no status code. Expected: extensions fails.
- *   "slow-health" health check() takes 3 s. Expected: extensions fails (the check's timeout).
+ *   "slow-health" health check() logs "health check started" and takes 3 s (config "health_ms"
+ *     sets it). Expected: extensions fails (the check's timeout).
  *   "unhealthy"   health check() logs why and answers PAGING_ERR_TRANSIENT: a valid answer,
  *     named in extensions' reason, which passes.
  * Every other check passes.
@@ -19,7 +20,7 @@
 
 enum { GREEDY, BAD, SLOW, UNHEALTHY, PLUGINS };
 
-typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; } fixture;
+typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; long health_ms; } fixture;
 
 static paging_status_t fx_check(void *self)
 {
@@ -29,8 +30,9 @@ static paging_status_t fx_check(void *self)
         return 42u; /* deliberate: not a status code */
     case SLOW: {
         struct timespec pause;
-        pause.tv_sec = 3;
-        pause.tv_nsec = 0;
+        f->host->log(f->host, PAGING_LOG_INFO, "health check started");
+        pause.tv_sec = f->health_ms / 1000;
+        pause.tv_nsec = (f->health_ms % 1000) * 1000000L;
         nanosleep(&pause, NULL); /* deliberate: longer than the check's timeout */
         return PAGING_OK;
     }
@@ -84,6 +86,7 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
     if (f == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     f->host = host;
     f->which = which;
+    f->health_ms = (long)host->config_int(config, "health_ms", 3000);
     f->base.plugin_data = f;
     f->base.intercept = fx_intercept;
     f->base.destroy = fx_destroy;
