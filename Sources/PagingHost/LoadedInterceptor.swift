@@ -426,6 +426,7 @@ extension SerializedCalls.Turn: Sendable where R: Sendable {}
 final class PluginCallWorker: Sendable {
     private let queue: DispatchQueue
     private let timeout: Duration
+    private let deadlines: Deadlines
 
     /// Where timeouts fire: a queue of their own, never behind plugin calls that block the
     /// shared pool (a global queue has as many threads as cores).
@@ -434,14 +435,18 @@ final class PluginCallWorker: Sendable {
     init(label: String, timeout: Duration, concurrent: Bool) {
         queue = DispatchQueue(label: "paging.plugin-calls \(label)", attributes: concurrent ? .concurrent : [])
         self.timeout = timeout
+        deadlines = Deadlines(timeout: timeout, queue: Self.timers)
     }
 
     /// The call's result, or `nil` when it did not return in time.
     func run<Result: Sendable>(_ call: @escaping @Sendable () -> Result) async -> Result? {
         await withCheckedContinuation { continuation in
             let once = ResumeOnce(continuation)
-            queue.async { once.resume(call()) }
-            Self.timers.asyncAfter(deadline: .now() + .nanoseconds(timeout.nanoseconds)) { once.resume(nil) }
+            let timer = deadlines.watch { once.resume(nil) }
+            queue.async { [deadlines] in
+                once.resume(call())
+                deadlines.unwatch(timer)
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Dispatch
 import FoundationEssentials
 import Paging
 import PagingHost
@@ -11,6 +12,9 @@ final class PageService: Sendable {
     /// A health check's bound: one call of each plugin, timed as a fetch is (`timeout_ms`), or
     /// the request timeout when shorter; no retries.
     private let healthTimeout: Duration
+    /// The deadlines of the requests being answered, of pages and of health checks.
+    private let pageDeadlines: Deadlines, healthDeadlines: Deadlines
+    private static let deadlineQueue = DispatchQueue(label: "pager.serve-deadlines")
     private let metrics = ServeMetrics()
     private let running = Locked(0)
     /// Loads given up on (their client gone, or past the timeout) that still run: they hold no
@@ -24,6 +28,8 @@ final class PageService: Sendable {
         self.maxRequests = maxRequests
         self.timeout = timeout
         healthTimeout = min(timeout, pipeline.manifest.fetchTimeout)
+        pageDeadlines = Deadlines(timeout: timeout, queue: Self.deadlineQueue)
+        healthDeadlines = Deadlines(timeout: healthTimeout, queue: Self.deadlineQueue)
         allowed = Set(pipeline.manifest.serveParams)
     }
 
@@ -115,7 +121,7 @@ final class PageService: Sendable {
         let userInfo = params.userInfo.filter { allowed.contains($0.key) }
         let loaded: PluginPage
         do {
-            loaded = try await within(timeout, countingAbandonedIn: abandoned) { try await pager.load(pagingRequest) }
+            loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned) { try await pager.load(pagingRequest) }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\": no answer within \(timeout)")
             return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
@@ -227,7 +233,7 @@ final class PageService: Sendable {
             return check
         }
         do {
-            return try await within(healthTimeout) { await check.answer.value }
+            return try await within(healthDeadlines) { await check.answer.value }
         } catch {
             let plugin = check.asking.withLock { $0 } ?? "the health check"
             return Self.healthAnswer(["\(plugin): no answer within \(healthTimeout.wholeMilliseconds) ms"])
@@ -250,24 +256,23 @@ struct ServeBadRequest: Error, CustomStringConvertible {
 
 struct ServeTimeout: Error {}
 
-/// `body`'s result, or ``ServeTimeout`` when it takes longer than `limit`, or a
+/// `body`'s result, or ``ServeTimeout`` when it takes longer than the timeout of `deadlines`, or a
 /// `CancellationError` at once when cancelled (its client went away). Either way `body` is
 /// cancelled and left to end when it can: a plugin may hold its thread for good, and the
 /// request's slot must not wait for it. While it runs on, it is counted in `abandoned`.
 func within<T: Sendable>(
-    _ limit: Duration, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
+    _ deadlines: Deadlines, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let work = Task { try await body() }
     let outcome = FirstOutcome<T>()
     let left = Locked((ended: false, counted: false))
-    let timer = Task {
-        guard (try? await Task.sleep(for: limit)) != nil else { return }
+    let timer = deadlines.watch {
         outcome.finish(.failure(ServeTimeout()))
         work.cancel()
     }
     Task {
         outcome.finish(await work.result)
-        timer.cancel()
+        deadlines.unwatch(timer)
         let counted = left.withLock { left in
             left.ended = true
             return left.counted
@@ -280,7 +285,7 @@ func within<T: Sendable>(
         } onCancel: {
             outcome.finish(.failure(CancellationError()))
             work.cancel()
-            timer.cancel()
+            deadlines.unwatch(timer)
         }
     } catch {
         let runsOn = left.withLock { left in
