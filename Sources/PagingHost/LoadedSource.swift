@@ -81,7 +81,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             // A refused keys_set is the failure, whatever refresh_key returned after it.
             throw .createFailed(path: library.path, id: descriptor.id,
                                 status: out.misuse != nil ? .invalidArgument : PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),
-                                message: out.misuse ?? "refresh_key failed")
+                                message: out.misuse.map { "refresh_key: \($0)" } ?? "refresh_key failed")
         }
         refreshKey = out.key(PAGING_KEY_CURRENT) ?? PluginKey(bytes: [])
     }

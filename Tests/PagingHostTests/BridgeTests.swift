@@ -166,7 +166,7 @@ struct BridgeTests {
     @Test func aRefusedKeysSetInRefreshKey_failsCreateAsMisuse() async throws {
         let library = try PluginLibrary.open(path: try await fixturePlugin("double_complete"))
         #expect(throws: PluginLoadError.createFailed(path: library.path, id: "double-complete", status: .invalidArgument,
-                                                     message: "keys_set: unknown slot 99")) {
+                                                     message: "refresh_key: keys_set: unknown slot 99")) {
             try library.makeSource(config: .object([("bad_refresh_slot", .bool(true))]), sink: log.sink)
         }
     }

@@ -159,7 +159,9 @@ struct paging_host {
 
     /* Sets the key in `slot` (PAGING_KEY_*); NULL means "no key in that slot". `key` and what
      * it points to are borrowed for the call; the host copies them. An unknown slot returns
-     * PAGING_ERR_INVALID_ARGUMENT. [keys-only: during the refresh_key()/key_chain() call] */
+     * PAGING_ERR_INVALID_ARGUMENT, and fails the call it was made in whatever that returns: a
+     * key_chain() its load, a refresh_key() the source's creation (the host reads the refresh
+     * key as it creates a source). [keys-only: during the refresh_key()/key_chain() call] */
     paging_status_t (*keys_set)(paging_keys_out_t *out, uint32_t slot, const paging_bytes_t *key);
 
     /* ---- completing a fetch ----
