@@ -120,7 +120,9 @@ struct paging_host {
 
     /* Rewrites the request's key; used with PROCEED/PROCEED_AND_OBSERVE. `key` is borrowed for
      * the call; the host copies it. The keys around the new key are the source's key_chain()
-     * for it, as for any request. [intercept-only] */
+     * for it, as for any request. A refused call here or in the two below
+     * (PAGING_ERR_INVALID_ARGUMENT) fails the intercept whatever it returns: the request it
+     * would pass on is not the one the plugin meant. [intercept-only] */
     paging_status_t (*out_set_key)(paging_intercept_out_t *out, paging_bytes_t key);
 
     /* Rewrites the request's page size; used with PROCEED/PROCEED_AND_OBSERVE. Value
@@ -152,7 +154,7 @@ struct paging_host {
     paging_status_t (*out_set_flags)(paging_intercept_out_t *out, uint32_t flags);
 
     /* Records the failure returned with FAIL: `code` (PAGING_ERR_*) and `message`
-     * (NUL-terminated, borrowed; the host copies it, as log's). [intercept-only] */
+     * (NUL-terminated, borrowed; the host copies it, as log's; NULL: none). [intercept-only] */
     paging_status_t (*out_fail)(paging_intercept_out_t *out, paging_status_t code, const char *message);
 
     /* ---- key results - during the refresh_key()/key_chain() that received `out`, on its thread ---- */
@@ -171,6 +173,9 @@ struct paging_host {
      * PAGING_ERR_INVALID_ARGUMENT and is logged; it never crashes. A fetch the host ended itself
      * (it cancelled it, or it timed out) returns PAGING_ERR_CANCELLED or PAGING_ERR_TIMEOUT to
      * the plugin's later calls for it: completing it after cancel() is expected, not misuse.
+     * A refused call (PAGING_ERR_INVALID_ARGUMENT: an item that is not one JSON value, NULL
+     * data, a page past max_items_per_page or max_page_bytes) fails the fetch with the reason,
+     * logged: the id is finished, and later calls for it return PAGING_ERR_INVALID_ARGUMENT.
      * Calls for one id must not overlap; calls for different ids may. */
 
     /* Appends one item (one JSON value) to the fetch's page. `item` is borrowed for the call;
@@ -194,7 +199,7 @@ struct paging_host {
     paging_status_t (*fetch_complete)(const paging_host_t *host, uint64_t fetch_id);
 
     /* Fails the fetch with `code` (PAGING_ERR_*) and `message` (NUL-terminated, borrowed; the
-     * host copies it, as log's); the id is finished afterwards. [any-thread] */
+     * host copies it, as log's; NULL: none); the id is finished afterwards. [any-thread] */
     paging_status_t (*fetch_fail)(const paging_host_t *host, uint64_t fetch_id, paging_status_t code, const char *message);
 
     /* ---- ABI 1.0 ---- */
