@@ -16,7 +16,7 @@
  *                      (PGHOST, PGPORT, PGPASSWORD, PGPASSFILE...) fill in what it leaves out. Keep
  *                      the password out of the manifest (PGPASSWORD or a passfile): the plugin
  *                      never logs the string nor the password, only host, port and database.
- *   namespace          string (default "default"): pages are stored and looked up under it.
+ *   namespace          string of 1-128 bytes (default "default"): pages are stored and looked up under it.
  *   policy, max_age_seconds   as sqlite-store.
  *   statement_timeout_ms  integer 1...3600000 (default 5000): each statement's limit (SET
  *                      statement_timeout); connect_timeout_ms 1000...600000 (default 5000).
@@ -89,7 +89,9 @@ typedef struct pg_state {
     int64_t statement_timeout_ms, retry_ms;
     pstore_freshness fresh;
     pstore_queue queue;
-    pstore_warner warn_down, warn_bad;
+    /* Unavailable; a statement refused; a write refused (apart: a read's warning held back
+     * every write's for a minute, and pages went unstored without a word). */
+    pstore_warner warn_down, warn_bad, warn_write;
 } pg_state;
 
 static const paging_plugin_descriptor_t pg_descriptor = {
@@ -350,14 +352,15 @@ static int pg_connect(pg_state *st, int force)
 }
 
 /* Runs a statement with parameters; returns its result when its status is `expect`, else NULL
- * (logged). A lost connection is re-established at once and the statement run again, once; a
- * statement unanswered for its whole wait counts the server as down at once (a new connection to
- * a server that stopped answering waited connect_timeout_ms more). [under conn_lock] */
-static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n, const Oid *types,
+ * (logged through `warner`). A lost connection is re-established at once and the statement run
+ * again, once; a statement unanswered for its whole wait, or cancelled by the server for its
+ * statement_timeout (a locked table), counts the server as down at once: each load waited the
+ * timeout for the read and again for the write. [under conn_lock] */
+static PGresult *pg_exec(pg_state *st, pstore_warner *warner, const char *what, const char *sql, int n, const Oid *types,
                          const char *const *values, const int *lens, const int *formats, int binary_result,
                          ExecStatusType expect)
 {
-    int attempt;
+    int attempt, cancelled = 0;
     char why[500], msg[800];
     for (attempt = 0; attempt < 2; attempt++) {
         PGresult *r;
@@ -367,10 +370,14 @@ static PGresult *pg_exec(pg_state *st, const char *what, const char *sql, int n,
         r = pg_query(st->conn, wait, sql, n, types, values, lens, formats, binary_result, why, sizeof why);
         if (PQresultStatus(r) == expect) return r;
         if (r != NULL) pg_message(PQerrorMessage(st->conn), why, sizeof why);
+        /* 57014, query_canceled: the server's statement_timeout (or an operator) ended it. */
+        cancelled = r != NULL && PQresultErrorField(r, PG_DIAG_SQLSTATE) != NULL
+                    && strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE), "57014") == 0;
         PQclear(r);
+        if (cancelled) break;
         if (PQstatus(st->conn) != CONNECTION_BAD) {
-            snprintf(msg, sizeof msg, "postgres-store: %s: %.600s", what, why);
-            pstore_warn(st->host, &st->warn_bad, msg);
+            snprintf(msg, sizeof msg, "postgres-store: %s (PostgreSQL at %.300s): %.400s", what, st->target, why);
+            pstore_warn(st->host, warner, msg);
             return NULL;
         }
         if (r == NULL && pstore_now_ms() - began >= wait) break;
@@ -484,7 +491,7 @@ static void pg_decide(pg_state *st, const pstore_job *job, pg_decision *d)
     values[0] = st->ns; lens[0] = 0;
     values[1] = (const char *)job->identity; lens[1] = (int)job->identity_len;
     pthread_mutex_lock(&st->conn_lock);
-    d->res = pg_exec(st, "read", "SELECT prev_key, next_key, flags, item_count, stored_at, items FROM paging_pages"
+    d->res = pg_exec(st, &st->warn_bad, "read", "SELECT prev_key, next_key, flags, item_count, stored_at, items FROM paging_pages"
                      " WHERE namespace = $1 AND identity = " PG_IDENTITY_OF_2, 2, types, values, lens, formats, 1, PGRES_TUPLES_OK);
     pthread_mutex_unlock(&st->conn_lock);
     if (d->res == NULL) {
@@ -641,7 +648,7 @@ static void pg_handle(paging_interceptor_t *self, const paging_page_t *page)
     pthread_mutex_lock(&st->conn_lock);
     /* The page of a hard refresh replaces every page of the namespace, in the same statement
      * (a failed load left them). */
-    r = pg_exec(st, "write: page not stored",
+    r = pg_exec(st, &st->warn_write, "write: page not stored",
                 pstore_is_hard_refresh(req)
                 ? "WITH cleared AS (DELETE FROM paging_pages WHERE namespace = $1 AND identity <> " PG_IDENTITY_OF_2 ") " PG_PUT_PAGE
                 : PG_PUT_PAGE,
@@ -664,7 +671,7 @@ static paging_status_t pg_health(void *self)
     PGresult *r = NULL;
     char msg[500];
     pthread_mutex_lock(&st->conn_lock);
-    if (pg_connect(st, 1)) r = pg_exec(st, "health check", "SELECT 1", 0, NULL, NULL, NULL, NULL, 0, PGRES_TUPLES_OK);
+    if (pg_connect(st, 1)) r = pg_exec(st, &st->warn_bad, "health check", "SELECT 1", 0, NULL, NULL, NULL, NULL, 0, PGRES_TUPLES_OK);
     pthread_mutex_unlock(&st->conn_lock);
     if (r != NULL) {
         PQclear(r);
@@ -703,6 +710,7 @@ static void pg_destroy(paging_interceptor_t *self)
     free(st->ns);
     pstore_warner_destroy(&st->warn_down);
     pstore_warner_destroy(&st->warn_bad);
+    pstore_warner_destroy(&st->warn_write);
     pthread_mutex_destroy(&st->conn_lock);
     free(st);
 }
@@ -774,6 +782,7 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
     pthread_mutex_init(&st->conn_lock, NULL);
     pstore_warner_init(&st->warn_down);
     pstore_warner_init(&st->warn_bad);
+    pstore_warner_init(&st->warn_write);
     pstore_queue_init(&st->queue, st, pg_run, pg_poll, 1000);
     if (!pstore_read_freshness(host, config, "postgres-store", &st->fresh)) {
         pg_destroy(&st->interceptor);
@@ -789,6 +798,10 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
     ns = host->config_string(config, "namespace");
     if (ns == NULL && host->config_type(config, "namespace") != PAGING_CONFIG_ABSENT)
         return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `namespace` must be a string");
+    /* Part of the table's primary key with the identity (cut at 2,000 bytes): a longer
+     * namespace passed PostgreSQL's 2,704 bytes for an index row, and no page was ever stored. */
+    if (ns != NULL && (ns[0] == '\0' || strlen(ns) > 128))
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `namespace` must be 1-128 bytes");
     if (conninfo == NULL)
         return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `conninfo` (string) is required: a libpq "
                        "connection string, e.g. \"host=db.internal port=5432 dbname=paging user=paging\"");

@@ -30,6 +30,31 @@ struct PostgresStoreTests {
 
     func items(_ range: Range<Int>) -> [String] { range.map { #"{"n":\#($0)}"# } }
 
+    /// A statement the server cancels for its statement_timeout (a table a migration locked)
+    /// counts PostgreSQL as down, as one it never answers does: the loads after it go to the
+    /// source at once (a probe: each load waited the timeout for its read and again for its
+    /// write, 5 pages in 40 s, and said so once).
+    @Test(.timeLimit(.minutes(2))) func aStatementTheServerCancelsForItsTimeout_countsPostgresAsDown() async throws {
+        let postgres = try await PostgresServer.start()
+        defer { postgres.stop() }
+        let upstream = CountingPluginSource()
+        let (pager, store) = try pipeline(postgres, upstream, [("statement_timeout_ms", .int(500)), ("retry_interval_ms", .int(600_000))])
+        #expect(try await load(pager, "0") == items(0..<10))
+        #expect(await eventually { (try? await postgres.psql("SELECT count(*) FROM paging_pages")) == "1" })
+        let locker = Task.detached {
+            try? await postgres.psql("BEGIN; LOCK TABLE paging_pages IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60); COMMIT")
+        }
+        #expect(await eventually {
+            (try? await postgres.psql("SELECT count(*) FROM pg_locks WHERE relation = 'paging_pages'::regclass AND mode = 'AccessExclusiveLock' AND granted")) == "1"
+        })
+        for key in ["10", "20", "30"] { #expect(try await load(pager, key).count == 10) }
+        #expect(await log.waitFor("is unavailable"), "\(log.messages)")
+        #expect(log.messages.contains { $0.contains("is unavailable") && $0.contains("statement timeout") }, "\(log.messages)")
+        #expect(store.stats.counters["unavailable"] == 3 && upstream.fetches == 4, "\(store.stats.counters)")
+        _ = try await postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()")
+        await locker.value
+    }
+
     /// A page whose request identity is longer than a PostgreSQL index row may be (a long query
     /// or cursor) is stored under the identity's SHA-256, and answers the next load (it was
     /// never stored: "index row size 3536 exceeds btree version 4 maximum 2704"); a hard refresh
@@ -291,6 +316,9 @@ struct PostgresStoreTests {
             (#"{"conninfo": "host=x", "statement_timeout_ms": 0}"#, "config `statement_timeout_ms` must be a whole number"),
             (#"{"conninfo": "host=x", "policy": "fastest"}"#, "config `policy` must be"),
             (#"{"conninfo": "host=x", "max_age_second": 60}"#, "config `max_age_second`: unknown key; expected conninfo, namespace"),
+            // Part of the primary key: a long one never let a page be stored.
+            (#"{"conninfo": "host=x", "namespace": ""}"#, "config `namespace` must be 1-128 bytes"),
+            (#"{"conninfo": "host=x", "namespace": "\#(String(repeating: "n", count: 129))"}"#, "config `namespace` must be 1-128 bytes"),
         ] {
             #expect(throws: (any Error).self) {
                 _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
