@@ -121,8 +121,24 @@ static void on_resize(int signal_number) {
     resized = 1;
 }
 
+/* Started in the background (`pager browse ... &`): stops, as a terminal program stopped by
+ * SIGTTOU would, until the shell brings it to the foreground. The calling thread (Dispatch's)
+ * blocks SIGTTOU, so tcsetattr would succeed from the background: browse drew over the shell,
+ * quit on the first key the shell read (its read failed with EIO), and left the terminal in
+ * the mode the shell had at that moment. The signal goes to the process group (a thread that
+ * does not block it takes it, and the default action stops every thread). */
+static void wait_for_the_foreground(void) {
+    pid_t group;
+    while ((group = tcgetpgrp(0)) >= 0 && group != getpgrp()) {
+        kill(0, SIGTTIN);
+        usleep(20000);
+    }
+}
+
 int paging_terminal_enter(void) {
-    if (!isatty(0) || enter_raw() != 0) return -1;
+    if (!isatty(0)) return -1;
+    wait_for_the_foreground();
+    if (enter_raw() != 0) return -1;
     install(SIGINT, on_signal);
     install(SIGTERM, on_signal);
     install(SIGHUP, on_signal);

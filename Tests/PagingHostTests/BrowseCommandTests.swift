@@ -257,6 +257,23 @@ struct BrowseCommandTests {
         #expect(await terminal.exit().code == 0)
     }
 
+    /// Started in the background of a shell with job control (`pager browse ... &`), it stops
+    /// as a terminal program does until `fg` (a probe: it drew over the shell, quit on the first
+    /// key the shell read, and left the terminal in the shell's mode of that moment).
+    @Test(.timeLimit(.minutes(1))) func startedInTheBackground_itStopsUntilTheForeground() async throws {
+        let script = """
+            set -m
+            \(pager) browse \(try manifest(items: 5)) &
+            for i in $(seq 200); do jobs -l | grep -q Stopped && break; sleep 0.05; done
+            jobs -l
+            kill -KILL %1
+            wait
+            """
+        let result = try await run("/usr/bin/script", ["-qec", "bash --norc --noprofile -c '\(script)'", "/dev/null"], input: "")
+        #expect(result.stdout.contains("Stopped"), "\(result.stdout)")
+        #expect(!result.stdout.contains("\u{1B}[?1049h"), "it drew nothing: \(result.stdout)")
+    }
+
     @Test func withoutATerminal_itExitsWith2() async throws {
         let result = try await run(pager, ["browse", try manifest(items: 5)], input: "q")
         #expect(result.code == 2)
