@@ -120,7 +120,9 @@ typedef struct rc_state {
     int64_t ttl_ms, lease_ms, max_page_bytes;
     pstore_freshness fresh;
     pstore_queue queue;
-    pstore_warner warn_down, warn_bad;
+    /* Unavailable; a bad reply; a page too large to store (said at most once a minute: it was
+     * said for every page, every request of a pager serve). */
+    pstore_warner warn_down, warn_bad, warn_big;
 } rc_state;
 
 static const paging_plugin_descriptor_t rc_descriptor = {
@@ -468,6 +470,7 @@ static uint8_t *rc_encode(const rc_state *st, const paging_page_t *page, size_t 
         if (page->items[i].len > 0xffffffffu) return NULL;
         total += 4 + page->items[i].len;
     }
+    *len = total;
     if (total > (size_t)st->max_page_bytes || page->item_count > 0xffffffffu) return NULL;
     buf = p = (uint8_t *)malloc(total);
     if (buf == NULL) return NULL;
@@ -993,7 +996,7 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
     rc_state *st = (rc_state *)self;
     const paging_request_t *req = page->request;
     uint8_t *value;
-    size_t value_len, key_len;
+    size_t value_len = 0, key_len;
     char *key, ttl[32], why[400];
     const char *argv[5];
     size_t lens[5];
@@ -1006,8 +1009,12 @@ static void rc_handle(paging_interceptor_t *self, const paging_page_t *page)
     }
     value = rc_encode(st, page, &value_len);
     key = rc_key(st->page_prefix, st->page_prefix_len, req->identity.data, req->identity.len, &key_len);
-    if (value == NULL || key == NULL) {
-        st->host->log(st->host, PAGING_LOG_WARNING, "redis-cache: a page larger than max_page_bytes (or out of memory); not stored");
+    if (value == NULL && value_len > (size_t)st->max_page_bytes) {
+        snprintf(why, sizeof why, "redis-cache: a page of %zu bytes, more than max_page_bytes (%lld); not stored "
+                 "(this warning at most once a minute)", value_len, (long long)st->max_page_bytes);
+        pstore_warn(st->host, &st->warn_big, why);
+    } else if (value == NULL || key == NULL) {
+        st->host->log(st->host, PAGING_LOG_ERROR, "redis-cache: out of memory; page not stored");
     }
     snprintf(ttl, sizeof ttl, "%lld", (long long)st->ttl_ms);
     /* The page of a hard refresh replaces the namespace's pages (a failed load left them). */
@@ -1118,6 +1125,7 @@ static void rc_destroy(paging_interceptor_t *self)
     free(st->lease_prefix);
     pstore_warner_destroy(&st->warn_down);
     pstore_warner_destroy(&st->warn_bad);
+    pstore_warner_destroy(&st->warn_big);
     pthread_mutex_destroy(&st->conn_lock);
     free(st);
 }
@@ -1307,6 +1315,7 @@ static paging_interceptor_t *rc_create_interceptor(const char *plugin_id, const 
     pthread_mutex_init(&st->conn_lock, NULL);
     pstore_warner_init(&st->warn_down);
     pstore_warner_init(&st->warn_bad);
+    pstore_warner_init(&st->warn_big);
     pstore_queue_init(&st->queue, st, rc_run, rc_poll, 20);
     problem[0] = '\0';
     if (!pstore_read_freshness(host, config, "redis-cache", &st->fresh)) {

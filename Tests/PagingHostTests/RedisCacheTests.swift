@@ -44,6 +44,23 @@ struct RedisCacheTests {
         #expect(upstream.fetches == 5)
     }
 
+    /// A page too large to store says its size and the limit, at most once a minute (a probe:
+    /// "larger than max_page_bytes (or out of memory)" for every page of every run).
+    @Test func pagesLargerThanMaxPageBytes_areSaidOnce_withTheirSize() async throws {
+        let redis = try await RedisServer.start()
+        defer { redis.stop() }
+        let upstream = CountingPluginSource(count: 300)
+        let (pager, _) = try pipeline(redis, upstream, [("max_page_bytes", .int(1024))])
+        for key in ["0", "100", "200"] {
+            let page = try await pager.load(pager.request(.append, key: PluginKey(key), params: params(pageSize: 100)))
+            #expect(page.values.count == 100)
+        }
+        #expect(upstream.fetches == 3)
+        #expect(await log.waitFor("more than max_page_bytes (1024); not stored"), "\(log.messages)")
+        #expect(log.count(containing: "more than max_page_bytes") == 1, "\(log.messages)")
+        #expect(log.messages.contains { $0.contains("redis-cache: a page of ") && $0.contains(" bytes, more than") }, "\(log.messages)")
+    }
+
     @Test func concurrentLoadsOfOnePage_fromSeparatePipelines_fetchItOnce() async throws {
         let redis = try await RedisServer.start()
         defer { redis.stop() }
