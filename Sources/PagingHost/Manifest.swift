@@ -113,7 +113,8 @@ public struct Manifest: Sendable {
         let timeoutMs = try reader.int(top["timeout_ms"], at: "$.timeout_ms", in: 1...86_400_000) ?? 30_000
         let maxSize = try reader.int(top["max_size"], at: "$.max_size", in: pageSize...Int(Int32.max))
         let prefetch = try reader.int(top["prefetch_distance"], at: "$.prefetch_distance", in: 0...100_000) ?? 0
-        let maxItems = try reader.int(top["max_items_per_page"], at: "$.max_items_per_page", in: 1...10_000_000) ?? 100_000
+        // Fewer than a page: every full page would fail (found by a probe).
+        let maxItems = try reader.int(top["max_items_per_page"], at: "$.max_items_per_page", in: pageSize...10_000_000) ?? 100_000
         let callTimeoutMs = try reader.int(top["call_timeout_ms"], at: "$.call_timeout_ms", in: 1...86_400_000)
         let maxBytes = try reader.int(top["max_page_bytes"], at: "$.max_page_bytes", in: 1...(4 << 30)) ?? (256 << 20)
         var userInfo: [String: String] = [:]
