@@ -127,17 +127,22 @@ static void on_resize(int signal_number) {
  * quit on the first key the shell read (its read failed with EIO), and left the terminal in
  * the mode the shell had at that moment. The signal goes to the process group (a thread that
  * does not block it takes it, and the default action stops every thread). */
-static void wait_for_the_foreground(void) {
+static int wait_for_the_foreground(void) {
     pid_t group;
+    int tries = 0;
     while ((group = tcgetpgrp(0)) >= 0 && group != getpgrp()) {
+        /* Still running 2 s of tries on: an orphaned process group, which SIGTTIN does not stop
+         * (its shell is gone); nothing would ever bring it to the foreground. */
+        if (++tries > 100) return -2;
         kill(0, SIGTTIN);
         usleep(20000);
     }
+    return 0;
 }
 
 int paging_terminal_enter(void) {
     if (!isatty(0)) return -1;
-    wait_for_the_foreground();
+    if (wait_for_the_foreground() != 0) return -2;
     if (enter_raw() != 0) return -1;
     install(SIGINT, on_signal);
     install(SIGTERM, on_signal);

@@ -61,7 +61,11 @@ struct BrowseCommand {
         // It draws on standard output: drawn into a file or a pipe, it left the terminal raw (and a
         // reader that went away ended it by SIGPIPE before it restored it).
         guard onATerminal else { throw UsageError("browse: standard output is not a terminal (`pager run` prints the items)") }
-        guard paging_terminal_enter() == 0 else { throw UsageError("browse: standard input is not a terminal") }
+        switch paging_terminal_enter() {
+        case 0: break
+        case -2: throw UsageError("browse: in the background of a terminal whose shell is gone: nothing can bring it to the foreground")
+        default: throw UsageError("browse: standard input is not a terminal")
+        }
         defer { paging_terminal_restore() }
 
         var screen = Screen()

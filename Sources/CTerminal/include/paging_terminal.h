@@ -10,8 +10,10 @@
  * alternate buffer with the cursor hidden. Installs handlers so that SIGINT, SIGTERM, SIGHUP and
  * SIGQUIT restore the terminal (and release captured output) before the process ends, and
  * SIGTSTP before it stops (raw mode and the alternate screen come back when it is continued),
- * and notes SIGWINCH (paging_terminal_take_resized). Returns 0, or -1 when fd 0 is not a
- * terminal. */
+ * and notes SIGWINCH (paging_terminal_take_resized). In the background of a shell with job
+ * control, stops (SIGTTIN) until brought to the foreground. Returns 0, -1 when fd 0 is not a
+ * terminal, or -2 when the process is in the background and cannot be stopped (an orphaned
+ * process group: its shell is gone). */
 int paging_terminal_enter(void);
 
 /* Stops the process as ctrl-z would with the terminal's own signal keys (raw mode reads ctrl-z
