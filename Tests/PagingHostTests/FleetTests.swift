@@ -25,9 +25,10 @@ struct FleetTests {
         let figures = try await scenario().run(redis: redis, postgresConninfo: postgres.conninfo, namespace: "calm")
         #expect(figures.failures.isEmpty, "\(figures.failures)")
         #expect(figures.completeClients == 8 && figures.answers == 80)
-        #expect(figures.upstreamFetches == Dictionary(uniqueKeysWithValues: (1...10).map { ($0, 1) }), "\(figures.upstreamFetches)")
+        #expect(figures.upstreamFetches == Dictionary(uniqueKeysWithValues: (1...10).map { ($0, 1) }),
+                "\(figures.upstreamFetches)\n\(figures.serverLogs.joined(separator: "\n---\n"))")
         let stored = try await postgres.psql("SELECT count(*), min(item_count), max(item_count) FROM paging_pages WHERE namespace = 'calm'")
-        #expect(stored == "10|10|10")
+        #expect(stored == "10|10|10", "\(figures.serverLogs.joined(separator: "\n---\n"))")
     }
 
     /// Server 0 is killed (SIGKILL) mid-load and Redis restarted later: its clients go on with

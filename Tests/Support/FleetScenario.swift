@@ -41,6 +41,8 @@ public struct FleetScenario: Sendable {
         public var failovers = 0
         /// Clients that got every item once, in order.
         public var completeClients = 0
+        /// What each server wrote to standard error, for a test's failure message.
+        public var serverLogs: [String] = []
     }
 }
 
@@ -118,6 +120,7 @@ extension FleetScenario {
         }
         result.upstreamFetches = fetches.withLock { $0 }
         for process in processes { await process.stop() }
+        result.serverLogs = processes.map(\.stderr)
         return result
     }
 
