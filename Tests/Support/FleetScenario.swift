@@ -22,6 +22,8 @@ public struct FleetScenario: Sendable {
     public var restartRedisAfter: Int?
     /// How long a redis-cache lease lasts.
     public var leaseMs = 2_000
+    /// postgres-store's statement_timeout_ms (nil: its default, 5 s).
+    public var statementTimeoutMs: Int?
 
     public init() {}
 
@@ -70,7 +72,7 @@ extension FleetScenario {
            "items": "/items", "pagination": {"type": "link"}, "prefetch": false, "timeout_ms": 10000}},
          "interceptors": [
            {"plugin": "redis-cache", "config": {"address": "\(redis.address)", "namespace": "\(namespace)", "lease_ms": \(leaseMs), "poll_ms": 10}},
-           {"plugin": "postgres-store", "config": {"conninfo": "\(postgresConninfo)", "namespace": "\(namespace)"}}],
+           {"plugin": "postgres-store", "config": {"conninfo": "\(postgresConninfo)", "namespace": "\(namespace)"\(statementTimeoutMs.map { #", "statement_timeout_ms": \#($0)"# } ?? "")}}],
          "page_size": \(pageSize), "timeout_ms": 30000,
          "retry": {"max_retries": 3, "initial_backoff_ms": 50}}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
