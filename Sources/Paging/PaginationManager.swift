@@ -232,20 +232,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     ///   - refreshKey: for a refresh, the key to load instead of the source's refresh key.
     @inlinable
     public func load(_ kind: PagingRequestKind, userInfo: [String: String]? = [:], refreshKey: Key? = nil) async {
-        guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else { return }
         // In flight as a task of start() is: append() meanwhile hands out a task that waits for it.
-        let end = LoadEnd()
-        let id = state.withLock { state in
-            let id = state.nextTaskID
-            state.nextTaskID += 1
-            state.inFlight[plan.kind] = (id, .caller(end))
-            return id
-        }
+        guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey, inCallersTask: true) else { return }
         await run(plan)
-        state.withLock { state in
-            if state.inFlight[plan.kind]?.id == id { state.inFlight[plan.kind] = nil }
-        }
-        end.signal()
     }
 
     /// Loads the page `plan` asks for and applies it.
@@ -267,7 +256,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             result = await fetch(plan)
         }
         let cancelled = Task.isCancelled
-        state.withLock { state in
+        let ended = state.withLock { state -> LoadEnd? in
             if plan.kind == .refresh, plan.generation == state.generation { state.lateRefreshes = 0 }
             // Still this manager's newest refresh, superseded for good: by a refresh of another
             // manager sharing the pager. Said as a failure (retry() loads it again): taken as
@@ -275,7 +264,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             let forGood = plan.kind == .refresh && plan.generation == state.generation
             state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled, supersededForGood: forGood)
             broadcast.yield(state.output)
+            // A load run in its caller's task is no longer in flight: those that wait for it go on.
+            return plan.callerID.flatMap { state.endCallersLoad($0, of: plan.kind) }
         }
+        ended?.signal()
     }
 
     @inlinable
@@ -303,7 +295,22 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Task<Void, Never> {
         guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else {
             // An append or prepend asked for while a refresh loads gets the refresh's task.
-            return state.withLock { ($0.inFlight[kind] ?? $0.inFlight[.refresh])?.load }?.task ?? Task {}
+            return state.withLock { state in
+                for asked in [kind, .refresh] {
+                    guard let (id, load) = state.inFlight[asked] else { continue }
+                    switch load {
+                    case .task(let task):
+                        return task
+                    case .caller(let end):
+                        // Made when first waited for: the loads of load(_:) nobody waits for
+                        // (most) make none (each cost a page ~8% of row 4's time).
+                        let end = end ?? LoadEnd()
+                        state.inFlight[asked] = (id, .caller(end))
+                        return Task { await end.wait() }
+                    }
+                }
+                return nil
+            } ?? Task {}
         }
         return state.withLock { state in
             let id = state.nextTaskID
@@ -318,7 +325,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             }
             // A refresh cancels the prepends and appends (`tasks`), not an older refresh.
             if kind != .refresh { state.tasks[id] = task }
-            state.inFlight[plan.kind] = (id, .task(task))
+            state.setInFlight(plan.kind, (id, .task(task)))
             return task
         }
     }
@@ -326,13 +333,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Decides the request of a load and marks its direction loading, or returns `nil` when
     /// there is nothing to load.
     @inlinable
-    func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Plan? {
+    func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil, inCallersTask: Bool = false) -> Plan? {
         var cancelled: [Task<Void, Never>] = []
-        // The source's refresh key, when the load may refresh at it: asked outside the lock (it
-        // may come from a plugin, and take its time; a source that read the output deadlocked).
-        let sourceKey = refreshKey == nil && state.withLock({ state in
-            (kind.isRefresh || state.output.values.pageCount == 0) && (userInfo != nil || state.refreshKey == nil)
-        }) ? pager.source.refreshKey : nil
+        // The source's refresh key for a refresh: asked outside the lock (a source that read the
+        // output there deadlocked, and a plugin's took its time). (An append or prepend with no
+        // page loaded, which refreshes too, asks it under the lock.)
+        let sourceKey = refreshKey == nil && kind.isRefresh ? pager.source.refreshKey : nil
         let plan = state.withLock { state -> Plan? in
             var kind = kind, userInfo = userInfo
             // A prepend or append with no page loaded refreshes, as a retry does: what the last
@@ -407,7 +413,13 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             if let userInfo, !userInfo.isEmpty { params.userInfo.merge(userInfo) { $1 } }
             state.output[kind] = .loading
             broadcast.yield(state.output)
-            return Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key)
+            var plan = Plan(kind: kind, key: key, params: params, generation: state.generation, anchorKey: anchor?.key)
+            if inCallersTask {
+                plan.callerID = state.nextTaskID
+                state.nextTaskID += 1
+                state.setInFlight(kind, (plan.callerID!, .caller(nil)))
+            }
+            return plan
         }
         if !cancelled.isEmpty {
             // Superseded first: the interceptors hear that, not the cancellation it brings.
@@ -431,6 +443,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// The key of the page the load extends (the last page for an append, the first for a
         /// prepend); the page is applied only if it is still there.
         @usableFromInline var anchorKey: Key?
+        /// For a load run in its caller's task (``load(_:userInfo:refreshKey:)``): its id in
+        /// `inFlight` until it is applied.
+        @usableFromInline var callerID: UInt64?
 
         @inlinable
         init(kind: PagingRequestKind, key: Key, params: PagingRequestParams, generation: UInt64, anchorKey: Key?) {
@@ -462,6 +477,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         @usableFromInline var nextTaskID: UInt64 = 0
         /// The load of each kind started last, while it runs.
         @usableFromInline var inFlight: [PagingRequestKind: (id: UInt64, load: InFlightLoad)] = [:]
+        /// The ends of loads run in their callers' tasks that a newer load of their kind took the
+        /// place of in `inFlight` (a refresh after a refresh) while callers waited for them.
+        @usableFromInline var replacedEnds: [UInt64: LoadEnd] = [:]
         /// The pager's source as it describes itself, for errors about its pages.
         @usableFromInline var sourceDescription = ""
         /// Who gave the keys that go round, for ``PagingError/repeatedKey(source:kind:key:)``:
@@ -484,6 +502,24 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
         @usableFromInline
         init() {}
+
+        /// Makes `entry` the load of `kind` in flight, keeping the end of the one it replaces if
+        /// callers wait for it.
+        @usableFromInline
+        mutating func setInFlight(_ kind: PagingRequestKind, _ entry: (id: UInt64, load: InFlightLoad)) {
+            if let old = inFlight[kind], case .caller(let end?) = old.load { replacedEnds[old.id] = end }
+            inFlight[kind] = entry
+        }
+
+        /// The load `id` of `kind`, run in its caller's task, was applied: no longer in flight.
+        /// Returns its end, to signal, if callers wait for it.
+        @usableFromInline
+        mutating func endCallersLoad(_ id: UInt64, of kind: PagingRequestKind) -> LoadEnd? {
+            guard let entry = inFlight[kind], entry.id == id else { return replacedEnds.isEmpty ? nil : replacedEnds.removeValue(forKey: id) }
+            inFlight[kind] = nil
+            if case .caller(let end) = entry.load { return end }
+            return nil
+        }
 
         /// Empty pages in a row at the end, each named by the key chain alone, that appends follow;
         /// one more reaches the end.
@@ -663,14 +699,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 @usableFromInline
 enum InFlightLoad: Sendable {
     case task(Task<Void, Never>)
-    case caller(LoadEnd)
-
-    var task: Task<Void, Never> {
-        switch self {
-        case .task(let task): task
-        case .caller(let end): Task { await end.wait() }
-        }
-    }
+    /// Its end, made when a caller first waits for it.
+    case caller(LoadEnd?)
 }
 
 /// The end of a load run in its caller's task.

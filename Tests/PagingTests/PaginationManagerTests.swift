@@ -73,6 +73,24 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == (how == "load" ? Array(0..<6) : [0, 1, 2]))
     }
 
+    /// A task handed out for a `load(.refresh)` in flight still ends when a newer refresh takes
+    /// its place before it is applied.
+    @Test(.timeLimit(.minutes(1))) func aTaskForACallersRefresh_endsWhenANewerRefreshTakesItsPlace() async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .suspend, .suspend)
+        let manager = manager(source)
+        let first = Task { await manager.load(.refresh) }
+        await source.waitUntilSuspended()
+        let waiting = manager.append()
+        let newer = manager.refresh()
+        await source.waitUntilSuspended(count: 2)
+        source.release(key: 0)
+        await waiting.value
+        await first.value
+        await newer.value
+        #expect(Array(manager.output.values) == [0, 1, 2])
+    }
+
     /// A failure at an end goes back to idle once `maxSize` dropped the page it followed: the
     /// end moved, and the page now after it had loaded (a probe: the failure stayed, and
     /// `itemVisible` never loaded at that end again).
