@@ -529,16 +529,23 @@ struct ServeCommandTests {
         #expect(reply.status == 504 && reply.text.contains("not loaded within 300 ms"), "\(reply.text)")
     }
 
+    /// `pager serve` over a source whose first fetch passes and the next never return, with
+    /// timeout_ms 500 and no call_timeout_ms.
+    func serverWhoseSecondFetchNeverReturns(isolation: String = "none") async throws -> ServeProcess {
+        let folder = scratchFolder()
+        let manifest = #"{"source": {"plugin": "\#(try await fixturePlugin("blocking_fetch"))", "isolation": "\#(isolation)", "#
+            + #""config": {"sleep_ms": 600000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500, "serve_params": ["q"]}"#
+        try manifest.write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
+        return try await ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+    }
+
     /// A source whose fetch() never returns, with the next loads' calls queued behind it, held
     /// every thread that runs requests: nothing was answered any more, /healthz included, and
     /// SIGTERM went unheard. Without call_timeout_ms, serve bounds each plugin call by
     /// timeout_ms: the stuck load is answered 504, the next at once, and the server stays up.
     @Test(.timeLimit(.minutes(2)))
     func aFetchThatNeverReturns_holdsNoOtherRequest() async throws {
-        let folder = scratchFolder()
-        try #"{"source": {"plugin": "\#(try await fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500, "serve_params": ["q"]}"#
-            .write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
-        let server = try await ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+        let server = try await serverWhoseSecondFetchNeverReturns()
         #expect(try server.get("/pages").status == 200)
         // The next fetch gets stuck; loads of other queries come meanwhile (none shares it), whose
         // key chains wait for the plugin's turn behind it: each call_timeout_ms at most (they
@@ -567,10 +574,7 @@ struct ServeCommandTests {
     /// came from.
     @Test(.timeLimit(.minutes(2)))
     func anIsolatedFetchThatNeverReturns_isNamedByTheSettingItsBoundCameFrom() async throws {
-        let folder = scratchFolder()
-        try #"{"source": {"plugin": "\#(try await fixturePlugin("blocking_fetch"))", "isolation": "process", "config": {"sleep_ms": 600000, "pass_first": 1}}, "page_size": 3, "timeout_ms": 500}"#
-            .write(toFile: folder + "/blocking.json", atomically: true, encoding: .utf8)
-        let server = try await ServeProcess([folder + "/blocking.json"], environment: Self.secret)
+        let server = try await serverWhoseSecondFetchNeverReturns(isolation: "process")
         #expect(try server.get("/pages").status == 200)
         #expect(try server.get("/pages").status == 504)
         #expect(await server.waitFor("fetch did not return within 0.5 seconds (timeout_ms, which bounds every plugin call of pager serve and browse without call_timeout_ms)"),
