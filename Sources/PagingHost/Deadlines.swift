@@ -2,11 +2,15 @@
 import Dispatch
 import Paging
 
-/// Deadlines `timeout` after each is watched, all served by one dispatch timer on `queue`,
-/// which is set to the earliest: an expiry unwatched is forgotten at once. (A timer a call,
-/// `asyncAfter` or a sleeping task, held what it captured until its deadline however soon the
-/// call returned: a `pager serve` answering 3,000 requests a second grew by 100 MB over the 30 s
-/// of the default timeout.)
+/// Where timeouts fire unless a ``Deadlines`` is given a queue: a serial queue of its own, never
+/// behind plugin calls that block the shared pool (a global queue has as many threads as cores).
+package let timeoutQueue = DispatchQueue(label: "paging.timeouts")
+
+/// Deadlines `timeout` after each is watched, by the caller's id (a fetch's, a call's), all
+/// served by one dispatch timer on `queue`, which is set to the earliest: an expiry unwatched is
+/// forgotten at once. (A timer a call, `asyncAfter` or a sleeping task, held what it captured
+/// until its deadline however soon the call returned: a `pager serve` answering 3,000 requests a
+/// second grew by 100 MB over the 30 s of the default timeout.)
 ///
 /// Every deadline is "now + the same timeout", so one watched later never needs an earlier
 /// firing than the one the timer is set to.
@@ -14,19 +18,26 @@ import Paging
 /// # Thread safety
 /// Any method from any thread: the state is under a lock, and the timer (a dispatch source,
 /// whose methods are thread-safe) is set under it.
-package final class Deadlines: @unchecked Sendable {
+package final class Deadlines<ID: Hashable & Sendable>: @unchecked Sendable {
+    private struct Entry {
+        /// The order watched, in which expiries due together run.
+        var order: UInt64
+        var deadline: DispatchTime
+        var expire: @Sendable () -> Void
+    }
+
     private struct State {
-        var next: UInt64 = 1
-        var pending: [UInt64: (deadline: DispatchTime, expire: @Sendable () -> Void)] = [:]
+        var watched: UInt64 = 0
+        var pending: [ID: Entry] = [:]
         /// When the timer fires next; nil when it is not set.
         var armed: DispatchTime?
     }
 
-    private let timeout: Duration
+    package let timeout: Duration
     private let state = Locked(State())
     private let timer: any DispatchSourceTimer
 
-    package init(timeout: Duration, queue: DispatchQueue) {
+    package init(timeout: Duration, queue: DispatchQueue = timeoutQueue) {
         self.timeout = timeout
         timer = DispatchSource.makeTimerSource(queue: queue)
         timer.setEventHandler { [weak self] in self?.fire() }
@@ -37,23 +48,21 @@ package final class Deadlines: @unchecked Sendable {
         timer.cancel()
     }
 
-    /// Runs `expire` on the timer's queue once the timeout is up, unless ``unwatch(_:)`` comes
-    /// first; returns the id to unwatch it with.
-    package func watch(_ expire: @escaping @Sendable () -> Void) -> UInt64 {
+    /// Runs `expire` on the timer's queue once the timeout is up, unless ``unwatch(_:)`` of `id`
+    /// comes first. `id` names one watch at a time: watched again, it replaces the first.
+    package func watch(_ id: ID, _ expire: @escaping @Sendable () -> Void) {
         let deadline = DispatchTime.now() + .nanoseconds(timeout.nanoseconds)
-        return state.withLock { state in
-            let id = state.next
-            state.next += 1
-            state.pending[id] = (deadline, expire)
+        state.withLock { state in
+            state.watched += 1
+            state.pending[id] = Entry(order: state.watched, deadline: deadline, expire: expire)
             if state.armed == nil {
                 state.armed = deadline
                 timer.schedule(deadline: deadline)
             }
-            return id
         }
     }
 
-    package func unwatch(_ id: UInt64) {
+    package func unwatch(_ id: ID) {
         state.withLock { _ = $0.pending.removeValue(forKey: id) }
     }
 
@@ -62,12 +71,12 @@ package final class Deadlines: @unchecked Sendable {
 
     private func fire() {
         let now = DispatchTime.now()
-        let expired = state.withLock { state -> [(id: UInt64, expire: @Sendable () -> Void)] in
-            var expired: [(id: UInt64, expire: @Sendable () -> Void)] = []
+        let expired = state.withLock { state -> [Entry] in
+            var expired: [Entry] = []
             var next: DispatchTime?
             for (id, entry) in state.pending {
                 if entry.deadline <= now {
-                    expired.append((id, entry.expire))
+                    expired.append(entry)
                     state.pending[id] = nil
                 } else if next.map({ entry.deadline < $0 }) ?? true {
                     next = entry.deadline
@@ -77,7 +86,6 @@ package final class Deadlines: @unchecked Sendable {
             if let next { timer.schedule(deadline: next) }
             return expired
         }
-        // In the order watched (ids grow with their deadlines).
-        for (_, expire) in expired.sorted(by: { $0.id < $1.id }) { expire() }
+        for entry in expired.sorted(by: { $0.order < $1.order }) { entry.expire() }
     }
 }

@@ -426,23 +426,22 @@ extension SerializedCalls.Turn: Sendable where R: Sendable {}
 final class PluginCallWorker: Sendable {
     private let queue: DispatchQueue
     private let timeout: Duration
-    private let deadlines: Deadlines
-
-    /// Where timeouts fire: a queue of their own, never behind plugin calls that block the
-    /// shared pool (a global queue has as many threads as cores).
-    private static let timers = DispatchQueue(label: "paging.plugin-call-timeouts")
+    /// The calls waited for, each by its ``ResumeOnce``.
+    private let deadlines: Deadlines<ObjectIdentifier>
 
     init(label: String, timeout: Duration, concurrent: Bool) {
         queue = DispatchQueue(label: "paging.plugin-calls \(label)", attributes: concurrent ? .concurrent : [])
         self.timeout = timeout
-        deadlines = Deadlines(timeout: timeout, queue: Self.timers)
+        deadlines = Deadlines(timeout: timeout)
     }
 
     /// The call's result, or `nil` when it did not return in time.
     func run<Result: Sendable>(_ call: @escaping @Sendable () -> Result) async -> Result? {
         await withCheckedContinuation { continuation in
             let once = ResumeOnce(continuation)
-            let timer = deadlines.watch { once.resume(nil) }
+            // Its id lives while it is watched: the expiry holds it, and the call until it unwatches.
+            let timer = ObjectIdentifier(once)
+            deadlines.watch(timer) { once.resume(nil) }
             queue.async { [deadlines] in
                 once.resume(call())
                 deadlines.unwatch(timer)

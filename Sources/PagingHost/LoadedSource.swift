@@ -400,67 +400,25 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 }
 
 /// Times out the calls of one plugin instance that are not finished within a timeout (fetches
-/// not completed, deferred intercepts not answered): one task, which runs only while calls are
-/// waited for and sleeps until the earliest deadline. Every deadline is "now + the same
-/// timeout", so a call watched later never needs an earlier wake-up than the one the task
-/// sleeps until.
-final class CallWatchdog: Sendable {
-    private struct State {
-        /// The deadline of every call waited for, by id.
-        var deadlines: [UInt64: ContinuousClock.Instant] = [:]
-        /// Whether the task runs; it ends (under the lock) when nothing is left to watch.
-        var running = false
-    }
-
-    private let timeout: Duration
-    /// Ends the call `id`, which did not finish within `timeout`.
+/// not completed, deferred intercepts not answered, an isolated plugin's calls): ``Deadlines``
+/// by the calls' ids, each ended by the same `expire`, on ``timeoutQueue`` (`expire` must not
+/// block it).
+struct CallWatchdog: Sendable {
+    private let deadlines: Deadlines<UInt64>
+    /// Ends the call `id`, which did not finish within the timeout.
     private let expire: @Sendable (_ id: UInt64, _ timeout: Duration) -> Void
-    private let state = Locked(State())
 
     init(timeout: Duration, expire: @escaping @Sendable (UInt64, Duration) -> Void) {
-        self.timeout = timeout
+        deadlines = Deadlines(timeout: timeout)
         self.expire = expire
     }
 
     func watch(_ id: UInt64) {
-        let deadline = ContinuousClock.now + timeout
-        let start = state.withLock { state -> Bool in
-            state.deadlines[id] = deadline
-            if state.running { return false }
-            state.running = true
-            return true
-        }
-        if start {
-            // Holds the watchdog, not the plugin's owner: a source can go while its fetches time out.
-            Task { [self] in await run() }
-        }
+        deadlines.watch(id) { [expire, timeout = deadlines.timeout] in expire(id, timeout) }
     }
 
     func unwatch(_ id: UInt64) {
-        state.withLock { _ = $0.deadlines.removeValue(forKey: id) }
-    }
-
-    private func run() async {
-        while true {
-            let now = ContinuousClock.now
-            let (expired, next) = state.withLock { state -> ([UInt64], ContinuousClock.Instant?) in
-                var expired: [UInt64] = []
-                var next: ContinuousClock.Instant?
-                for (id, deadline) in state.deadlines {
-                    if deadline <= now {
-                        expired.append(id)
-                    } else if next.map({ deadline < $0 }) ?? true {
-                        next = deadline
-                    }
-                }
-                for id in expired { state.deadlines[id] = nil }
-                if next == nil { state.running = false }
-                return (expired, next)
-            }
-            for id in expired { expire(id, timeout) }
-            guard let next else { return }
-            try? await Task.sleep(until: next, clock: .continuous)
-        }
+        deadlines.unwatch(id)
     }
 }
 

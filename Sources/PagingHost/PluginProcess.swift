@@ -94,8 +94,9 @@ final class PluginProcess: Sendable {
             guard let child = state.withLock({ $0.child }) else { return }
             let error = PluginError(.timeout, "the isolated call did not complete within \(timeout)", plugin: state.withLock { $0.label })
             guard child.timeOut(id, error) else { return }
-            child.cancel(id)
             hangWatch.watch(id)
+            // Not on the timeouts' queue: a child that reads nothing may block the send.
+            detachThread(named: "paging-cancel") { child.cancel(id) }
         }
         let child = try launch()
         state.withLock { $0.child = child }

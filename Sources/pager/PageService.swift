@@ -13,7 +13,7 @@ final class PageService: Sendable {
     /// the request timeout when shorter; no retries.
     private let healthTimeout: Duration
     /// The deadlines of the requests being answered, of pages and of health checks.
-    private let pageDeadlines: Deadlines, healthDeadlines: Deadlines
+    private let pageDeadlines: Deadlines<ObjectIdentifier>, healthDeadlines: Deadlines<ObjectIdentifier>
     private static let deadlineQueue = DispatchQueue(label: "pager.serve-deadlines")
     private let metrics = ServeMetrics()
     private let running = Locked(0)
@@ -261,12 +261,14 @@ struct ServeTimeout: Error {}
 /// cancelled and left to end when it can: a plugin may hold its thread for good, and the
 /// request's slot must not wait for it. While it runs on, it is counted in `abandoned`.
 func within<T: Sendable>(
-    _ deadlines: Deadlines, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
+    _ deadlines: Deadlines<ObjectIdentifier>, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let work = Task { try await body() }
     let outcome = FirstOutcome<T>()
     let left = Locked((ended: false, counted: false))
-    let timer = deadlines.watch {
+    // Its id lives while it is watched: the expiry holds it, and so do the unwatching task and handler.
+    let timer = ObjectIdentifier(outcome)
+    deadlines.watch(timer) {
         outcome.finish(.failure(ServeTimeout()))
         work.cancel()
     }
