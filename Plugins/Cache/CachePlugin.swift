@@ -24,10 +24,8 @@ final class CachePlugin: InterceptorPlugin {
 
     init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
         try config.rejectUnknownKeys(["ttl_seconds", "max_entries", "policy"])
-        let ttl = try config.int("ttl_seconds", default: 600)
-        let maxEntries = try config.int("max_entries", default: 1_000)
-        guard ttl > 0 else { throw .invalidConfig("ttl_seconds: expected a positive number of seconds, got \(ttl)") }
-        guard maxEntries > 0 else { throw .invalidConfig("max_entries: expected a positive count, got \(maxEntries)") }
+        let ttl = try config.positiveInt("ttl_seconds", default: 600, unit: "seconds")
+        let maxEntries = try config.positiveInt("max_entries", default: 1_000, unit: "entries")
         let policyName = try config.string("policy") ?? FreshnessPolicy.cacheFirst.rawValue
         guard let policy = FreshnessPolicy(rawValue: policyName) else {
             throw .invalidConfig("policy: expected one of \(FreshnessPolicy.allCases.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")), got \"\(policyName)\"")
