@@ -343,10 +343,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// a refresh superseded (`generation` is past) failed because of it, whatever its error (the
     /// manager cancels it: they heard a CancellationError). Off the hot path.
     @usableFromInline
-    func tellFailure(_ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>, generation: UInt64) async {
+    func tellFailure(
+        _ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>, generation: UInt64, revalidatedFor asker: Int? = nil
+    ) async {
         let error = isSuperseded(generation) ? PagingError.supersededByRefresh : error
         for index in range.reversed() {
-            await interceptors[index].loadFailed(request, error: error)
+            if index == asker {
+                await interceptors[index].revalidationFailed(request, error: error)
+            } else {
+                await interceptors[index].loadFailed(request, error: error)
+            }
         }
     }
 
@@ -399,12 +405,12 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     page = try await passInterceptors(request, from: index + 1, observers: &observers, generation: generation)
                 } catch {
                     // Interceptor `index` asked for this load: it hears how it failed too.
-                    await tellFailure(error, of: request, to: index..<index + 1, generation: generation)
+                    await tellFailure(error, of: request, to: index..<index + 1, generation: generation, revalidatedFor: index)
                     broadcast.yield(.failed(request, error))
                     return
                 }
                 do {
-                    _ = try await handBack(page, to: observers, from: index, generation: generation)
+                    _ = try await handBack(page, to: observers, from: index, generation: generation, revalidatedFor: index)
                 } catch PagingError.supersededByRefresh {
                     broadcast.yield(.cancelled(request))
                 } catch {
@@ -447,12 +453,14 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// transforming what the one after it returned, under the request as it reached that one
     /// (a cache stores it under the request it looks it up by, whatever the interceptors after
     /// it asked for). When one throws, those before it from `lowest` on (the interceptors the
-    /// load passed) hear of the failure. Once a refresh supersedes the load (its `generation`
+    /// load passed) hear of the failure (`asker`, the interceptor whose stale page's revalidation
+    /// this is, as one). Once a refresh supersedes the load (its `generation`
     /// is past), the page goes no further: an interceptor that stores pages would keep it over
     /// the refresh's. Those not yet handed it hear `PagingError.supersededByRefresh` instead.
     @inlinable
     func handBack(
-        _ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0, generation: UInt64
+        _ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0, generation: UInt64,
+        revalidatedFor asker: Int? = nil
     ) async throws -> Page<Key, Value> {
         var page = page
         var remaining = observers
@@ -472,7 +480,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
-                await tellFailure(error, of: page.request, to: lowest..<index, generation: generation)
+                await tellFailure(error, of: page.request, to: lowest..<index, generation: generation, revalidatedFor: asker)
                 throw error
             }
             // A transform may build a new page: the mark is set again after each.

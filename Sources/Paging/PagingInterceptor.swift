@@ -89,6 +89,12 @@ public protocol PagingInterceptor<Key, Value>: Sendable {
     /// the request as it reached the step that failed, `error` what failed it (after retries).
     /// The default does nothing.
     func loadFailed(_ request: PagingRequest<Key>, error: any Error) async
+
+    /// Hears that the load in the background this interceptor asked for with
+    /// ``PagingInterceptResult/completeThenRevalidate(_:)`` failed: its stale page answered, and
+    /// no caller waits for the fresh one, so no caller hears of it. The default calls
+    /// ``loadFailed(_:error:)``.
+    func revalidationFailed(_ request: PagingRequest<Key>, error: any Error) async
 }
 
 extension PagingInterceptor {
@@ -104,4 +110,8 @@ extension PagingInterceptor {
     }
 
     public func loadFailed(_ request: PagingRequest<Key>, error: any Error) async {}
+
+    public func revalidationFailed(_ request: PagingRequest<Key>, error: any Error) async {
+        await loadFailed(request, error: error)
+    }
 }

@@ -7,7 +7,7 @@ import Paging
 /// goes on. See ``PluginProcess`` for restarts and the restart limit.
 ///
 /// Every call crosses: intercept (all four results), transform, handle and loadFailed. A
-/// `proceedOrFallBack` fallback is logged in the host, not in the child.
+/// `proceedOrFallBack` fallback and a failed revalidation are logged in the host, not in the child.
 ///
 /// # Thread safety
 /// Any thread; calls overlap in the child as they would in process.
@@ -17,6 +17,7 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
 
     let process: PluginProcess
     private let sink: PluginLogSink
+    private let revalidationWarning = RevalidationWarning()
 
     init(_ spec: PluginProcess.Spec, sink: @escaping PluginLogSink) throws(IsolationStartError) {
         process = try PluginProcess(spec, sink: sink)
@@ -104,6 +105,12 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
             process.countFailure(error)
             throw error
         }
+    }
+
+    /// Says so in the host (at most once a minute), then tells the child as ``loadFailed(_:error:)`` does.
+    public func revalidationFailed(_ request: PluginRequest, error: any Error) async {
+        if let line = revalidationWarning.line(for: error) { sink(.warning, process.label, line) }
+        await loadFailed(request, error: error)
     }
 
     public func loadFailed(_ request: PluginRequest, error: any Error) async {

@@ -27,6 +27,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     private let extensions: InstanceExtensions
     /// Times out deferred intercepts (`paging.async-intercept/1`) after the fetch timeout.
     private let watchdog: CallWatchdog
+    private let revalidationWarning = RevalidationWarning()
     /// Ends a deferred intercept on the host's side and tells the plugin (its `cancel`).
     private let endDeferred: @Sendable (UInt64, PluginStatus, String) -> Void
     /// Settles a deferred intercept no load waits for (its call timed out, misused the host, or
@@ -286,6 +287,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         default:
             throw failure(.internal, "transform returned unknown code \(code)")
         }
+    }
+
+    /// Says so (at most once a minute), then tells the plugin as ``loadFailed(_:error:)`` does.
+    public func revalidationFailed(_ request: PluginRequest, error: any Error) async {
+        if let line = revalidationWarning.line(for: error) { instance.log(.warning, line) }
+        await loadFailed(request, error: error)
     }
 
     /// Tells the plugin (`paging.load-outcome/1`) that a load it let proceed failed.

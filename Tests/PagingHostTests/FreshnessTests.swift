@@ -113,6 +113,23 @@ struct FreshnessTests {
         #expect(versions(next.stdout) == [#"{"v":2"#], "the fresh page was stored")
     }
 
+    /// A stale page's load in the background that fails is said once, as a warning naming the
+    /// store (no caller waits for that load: it was said nowhere but in --stats), and the run
+    /// goes on with the stale page.
+    @Test func staleWhileRevalidate_aFailedReload_isSaid() async throws {
+        let upstream = try Upstream()
+        defer { upstream.server.stop() }
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.set(version: 2, failing: true)
+        let down = try await run(pager, ["run", path])
+        #expect(down.code == 0, "\(down.stderr)")
+        #expect(versions(down.stdout) == [#"{"v":1"#], "the stored page answers")
+        #expect(down.stderr.contains("[warning] sqlite-store: the stale page it answered could not be loaded again ("), "\(down.stderr)")
+        #expect(down.stderr.contains("500"), "the failure is named: \(down.stderr)")
+        #expect(upstream.server.requestCount == 2)
+    }
+
     /// Interrupted while it waits for a stale page's load in the background, `pager run` cancels
     /// it and ends with 128 + the signal (it waited for the load's timeout, signals or not).
     /// The load's timeout is 10 minutes: with the default 30 s, a machine stalled that long

@@ -215,6 +215,30 @@ struct BrokenTransform: PagingInterceptor {
         await pager.backgroundLoadsFinished()
         #expect(journal.all == ["a.intercept(0)", "stale.failed"])
     }
+
+    /// An interceptor that tells a failed revalidation from other failed loads hears it as such
+    /// (the plugin host warns of it: no caller waits for that load), and not as loadFailed.
+    /// The load fails at the source, or in a transform on the page's way back.
+    @Test(arguments: [false, true])
+    func aFailedRevalidation_isHeardAsOne_byAnInterceptorThatTellsItApart(inATransform: Bool) async throws {
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(1))
+        if !inATransform { source.script(key: 0, .fail(ScriptedError("down", isRetryable: false))) }
+        let pager = Pager(source: source, interceptors: [RevalidationListener(journal: journal)] + (inATransform ? [BrokenTransform()] : []))
+        #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
+        await pager.backgroundLoadsFinished()
+        #expect(journal.all == ["revalidation.failed(0)"])
+    }
+}
+
+/// ``StaleInterceptor`` that hears failed revalidations apart (`revalidationFailed`).
+private struct RevalidationListener: PagingInterceptor {
+    let journal: Journal
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .completeThenRevalidate(Page(request: request, values: [-1]))
+    }
+    func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("load.failed(\(request.key))") }
+    func revalidationFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("revalidation.failed(\(request.key))") }
 }
 
 /// Answers every request with a stale page [-1] and has it loaded again in the background;
