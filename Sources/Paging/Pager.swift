@@ -348,11 +348,18 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     ) async {
         let error = isSuperseded(generation) ? PagingError.supersededByRefresh : error
         for index in range.reversed() {
-            if index == asker {
-                await interceptors[index].revalidationFailed(request, error: error)
-            } else {
-                await interceptors[index].loadFailed(request, error: error)
-            }
+            await tellFailure(error, of: request, to: index, revalidatedFor: asker)
+        }
+    }
+
+    /// Tells interceptor `index` that the load of `request` failed: as a failed revalidation
+    /// when it is the one that asked for the load (`asker`).
+    @usableFromInline
+    func tellFailure(_ error: any Error, of request: PagingRequest<Key>, to index: Int, revalidatedFor asker: Int?) async {
+        if index == asker {
+            await interceptors[index].revalidationFailed(request, error: error)
+        } else {
+            await interceptors[index].loadFailed(request, error: error)
         }
     }
 
@@ -474,13 +481,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             if let request = observers.request(reaching: index) { page.request = request }
             if isSuperseded(generation) {
                 remaining.insert(index)
-                await tellSuperseded(remaining, of: asked, observers: observers)
+                await tellSuperseded(remaining, of: asked, observers: observers, revalidatedFor: asker)
                 throw PagingError.supersededByRefresh
             }
             do {
                 page = try await interceptors[index].transform(page: page)
             } catch {
-                await tellFailure(error, of: page.request, to: lowest..<index, generation: generation, revalidatedFor: asker)
+                // Those before it hear; so does the asker of a revalidation whose own transform
+                // failed: no caller waits for that load.
+                let heard = lowest..<(index == asker ? index + 1 : index)
+                await tellFailure(error, of: page.request, to: heard, generation: generation, revalidatedFor: asker)
                 throw error
             }
             // A transform may build a new page: the mark is set again after each.
@@ -495,10 +505,13 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Tells the observers not yet handed the page that the load they let proceed was
     /// superseded by a refresh, each under the request as it reached it. Off the hot path.
     @usableFromInline
-    func tellSuperseded(_ remaining: Observers<Key>, of asked: PagingRequest<Key>, observers: Observers<Key>) async {
+    func tellSuperseded(
+        _ remaining: Observers<Key>, of asked: PagingRequest<Key>, observers: Observers<Key>, revalidatedFor asker: Int? = nil
+    ) async {
         var remaining = remaining
         while let index = remaining.popLast() {
-            await interceptors[index].loadFailed(observers.request(reaching: index) ?? asked, error: PagingError.supersededByRefresh)
+            let request = observers.request(reaching: index) ?? asked
+            await tellFailure(PagingError.supersededByRefresh, of: request, to: index, revalidatedFor: asker)
         }
     }
 

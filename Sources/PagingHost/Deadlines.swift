@@ -4,6 +4,7 @@ import Paging
 
 /// Where timeouts fire unless a ``Deadlines`` is given a queue: a serial queue of its own, never
 /// behind plugin calls that block the shared pool (a global queue has as many threads as cores).
+/// For expiries that cannot block: one that does holds every other on it.
 package let timeoutQueue = DispatchQueue(label: "paging.timeouts")
 
 /// Deadlines `timeout` after each is watched, by the caller's id (a fetch's, a call's), all

@@ -401,15 +401,16 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
 /// Times out the calls of one plugin instance that are not finished within a timeout (fetches
 /// not completed, deferred intercepts not answered, an isolated plugin's calls): ``Deadlines``
-/// by the calls' ids, each ended by the same `expire`, on ``timeoutQueue`` (`expire` must not
-/// block it).
+/// by the calls' ids, each ended by the same `expire`, on a queue of the instance's own. (On
+/// the queue all instances shared, one plugin's log sink that blocked on a timeout's line held
+/// every other plugin's timeouts.)
 struct CallWatchdog: Sendable {
     private let deadlines: Deadlines<UInt64>
     /// Ends the call `id`, which did not finish within the timeout.
     private let expire: @Sendable (_ id: UInt64, _ timeout: Duration) -> Void
 
     init(timeout: Duration, expire: @escaping @Sendable (UInt64, Duration) -> Void) {
-        deadlines = Deadlines(timeout: timeout)
+        deadlines = Deadlines(timeout: timeout, queue: DispatchQueue(label: "paging.call-timeouts"))
         self.expire = expire
     }
 

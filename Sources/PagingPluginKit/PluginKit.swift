@@ -167,11 +167,12 @@ public struct PluginConfig {
     }
 
     /// The top-level integer `key`, which must be positive, or `fallback` when absent; `unit`
-    /// names what it counts in the error ("seconds"). A number past Int64 is refused as too
-    /// large, not as outside a range that starts below zero.
+    /// names what it counts in the error ("seconds"). A number past Int64 is refused for what it
+    /// counts, not as outside a range that starts below zero.
     public func positiveInt(_ key: String, default fallback: Int, unit: String) throws(PluginFailure) -> Int {
-        if case .double(let number)? = try value(key), number >= 0x1p63 {
-            throw .invalidConfig("\(key): expected a positive number of \(unit) up to \(Int64.max), got \(number)")
+        if case .double(let number)? = try value(key), number.magnitude >= 0x1p63 {
+            let bound = number > 0 ? " up to \(Int64.max)" : ""
+            throw .invalidConfig("\(key): expected a positive number of \(unit)\(bound), got \(number)")
         }
         let number = try int(key, default: fallback)
         guard number > 0 else { throw .invalidConfig("\(key): expected a positive number of \(unit), got \(number)") }

@@ -54,4 +54,32 @@ struct DeadlinesTests {
         #expect(await eventually { ran.withLock { $0.count } == 2 })
         #expect(ran.withLock { $0 } == ["second", "after"])
     }
+
+    /// A plugin whose log sink blocks on its fetch timeout's line holds no other plugin's
+    /// timeouts: on the timeouts' queue all plugins shared, the other's 200 ms call timeout
+    /// waited for its 6 s call to return.
+    @Test(.timeLimit(.minutes(1))) func aBlockingLogSinkOfOnePlugin_holdsNoOtherPluginsTimeouts() async throws {
+        let entered = DispatchSemaphore(value: 0), release = DispatchSemaphore(value: 0)
+        let blockingSink: PluginLogSink = { level, _, message in
+            guard level == .error, message.contains("did not complete within") else { return }
+            entered.signal()
+            _ = release.wait(timeout: .now() + 20)
+        }
+        let stuck = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
+            .makeSource(sink: blockingSink, limits: PluginLimits(fetchTimeout: .milliseconds(100)))
+        let stuckPager = Pager(source: stuck)
+        let stuckLoad = Task { try? await stuckPager.load(stuckPager.refreshRequest(params: params(pageSize: 5))) }
+        defer { release.signal() }
+        #expect(await Task.detached { entered.wait(timeout: .now() + 20) == .success }.value)
+
+        let other = try PluginLibrary.open(path: try await fixturePlugin("blocking_fetch"))
+            .makeSource(config: .object([("sleep_ms", .int(6_000))]), sink: LogRecorder().sink,
+                        limits: PluginLimits(fetchTimeout: .seconds(30), callTimeout: .milliseconds(200)))
+        let otherPager = Pager(source: other)
+        let start = ContinuousClock.now
+        await #expect(throws: PluginError.self) { try await otherPager.load(otherPager.refreshRequest(params: params(pageSize: 5))) }
+        #expect(ContinuousClock.now - start < .seconds(5), "the other plugin's call timeout waited")
+        release.signal()
+        _ = await stuckLoad.value
+    }
 }

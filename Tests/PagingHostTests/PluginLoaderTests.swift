@@ -235,6 +235,7 @@ struct PluginLoaderTests {
             (.object([("max_entries", .int(-3))]), "max_entries: expected a positive number of entries, got -3"),
             // It said "out of range; expected an integer from -9223372036854775808 to ...".
             (.object([("ttl_seconds", .double(1e30))]), "ttl_seconds: expected a positive number of seconds up to 9223372036854775807, got 1e+30"),
+            (.object([("ttl_seconds", .double(-1e30))]), "ttl_seconds: expected a positive number of seconds, got -1e+30"),
         ]
         for (config, message) in cases {
             #expect(throws: PluginLoadError.createFailed(path: cache.path, id: "cache", status: .invalidConfig, message: message)) {

@@ -229,13 +229,46 @@ struct BrokenTransform: PagingInterceptor {
         await pager.backgroundLoadsFinished()
         #expect(journal.all == ["revalidation.failed(0)"])
     }
+    /// The asker's own transform (storing the fresh page) fails: it hears of it too (the range
+    /// of those told, the interceptors before the failing one, was empty).
+    @Test func aRevalidationThatTheAskersOwnTransformFails_isHeardByIt() async throws {
+        let journal = Journal()
+        let pager = Pager(source: ScriptedPagingSource(pages: numberedPages(1)),
+                          interceptors: [RevalidationListener(journal: journal, failsItsTransform: true)])
+        #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
+        await pager.backgroundLoadsFinished()
+        #expect(journal.all == ["revalidation.failed(0)"])
+    }
+
+    /// Superseded by a refresh on its page's way back, a revalidation is heard as one, as when it
+    /// is superseded before (it was heard as loadFailed).
+    @Test(.timeLimit(.minutes(1))) func aRevalidationSupersededOnItsWayBack_isHeardAsOne() async throws {
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .suspend)
+        let pager = Pager(source: source, interceptors: [RevalidationListener(journal: journal, staleKeys: [0])])
+        #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
+        #expect(await eventually { source.suspendedCount == 1 })
+        _ = try await pager.load(pager.request(.refresh, key: 1, params: params()))
+        source.release(key: 0)
+        await pager.backgroundLoadsFinished()
+        #expect(journal.all == ["revalidation.failed(0)"])
+    }
 }
 
 /// ``StaleInterceptor`` that hears failed revalidations apart (`revalidationFailed`).
 private struct RevalidationListener: PagingInterceptor {
     let journal: Journal
+    var failsItsTransform = false
+    /// The keys it answers stale; it lets the others proceed. `nil`: every key.
+    var staleKeys: Set<Int>?
     func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
-        .completeThenRevalidate(Page(request: request, values: [-1]))
+        guard staleKeys?.contains(request.key) ?? true else { return .proceed(request, handleAfterwards: false) }
+        return .completeThenRevalidate(Page(request: request, values: [-1]))
+    }
+    func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+        if failsItsTransform { throw ScriptedError("cannot store", isRetryable: false) }
+        return page
     }
     func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("load.failed(\(request.key))") }
     func revalidationFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("revalidation.failed(\(request.key))") }
