@@ -460,10 +460,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// transforming what the one after it returned, under the request as it reached that one
     /// (a cache stores it under the request it looks it up by, whatever the interceptors after
     /// it asked for). When one throws, those before it from `lowest` on (the interceptors the
-    /// load passed) hear of the failure (`asker`, the interceptor whose stale page's revalidation
-    /// this is, as one). Once a refresh supersedes the load (its `generation`
-    /// is past), the page goes no further: an interceptor that stores pages would keep it over
-    /// the refresh's. Those not yet handed it hear `PagingError.supersededByRefresh` instead.
+    /// load passed) hear of the failure; `asker`, the interceptor whose stale page this load
+    /// revalidates, hears it as a failed revalidation, its own transform's too. Once a refresh
+    /// supersedes the load (its `generation` is past), the page goes no further: an interceptor
+    /// that stores pages would keep it over the refresh's. Those not yet handed it hear
+    /// `PagingError.supersededByRefresh` instead.
     @inlinable
     func handBack(
         _ page: Page<Key, Value>, to observers: Observers<Key>, from lowest: Int = 0, generation: UInt64,
