@@ -341,14 +341,19 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     /// Tells the interceptors in `range` that the load of `request` failed with `error`; a load
     /// a refresh superseded (`generation` is past) failed because of it, whatever its error (the
-    /// manager cancels it: they heard a CancellationError). Off the hot path.
+    /// manager cancels it: they heard a CancellationError), but for `asker`, the interceptor
+    /// whose stale page the load revalidates. Off the hot path.
     @usableFromInline
     func tellFailure(
         _ error: any Error, of request: PagingRequest<Key>, to range: Range<Int>, generation: UInt64, revalidatedFor asker: Int? = nil
     ) async {
-        let error = isSuperseded(generation) ? PagingError.supersededByRefresh : error
+        let superseded = isSuperseded(generation)
         for index in range.reversed() {
-            await tellFailure(error, of: request, to: index, revalidatedFor: asker)
+            // A revalidation's own failure stays what it was, but for a cancellation: a refresh
+            // does not cancel it, and its server's error said as a supersession was said nowhere.
+            let keepsError = index == asker && !(error is CancellationError)
+            await tellFailure(superseded && !keepsError ? PagingError.supersededByRefresh : error,
+                              of: request, to: index, revalidatedFor: asker)
         }
     }
 

@@ -92,8 +92,9 @@ public protocol PagingInterceptor<Key, Value>: Sendable {
 
     /// Hears that the load in the background this interceptor asked for with
     /// ``PagingInterceptResult/completeThenRevalidate(_:)`` failed: its stale page answered, and
-    /// no caller waits for the fresh one, so no caller hears of it. The default calls
-    /// ``loadFailed(_:error:)``.
+    /// no caller waits for the fresh one, so no caller hears of it. `error` is what failed it,
+    /// also when a refresh came meanwhile (a refresh does not cancel it; a cancellation of it is
+    /// `PagingError.supersededByRefresh` then). The default calls ``loadFailed(_:error:)``.
     func revalidationFailed(_ request: PagingRequest<Key>, error: any Error) async
 }
 

@@ -11,7 +11,7 @@ final class RevalidationWarning: Sendable {
     /// The line to log for `error`, or `nil` when one was said within the interval or the load
     /// was cancelled (a refresh superseded it, or the run ended).
     func line(for error: any Error) -> String? {
-        if error is CancellationError || error as? PagingError == .supersededByRefresh { return nil }
+        if PluginStatus.of(error).0 == .cancelled { return nil }
         let now = ContinuousClock.now
         let due = lastSaid.withLock { lastSaid in
             if let said = lastSaid, now - said < Self.interval { return false }

@@ -254,6 +254,22 @@ struct BrokenTransform: PagingInterceptor {
         await pager.backgroundLoadsFinished()
         #expect(journal.all == ["revalidation.failed(0)"])
     }
+
+    /// A revalidation that fails after a refresh came is heard with its own error, not as
+    /// superseded: a refresh does not cancel it, and a second stale answer starts no other
+    /// (`pager run --refresh --refresh` against a failing server said nothing).
+    @Test(.timeLimit(.minutes(1))) func aRevalidationFailingAfterARefresh_isHeardWithItsOwnError() async throws {
+        let journal = Journal()
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        source.script(key: 0, .suspendThenFail(ScriptedError("down", isRetryable: false)))
+        let pager = Pager(source: source, interceptors: [RevalidationListener(journal: journal, staleKeys: [0], recordsErrors: true)])
+        #expect(try await pager.load(pager.request(.refresh, key: 0, params: params())).values == [-1])
+        #expect(await eventually { source.suspendedCount == 1 })
+        _ = try await pager.load(pager.request(.refresh, key: 1, params: params()))
+        source.release(key: 0)
+        await pager.backgroundLoadsFinished()
+        #expect(journal.all == ["revalidation.failed(0): \(ScriptedError("down", isRetryable: false))"])
+    }
 }
 
 /// ``StaleInterceptor`` that hears failed revalidations apart (`revalidationFailed`).
@@ -262,6 +278,8 @@ private struct RevalidationListener: PagingInterceptor {
     var failsItsTransform = false
     /// The keys it answers stale; it lets the others proceed. `nil`: every key.
     var staleKeys: Set<Int>?
+    /// Whether it journals the error of a failed revalidation too.
+    var recordsErrors = false
     func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
         guard staleKeys?.contains(request.key) ?? true else { return .proceed(request, handleAfterwards: false) }
         return .completeThenRevalidate(Page(request: request, values: [-1]))
@@ -271,7 +289,9 @@ private struct RevalidationListener: PagingInterceptor {
         return page
     }
     func loadFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("load.failed(\(request.key))") }
-    func revalidationFailed(_ request: PagingRequest<Int>, error: any Error) async { journal.add("revalidation.failed(\(request.key))") }
+    func revalidationFailed(_ request: PagingRequest<Int>, error: any Error) async {
+        journal.add("revalidation.failed(\(request.key))" + (recordsErrors ? ": \(error)" : ""))
+    }
 }
 
 /// Answers every request with a stale page [-1] and has it loaded again in the background;
