@@ -360,10 +360,12 @@ static PGresult *pg_exec(pg_state *st, pstore_warner *warner, const char *what, 
                          const char *const *values, const int *lens, const int *formats, int binary_result,
                          ExecStatusType expect)
 {
-    int attempt, cancelled = 0;
+    int attempt;
     char why[500], msg[800];
     for (attempt = 0; attempt < 2; attempt++) {
         PGresult *r;
+        const char *sqlstate;
+        int cancelled;
         int64_t wait = st->statement_timeout_ms + 1000, began;
         if (!pg_connect(st, attempt > 0)) return NULL;
         began = pstore_now_ms();
@@ -371,8 +373,8 @@ static PGresult *pg_exec(pg_state *st, pstore_warner *warner, const char *what, 
         if (PQresultStatus(r) == expect) return r;
         if (r != NULL) pg_message(PQerrorMessage(st->conn), why, sizeof why);
         /* 57014, query_canceled: the server's statement_timeout (or an operator) ended it. */
-        cancelled = r != NULL && PQresultErrorField(r, PG_DIAG_SQLSTATE) != NULL
-                    && strcmp(PQresultErrorField(r, PG_DIAG_SQLSTATE), "57014") == 0;
+        sqlstate = r != NULL ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+        cancelled = sqlstate != NULL && strcmp(sqlstate, "57014") == 0;
         PQclear(r);
         if (cancelled) break;
         if (PQstatus(st->conn) != CONNECTION_BAD) {

@@ -95,7 +95,8 @@ final class PluginProcess: Sendable {
             let error = PluginError(.timeout, "the isolated call did not complete within \(timeout)", plugin: state.withLock { $0.label })
             guard child.timeOut(id, error) else { return }
             hangWatch.watch(id)
-            // Not on the timeouts' queue: a child that reads nothing may block the send.
+            // Off the watchdog's queue: a child that reads nothing may block the send, and its
+            // other calls' timeouts would wait behind it.
             detachThread(named: "paging-cancel") { child.cancel(id) }
         }
         let child = try launch()
