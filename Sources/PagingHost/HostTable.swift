@@ -48,17 +48,21 @@ public struct PluginLimits: Sendable {
     /// with older hosts (`pager check --without-extension`); empty in normal use.
     public var withheldExtensions: Set<String>
 
+    /// Whether ``callTimeout`` bounds the lifecycle calls too (``lifecycleTimeout``): `pager
+    /// check` times fetch() by its --timeout-ms but gives create the usual 30 s.
+    public var callTimeoutBoundsLifecycle = true
     /// How long plugin code that must return before anything else happens may take: loading a
     /// library (its constructors, init()), create, and destroy (what comes after waits for
     /// it): the call timeout, without one the fetch timeout but at least 30 s.
-    public var lifecycleTimeout: Duration { callTimeout ?? max(fetchTimeout, .seconds(30)) }
+    public var lifecycleTimeout: Duration { lifecycleCallTimeout ?? max(fetchTimeout, .seconds(30)) }
+    private var lifecycleCallTimeout: Duration? { callTimeoutBoundsLifecycle ? callTimeout : nil }
     /// Where ``lifecycleTimeout`` comes from, as messages say it where the limits are not known.
     static let lifecycleTimeoutSetting = "call_timeout_ms; without it, timeout_ms but at least 30 s"
     /// How messages name where ``callTimeout`` comes from: the manifest's call_timeout_ms, or its
     /// timeout_ms where a command bounds every call with it (`pager serve` and `browse`).
     public var callTimeoutOrigin = "call_timeout_ms"
     /// How messages name where ``lifecycleTimeout`` comes from.
-    var lifecycleTimeoutOrigin: String { callTimeout != nil ? callTimeoutOrigin : "timeout_ms but at least 30 s, without call_timeout_ms" }
+    var lifecycleTimeoutOrigin: String { lifecycleCallTimeout != nil ? callTimeoutOrigin : "timeout_ms but at least 30 s, without call_timeout_ms" }
 
     public init(maxItemsPerPage: Int = 100_000, maxPageBytes: Int = 256 << 20, fetchTimeout: Duration = .seconds(30),
                 callTimeout: Duration? = nil, logLevel: PluginLogLevel = .trace, recordsStats: Bool = false,

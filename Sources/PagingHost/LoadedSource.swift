@@ -306,7 +306,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         if let returned { return returned }
         if timed.abandon() == .whileRunning, serialized { stuckFetches.add(1, ordering: .releasing) }
-        let message = "fetch did not return within \(instance.limits.callTimeout!) (\(instance.limits.callTimeoutOrigin))"
+        let message = "\(Self.didNotReturn) \(instance.limits.callTimeout!) (\(instance.limits.callTimeoutOrigin))"
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)
@@ -368,6 +368,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// How the host says a fetch() contradicted the ending it gave its fetch (what pager check
     /// looks for).
     package static let endingStands = "fetch stands"
+    /// How the failure of a fetch() that outlasted the call timeout begins.
+    package static let didNotReturn = "fetch did not return within"
 
     /// The plugin and its library, as errors name them.
     public var description: String { instance.label }

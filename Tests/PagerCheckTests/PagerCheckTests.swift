@@ -144,13 +144,30 @@ struct PagerCheckTests {
     }
 
     /// A fetch() that blocks until it completes, longer than --timeout-ms, fails
-    /// fetch-completes-once: the host times a fetch from fetch()'s return, so no one timed it
-    /// (it passed, "completed in 5000 ms" against a 2000 ms timeout).
+    /// fetch-completes-once: the host times a fetch from fetch()'s return, so without a call
+    /// timeout no one timed it (it passed, "completed in 5000 ms" against a 2000 ms timeout).
     @Test func aFetchThatBlocksPastTheTimeout_failsFetchCompletesOnce() async throws {
         let options = ConformanceOptions(config: try JSONValue.parse(#"{"block_ms": 300}"#), fetchTimeout: .milliseconds(100),
                                          cycles: 10, scratchFolder: scratchFolder())
         let result = await Conformance.run(.fetchCompletesOnce, path: try await fixturePlugin("crashy_source"), plugin: "crashy-source", options: options)
-        #expect(result.status == .fail && result.reason.contains("more than --timeout-ms 100 ms (fetch() must return at once"), "\(result.reason)")
+        #expect(result.status == .fail && result.reason.contains("fetch() did not return within 100 ms (--timeout-ms): fetch() must return at once"),
+                "\(result.reason)")
+    }
+
+    /// A fetch() that never returns fails fetch-completes-once within --timeout-ms, naming
+    /// fetch(), and the other checks that fetch skip saying why: each of them waited until its
+    /// process was killed (70 s a check at the default timeout), saying only "timed out".
+    @Test func aFetchThatNeverReturns_failsFetchCompletesOnce_withoutKilledChecks() async throws {
+        let (code, report, output) = try await check(try await fixturePlugin("blocking_fetch"),
+                                                     ["--cycles", "20", "--timeout-ms", "1000", "--config", #"{"sleep_ms": 600000}"#])
+        #expect(code == 1, "\(output)")
+        let once = try #require(report.results.first { $0.check == "fetch-completes-once" })
+        #expect(once.status == .fail && once.reason.contains("fetch() did not return within 1000 ms (--timeout-ms)"), "\(output)")
+        for name in ["keys-chain", "items-valid", "cancel-safe", "destroy-in-flight"] {
+            let result = report.results.first { $0.check == name }
+            #expect(result?.status == .skip && result?.reason.contains("see fetch-completes-once") == true, "\(name): \(output)")
+        }
+        #expect(!output.contains("killed"), "\(output)")
     }
 
     /// A transform that wraps each item it is given passes on the check's odd items that are not
