@@ -50,8 +50,10 @@ struct CheckCommand {
       --plugin ID           check only this plugin of the library
       --config JSON         a valid config for the plugin(s) checked
       --config-file FILE    the same, read from a file
-      --timeout-ms N        how long a fetch may take (default 5000); a check process is killed
-                            after 60 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
+      --timeout-ms N        how long a fetch may take (default 5000), and a call to fetch(),
+                            intercept or the key functions (which must return at once); a
+                            check process is killed after 60 s + 2 x N (create-destroy-cycles:
+                            10 ms more a cycle)
       --cycles N            create/destroy cycles (default 1000)
       --without-extension ID
                             do not offer the plugin host extension ID (repeatable), as a host
