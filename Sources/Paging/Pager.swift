@@ -446,6 +446,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         }
     }
 
+    /// How many loads run in the background (a stale page's revalidation) now.
+    public var backgroundLoadCount: Int { registry.withLock { $0.backgroundLoads.count } }
+
     /// Waits for the loads running in the background (a stale page's revalidation) to end, also
     /// those they start; call it before the process exits so that their pages are stored.
     /// Cancelling the caller cancels them (their pages are not stored); it returns once they end.

@@ -127,11 +127,41 @@ struct ServeCommand {
             // which may not end with a request unanswered, ends with the process.
             Output.problem("pager serve: \(Output.counted(service.inFlight, "request")) still unanswered; exiting without them")
         }
-        await pipeline.pager.backgroundLoadsFinished()
+        await Self.settleBackgroundLoads(of: pipeline.pager, within: timeout, stop: stop)
         // A request left running holds its plugin: destroying it would wait for the request.
         if drained { pipeline.destroyPlugins() }
         Output.error("pager serve: stopped")
         return ExitCode.success
+    }
+
+    /// Lets the loads running in the background (a stale page's revalidation, whose fresh page
+    /// the stores keep) end, saying so; another signal, or `bound`, cancels them. (After saying
+    /// "finishing 0 requests" it waited for them without a word, a hung one for its whole
+    /// timeout, and signals went unheard.)
+    static func settleBackgroundLoads(of pager: PluginPager, within bound: Duration, stop: Int32) async {
+        let running = pager.backgroundLoadCount
+        guard running > 0 else { return }
+        Output.error("pager serve: letting \(Output.counted(running, "background revalidation")) end, for \(bound) at most "
+                     + "(another SIGTERM, SIGINT or SIGHUP cancels \(running == 1 ? "it" : "them"))")
+        let settled = Locked(false)
+        let settling = Task {
+            await pager.backgroundLoadsFinished()
+            settled.withLock { $0 = true }
+        }
+        /// Cancels what still runs, saying why.
+        let cancel = { @Sendable (why: String) in
+            guard !settled.withLock({ $0 }) else { return }
+            Output.error("pager serve: \(why): cancelling the background revalidations")
+            settling.cancel()
+        }
+        // The thread that waits for a signal is left waiting when none comes: the process ends.
+        Task { cancel(Signals.name(await Signals.next(on: stop))) }
+        let deadline = Task {
+            try await Task.sleep(for: bound)
+            cancel("still running after \(bound)")
+        }
+        await settling.value
+        deadline.cancel()
     }
 
     /// The secret cursors are signed with: the bytes of the file or of the variable, without the

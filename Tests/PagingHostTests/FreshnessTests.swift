@@ -154,6 +154,34 @@ struct FreshnessTests {
         #expect(ContinuousClock.now - start < .seconds(60))
     }
 
+    /// `pager serve` stopped while a stale page it answered is loaded again in the background
+    /// says so, and ends once another signal, or its request timeout, cancels the load (after
+    /// "finishing 0 requests" it waited without a word for the load's whole timeout, signals
+    /// unheard). The load's timeout is 10 minutes: the test ends long before.
+    @Test(.timeLimit(.minutes(2)), arguments: [true, false])
+    func serve_stoppedWhileAStalePageLoadsAgain_saysSo_andEnds(secondSignal: Bool) async throws {
+        let upstream = try Upstream()
+        defer {
+            upstream.release()
+            upstream.server.stop()
+        }
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: #", "timeout_ms": 600000"#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.hold()
+        let server = try await ServeProcess([path] + (secondSignal ? [] : ["--request-timeout-ms", "1000"]))
+        let first = try server.get("/pages")
+        #expect(first.status == 200 && first.text.contains(#"{"v":1,"n":0}"#), "the stored page answers at once: \(first.text)")
+        #expect(await eventually { upstream.server.requestCount == 2 }, "the page is loaded again in the background")
+        let start = ContinuousClock.now
+        kill(server.pid, SIGTERM)
+        #expect(await server.waitFor("letting 1 background revalidation end"), "\(server.stderr)")
+        #expect(await server.stop(secondSignal ? SIGTERM : 0) == 0, "\(server.stderr)")
+        #expect(server.stderr.contains("pager serve: stopped"), "\(server.stderr)")
+        let why = secondSignal ? "SIGTERM" : "still running after 1.0 seconds"
+        #expect(server.stderr.contains("pager serve: \(why): cancelling the background revalidations"), "\(server.stderr)")
+        #expect(ContinuousClock.now - start < .seconds(60), "done, not waiting for the load's timeout")
+    }
+
     /// max_age_seconds 0 means every stored page is stale: one stored by a host whose clock is
     /// an hour ahead (or read in the millisecond it was stored) counted as fresh. With a max age
     /// too, a page stored an hour in the future is stale (it stayed fresh for the hour besides
