@@ -130,19 +130,27 @@ struct FreshnessTests {
         #expect(upstream.server.requestCount == 2)
     }
 
+    /// A page the store holds under stale-while-revalidate (loads time out after 10 minutes),
+    /// and its upstream holding its answers from now on: the page's load in the background
+    /// waits until ``Upstream/release()``.
+    func storedPageWithTheUpstreamHeld() async throws -> (Upstream, path: String) {
+        let upstream = try Upstream()
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: #", "timeout_ms": 600000"#)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        upstream.hold()
+        return (upstream, path)
+    }
+
     /// Interrupted while it waits for a stale page's load in the background, `pager run` cancels
     /// it and ends with 128 + the signal (it waited for the load's timeout, signals or not).
-    /// The load's timeout is 10 minutes: with the default 30 s, a machine stalled that long
-    /// ended the run (exit 0) before the signal came.
+    /// (With the default load timeout of 30 s, a machine stalled that long ended the run, exit
+    /// 0, before the signal came.)
     @Test func staleWhileRevalidate_aSignalWhileTheFreshPageLoads_endsTheRun() async throws {
-        let upstream = try Upstream()
+        let (upstream, path) = try await storedPageWithTheUpstreamHeld()
         defer {
             upstream.release()
             upstream.server.stop()
         }
-        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: #", "timeout_ms": 600000"#)
-        #expect(try await run(pager, ["run", path]).code == 0)
-        upstream.hold()
         let run = try PagerProcess(["run", path])
         #expect(await run.waitFor("3 items in 1 page"), "\(run.stderr)")
         #expect(await eventually { upstream.server.requestCount == 2 }, "the page is loaded again in the background")
@@ -157,17 +165,14 @@ struct FreshnessTests {
     /// `pager serve` stopped while a stale page it answered is loaded again in the background
     /// says so, and ends once another signal, or its request timeout, cancels the load (after
     /// "finishing 0 requests" it waited without a word for the load's whole timeout, signals
-    /// unheard). The load's timeout is 10 minutes: the test ends long before.
+    /// unheard).
     @Test(.timeLimit(.minutes(2)), arguments: [true, false])
     func serve_stoppedWhileAStalePageLoadsAgain_saysSo_andEnds(secondSignal: Bool) async throws {
-        let upstream = try Upstream()
+        let (upstream, path) = try await storedPageWithTheUpstreamHeld()
         defer {
             upstream.release()
             upstream.server.stop()
         }
-        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: #", "timeout_ms": 600000"#)
-        #expect(try await run(pager, ["run", path]).code == 0)
-        upstream.hold()
         let server = try await ServeProcess([path] + (secondSignal ? [] : ["--request-timeout-ms", "1000"]))
         let first = try server.get("/pages")
         #expect(first.status == 200 && first.text.contains(#"{"v":1,"n":0}"#), "the stored page answers at once: \(first.text)")
