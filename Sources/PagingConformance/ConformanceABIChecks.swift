@@ -485,6 +485,8 @@ extension Context {
                             + "its instance's (one kept in a global, from the last create_source, completes every instance's "
                             + "fetches on the last one)")
             }
+            // Its calls did not all end: no handle use to judge them by (this passed).
+            if let unreturned = walk.failures.lazy.compactMap({ self.unreturnedCall($0.error) }).first { return fail(unreturned) }
             total += creates + walk.keyChains + walk.fetches
             calls = [count(creates, "create") + ", each with refresh_key", "\(walk.keyChains) key_chain", count(walk.fetches, "fetch", "fetches")]
         case .interceptor(let interceptor):

@@ -56,6 +56,8 @@ public struct PluginLimits: Sendable {
     /// it): the call timeout, without one the fetch timeout but at least 30 s.
     public var lifecycleTimeout: Duration { lifecycleCallTimeout ?? max(fetchTimeout, .seconds(30)) }
     private var lifecycleCallTimeout: Duration? { callTimeoutBoundsLifecycle ? callTimeout : nil }
+    /// The call timeout as messages say it: "2.0 seconds (call_timeout_ms)".
+    var callTimeoutDescription: String { callTimeout.map { "\($0) (\(callTimeoutOrigin))" } ?? "no call timeout" }
     /// Where ``lifecycleTimeout`` comes from, as messages say it where the limits are not known.
     static let lifecycleTimeoutSetting = "call_timeout_ms; without it, timeout_ms but at least 30 s"
     /// How messages name where ``callTimeout`` comes from: the manifest's call_timeout_ms, or its

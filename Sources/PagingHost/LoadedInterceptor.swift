@@ -120,7 +120,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                         return state.deferred
                     }
                     if id != 0 { _ = settleDeferred(id, .timeout, false) }
-                    throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeout!)")
+                    throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeoutDescription)")
                 }
                 (result, deferred) = try call.get()
             } else {
@@ -232,7 +232,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     public func handle(page: PluginPage) async {
         guard let worker else { return callHandle(page) }
         if await worker.run({ [self] in callHandle(page) }) == nil {
-            instance.log(.error, "handle did not return within \(instance.limits.callTimeout!); the load goes on")
+            instance.log(.error, "handle did not return within \(instance.limits.callTimeoutDescription); the load goes on")
         }
     }
 
@@ -253,7 +253,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         do {
             guard let worker else { return try callTransform(page) }
             guard let finished = await worker.run({ [self] in Result { () throws(PluginError) in try callTransform(page) } }) else {
-                throw failure(.timeout, "transform did not return within \(instance.limits.callTimeout!)")
+                throw failure(.timeout, "transform did not return within \(instance.limits.callTimeoutDescription)")
             }
             return try finished.get()
         } catch {
@@ -309,7 +309,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
         guard let worker else { return call() }
         if await worker.run(call) == nil {
-            instance.log(.error, "failed() did not return within \(instance.limits.callTimeout!); the load goes on")
+            instance.log(.error, "failed() did not return within \(instance.limits.callTimeoutDescription); the load goes on")
         }
     }
 
@@ -471,14 +471,14 @@ final class PluginCallWorker: Sendable {
 /// the worker whether to make the call at all, and each side whether the call outlived its
 /// caller (counted as stuck from the caller's timeout until it returns).
 final class WorkerCall: Sendable {
-    private enum State { case queued, running, returned, abandoned(running: Bool) }
+    private enum State { case queued, running(since: ContinuousClock.Instant), returned, abandoned(running: Bool) }
     private let state = Locked(State.queued)
 
     /// On the worker, before the call: false when the caller stopped waiting (do not make it).
     func start() -> Bool {
         state.withLock { state in
             guard case .queued = state else { return false }
-            state = .running
+            state = .running(since: .now)
             return true
         }
     }
@@ -501,16 +501,17 @@ final class WorkerCall: Sendable {
             case .queued:
                 state = .abandoned(running: false)
                 return .beforeStart
-            case .running:
+            case .running(let since):
                 state = .abandoned(running: true)
-                return .whileRunning
+                return .whileRunning(for: .now - since)
             case .returned, .abandoned:
                 return .afterReturn
             }
         }
     }
 
-    enum Abandoned { case beforeStart, whileRunning, afterReturn }
+    /// `for`: how long the call had run (less than the caller's wait when it waited its turn).
+    enum Abandoned { case beforeStart, whileRunning(for: Duration), afterReturn }
 }
 
 /// Resumes a continuation with the first value it gets; later ones are dropped.
@@ -531,7 +532,7 @@ private final class ResumeOnce<Result: Sendable>: Sendable {
 
 /// A plugin's table pointer, handed to the thread that destroys it; the ABI's rules (no call
 /// in flight during destroy) are kept by ``SerializedCalls``.
-struct UnsafeSendable<Value>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
+package struct UnsafeSendable<Value>: @unchecked Sendable {
+    package let value: Value
+    package init(_ value: Value) { self.value = value }
 }

@@ -172,12 +172,13 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             switch boundedKeyCall(on: keyWorker, within: timeout, call) {
             case .ran(let ran):
                 (status, out) = ran.value
-            case .timedOut(started: true):
-                failure = PluginError(.timeout, "\(what) did not return within \(timeout) (\(instance.limits.callTimeoutOrigin))", plugin: instance.label)
-                return nil
-            case .timedOut(started: false):
-                failure = stuckFailure(ofKeyCall: true) ?? PluginError(.timeout, "\(what) did not get its turn within \(timeout) (\(instance.limits.callTimeoutOrigin)): "
-                                                                       + "an earlier call of the plugin has not returned", plugin: instance.label)
+            case .timedOut(let started):
+                let timeout = instance.limits.callTimeoutDescription
+                let reason = started ? "\(what) did not return within \(timeout)"
+                    : stuckFailure(ofKeyCall: true)?.message ?? "\(what) did not get its turn within \(timeout): an earlier call of the plugin has not returned"
+                // Logged as every failed key call is (a hung one was said nowhere but in the fetch it failed).
+                instance.log(.warning, reason)
+                failure = PluginError(.timeout, reason, plugin: instance.label)
                 return nil
             }
         } else {
@@ -298,6 +299,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     private func callFetch(on worker: PluginCallWorker, _ request: PluginRequest, _ id: UInt64) async throws(PluginError) -> UInt32? {
         let timed = WorkerCall()
         let serialized = !descriptor.isThreadSafe
+        let behindAnother = serialized && calls.hasCallInFlight
         let returned = await worker.run { [self] () -> UInt32? in
             guard timed.start() else { return nil }
             let status = callFetch(request, id)
@@ -305,8 +307,21 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             return status
         }
         if let returned { return returned }
-        if timed.abandon() == .whileRunning, serialized { stuckFetches.add(1, ordering: .releasing) }
-        let message = "\(Self.didNotReturn) \(instance.limits.callTimeout!) (\(instance.limits.callTimeoutOrigin))"
+        let timeout = instance.limits.callTimeoutDescription
+        let message: String
+        // The timeout counts from the request: a call of a plugin whose calls do not overlap
+        // may wait its turn first (it said "did not return" of a fetch() never called, and of
+        // one that ran a fraction of the time).
+        switch timed.abandon() {
+        case .whileRunning(let ran):
+            if serialized { stuckFetches.add(1, ordering: .releasing) }
+            message = !behindAnother || ran * 2 >= instance.limits.callTimeout! ? "\(Self.didNotReturn) \(timeout)"
+                : "fetch did not end within \(timeout): it waited for earlier calls of the plugin, whose calls do not overlap, then ran \(ran.wholeMilliseconds) ms"
+        case .beforeStart:
+            message = "fetch did not get its turn within \(timeout): an earlier call of the plugin has not returned"
+        case .afterReturn:
+            message = "\(Self.didNotReturn) \(timeout)"
+        }
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)

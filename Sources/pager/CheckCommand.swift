@@ -51,9 +51,9 @@ struct CheckCommand {
       --config JSON         a valid config for the plugin(s) checked
       --config-file FILE    the same, read from a file
       --timeout-ms N        how long a fetch may take (default 5000), and a call to fetch(),
-                            intercept or the key functions (which must return at once); a
-                            check process is killed after 60 s + 2 x N (create-destroy-cycles:
-                            10 ms more a cycle)
+                            intercept or key_chain (which must return at once; create and
+                            refresh_key have 30 s at least); a check process is killed after
+                            60 s + 2 x N (create-destroy-cycles: 10 ms more a cycle)
       --cycles N            create/destroy cycles (default 1000)
       --without-extension ID
                             do not offer the plugin host extension ID (repeatable), as a host

@@ -21,7 +21,8 @@ struct ServeCommand {
     Cursors are signed (HMAC-SHA256) with the secret in $PAGER_SERVE_SECRET or --secret-file
     (at least 16 bytes; the same on every host behind one address), else a random one: cursors
     then work on this process only. SIGTERM, SIGINT or SIGHUP stops accepting connections, lets the
-    requests in flight finish, and exits 0.
+    requests in flight finish, then the stale pages' revalidations running in the background (up
+    to the request timeout; another signal cancels them), and exits 0.
 
     options:
       --port N                  the port (default 8080; 0: any free port)
@@ -135,33 +136,50 @@ struct ServeCommand {
     }
 
     /// Lets the loads running in the background (a stale page's revalidation, whose fresh page
-    /// the stores keep) end, saying so; another signal, or `bound`, cancels them. (After saying
-    /// "finishing 0 requests" it waited for them without a word, a hung one for its whole
-    /// timeout, and signals went unheard.)
+    /// the stores keep) end, saying so; another signal, or `bound`, cancels them, and a load
+    /// still inside a plugin call a second after its cancel is left to the process's end.
+    /// (After saying "finishing 0 requests" it waited for them without a word, a hung one for
+    /// its whole timeout, and signals went unheard.)
     static func settleBackgroundLoads(of pager: PluginPager, within bound: Duration, stop: Int32) async {
         let running = pager.backgroundLoadCount
         guard running > 0 else { return }
         Output.error("pager serve: letting \(Output.counted(running, "background revalidation")) end, for \(bound) at most "
                      + "(another SIGTERM, SIGINT or SIGHUP cancels \(running == 1 ? "it" : "them"))")
-        let settled = Locked(false)
+        enum Event { case settled, cancel(why: String), gaveUp }
+        let (events, post) = AsyncStream.makeStream(of: Event.self)
         let settling = Task {
             await pager.backgroundLoadsFinished()
-            settled.withLock { $0 = true }
-        }
-        /// Cancels what still runs, saying why.
-        let cancel = { @Sendable (why: String) in
-            guard !settled.withLock({ $0 }) else { return }
-            Output.error("pager serve: \(why): cancelling the background revalidations")
-            settling.cancel()
+            post.yield(.settled)
         }
         // The thread that waits for a signal is left waiting when none comes: the process ends.
-        Task { cancel(Signals.name(await Signals.next(on: stop))) }
+        Task { post.yield(.cancel(why: Signals.name(await Signals.next(on: stop)))) }
         let deadline = Task {
             try await Task.sleep(for: bound)
-            cancel("still running after \(bound)")
+            post.yield(.cancel(why: "still running after \(bound)"))
         }
-        await settling.value
+        var cancelled = false
+        waiting: for await event in events {
+            switch event {
+            case .settled:
+                break waiting
+            case .cancel(let why):
+                guard !cancelled else { continue }
+                cancelled = true
+                Output.error("pager serve: \(why): cancelling the background revalidations")
+                settling.cancel()
+                // A cancel ends no plugin call: one that does not return holds its load.
+                Task {
+                    try await Task.sleep(for: .seconds(1))
+                    post.yield(.gaveUp)
+                }
+            case .gaveUp:
+                Output.problem("pager serve: \(Output.counted(pager.backgroundLoadCount, "background revalidation")) still in a plugin call "
+                               + "a second after the cancel; exiting without \(pager.backgroundLoadCount == 1 ? "it" : "them")")
+                break waiting
+            }
+        }
         deadline.cancel()
+        post.finish()
     }
 
     /// The secret cursors are signed with: the bytes of the file or of the variable, without the

@@ -187,6 +187,35 @@ struct FreshnessTests {
         #expect(ContinuousClock.now - start < .seconds(60), "done, not waiting for the load's timeout")
     }
 
+    /// A stale page's load in the background stuck inside a fetch() that does not return:
+    /// `pager serve`, stopped, cancels it at its request timeout and exits a second later
+    /// without it (it waited for the call, which the cancel does not end, past its bound).
+    @Test(.timeLimit(.minutes(2)))
+    func serve_stoppedWhileAStalePageLoadIsStuckInFetch_exitsWithoutIt() async throws {
+        let folder = scratchFolder(), wake = folder + "/wake", path = folder + "/m.json"
+        #expect(FileManager.default.createFile(atPath: wake, contents: nil))
+        try """
+        {"source": {"plugin": "\(try await fixturePlugin("blocking_fetch"))", "config": {"sleep_ms": 600000, "until_path": "\(wake)"}},
+         "interceptors": [{"plugin": "sqlite-store", "config": {"path": "store.db", "namespace": "n", "policy": "stale-while-revalidate"}}],
+         "page_size": 10, "timeout_ms": 600000}
+        """.write(toFile: path, atomically: true, encoding: .utf8)
+        #expect(try await run(pager, ["run", path]).code == 0)
+        try FileManager.default.removeItem(atPath: wake)
+        let server = try await ServeProcess([path, "--request-timeout-ms", "1000"])
+        defer { FileManager.default.createFile(atPath: wake, contents: nil) }
+        let first = try server.get("/pages")
+        #expect(first.status == 200 && first.text.contains(#"{"woke":true}"#), "the stored page answers at once: \(first.text)")
+        #expect(await server.waitFor("blocking-fetch: asleep"), "\(server.stderr)")
+        let start = ContinuousClock.now
+        kill(server.pid, SIGTERM)
+        #expect(await server.stop(0) == 0, "\(server.stderr)")
+        for said in ["letting 1 background revalidation end", "still running after 1.0 seconds: cancelling the background revalidations",
+                     "1 background revalidation still in a plugin call a second after the cancel; exiting without it", "pager serve: stopped"] {
+            #expect(server.stderr.contains(said), "\(said): \(server.stderr)")
+        }
+        #expect(ContinuousClock.now - start < .seconds(60), "done, not waiting for the call")
+    }
+
     /// max_age_seconds 0 means every stored page is stale: one stored by a host whose clock is
     /// an hour ahead (or read in the millisecond it was stored) counted as fresh. With a max age
     /// too, a page stored an hour in the future is stale (it stayed fresh for the hour besides

@@ -162,7 +162,7 @@ struct LoadingTests {
         let result = try await run(pagerCommand, ["run", manifest])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout.split(separator: "\n").count == 3, "\(result.stdout)")
-        #expect(result.stderr.contains(isolated ? "handle failed: " : "handle did not return within 0.3 seconds; the load goes on"), "\(result.stderr)")
+        #expect(result.stderr.contains(isolated ? "handle failed: " : "handle did not return within 0.3 seconds (call_timeout_ms); the load goes on"), "\(result.stderr)")
         // In process, the hanging handle() keeps destroy() from being called, which pager waits
         // for (1 s at most: a call still running then hangs, as a rule), then says why it was not
         // called.

@@ -86,6 +86,24 @@ struct MisbehavingPluginTests {
         #expect(page?.values.map(\.text) == [#"{"woke":true}"#])
     }
 
+    /// A fetch of a serialized source that waited its turn behind a slow one, then ran past the
+    /// call timeout (which counts from the request), says so: it said the fetch "did not return
+    /// within" the timeout, of a fetch() that had run a fraction of it.
+    @Test(.timeLimit(.minutes(1)))
+    func aFetchThatWaitedItsTurn_saysSo_whenItTimesOut() async throws {
+        let limits = PluginLimits(fetchTimeout: .seconds(30), callTimeout: .seconds(3))
+        let source = try PluginLibrary.open(path: try await fixturePlugin("blocking_fetch"))
+            .makeSource(config: .object([("sleep_ms", .int(2_700))]), sink: log.sink, limits: limits)
+        let request = Pager(source: source).refreshRequest(params: params(pageSize: 10))
+        let first = Task { try await source.fetch(request: request) }
+        #expect(await log.waitFor("blocking-fetch: asleep"))
+        let second = await #expect(throws: PluginError.self) { try await source.fetch(request: request) }
+        #expect(second?.status == .timeout)
+        #expect(second?.message.contains("fetch did not end within 3.0 seconds (call_timeout_ms): it waited for earlier calls of the plugin") == true,
+                "\(String(describing: second))")
+        #expect(try await first.value.values.count == 1, "the first, 2.7 s long, returned in time")
+    }
+
     /// A source whose key_chain blocks: with a call timeout, building the request waits for it
     /// that long at most and the load fails with a timeout (it held the engine's thread for
     /// good); while the call is stuck, the next key chain fails at once rather than queueing
