@@ -560,23 +560,24 @@ struct Context: Sendable {
         if reference.failure == .timeout { return skip("the first fetch timed out: each of the 2,000 would wait as long") }
         // A fetch() that blocks for a good part of --timeout-ms outlasted the check's process.
         let start = ContinuousClock.now, budget = Duration.seconds(20)
-        let mismatches = await withTaskGroup(of: String?.self) { group in
+        let findings = await withTaskGroup(of: Result<Void, ConcurrentFinding>.self) { group in
             for task in 0..<4 {
                 group.addTask {
                     for call in 0..<500 {
-                        if ContinuousClock.now - start > budget {
-                            return "task \(task) made \(call) calls in \(budget), \((ContinuousClock.now - start).wholeMilliseconds / UInt64(max(call, 1))) ms each (fetch() must return at once)"
+                        let spent = ContinuousClock.now - start
+                        if spent > budget {
+                            return .failure(.slow("task \(task) made \(call) calls in \(budget), \(spent.wholeMilliseconds / UInt64(max(call, 1))) ms each (fetch() must return at once)"))
                         }
                         let outcome = await Outcome(source, request)
-                        if outcome != reference { return "task \(task), call \(call): \(outcome) instead of \(reference)" }
+                        if outcome != reference { return .failure(.mismatch("task \(task), call \(call): \(outcome) instead of \(reference)")) }
                     }
-                    return nil
+                    return .success(())
                 }
             }
-            return await group.compactMap { $0 }.reduce(into: [String]()) { $0.append($1) }
+            return await group.reduce(into: [ConcurrentFinding]()) { if case .failure(let finding) = $1 { $0.append(finding) } }
         }
-        if let slow = mismatches.first(where: { $0.hasSuffix("(fetch() must return at once)") }) { return fail("4 x 500 concurrent fetches: \(slow)") }
-        if let first = mismatches.first { return fail("inconsistent results under 4 x 500 concurrent fetches: \(first)") }
+        for case .slow(let slow) in findings { return fail("4 x 500 concurrent fetches: \(slow)") }
+        for case .mismatch(let first) in findings { return fail("inconsistent results under 4 x 500 concurrent fetches: \(first)") }
         if let refused = log.first(containing: Conformance.refusedCompletion) {
             return fail("a fetch completed more than once: the host refused \"\(refused)\"")
         }
@@ -738,6 +739,14 @@ struct Context: Sendable {
 }
 
 /// A fetch's outcome, compared across concurrent calls.
+/// What stopped one task of thread-safe's concurrent fetches.
+private enum ConcurrentFinding: Error {
+    /// A result other than the first fetch's.
+    case mismatch(String)
+    /// Out of time: the calls take too long for 500 of them.
+    case slow(String)
+}
+
 private struct Outcome: Equatable, Sendable, CustomStringConvertible {
     var values: [PluginItem]?
     var prevKey: PluginKey?

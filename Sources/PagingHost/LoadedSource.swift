@@ -299,7 +299,6 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     private func callFetch(on worker: PluginCallWorker, _ request: PluginRequest, _ id: UInt64) async throws(PluginError) -> UInt32? {
         let timed = WorkerCall()
         let serialized = !descriptor.isThreadSafe
-        let behindAnother = serialized && calls.hasCallInFlight
         let returned = await worker.run { [self] () -> UInt32? in
             guard timed.start() else { return nil }
             let status = callFetch(request, id)
@@ -309,14 +308,16 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         if let returned { return returned }
         let timeout = instance.limits.callTimeoutDescription
         let message: String
-        // The timeout counts from the request: a call of a plugin whose calls do not overlap
-        // may wait its turn first (it said "did not return" of a fetch() never called, and of
-        // one that ran a fraction of the time).
+        // The timeout counts from the request, and a call may wait its turn first (behind a
+        // serialized plugin's calls, or for a thread): it said "did not return" of a fetch()
+        // never called, and of one that ran a fraction of the time.
         switch timed.abandon() {
         case .whileRunning(let ran):
             if serialized { stuckFetches.add(1, ordering: .releasing) }
-            message = !behindAnother || ran * 2 >= instance.limits.callTimeout! ? "\(Self.didNotReturn) \(timeout)"
-                : "fetch did not end within \(timeout): it waited for earlier calls of the plugin, whose calls do not overlap, then ran \(ran.wholeMilliseconds) ms"
+            let waited = instance.limits.callTimeout! - ran
+            message = waited > ran && waited >= .milliseconds(100)
+                ? "fetch did not end within \(timeout): fetch() was called \(waited.wholeMilliseconds) ms after the request (behind earlier calls), then ran \(ran.wholeMilliseconds) ms"
+                : "\(Self.didNotReturn) \(timeout)"
         case .beforeStart:
             message = "fetch did not get its turn within \(timeout): an earlier call of the plugin has not returned"
         case .afterReturn:

@@ -653,11 +653,12 @@ struct ServeCommandTests {
     /// A health check in flight when SIGTERM comes is waited for and answered (a probe: only
     /// /pages requests were counted; with a check longer than the 5 s the server waits for its
     /// answers, libmicrohttpd was stopped with the request suspended and aborted the process,
-    /// exit 134, its client unanswered).
+    /// exit 134, its client unanswered). The check takes 15 s: at 6 s, a test process starved
+    /// by the suite's load sent its SIGTERM after the check had ended ("finishing 0 requests").
     @Test(.timeLimit(.minutes(2)))
     func sigterm_waitsForAHealthCheckInFlight() async throws {
-        let slow = #"[{"plugin": "\#(try await fixturePlugin("check_bad_extensions"))", "id": "slow-health", "config": {"health_ms": 6000}}]"#
-        let server = try await ServeProcess([try await manifest(#", "timeout_ms": 20000"#, interceptors: slow)], environment: Self.secret)
+        let slow = #"[{"plugin": "\#(try await fixturePlugin("check_bad_extensions"))", "id": "slow-health", "config": {"health_ms": 15000}}]"#
+        let server = try await ServeProcess([try await manifest(#", "timeout_ms": 30000"#, interceptors: slow)], environment: Self.secret)
         let health = Task.detached { try server.get("/healthz") }
         #expect(await server.waitFor("health check started"), "\(server.stderr)")
         kill(server.pid, SIGTERM)
