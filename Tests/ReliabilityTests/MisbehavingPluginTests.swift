@@ -88,20 +88,28 @@ struct MisbehavingPluginTests {
 
     /// A fetch of a serialized source that waited its turn behind a slow one, then ran past the
     /// call timeout (which counts from the request), says so: it said the fetch "did not return
-    /// within" the timeout, of a fetch() that had run a fraction of it.
+    /// within" the timeout, of a fetch() that had run a fraction of it. (Both asked at once:
+    /// one asked once the first was seen asleep was asked late on a loaded machine, and ran
+    /// more of its time than it waited.)
     @Test(.timeLimit(.minutes(1)))
     func aFetchThatWaitedItsTurn_saysSo_whenItTimesOut() async throws {
-        let limits = PluginLimits(fetchTimeout: .seconds(30), callTimeout: .seconds(3))
+        let limits = PluginLimits(fetchTimeout: .seconds(30), callTimeout: .seconds(6))
         let source = try PluginLibrary.open(path: try await fixturePlugin("blocking_fetch"))
-            .makeSource(config: .object([("sleep_ms", .int(2_700))]), sink: log.sink, limits: limits)
+            .makeSource(config: .object([("sleep_ms", .int(4_000))]), sink: log.sink, limits: limits)
         let request = Pager(source: source).refreshRequest(params: params(pageSize: 10))
-        let first = Task { try await source.fetch(request: request) }
-        #expect(await log.waitFor("blocking-fetch: asleep"))
-        let second = await #expect(throws: PluginError.self) { try await source.fetch(request: request) }
-        #expect(second?.status == .timeout)
-        #expect(second?.message.contains("fetch did not end within 3.0 seconds (call_timeout_ms): fetch() was called ") == true,
-                "\(String(describing: second))")
-        #expect(try await first.value.values.count == 1, "the first, 2.7 s long, returned in time")
+        let fetches = (0..<2).map { _ in Task { try await source.fetch(request: request) } }
+        var pages = 0, failures: [String] = []
+        for fetch in fetches {
+            do {
+                _ = try await fetch.value
+                pages += 1
+            } catch {
+                failures.append("\(error)")
+            }
+        }
+        #expect(pages == 1, "the first, 4 s long, returned in time: \(failures)")
+        #expect(failures.count == 1 && failures[0].contains("fetch did not end within 6.0 seconds (call_timeout_ms): fetch() was called "),
+                "\(failures)")
     }
 
     /// A source whose key_chain blocks: with a call timeout, building the request waits for it
