@@ -173,8 +173,11 @@ struct ServeCommand {
                     post.yield(.gaveUp)
                 }
             case .gaveUp:
-                Output.problem("pager serve: \(Output.counted(pager.backgroundLoadCount, "background revalidation")) still in a plugin call "
-                               + "a second after the cancel; exiting without \(pager.backgroundLoadCount == 1 ? "it" : "them")")
+                let left = pager.backgroundLoadCount
+                if left > 0 {
+                    Output.problem("pager serve: \(Output.counted(left, "background revalidation")) still in a plugin call "
+                                   + "a second after the cancel; exiting without \(left == 1 ? "it" : "them")")
+                }
                 break waiting
             }
         }
