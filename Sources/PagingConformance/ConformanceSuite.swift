@@ -518,9 +518,10 @@ struct Context: Sendable {
                 return try await source.fetch(request: request)
             }
         }
-        // Destroyed while the fetches are in the plugin's hands: once each reached it (or ended).
+        // Destroyed while the fetches are in the plugin's hands: once fetch() was called for
+        // each (or they all ended).
         let deadline = ContinuousClock.now + options.fetchTimeout
-        while source.fetchesInFlight + ended.withLock({ $0 }) < 5, ContinuousClock.now < deadline {
+        while source.fetchesCalled < 5, ended.withLock({ $0 }) < 5, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(1))
         }
         // Lines before: refused calls during fetch() and during destroy() (fetch-completes-once's

@@ -287,11 +287,18 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// The plugin's fetch(), on this thread; `nil` when the instance was destroyed or has no fetch.
     private func callFetch(_ request: PluginRequest, _ id: UInt64) -> UInt32? {
-        calls.run { [plugin] () -> UInt32? in
+        calls.run { () -> UInt32? in
             guard let fetch = plugin.pointee.fetch else { return nil }
+            fetchCalls.add(1, ordering: .relaxed)
             return CView.withRequest(request) { fetch(plugin, $0, id) }
         }
     }
+
+    /// How many times fetch() was called (with a call timeout, a fetch waits for its thread
+    /// first: `pager check`'s destroy-in-flight destroyed a plugin none of whose fetch() had
+    /// been called yet, and passed a plugin that calls the host after destroy()).
+    package var fetchesCalled: Int { fetchCalls.load(ordering: .relaxed) }
+    private let fetchCalls = Atomic<Int>(0)
 
     /// ``callFetch(_:_:)`` on the worker thread of a call timeout. A call that has not returned
     /// in time fails the load with a timeout and is cancelled for the plugin; until it returns,

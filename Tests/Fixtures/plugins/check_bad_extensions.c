@@ -6,21 +6,23 @@
  *     ids it cannot offer. Expected: abi-growth fails (get_extension must answer NULL for them).
  *   "bad-health"  health check() answers 42, which is no status code. Expected: extensions fails.
  *   "slow-health" health check() logs "health check started" and takes 3 s (config "health_ms"
- *     sets it). Expected: extensions fails (the check's timeout).
+ *     sets it; with "until_path", it ends sooner once that file exists). Expected: extensions
+ *     fails (the check's timeout).
  *   "unhealthy"   health check() logs why and answers PAGING_ERR_TRANSIENT: a valid answer,
  *     named in extensions' reason, which passes.
  * Every other check passes.
  */
-#define _POSIX_C_SOURCE 199309L
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "paging/paging.h"
 
 enum { GREEDY, BAD, SLOW, UNHEALTHY, PLUGINS };
 
-typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; long health_ms; } fixture;
+typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; long health_ms; char *until_path; } fixture;
 
 static paging_status_t fx_check(void *self)
 {
@@ -29,11 +31,14 @@ static paging_status_t fx_check(void *self)
     case BAD:
         return 42u; /* deliberate: not a status code */
     case SLOW: {
-        struct timespec pause;
+        struct timespec pause = { 0, 10 * 1000000L };
+        long waited;
         f->host->log(f->host, PAGING_LOG_INFO, "health check started");
-        pause.tv_sec = f->health_ms / 1000;
-        pause.tv_nsec = (f->health_ms % 1000) * 1000000L;
-        nanosleep(&pause, NULL); /* deliberate: longer than the check's timeout */
+        /* deliberate: longer than the check's timeout */
+        for (waited = 0; waited < f->health_ms; waited += 10) {
+            if (f->until_path != NULL && access(f->until_path, F_OK) == 0) break;
+            nanosleep(&pause, NULL);
+        }
         return PAGING_OK;
     }
     case UNHEALTHY:
@@ -61,7 +66,12 @@ static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t 
     return PAGING_INTERCEPT_PROCEED;
 }
 
-static void fx_destroy(paging_interceptor_t *self) { free(self); }
+static void fx_destroy(paging_interceptor_t *self)
+{
+    fixture *f = (fixture *)self;
+    free(f->until_path);
+    free(f);
+}
 
 static const paging_plugin_descriptor_t fx_descriptors[PLUGINS] = {
     { PAGING_DESCRIPTOR_HEAD, "greedy-extensions", "Greedy get_extension (fixture)", "1.0.0",
@@ -87,6 +97,7 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
     f->host = host;
     f->which = which;
     f->health_ms = (long)host->config_int(config, "health_ms", 3000);
+    if (host->config_string(config, "until_path") != NULL) f->until_path = strdup(host->config_string(config, "until_path"));
     f->base.plugin_data = f;
     f->base.intercept = fx_intercept;
     f->base.destroy = fx_destroy;
