@@ -108,8 +108,10 @@ struct MisbehavingPluginTests {
             }
         }
         #expect(pages == 1, "the first, 4 s long, returned in time: \(failures)")
-        #expect(failures.count == 1 && failures[0].contains("fetch did not end within 6.0 seconds (call_timeout_ms): fetch() was called "),
-                "\(failures)")
+        // Called late, or (on a machine so loaded that the first started 2 s late) not at all.
+        let saysSo = failures.first.map { $0.contains("fetch did not end within 6.0 seconds (call_timeout_ms): fetch() was called ")
+                                          || $0.contains("fetch did not get its turn within 6.0 seconds (call_timeout_ms)") }
+        #expect(failures.count == 1 && saysSo == true, "\(failures)")
     }
 
     /// A source whose key_chain blocks: with a call timeout, building the request waits for it
