@@ -313,22 +313,15 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             return status
         }
         if let returned { return returned }
-        let timeout = instance.limits.callTimeoutDescription
         let message: String
-        // The timeout counts from the request, and a call may wait its turn first (behind a
-        // serialized plugin's calls, or for a thread): it said "did not return" of a fetch()
-        // never called, and of one that ran a fraction of the time.
         switch timed.abandon() {
         case .whileRunning(let ran):
             if serialized { stuckFetches.add(1, ordering: .releasing) }
-            let waited = instance.limits.callTimeout! - ran
-            message = waited > ran && waited >= .milliseconds(100)
-                ? "fetch did not end within \(timeout): fetch() was called \(waited.wholeMilliseconds) ms after the request (behind earlier calls), then ran \(ran.wholeMilliseconds) ms"
-                : "\(Self.didNotReturn) \(timeout)"
+            message = Self.fetchTimedOut(ran: ran, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
         case .beforeStart:
-            message = "fetch did not get its turn within \(timeout): an earlier call of the plugin has not returned"
+            message = Self.fetchTimedOut(ran: nil, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
         case .afterReturn:
-            message = "\(Self.didNotReturn) \(timeout)"
+            message = Self.fetchTimedOut(ran: instance.limits.callTimeout!, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
         }
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
@@ -393,6 +386,18 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     package static let endingStands = "fetch stands"
     /// How the failure of a fetch() that outlasted the call timeout begins.
     package static let didNotReturn = "fetch did not return within"
+
+    /// What a fetch that outlasted the call timeout `timeout` (`described` as messages say it)
+    /// says, its fetch() having run `ran` (`nil`: never called). The timeout counts from the
+    /// request, and a call may wait its turn first (behind a serialized plugin's calls, or for a
+    /// thread): it said "did not return" of a fetch() never called, and of one that ran a
+    /// fraction of the time.
+    package static func fetchTimedOut(ran: Duration?, within timeout: Duration, _ described: String) -> String {
+        guard let ran else { return "fetch did not get its turn within \(described): an earlier call of the plugin has not returned" }
+        let waited = timeout - ran
+        guard waited > ran, waited >= .milliseconds(100) else { return "\(didNotReturn) \(described)" }
+        return "fetch did not end within \(described): fetch() was called \(waited.wholeMilliseconds) ms after the request (behind earlier calls), then ran \(ran.wholeMilliseconds) ms"
+    }
 
     /// The plugin and its library, as errors name them.
     public var description: String { instance.label }
