@@ -313,16 +313,15 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
             return status
         }
         if let returned { return returned }
-        let message: String
+        let timeout = instance.limits.callTimeout!, ran: Duration?
         switch timed.abandon() {
-        case .whileRunning(let ran):
+        case .whileRunning(let time):
             if serialized { stuckFetches.add(1, ordering: .releasing) }
-            message = Self.fetchTimedOut(ran: ran, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
-        case .beforeStart:
-            message = Self.fetchTimedOut(ran: nil, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
-        case .afterReturn:
-            message = Self.fetchTimedOut(ran: instance.limits.callTimeout!, within: instance.limits.callTimeout!, instance.limits.callTimeoutDescription)
+            ran = time
+        case .beforeStart: ran = nil
+        case .afterReturn: ran = timeout
         }
+        let message = Self.fetchTimedOut(ran: ran, within: timeout, instance.limits.callTimeoutDescription)
         Self.timeOut(id, message, instance, calls, UnsafeSendable(plugin), cancels)
         instance.fetches.withLock { _ = $0.removeValue(forKey: id) }
         throw PluginError(.timeout, message, plugin: instance.label)

@@ -100,10 +100,8 @@ struct FreshnessTests {
     }
 
     @Test func staleWhileRevalidate_servesTheStoredPageAtOnce_andStoresTheFreshOne() async throws {
-        let upstream = try Upstream()
+        let (upstream, path) = try await storedPage()
         defer { upstream.server.stop() }
-        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#)
-        #expect(try await run(pager, ["run", path]).code == 0)
         upstream.set(version: 2, failing: false)
         let stale = try await run(pager, ["run", path])
         #expect(versions(stale.stdout) == [#"{"v":1"#], "the stored page answers at once")
@@ -117,10 +115,8 @@ struct FreshnessTests {
     /// store (no caller waits for that load: it was said nowhere but in --stats), and the run
     /// goes on with the stale page.
     @Test func staleWhileRevalidate_aFailedReload_isSaid() async throws {
-        let upstream = try Upstream()
+        let (upstream, path) = try await storedPage()
         defer { upstream.server.stop() }
-        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#)
-        #expect(try await run(pager, ["run", path]).code == 0)
         upstream.set(version: 2, failing: true)
         let down = try await run(pager, ["run", path])
         #expect(down.code == 0, "\(down.stderr)")
@@ -134,10 +130,17 @@ struct FreshnessTests {
     /// and its upstream holding its answers from now on: the page's load in the background
     /// waits until ``Upstream/release()``.
     func storedPageWithTheUpstreamHeld() async throws -> (Upstream, path: String) {
-        let upstream = try Upstream()
-        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: #", "timeout_ms": 600000"#)
-        #expect(try await run(pager, ["run", path]).code == 0)
+        let (upstream, path) = try await storedPage(sourceConfig: #", "timeout_ms": 600000"#)
         upstream.hold()
+        return (upstream, path)
+    }
+
+    /// A page the store holds under stale-while-revalidate, stored by a first `pager run`
+    /// (`sourceConfig`: JSON members after the source's own).
+    func storedPage(sourceConfig: String = "") async throws -> (Upstream, path: String) {
+        let upstream = try Upstream()
+        let path = try manifest(upstream, #", "policy": "stale-while-revalidate""#, sourceConfig: sourceConfig)
+        #expect(try await run(pager, ["run", path]).code == 0)
         return (upstream, path)
     }
 
