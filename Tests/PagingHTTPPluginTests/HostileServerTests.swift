@@ -1076,6 +1076,16 @@ struct HostileServerTests {
         #expect(said.count == 1 && said.first?.message.contains("q=a>b>; rel=next") == true, "\(log.messages)")
     }
 
+    /// A Link header of "<a," repeated (63 KB, within max_header_bytes) after the link to the
+    /// next page was read in the square of its length: 25 s of the transfer thread, which every
+    /// fetch of the source waits for. Read in one pass, the page comes well within the timeout.
+    @Test func aLinkHeaderOfUnclosedTargets_isReadInOnePass() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/odd-links?case=unclosed&page=1", "items": "/items", "pagination": {"type": "link"}}"#,
+                                    limits: PluginLimits(fetchTimeout: .seconds(10)))
+        #expect(try ids(try await pageToEnd(source, pageSize: 2).output.values) == [10, 11, 20, 21])
+    }
+
     /// With `fields`, an item that is not an object was handed out as `{}`, without a word: it
     /// fails the page, saying which item it is.
     @Test func fields_anItemThatIsNoObject_failsThePage() async throws {

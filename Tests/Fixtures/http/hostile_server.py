@@ -105,7 +105,8 @@ Paths (query strings are ignored unless said):
                        gzip members (the items, then a space)
   /odd-links?case=C&page=N  pages 1 and 2: C "empty" gives page 1 a Link <>; rel="next" (the
                        page itself), C "spaced" a header "Link : <...?page=2>; rel="next"",
-                       C "malformed" a Link that cannot be read ("<...q=a>b>; rel=next")
+                       C "malformed" a Link that cannot be read ("<...q=a>b>; rel=next"),
+                       C "unclosed" page 1 a Link to page 2, then "<a," 21,000 times (63 KB)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
   /capped?page=N or ?offset=O  45 records (ids 0-44), at most 7 a page whatever the limit asked
@@ -408,6 +409,9 @@ class Handler(loopback.Handler):
                 self.send(200, items_body(page), headers=[("Link", '<>; rel="next"')])
             elif query.get("case") == "malformed":
                 self.send(200, items_body(page), headers=[("Link", '</odd-links?case=malformed&q=a>b>; rel=next')])
+            elif query.get("case") == "unclosed":
+                link = '</odd-links?case=unclosed&page=2>; rel="next", ' + "<a," * 21000
+                self.send(200, items_body(page), headers=[("Link", link)] if page == 1 else [])
             elif page == 1:
                 self.send(200, items_body(page), headers=[("Link ", '</odd-links?case=spaced&page=2>; rel="next"')])
             else:
