@@ -54,6 +54,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         public var retryPolicy: RetryPolicy
         /// User info sent with every request.
         public var userInfo: [String: String]
+        /// Whether an invalidation of the source (``PagingSource/invalidation``) refreshes
+        /// around the reader (``refreshAroundReader()``): the default. A consumer that cannot
+        /// take back what it has handed out (an export streaming pages) turns it off and hears
+        /// the source's invalidations itself.
+        public var refreshesOnInvalidation = true
 
         public init(pageSize: Int, maxSize: Int? = nil, prefetchDistance: Int = 0,
                     retryPolicy: RetryPolicy = .none, userInfo: [String: String] = [:]) {
@@ -87,7 +92,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             $0.keysDescription = keys
         }
         // Subscribed here, so that no invalidation after init is missed.
-        if let signals = pager.source.invalidation?.signals() {
+        if configuration.refreshesOnInvalidation, let signals = pager.source.invalidation?.signals() {
             let listener = Task { [weak self] in
                 for await _ in signals {
                     guard let self else { return }

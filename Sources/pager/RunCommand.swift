@@ -44,7 +44,11 @@ struct RunCommand {
     a second signal ends pager at once, and so does a run still going 10 s after the first (a
     plugin call that does not return). Each page is written out as it is printed.
 
-    exit codes: 0 every step succeeded; 1 a load failed (the items loaded are still printed);
+    a source that says its data changed (it calls invalidate()) stops the run as a signal does,
+    and the run exits 1: the items printed may be stale, and cannot be taken back.
+
+    exit codes: 0 every step succeeded; 1 a load failed or the source invalidated (the items
+    loaded are still printed);
     2 bad arguments, manifest or plugin; 130, 143 or 129 (128 + the signal's number) interrupted
     """
 
@@ -119,12 +123,29 @@ struct RunCommand {
         // in front that answered one with a page kept earlier (an empty last page, a page of a
         // failed run) hid what was new for good. They still keep the pages loaded.
         if incremental != nil { configuration.userInfo[PagingUserInfoKey.reload] = "true" }
+        // A source that says its data changed (paging.invalidation/1) stops the run: what was
+        // printed cannot be taken back. (Refreshed around the reader, as browse is, the list was
+        // replaced under the steps: appends said "+0 items", and the run ended 0, pages missing.)
+        configuration.refreshesOnInvalidation = false
+        let invalidations = pipeline.pager.source.invalidation?.signals()
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
         let interrupt = Interrupt()
         let delivered = incremental?.cursor
         let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter(noting: delivered) : nil) }
         interrupt.stops(loading)
+        let invalidated = Locked(false)
+        let watching = invalidations.map { signals in
+            Task {
+                for await _ in signals {
+                    invalidated.withLock { $0 = true }
+                    loading.cancel()
+                    return
+                }
+            }
+        }
         let (failed, streamed) = await loading.value
+        let invalidatedWhileLoading = invalidated.withLock { $0 }
+        watching?.cancel()
         let output = manager.output
         var printer = streamed ?? ItemPrinter(noting: delivered)
         if streamed == nil { printer.print(output.values) }
@@ -147,6 +168,12 @@ struct RunCommand {
             Output.problem("run: stopped by \(Signals.name(signal)); the items loaded are printed"
                            + (incremental == nil ? "" : ", the incremental state is left as it was"))
             return 128 + signal
+        }
+        if invalidatedWhileLoading {
+            Output.problem("run: the source said its data changed (it called invalidate()) while the run loaded: the items printed "
+                           + "may be stale and the steps left were not run; run it again"
+                           + (incremental == nil ? "" : " (the incremental state is left as it was)"))
+            return ExitCode.failure
         }
         if incremental != nil, failed {
             Output.problem("incremental: a load failed: the state is left as it was")

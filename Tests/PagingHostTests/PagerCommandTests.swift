@@ -20,6 +20,26 @@ struct PagerCommandTests {
         return folder + "/m.json"
     }
 
+    /// A source that says its data changed while `pager run` loads (paging.invalidation/1): what
+    /// was printed cannot be taken back, so the run stops there and fails, saying why. (The list
+    /// was refreshed under the steps, as browse's is: appends said "+0 items", and the run ended
+    /// 0 with pages missing, or printed pages twice.)
+    @Test(arguments: [false, true]) func run_aSourceThatInvalidates_stopsTheRun_andFails(_ isolated: Bool) async throws {
+        let folder = scratchFolder()
+        let trigger = folder + "/invalidate"
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 100000000, "invalidate_file": "\#(trigger)"}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let run = try PagerProcess(["run", folder + "/m.json", "--refresh", "--append", "1000000"] + (isolated ? ["--isolate-all"] : []))
+        #expect(await run.waitFor("append: +10 items, 20 in all"), "\(run.stderr)")
+        #expect(FileManager.default.createFile(atPath: trigger, contents: nil))
+        #expect(await run.ended() == 1, "\(run.stderr)")
+        #expect(run.stderr.contains("run: the source said its data changed (it called invalidate()) while the run loaded: the items printed may be stale"), "\(run.stderr)")
+        #expect(!run.stderr.contains("+0 items"), "\(run.stderr)")
+        // Each item once, in order: no page twice, none left out.
+        let printed = run.stdout.split(separator: "\n")
+        #expect(printed.count >= 20 && printed.elementsEqual((0..<printed.count).map { #"{"n":\#($0)}"# }) { $0 == $1 }, "\(printed.prefix(30))")
+    }
+
     @Test func run_printsItemsAsJSONLines_andProgressOnStderr() async throws {
         let result = try await run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")

@@ -95,6 +95,20 @@ public final class PagerProcess: @unchecked Sendable {
         }
         return process.terminationStatus
     }
+
+    /// Waits for the process to end by itself, `deadline` at most (then kills it), polling as
+    /// ``waitFor(deadline:_:)`` does; its exit status, or nil when it had to be killed.
+    public func ended(within deadline: Duration = .seconds(60)) async -> Int32? {
+        let until = ContinuousClock.now + deadline
+        while process.isRunning {
+            guard ContinuousClock.now < until else {
+                await stop(SIGKILL)
+                return nil
+            }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return await stop()
+    }
 }
 
 /// A `pager serve` process for tests: started with `--port 0`, its port read from the line it

@@ -244,7 +244,8 @@ typedef struct paging_ext_sized_key_chain {
  * invalidate(): what was loaded from it is stale. A pagination manager over it (pager browse) then
  * refreshes where its reader is instead of at refresh_key(): at the key the instance's
  * refresh_key_at() names for the item the reader was at (Paging 3's getRefreshKey), so that item
- * stays in view. Without refresh_key_at(), the refresh starts at refresh_key(). */
+ * stays in view. Without refresh_key_at(), the refresh starts at refresh_key(). pager run, which
+ * cannot take back the items it printed, stops and fails instead. */
 
 #define PAGING_EXT_INVALIDATION "paging.invalidation/1"
 
