@@ -365,12 +365,14 @@ struct Context: Sendable {
         // A fetch the host ended at an item it refused: the plugin's completion after it is
         // refused too, and no second one (the item is items-valid's business).
         var endedAtAnItem = false
+        var refusedSynchronously = false
         do {
             let page = try await source.fetch(request: request)
             outcome = "completed with \(page.values.count) items"
         } catch {
             if let problem = misbehaviour(error) { return fail(problem) }
             endedAtAnItem = Conformance.invalidItem(error) != nil
+            refusedSynchronously = (error as? PluginError)?.message == LoadedSource.refusedSynchronously
             outcome = "completed with a failure: \(error)"
         }
         let took = Conformance.milliseconds(since: start)
@@ -380,9 +382,13 @@ struct Context: Sendable {
             return fail("\(outcome) in \(Int(took)) ms from the call of fetch(), more than --timeout-ms \(timeoutText) "
                         + "(fetch() must return at once and complete later)")
         }
-        // A second completion may come later, from another thread.
-        try await Task.sleep(for: .milliseconds(200))
+        // A second completion may come later, from another thread (one 300 ms after fetch()
+        // returned an error passed, to be blamed by destroy-in-flight on a call after destroy).
+        try await Task.sleep(for: .milliseconds(600))
         if !endedAtAnItem, let refused = log.first(containing: Conformance.refusedCompletion) {
+            if refusedSynchronously {
+                return fail("fetch() returned an error, which ends the fetch, and the fetch was then completed: the host refused \"\(refused)\"")
+            }
             return fail("completed more than once: the host refused \"\(refused)\"")
         }
         if let contradiction = log.first(containing: LoadedSource.endingStands) {

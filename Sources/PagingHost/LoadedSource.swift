@@ -265,7 +265,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         if let status, status != PAGING_OK {
             guard let result else {
-                throw PluginError(PluginStatus(rawValue: status), "fetch refused the request", plugin: instance.label)
+                throw PluginError(PluginStatus(rawValue: status), Self.refusedSynchronously, plugin: instance.label)
             }
             // Ended inside fetch() (and answered PAGING_OK), then refused by its return: the
             // ending the host took stands.
@@ -383,6 +383,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
     /// How the host says a fetch() contradicted the ending it gave its fetch (what pager check
     /// looks for).
     package static let endingStands = "fetch stands"
+    /// How a fetch() that returned an error (without ending the fetch) fails its load.
+    package static let refusedSynchronously = "fetch refused the request"
     /// How the failure of a fetch() that outlasted the call timeout begins.
     package static let didNotReturn = "fetch did not return within"
 

@@ -321,6 +321,18 @@ struct PagerCheckTests {
         #expect(result.status == .fail && result.reason.contains("ended the fetch inside fetch(), then returned an error"), "\(output)")
     }
 
+    /// A fetch() that returns an error (which ends the fetch) while a thread of the plugin
+    /// completes the fetch 300 ms later: the host refuses the completion, and
+    /// fetch-completes-once fails the plugin saying so (it passed, watching 200 ms, and
+    /// destroy-in-flight blamed a call after destroy).
+    @Test func aFetchCompletedAfterFetchReturnedAnError_failsFetchCompletesOnce() async throws {
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/double_complete.c"),
+                                                     Self.fast + ["--config", #"{"from_worker": true, "then_return": 6, "worker_delay_ms": 300}"#])
+        #expect(code == 1, "\(output)")
+        let result = try #require(report.results.first { $0.check == "fetch-completes-once" })
+        #expect(result.status == .fail && result.reason.contains("fetch() returned an error, which ends the fetch, and the fetch was then completed"), "\(output)")
+    }
+
     /// A fetch that fails with PAGING_OK or with a code the ABI does not have, or whose fetch()
     /// returns one after failing it, misbehaves: fetch-completes-once fails it (it passed; every
     /// fetch failed, and the checks needing a page were skipped).

@@ -10,9 +10,11 @@
  * NOT_FOUND, and "nope") and then returns
  * that code: a contradiction the host must settle. With "bad_refresh_slot" true, refresh_key
  * sets slot 99 (which the host refuses) and returns PAGING_OK. With "from_worker" true, each
- * fetch is completed twice 20 ms later from a thread of its own, which destroy() joins (so the
- * second completion may come while destroy() runs, never after it); with "noop_cancel" true
- * too, it has a cancel() that does nothing (the fetches are completed all the same).
+ * fetch is completed twice "worker_delay_ms" (default 20) later from a thread of its own, which
+ * destroy() joins (so the second completion may come while destroy() runs, never after it), and
+ * fetch() returns "then_return" (with it, the worker completes once: after fetch() failed the
+ * fetch); with "noop_cancel" true too, it has a cancel() that does nothing (the fetches are
+ * completed all the same).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -30,6 +32,7 @@ typedef struct fixture {
     int bad_refresh_slot;
     paging_status_t fail_code;
     int from_worker;
+    long worker_delay_ms;
     pthread_mutex_t lock;
     pthread_t workers[256];
     int worker_count;
@@ -59,8 +62,8 @@ static void *fx_worker(void *arg)
 {
     job *j = (job *)arg;
     struct timespec pause;
-    pause.tv_sec = 0;
-    pause.tv_nsec = 20 * 1000000L;
+    pause.tv_sec = j->f->worker_delay_ms / 1000;
+    pause.tv_nsec = j->f->worker_delay_ms % 1000 * 1000000L;
     nanosleep(&pause, NULL);
     complete_twice(j->f, j->id);
     free(j);
@@ -103,8 +106,9 @@ static paging_status_t fx_fetch(paging_source_t *self, const paging_request_t *r
         if (!started) {
             free(j);
             h->fetch_fail(h, id, PAGING_ERR_INTERNAL, "no worker");
+            return PAGING_OK;
         }
-        return PAGING_OK;
+        return f->then_return;
     }
     complete_twice(f, id);
     return f->then_return;
@@ -136,6 +140,8 @@ static paging_source_t *fx_create(const char *plugin_id, const paging_host_t *ho
     f->bad_refresh_slot = host->config_bool(config, "bad_refresh_slot", 0) != 0;
     f->fail_code = (paging_status_t)host->config_int(config, "fail_code", PAGING_ERR_NOT_FOUND);
     f->from_worker = host->config_bool(config, "from_worker", 0) != 0;
+    f->worker_delay_ms = (long)host->config_int(config, "worker_delay_ms", 20);
+    if (f->worker_delay_ms < 0) f->worker_delay_ms = 0;
     pthread_mutex_init(&f->lock, NULL);
     f->base.plugin_data = f;
     f->base.refresh_key = fx_refresh_key;
