@@ -120,7 +120,24 @@ enum CallHandle {
         } else {
             why = "\(kind.withArticle) handle used after its call returned, or from another thread"
         }
-        owner?.log(.error, "\(function): \(why); refused")
+        guard let owner else { return refuseUnowned("\(function): \(why); refused") }
+        owner.log(.error, "\(function): \(why); refused")
+    }
+
+    /// The refusals said without a plugin to say them against.
+    private static let unownedSaid = Locked<Set<String>>([])
+
+    /// Logs `refusal`, of a call whose arguments do not say which plugin made it (a NULL host
+    /// table or handle): against the plugin whose call runs on this thread, else among the
+    /// libraries' lines, once for each text (a thread calling in a loop would flood the log).
+    /// (Unsaid, a plugin's NULL got PAGING_ERR_INVALID_ARGUMENT and nothing else.)
+    static func refuseUnowned(_ refusal: String) {
+        if let current = paging_call_frame_current()?.assumingMemoryBound(to: CallFrame.self).pointee,
+           let owner = PluginInstance.registered(serial: current.token >> 40) {
+            return owner.log(.error, refusal)
+        }
+        guard unownedSaid.withLock({ $0.count < 64 && $0.insert(refusal).inserted }) else { return }
+        PluginLibrary.librarySink(.error, "a plugin", "\(refusal) (which plugin made the call, its arguments do not tell)")
     }
 }
 

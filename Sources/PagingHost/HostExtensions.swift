@@ -6,7 +6,7 @@ package enum HostExtensions {
     private nonisolated(unsafe) static let logLevel: UnsafeMutablePointer<paging_ext_log_level_t> = {
         let table = UnsafeMutablePointer<paging_ext_log_level_t>.allocate(capacity: 1)
         table.initialize(to: paging_ext_log_level_t(min_level: { host in
-            PluginInstance.with(host) { $0.limits.logLevel.rawValue } ?? PAGING_LOG_TRACE
+            PluginInstance.with(host, "min_level") { $0.limits.logLevel.rawValue } ?? PAGING_LOG_TRACE
         }))
         return table
     }()
@@ -64,7 +64,7 @@ package enum HostExtensions {
             return id
         },
         resume: { host, id, answer, context in
-            PluginInstance.with(host) { $0.resumeIntercept(id, answer, context) } ?? PAGING_ERR_INVALID_ARGUMENT
+            PluginInstance.with(host, "resume") { $0.resumeIntercept(id, answer, context) } ?? PAGING_ERR_INVALID_ARGUMENT
         }))
 
     /// `paging.retry-hint/1`: how long a failure asks to be waited for.
@@ -76,7 +76,7 @@ package enum HostExtensions {
             }
         },
         fetch_retry_after: { host, id, milliseconds in
-            PluginInstance.with(host) { instance in
+            PluginInstance.with(host, "fetch_retry_after") { instance in
                 instance.updateFetch(id, "fetch_retry_after") { fetch in
                     fetch.retryAfter = .milliseconds(Int64(clamping: milliseconds))
                     return nil
@@ -87,16 +87,16 @@ package enum HostExtensions {
     /// `paging.metrics/1`: counters and gauges a plugin publishes.
     private nonisolated(unsafe) static let metrics = table(paging_ext_metrics_host_t(
         counter_add: { host, name, delta in
-            PluginInstance.with(host) { $0.publish("counter_add", name, counter: delta) } ?? PAGING_ERR_INVALID_ARGUMENT
+            PluginInstance.with(host, "counter_add") { $0.publish("counter_add", name, counter: delta) } ?? PAGING_ERR_INVALID_ARGUMENT
         },
         gauge_set: { host, name, value in
-            PluginInstance.with(host) { $0.publish("gauge_set", name, gauge: value) } ?? PAGING_ERR_INVALID_ARGUMENT
+            PluginInstance.with(host, "gauge_set") { $0.publish("gauge_set", name, gauge: value) } ?? PAGING_ERR_INVALID_ARGUMENT
         }))
 
     /// `paging.invalidation/1`: a source says its data changed.
     private nonisolated(unsafe) static let invalidation = table(paging_ext_invalidation_host_t(
         invalidate: { host in
-            PluginInstance.with(host) { instance in
+            PluginInstance.with(host, "invalidate") { instance in
                 guard !instance.isAfterDestroy("invalidate") else { return }
                 instance.invalidation.invalidate()
             }
@@ -105,7 +105,7 @@ package enum HostExtensions {
     /// `paging.fetch-items/1`: a page's items in one call, the fetch looked up once.
     private nonisolated(unsafe) static let fetchItems = table(paging_ext_fetch_items_host_t(
         add_items: { host, id, items, count in
-            PluginInstance.with(host) { instance in
+            PluginInstance.with(host, "add_items") { instance in
                 instance.updateFetch(id, "add_items") { fetch in
                     guard count != 0 else { return nil }
                     guard let items, count > 0 else { return "\(items == nil ? "NULL items" : "items") with a count of \(UInt(bitPattern: count))" }

@@ -152,15 +152,19 @@ package final class PluginInstance: Sendable {
     /// How a call after destroy() is said (``isAfterDestroy(_:)``).
     package static let afterDestroy = "called after destroy() returned"
 
-    /// Runs `body` with the instance of `host`, or returns `nil` for a NULL table.
+    /// Runs `body` with the instance of `host`, or returns `nil` for a NULL table (the refusal
+    /// of `function` logged, ``CallHandle/refuseUnowned(_:)``).
     ///
     /// Borrowed without retain and release (`_withUnsafeGuaranteedRef`; a retained
     /// `takeUnretainedValue()` cost ~22 ns a host call, 20 a page for `fetch_add_item`): safe
     /// because instances are never freed (see above), so the reference stays valid whatever the
     /// plugin does.
     @inline(__always)
-    static func with<R>(_ host: UnsafePointer<paging_host_t>?, _ body: (PluginInstance) -> R) -> R? {
-        guard let data = host?.pointee.host_data else { return nil }
+    static func with<R>(_ host: UnsafePointer<paging_host_t>?, _ function: StaticString, _ body: (PluginInstance) -> R) -> R? {
+        guard let data = host?.pointee.host_data else {
+            CallHandle.refuseUnowned("\(function): \(host == nil ? "a NULL host table" : "a host table whose host_data is NULL"); refused")
+            return nil
+        }
         return Unmanaged<PluginInstance>.fromOpaque(data)._withUnsafeGuaranteedRef(body)
     }
 }
@@ -388,7 +392,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.struct_size = UInt32(MemoryLayout<paging_host_t>.size)
 
     table.log = { host, level, message in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "log") { instance in
             guard !instance.isAfterDestroy("log") else { return }
             let (level, text) = logLine(level, message)
             instance.log(level, text)
@@ -414,7 +418,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
     table.get_extension = { host, id in
         guard let id else { return nil }
-        return PluginInstance.with(host) { instance in HostExtensions.table(for: id, withholding: instance.limits.withheldExtensions) } ?? nil
+        return PluginInstance.with(host, "get_extension") { instance in HostExtensions.table(for: id, withholding: instance.limits.withheldExtensions) } ?? nil
     }
 
     table.out_set_key = { out, key in
@@ -477,12 +481,12 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     }
 
     table.fetch_add_item = { host, id, item in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_add_item") { instance in
             instance.updateFetch(id, "fetch_add_item") { $0.builder.add(item, limits: instance.limits) }
         } ?? PAGING_ERR_INVALID_ARGUMENT
     }
     table.fetch_set_prev_key = { host, id, key in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_set_prev_key") { instance in
             instance.updateFetch(id, "fetch_set_prev_key") { fetch in
                 guard let key = copyKey(key) else { return keyRefusal(key) }
                 fetch.builder.prevKey = key
@@ -491,7 +495,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         } ?? PAGING_ERR_INVALID_ARGUMENT
     }
     table.fetch_set_next_key = { host, id, key in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_set_next_key") { instance in
             instance.updateFetch(id, "fetch_set_next_key") { fetch in
                 guard let key = copyKey(key) else { return keyRefusal(key) }
                 fetch.builder.nextKey = key
@@ -500,7 +504,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         } ?? PAGING_ERR_INVALID_ARGUMENT
     }
     table.fetch_set_flags = { host, id, flags in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_set_flags") { instance in
             instance.updateFetch(id, "fetch_set_flags") { fetch in
                 fetch.builder.flags = flags
                 return nil
@@ -508,7 +512,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         } ?? PAGING_ERR_INVALID_ARGUMENT
     }
     table.fetch_complete = { host, id in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_complete") { instance in
             instance.updateFetch(id, "fetch_complete", ends: true) { fetch in
                 fetch.result = .completed(fetch.builder)
                 return nil
@@ -516,7 +520,7 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
         } ?? PAGING_ERR_INVALID_ARGUMENT
     }
     table.fetch_fail = { host, id, code, message in
-        PluginInstance.with(host) { instance in
+        PluginInstance.with(host, "fetch_fail") { instance in
             let message = string(message)
             return instance.updateFetch(id, "fetch_fail", ends: true) { fetch in
                 let (status, message) = PluginStatus.failure(code, message, call: "fetch_fail")

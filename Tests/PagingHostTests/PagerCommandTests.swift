@@ -40,6 +40,20 @@ struct PagerCommandTests {
         #expect(printed.count >= 20 && printed.elementsEqual((0..<printed.count).map { #"{"n":\#($0)}"# }) { $0 == $1 }, "\(printed.prefix(30))")
     }
 
+    /// A call with a NULL host table or handle names no plugin: it is refused as ever, and now
+    /// said, once (a NULL got PAGING_ERR_INVALID_ARGUMENT and nothing else).
+    @Test func callsWithANullHostTableOrHandle_areSaid_once() async throws {
+        let folder = scratchFolder()
+        try #"{"source": {"plugin": "\#(try await fixturePlugin("null_message"))", "config": {"null_calls": true}}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--retry", "--retry"])
+        #expect(result.code == 1, "\(result.stderr)")
+        let said = result.stderr.split(separator: "\n").filter { $0.contains("[error] a plugin: ") }
+        #expect(said == ["[error] a plugin: fetch_complete: a NULL host table; refused (which plugin made the call, its arguments do not tell)",
+                         "[error] a plugin: keys_set: a NULL keys out (refresh_key/key_chain) handle; refused (which plugin made the call, its arguments do not tell)"],
+                "\(result.stderr)")
+    }
+
     @Test func run_printsItemsAsJSONLines_andProgressOnStderr() async throws {
         let result = try await run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")
