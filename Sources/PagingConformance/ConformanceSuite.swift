@@ -664,7 +664,8 @@ struct Context: Sendable {
         }
         var notes = refused > 0 ? ["transform() failed \(refused) of them"] : []
         if passedOn { notes.append("the odd page's items that are not JSON, passed on by transform(), were refused by the host") }
-        return pass("handled \(pages.count) pages: empty, 1,000 items, odd bytes and keys, no keys", notes: notes)
+        let verb = interceptor.offeredExtensions.contains(PAGING_EXT_PAGE_TRANSFORM) ? "transform()ed" : "handle()d"
+        return pass("\(verb) \(pages.count) pages: empty, 1,000 items, odd bytes and keys, no keys", notes: notes)
     }
 
     func concurrentIntercepts(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {

@@ -80,8 +80,8 @@ extension PluginLibrary {
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
         } else if size < draft {
             Plugin.destroy(plugin)
-            throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than any "
-                                + "ABI 1.0 paging_\(kind)_t (\(draft)): set it to sizeof(paging_\(kind)_t)")
+            throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than the "
+                                + "smallest ABI 1.0 paging_\(kind)_t (the 1.0 draft's, \(draft) bytes): set it to sizeof(paging_\(kind)_t)")
         }
     }
 

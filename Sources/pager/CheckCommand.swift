@@ -12,7 +12,7 @@ struct CheckCommand {
     Runs the conformance suite against every plugin of a plugin library (or one, with --plugin)
     and prints a line per check: plugin, check, PASS/FAIL/SKIP, time, reason. Every check runs
     in a process of its own, so a plugin that crashes or hangs fails that check ("crashed
-    (SIGSEGV)", "timed out after 30 s") and the run goes on.
+    (SIGSEGV)", "timed out after 70 s (killed; …)") and the run goes on.
 
     checks:
       descriptor              ids (non-empty, unique, no spaces), name, version, kind, ABI major

@@ -217,7 +217,7 @@ struct ABIContractTests {
             return
         }
         #expect(throws: PluginLoadError.invalidEntry(path: library.path, reason: "interceptor 'lifecycle' says its table is 8 bytes (struct_size), "
-                                                     + "less than any ABI 1.0 paging_interceptor_t (32): set it to sizeof(paging_interceptor_t)")) {
+                                                     + "less than the smallest ABI 1.0 paging_interceptor_t (the 1.0 draft's, 32 bytes): set it to sizeof(paging_interceptor_t)")) {
             try library.makeInterceptor(sink: log.sink)
         }
     }

@@ -10,6 +10,8 @@
  *
  * An id may name a table on each side: the host's (what the plugin calls) and the instance's
  * (what the host calls), declared below as paging_ext_<name>_host_t and paging_ext_<name>_t.
+ * The `void *self` of every function of an instance's table is the instance pointer create_*
+ * returned (the paging_source_t * or paging_interceptor_t *, not its plugin_data).
  *
  * Which side offers what (every 1.x host offers the host tables below from the version named;
  * a plugin still checks for NULL, as for any extension, or lists the id in its descriptor's
