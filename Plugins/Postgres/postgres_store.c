@@ -742,6 +742,24 @@ static int pg_may_hold_password(const char *conninfo)
     return scheme != NULL && at != NULL;
 }
 
+/* Whether a URI's password (or user name) holds an '@' or '/' not percent-encoded: libpq takes
+ * the first '@' before the first '/' as the end of the user and password, so part of the password
+ * became the host, port or database, which messages show ("PostgreSQL at ss99@127.0.0.1:5432/db").
+ * Only the part before '?' is looked at: "?user=admin@server" is a parameter, read as meant. */
+static int pg_uri_password_unencoded(const char *conninfo)
+{
+    const char *scheme = strstr(conninfo, "://"), *start, *end, *slash, *at;
+    if (scheme == NULL) return 0;
+    start = scheme + 3;
+    end = strchr(start, '?');
+    if (end == NULL) end = start + strlen(start);
+    slash = memchr(start, '/', (size_t)(end - start));
+    if (slash == NULL) slash = end;
+    at = memchr(start, '@', (size_t)(end - start));
+    if (at == NULL) return 0;
+    return at > slash || memchr(at + 1, '@', (size_t)(slash - at - 1)) != NULL;
+}
+
 /* host:port/dbname of the connection string, for messages (never the password). */
 static void pg_describe(pg_state *st, PQconninfoOption *options)
 {
@@ -820,6 +838,10 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
         snprintf(problem, sizeof problem, "config `conninfo`: %s", error);
         return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
     }
+    if (pg_uri_password_unencoded(st->conninfo))
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, "config `conninfo`: an '@' or '/' in the URI's user name or "
+                       "password must be percent-encoded (%40, %2F): as written, libpq would read part of it as the host, "
+                       "port or database (the string is not shown: it may hold a password)");
     options = PQconninfoParse(st->conninfo, &parse_error);
     if (options == NULL) {
         /* libpq's message quotes the string; it may hold a password. */

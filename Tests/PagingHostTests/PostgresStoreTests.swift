@@ -228,6 +228,21 @@ struct PostgresStoreTests {
         #expect(!(log.messages + errors).contains { $0.contains(secret) }, "\(log.messages) \(errors)")
     }
 
+    /// A URI whose password holds an '@' or a '/' not percent-encoded: libpq read part of it as
+    /// the host, port or database, and the warnings showed it ("PostgreSQL at paging:pa/ss…"; found
+    /// by a probe). Refused at create, without quoting the string; encoded, it is read as meant.
+    @Test(arguments: ["pa/ss", "pa@ss", "p/a@s@s"])
+    func aURIPasswordWithAnUnencodedAtOrSlash_isRefused_withoutShowingIt(_ password: String) throws {
+        let tail = "XYZ\(UInt32.random(in: 0...UInt32.max))"
+        let port = freeLoopbackPort()
+        let error = try #require(throws: (any Error).self) { _ = try store("postgresql://paging:\(password)\(tail)@127.0.0.1:\(port)/paging") }
+        #expect("\(error)".contains("config `conninfo`: an '@' or '/' in the URI's user name or password must be percent-encoded"), "\(error)")
+        let encoded = password.replacingOccurrences(of: "@", with: "%40").replacingOccurrences(of: "/", with: "%2F")
+        _ = try store("postgresql://paging:\(encoded)\(tail)@127.0.0.1:\(port)/paging?connect_timeout=2&application_name=me@host")
+        #expect(log.contains("PostgreSQL at 127.0.0.1:\(port)/paging is unavailable"), "\(log.messages)")
+        #expect(!(log.messages + ["\(error)"]).contains { $0.contains(tail) }, "\(log.messages) \(error)")
+    }
+
     @Test func anotherApplicationsTable_isRefused_andLeftUnchanged() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
