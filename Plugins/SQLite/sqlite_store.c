@@ -160,7 +160,12 @@ typedef struct sqls_state {
     int64_t crash_after_items;
     int64_t max_pages;        /* 0: no bound */
     int said_damaged;         /* a damaged file was logged (once an instance; then at debug) */
-    int said_full;            /* a full disk was logged (then at debug until a page is stored) */
+    int said_full;            /* a write failure that fails every page alike (a full disk, an I/O
+                               * error, the write lock held past the busy timeout) was logged (then
+                               * at debug until a page is stored) */
+    int busy_ms;              /* busy_timeout_ms */
+    int locked_out;           /* a write found the lock held past busy_ms: writes wait no more
+                               * (busy timeout 0) until one is stored */
     struct stat opened;       /* the file opened, to tell it was removed or replaced (health) */
     pstore_freshness freshness;
     /* prepared once at create, reused */
@@ -218,15 +223,21 @@ static void sqls_log(sqls_state *st, uint32_t level, const char *what)
     const char *file = sqlite3_db_filename(st->db, "main");
     /* A damaged file fails every read and write alike: said once, with what to do. */
     int damaged = code == SQLITE_CORRUPT || code == SQLITE_NOTADB;
-    /* A full disk fails every write alike (a probe: one line a page, 164 of them): said once
-     * until a page is stored again. */
-    int full = code == SQLITE_FULL;
-    if ((damaged && st->said_damaged) || (full && st->said_full)) level = PAGING_LOG_DEBUG;
+    /* A full disk, an I/O error (a file size limit: EFBIG) and a write lock held by another
+     * process fail every write alike (a probe: one line a page, 164 of them): said once until a
+     * page is stored again, the I/O error with the system's reason ("disk I/O error" alone). */
+    int full = code == SQLITE_FULL, io = code == SQLITE_IOERR, busy = code == SQLITE_BUSY;
+    int system_errno = io ? sqlite3_system_errno(st->db) : 0;
+    char io_reason[160] = "";
+    if ((damaged && st->said_damaged) || ((full || io || busy) && st->said_full)) level = PAGING_LOG_DEBUG;
     if (damaged) st->said_damaged = 1;
-    if (full) st->said_full = 1;
-    snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db),
+    if (full || io || busy) st->said_full = 1;
+    if (system_errno != 0) snprintf(io_reason, sizeof io_reason, " (%.120s)", strerror(system_errno));
+    snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db), io_reason,
              damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)"
-             : full ? " (pages load from the source meanwhile; said once until a page is stored again)" : "");
+             : busy ? " (another process held the write lock past busy_timeout_ms: pages are not stored while it holds it, "
+                      "and no longer wait for it; said once until a page is stored again)"
+             : full || io ? " (pages load from the source meanwhile; said once until a page is stored again)" : "");
     st->host->log(st->host, level, msg);
 }
 
@@ -577,7 +588,16 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
     size_t i;
     sqlite3_int64 page_id = 0;
     int rc = sqls_exec(st->begin_write);
-    if (rc != SQLITE_DONE) { sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin"); return; }
+    if (rc != SQLITE_DONE) {
+        /* Held past the busy timeout, the lock held every page that long (5 s a page): the next
+         * writes only try it, until one is stored. */
+        if ((rc & 0xFF) == SQLITE_BUSY && !st->locked_out) {
+            st->locked_out = 1;
+            sqlite3_busy_timeout(st->db, 0);
+        }
+        sqls_log(st, PAGING_LOG_ERROR, "write: cannot begin");
+        return;
+    }
 
     if (pstore_is_hard_refresh(req)) {
         sqlite3_bind_text(st->clear_items, 1, st->ns, -1, SQLITE_STATIC);
@@ -628,6 +648,11 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
         if (pstore_is_hard_refresh(req)) pstore_say_not_replaced(st->host, "sqlite-store", why);
     } else {
         st->said_full = 0;
+        if (st->locked_out) {
+            st->locked_out = 0;
+            sqlite3_busy_timeout(st->db, st->busy_ms);
+            st->host->log(st->host, PAGING_LOG_INFO, "sqlite-store: the write lock is free again: pages are stored again");
+        }
     }
 }
 
@@ -1118,7 +1143,8 @@ static paging_interceptor_t *sqls_create_interceptor(const char *plugin_id, cons
     if (stat(sqlite3_db_filename(st->db, "main"), &st->opened) != 0)
         return sqls_fail_db_with(st, config, path, "cannot find the file it opened", strerror(errno), SQLITE_CANTOPEN);
     sqlite3_extended_result_codes(st->db, 1);
-    sqlite3_busy_timeout(st->db, (int)busy);
+    st->busy_ms = (int)busy;
+    sqlite3_busy_timeout(st->db, st->busy_ms);
     if (!sqls_check_is_store(st, config, path)) return NULL;
 
     /* journal_mode=WAL answers with the mode in effect; it also fails on a non-database file.

@@ -259,6 +259,48 @@ struct SQLiteStoreTests {
         for load in loads { #expect(try await load.value) }
     }
 
+    /// Another process holding the write lock past busy_timeout_ms held every page's write that
+    /// long (5 s a page by default; found by a probe): the first write waits and fails, saying so
+    /// once, and the next ones only try the lock, until one is stored.
+    @Test func aWriteLockHeldByAnotherProcess_isWaitedForOnce_untilAPageIsStored() async throws {
+        let folder = scratchFolder()
+        try await storeTwentyPages(folder: folder)
+        let store = try PluginLibrary.open(path: shippedPlugin("sqlite-store")).makeInterceptor(
+            config: .object([("path", .string(folder + "/store.db")), ("namespace", .string("other")), ("busy_timeout_ms", .int(300))]),
+            sink: log.sink)
+        let source = try PluginLibrary.open(path: shippedPlugin("jsonlines"))
+            .makeSource(config: .object([("path", .string(folder + "/data.jsonl"))]), sink: log.sink)
+        let pager = Pager(source: source, interceptors: [store])
+        let lock = try FileLock.writer(folder + "/store.db")
+        for first in stride(from: 0, to: 50, by: 5) { #expect(try await loadsItsOwnPage(pager, first)) }
+        let locked = log.entries.filter { $0.message.contains("write: cannot begin: database is locked") }
+        #expect(locked.count == 10 && locked.filter { $0.level == .error }.count == 1, "\(log.messages)")
+        #expect(locked.first?.message.contains("another process held the write lock past busy_timeout_ms: pages are not stored while it holds it, and no longer wait for it") == true,
+                "\(log.messages)")
+        lock.release()
+        #expect(try await loadsItsOwnPage(pager, 50))
+        #expect(log.contains("sqlite-store: the write lock is free again: pages are stored again"), "\(log.messages)")
+        let stored = try await run("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM pages WHERE namespace = 'other'").fetchone()[0])
+            """, folder + "/store.db"])
+        #expect(stored.stdout == "1\n", "\(stored.stderr)")
+    }
+
+    /// A file size limit (EFBIG, which SQLite says as "disk I/O error") failed every page's write
+    /// with a line of its own (196 in a probe's run): said once, as a full disk is; every item
+    /// is printed all the same.
+    @Test func aFileSizeLimit_isSaidOnce_andEveryItemIsPrinted() async throws {
+        let folder = scratchFolder()
+        let manifest = try storeManifest(folder: folder, count: 2_010)
+        // SIGXFSZ ignored, as pager's parent may leave it: a write past the limit then fails.
+        let result = try await run("/bin/bash", ["-c", #"trap '' XFSZ; ulimit -f 100; exec "$0" run "$1" --refresh --append 200"#, pager, manifest])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout.split(separator: "\n").count == 2_010)
+        let said = result.stderr.split(separator: "\n").filter { $0.contains("write: page not stored: disk I/O error") }
+        #expect(said.count == 1 && said.first?.contains("said once until a page is stored again") == true, "\(result.stderr)")
+    }
+
     /// A file another process holds locked past busy_timeout_ms when pager starts is a failure
     /// at run time (exit 1, TRANSIENT), not bad input (exit 2): the manifest is sound, and a
     /// later run may succeed. Held by an open exclusive transaction, or by a connection in
@@ -495,10 +537,23 @@ final class FileLock: @unchecked Sendable {
     private let input: ExecSafePipe
     private let released = DispatchSemaphore(value: 0)
 
-    init(_ path: String) throws {
+    /// Holds the write lock of the database at `path` as another writer does: an open
+    /// `BEGIN IMMEDIATE` transaction. Readers go on; writers wait, up to their busy timeout.
+    static func writer(_ path: String) throws -> FileLock {
+        try FileLock(path, script: """
+            import sqlite3, sys
+            db = sqlite3.connect(sys.argv[1], isolation_level=None)
+            db.execute("BEGIN IMMEDIATE")
+            print("locked", flush=True)
+            sys.stdin.read()
+            db.execute("ROLLBACK")
+            """)
+    }
+
+    convenience init(_ path: String) throws {
         // The WAL index (-shm): two copies of the header (48 bytes each; iChange at offset 8),
         // then the lock bytes from offset 120: WAL_WRITE_LOCK (120), WAL_RECOVER_LOCK (122).
-        let script = """
+        try self.init(path, script: """
         import fcntl, mmap, os, struct, sys
         shm = os.open(sys.argv[1] + "-shm", os.O_RDWR)
         for byte in (120, 122):
@@ -509,7 +564,11 @@ final class FileLock: @unchecked Sendable {
         print("locked", flush=True)
         sys.stdin.read()
         index[8:12] = saved
-        """
+        """)
+    }
+
+    /// Runs the python3 `script` on `path`; returns once it printed "locked".
+    private init(_ path: String, script: String) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", "-c", script, path]
