@@ -748,7 +748,8 @@ static void sqls_destroy(paging_interceptor_t *self)
 
 /* Fails create naming the path and SQLite's error (`error` with its result `code`, or the
  * connection's last one), and frees `st`: TRANSIENT when another process holds the file locked
- * past busy_timeout_ms (not the config's fault), else INVALID_CONFIG. */
+ * past busy_timeout_ms, or the disk is full or fails (a file size limit: EFBIG), none the
+ * config's fault (a full disk was "invalid config", exit 2), else INVALID_CONFIG. */
 static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_config_t *config,
                                                const char *path, const char *what, const char *error, int code)
 {
@@ -773,7 +774,8 @@ static paging_interceptor_t *sqls_fail_db_with(sqls_state *st, const paging_conf
              /* The store is a cache: a damaged file is one to remove (pages load from the source). */
              code == SQLITE_CORRUPT || code == SQLITE_NOTADB
                  ? " (if this is the store's own file, damaged, remove it: the pages are loaded from the source again)" : "");
-    st->host->config_fail(config, code == SQLITE_BUSY || code == SQLITE_LOCKED ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
+    st->host->config_fail(config, code == SQLITE_BUSY || code == SQLITE_LOCKED || code == SQLITE_FULL || code == SQLITE_IOERR
+                          ? PAGING_ERR_TRANSIENT : PAGING_ERR_INVALID_CONFIG, msg);
     sqls_destroy(&st->interceptor);
     return NULL;
 }

@@ -301,6 +301,16 @@ struct SQLiteStoreTests {
         #expect(said.count == 1 && said.first?.contains("said once until a page is stored again") == true, "\(result.stderr)")
     }
 
+    /// A disk that cannot take the new store (here a file size limit of 20 KiB) fails create as
+    /// TRANSIENT (exit 1): the manifest is sound (it was "invalid config", exit 2).
+    @Test func aDiskThatCannotTakeTheStoreAtCreate_isATransientFailure_notBadInput() async throws {
+        let folder = scratchFolder()
+        let manifest = try storeManifest(folder: folder, count: 10)
+        let result = try await run("/bin/bash", ["-c", #"trap '' XFSZ; ulimit -f 20; exec "$0" run "$1" --refresh"#, pager, manifest])
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("could not be created: transient: sqlite-store: config `path` '\(folder)/store.db': "), "\(result.stderr)")
+    }
+
     /// A file another process holds locked past busy_timeout_ms when pager starts is a failure
     /// at run time (exit 1, TRANSIENT), not bad input (exit 2): the manifest is sound, and a
     /// later run may succeed. Held by an open exclusive transaction, or by a connection in
