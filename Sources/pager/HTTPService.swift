@@ -148,10 +148,12 @@ final class HTTPService: @unchecked Sendable {
             tasks[id] = Task { [handler, answered, weak self] in
                 let start = ContinuousClock.now
                 let status = Self.respond(exchange, await handler(request))
-                // Counted before it goes out: a client that read its answer finds it in /metrics.
+                // Counted before it goes out: a client that read its answer finds it in /metrics,
+                // and a SIGTERM after it read it finds it answered (counted after, it was one of
+                // the requests to finish, now and then). Sending it is the server's to wait for.
                 answered(request.path, status, .now - start)
-                paging_http_send(exchange.pointer)
                 self?.tasks.withLock { _ = $0.removeValue(forKey: id) }
+                paging_http_send(exchange.pointer)
             }
         }
     }
