@@ -42,7 +42,7 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         self.instance = instance
         self.plugin = plugin
         self.extensions = extensions
-        let calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        let calls = SerializedCalls(serialized: !descriptor.isThreadSafe, library: library)
         self.calls = calls
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
@@ -349,16 +349,19 @@ final class SerializedCalls: Sendable {
     private let closed = Atomic<Bool>(false)
     /// Calls running outside the lock (thread-safe instances, `cancel`); `close` waits for them.
     private let unlocked = Atomic<Int>(0)
+    /// The library's ``PluginLibrary/crashLabel``: each call is marked as one into it.
+    private let library: UInt
 
-    init(serialized: Bool) {
+    init(serialized: Bool, library: PluginLibrary) {
         self.serialized = serialized
+        self.library = library.crashLabel
     }
 
     /// Runs `body` unless the instance is destroyed (then returns `nil`).
     @discardableResult
     func run<R>(_ body: () -> R?) -> R? {
         if serialized {
-            return lock.withLock { destroyed in destroyed ? nil : body() }
+            return lock.withLock { destroyed in destroyed ? nil : PluginCrash.calling(library, body) }
         }
         return unlessClosed(body)
     }
@@ -379,7 +382,7 @@ final class SerializedCalls: Sendable {
 
     /// `body`, under the lock, unless the instance is destroyed.
     private func exclusive<R>(_ destroyed: Bool, _ body: () -> R?) -> R? {
-        destroyed ? nil : (serialized ? body() : unlessClosed(body))
+        destroyed ? nil : (serialized ? PluginCrash.calling(library, body) : unlessClosed(body))
     }
 
     enum Turn<R> {
@@ -398,7 +401,7 @@ final class SerializedCalls: Sendable {
         unlocked.add(1, ordering: .sequentiallyConsistent)
         defer { unlocked.subtract(1, ordering: .sequentiallyConsistent) }
         guard !closed.load(ordering: .sequentiallyConsistent) else { return nil }
-        return body()
+        return PluginCrash.calling(library, body)
     }
 
     /// Whether a call into the plugin is running now (one holds the lock, or runs outside it).
@@ -422,7 +425,7 @@ final class SerializedCalls: Sendable {
             if turns < 1_000 { sched_yield() } else { usleep(1_000) }
             turns += 1
         }
-        destroy()
+        PluginCrash.calling(library, destroy)
     }
 }
 

@@ -49,7 +49,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         self.instance = instance
         self.plugin = plugin
         self.extensions = extensions
-        calls = SerializedCalls(serialized: !descriptor.isThreadSafe)
+        calls = SerializedCalls(serialized: !descriptor.isThreadSafe, library: library)
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
         }

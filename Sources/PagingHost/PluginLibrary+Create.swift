@@ -102,7 +102,8 @@ extension PluginLibrary {
         let pluginConfig = PluginConfig(config)
         let timeout = instance.limits.lifecycleTimeout
         let id = descriptor.id
-        let body = UnsafeSendable { UnsafeSendable(id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } }) }
+        let label = crashLabel
+        let body = UnsafeSendable { UnsafeSendable(PluginCrash.calling(label) { id.withCString { id in pluginConfig.withHandle(instance) { call(id, $0) } } }) }
         let finished = ExitGuard.during("plugin '\(id)' of \(path)") { boundedCall(named: "paging-create", within: timeout, body.value) }
         guard let finished else {
             throw .createFailed(path: path, id: id, status: .timeout,

@@ -142,8 +142,8 @@ extension PluginLibrary {
                 let (level, text) = logLine(level, message)
                 Unmanaged<InitLog>.fromOpaque(data).takeUnretainedValue().write(level, text)
             }))
-        let call = UnsafeSendable((initialize, info))
-        guard let status = boundedCall(named: "paging-init", within: timeout, { call.value.0(call.value.1) }) else {
+        let call = UnsafeSendable((initialize, info)), label = PluginCrash.label(path)
+        guard let status = boundedCall(named: "paging-init", within: timeout, { PluginCrash.calling(label) { call.value.0(call.value.1) } }) else {
             throw .loadTimedOut(path: path, timeout: timeout)
         }
         let last = log.close()

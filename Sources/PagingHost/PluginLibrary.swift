@@ -1,4 +1,5 @@
 import CPaging
+import CCallFrame
 import CLazyBinding
 import FoundationEssentials
 import Glibc
@@ -178,6 +179,8 @@ public final class PluginLibrary: @unchecked Sendable {
     /// `nil` when dlopen read `path` itself.
     public let loadedSHA256: String?
     package let entry: UnsafePointer<paging_plugin_entry_t>
+    /// How a crash in a call into it names it (``PluginCrash``).
+    let crashLabel: UInt
     /// Instances created and not yet destroyed: `deinit()` waits for none to be left.
     let liveInstances = Atomic<Int>(0)
     private let deinitialized = Atomic<Bool>(false)
@@ -230,6 +233,7 @@ public final class PluginLibrary: @unchecked Sendable {
         self.entry = entry
         self.abiVersion = abiVersion
         self.descriptors = descriptors
+        crashLabel = PluginCrash.label(path)
     }
 
     /// Whether a library's constructors never returned from dlopen: the C library's loader
@@ -405,8 +409,9 @@ public final class PluginLibrary: @unchecked Sendable {
         // Its constructors run in dlopen: one that never returns holds the C library's loader
         // lock for good, and no other library can load in this process (nor can it exit
         // normally: ``isLoaderStuck``).
+        let label = PluginCrash.label(path)
         let opened = boundedCall(named: "paging-load", within: timeout) { () -> UnsafeSendable<(OpaquePointer?, String?)> in
-            let handle = dlopen(loadFrom, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE).map(OpaquePointer.init)
+            let handle = PluginCrash.calling(label) { dlopen(loadFrom, RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE).map(OpaquePointer.init) }
             return UnsafeSendable((handle, handle == nil ? dlerror().map { String(cString: $0) } : nil))
         }
         guard let opened else {
@@ -424,8 +429,9 @@ public final class PluginLibrary: @unchecked Sendable {
             throw .noEntrySymbol(path: path)
         }
         loadedFiles.withLock { $0[loadFrom] = path }
+        paging_plugin_crash_register_library(symbol, UnsafePointer(bitPattern: label))
         let entryFunction = unsafeBitCast(symbol, to: paging_plugin_entry_fn.self)
-        guard let entry = entryFunction() else {
+        guard let entry = PluginCrash.calling(label, { entryFunction() }) else {
             throw .invalidEntry(path: path, reason: "paging_plugin_entry() returned NULL")
         }
         let (version, descriptors) = try readEntry(entry, path: path, within: timeout)

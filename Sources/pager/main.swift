@@ -12,6 +12,11 @@ if arguments.first == "check", ["__one", "__list"].contains(arguments.dropFirst(
 // FoundationEssentials only, and once a plugin brings Foundation in, the main queue may stop
 // being served (seen with a Swift plugin answering intercepts from a Dispatch timer: the
 // command never resumed on the main actor), so nothing of pager's waits to resume there.
+// A plugin that crashes in this process is named (an isolated plugin's crash is its parent's to
+// say; a check's, pager check's).
+if !["__isolate", "check"].contains(arguments.first ?? "") {
+    PluginLibrary.nameCrashes(program: "pager", advice: #"a plugin that crashes ends the process that loaded it; to survive its crashes, run it in a child process of its own ("isolation": "process" in the manifest, or --isolate-all)"#)
+}
 Task.detached {
     // The child process of an isolated plugin: serves it to the parent over fd 3.
     if arguments.first == "__isolate" { await IsolationServer.run() }

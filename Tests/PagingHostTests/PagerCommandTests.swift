@@ -54,6 +54,25 @@ struct PagerCommandTests {
                 "\(result.stderr)")
     }
 
+    /// A plugin that crashes in pager's process ends it, as any library would: pager first says
+    /// in which plugin library, and how to survive it (the backtrace after it named libc alone
+    /// for an abort(), and nothing at all said which plugin it was).
+    @Test(arguments: [(#"{"crash_every": 1}"#, SIGSEGV, "SIGSEGV in a call into the plugin library"),
+                      (#"{"abort_every": 1}"#, SIGABRT, "SIGABRT in a call into the plugin library"),
+                      (#"{"crash_on_thread": true}"#, SIGSEGV, "SIGSEGV in the plugin library")])
+    func aPluginThatCrashesInPagersProcess_isNamed(_ config: String, _ signal: Int32, _ said: String) async throws {
+        let library = try await fixturePlugin("crashy_source")
+        let folder = scratchFolder()
+        try #"{"source": {"plugin": "\#(library)", "config": \#(config)}, "page_size": 10}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pager, ["run", folder + "/m.json", "--refresh"])
+        #expect(result.signaled && result.code == signal, "\(result.code) \(result.stderr)")
+        let line = try #require(result.stderr.split(separator: "\n").first { $0.hasPrefix("pager: SIG") }, "\(result.stderr)")
+        let thread = said.hasSuffix("in the plugin library") ? " (on a thread of its own)" : ""
+        #expect(line == "pager: \(said) \(library)\(thread): a plugin that crashes ends the process that loaded it; to survive its crashes, "
+                + #"run it in a child process of its own ("isolation": "process" in the manifest, or --isolate-all)"#)
+    }
+
     @Test func run_printsItemsAsJSONLines_andProgressOnStderr() async throws {
         let result = try await run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")

@@ -1,9 +1,12 @@
-/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/crashy_source.c -o libcrashy_source.so */
+/* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/crashy_source.c -o libcrashy_source.so -pthread */
 /*
  * Fixture: a source that fails the way only process isolation survives. It serves `count`
  * items {"n":0}, {"n":1}... in pages; keys are decimal indexes. Counting its fetches in this
  * process (from 1), it:
  *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
+ *   abort_every N: calls abort() on every Nth fetch (0: never);
+ *   crash_on_thread: each fetch starts a thread of the plugin's own that dereferences NULL, and
+ *                  never completes (true/false);
  *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
  *   hang:          never completes a fetch, and never returns from it, having logged "crashy:
  *                  this fetch never returns" (warning) (true/false);
@@ -31,12 +34,13 @@
  *   kill_parent: at the end of create, SIGKILLs its parent process, and never returns (true/false);
  *   destroy_mark:  in destroy, creates this file (a path);
  *   destroy_hangs: in destroy, never returns (true/false).
- * Config: count (default 1000), crash_every, exit_every, hang, hang_every, block_ms, fork_sleeper,
+ * Config: count (default 1000), crash_every, abort_every, crash_on_thread, exit_every, hang, hang_every, block_ms, fork_sleeper,
  * daemon_pid_file, daemon_hops, log_on_create, frame_bomb, frame_garbage, garbage_on_create,
  * orphan_per_fetch, wait_child_ms, clear_subreaper, kill_parent, destroy_mark, destroy_hangs.
  */
 #define _DEFAULT_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +57,8 @@ typedef struct cs_source {
     const paging_host_t *host;
     unsigned long count;
     long crash_every;
+    long abort_every;
+    int crash_on_thread;
     long exit_every;
     int hang;
     long hang_every;
@@ -88,6 +94,14 @@ static paging_status_t cs_refresh_key(paging_source_t *self, paging_keys_out_t *
     return s->host->keys_set(out, PAGING_KEY_CURRENT, &key);
 }
 
+static void *cs_crash(void *unused)
+{
+    volatile int *nowhere = NULL;
+    (void)unused;
+    *nowhere = 1;
+    return NULL;
+}
+
 static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *request, uint64_t id)
 {
     cs_source *s = (cs_source *)self;
@@ -100,6 +114,12 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     if (s->crash_every > 0 && n % (unsigned long)s->crash_every == 0) {
         volatile int *nowhere = NULL;
         *nowhere = 1;
+    }
+    if (s->abort_every > 0 && n % (unsigned long)s->abort_every == 0) abort();
+    if (s->crash_on_thread) {
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, cs_crash, NULL) == 0) pthread_detach(thread);
+        return PAGING_OK;
     }
     if (s->exit_every > 0 && n % (unsigned long)s->exit_every == 0) exit(3);
     if (s->frame_bomb) {
@@ -166,6 +186,8 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->host = host;
     s->count = (unsigned long)host->config_int(config, "count", 1000);
     s->crash_every = (long)host->config_int(config, "crash_every", 0);
+    s->abort_every = (long)host->config_int(config, "abort_every", 0);
+    s->crash_on_thread = host->config_bool(config, "crash_on_thread", 0);
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
     s->hang_every = (long)host->config_int(config, "hang_every", 0);
