@@ -1009,6 +1009,9 @@ extension HTTPSourceConfig {
         case 60: return .invalidConfig("the server's certificate is not trusted fetching \(url): \(message) "
                                        + (caFile == nil ? "(a private certificate authority needs ca_file)" : "(ca_file's authorities do not vouch for it)"))
         case 77: return .invalidConfig("cannot use the certificates of ca_file fetching \(url): \(message)")
+        // OpenSSL's words for a reply to its hello that is not TLS: retried, it never is.
+        case 35 where message.contains("wrong version number") || message.contains("packet length too long"):
+            return .invalidConfig("the server at \(url) does not speak TLS (is the url http://?): \(message)")
         default: return .transient("network error fetching \(url): \(message) (libcurl error \(code))")
         }
     }

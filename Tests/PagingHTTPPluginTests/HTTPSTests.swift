@@ -123,6 +123,17 @@ struct HTTPSTests {
         }
     }
 
+    /// An https url to a plain http server failed as a "transient: network error … wrong
+    /// version number", retried: it says the server does not speak TLS, and is not retried.
+    @Test func anHTTPSURLToAPlainServer_saysItDoesNotSpeakTLS() async throws {
+        plain.stop()
+        let server = try FixtureServer("http/answers_400.py")
+        defer { server.stop() }
+        let url = "https://127.0.0.1:\(server.port)/items"
+        let error = try #require(await loadError(try makeSource(#"{"url": "\#(url)", "items": "/items", "timeout_ms": 5000}"#)) as? PluginError)
+        #expect(error.status == .invalidConfig && error.message.contains("the server at \(url) does not speak TLS (is the url http://?)"), "\(error)")
+    }
+
     @Test func caFile_refusesWhatIsNotAReadablePEMFile() throws {
         defer { plain.stop() }
         let folder = scratchFolder()
