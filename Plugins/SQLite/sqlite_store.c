@@ -990,10 +990,25 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         return 0;
     }
     rc = sqlite3_step(stmt);
-    if (rc == SQLITE_ROW) version = sqlite3_column_int64(stmt, 0);
+    /* A value that is no integer ('three') read as version 0. */
+    char odd[80] = "";
+    if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
+        const unsigned char *text = sqlite3_column_text(stmt, 0);
+        snprintf(odd, sizeof odd, "'%.60s'", text != NULL ? (const char *)text : "NULL");
+    } else if (rc == SQLITE_ROW) {
+        version = sqlite3_column_int64(stmt, 0);
+    }
     sqlite3_finalize(stmt);
     if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
         sqls_fail_db(st, config, path, "cannot read the schema version");
+        return 0;
+    }
+    if (odd[0] != '\0') {
+        char msg[1400];
+        snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': the file's schema_version is %s, not a version "
+                 "number; this plugin supports version %d", path, odd, SQLS_SCHEMA_VERSION);
+        st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
+        sqls_destroy(&st->interceptor);
         return 0;
     }
     if (rc == SQLITE_ROW && version == 1 && !sqls_upgrade_from_v1(st, path)) {

@@ -301,6 +301,24 @@ struct SQLiteStoreTests {
         #expect(said.count == 1 && said.first?.contains("said once until a page is stored again") == true, "\(result.stderr)")
     }
 
+    /// A file of a newer schema, or whose schema_version is not a number, is refused naming it,
+    /// and left as it was ('three' was said as "schema version 0").
+    @Test(arguments: [("4", "the file has schema version 4, this plugin supports version 3 (written by a newer plugin)"),
+                      ("'three'", "the file's schema_version is 'three', not a version number; this plugin supports version 3")])
+    func aFileOfAnotherSchemaVersion_isRefused_sayingWhich(_ value: String, _ said: String) async throws {
+        let folder = scratchFolder()
+        let manifest = try storeManifest(folder: folder, count: 10)
+        #expect(try await run(pager, ["run", manifest, "--refresh"]).code == 0)
+        _ = try await sqlite(folder + "/store.db", "UPDATE meta SET value = \(value) WHERE name = 'schema_version';")
+        let refused = try await run(pager, ["run", manifest, "--refresh"])
+        #expect(refused.code == 2 && refused.stderr.contains("sqlite-store: config `path` '\(folder)/store.db': \(said)"), "\(refused.stderr)")
+        let kept = try await run("/usr/bin/env", ["python3", "-c", """
+            import sqlite3, sys
+            print(sqlite3.connect(sys.argv[1]).execute("SELECT quote(value) FROM meta WHERE name = 'schema_version'").fetchone()[0])
+            """, folder + "/store.db"])
+        #expect(kept.stdout == value + "\n", "\(kept.stderr)")
+    }
+
     /// A disk that cannot take the new store (here a file size limit of 20 KiB) fails create as
     /// TRANSIENT (exit 1): the manifest is sound (it was "invalid config", exit 2).
     @Test func aDiskThatCannotTakeTheStoreAtCreate_isATransientFailure_notBadInput() async throws {

@@ -160,7 +160,10 @@ typedef struct paging_ext_async_intercept_host {
      * returning, and returns PAGING_OK once its result was taken (PAGING_ERR_TIMEOUT or
      * PAGING_ERR_CANCELLED when the host ended the intercept before or while `answer` ran;
      * PAGING_ERR_INVALID_ARGUMENT, logged, when `answer` returned PENDING or a host->out_* call
-     * of it was refused: the load fails with the reason).
+     * of it was refused: the load fails with the reason). After the instance's destroy() returned
+     * (a timer that fired late), it returns PAGING_ERR_CANCELLED without a word and calls nothing:
+     * harmless to the host, the one call it takes then; the plugin's own state is another matter
+     * (stop such timers in destroy()).
      * [any-thread] */
     paging_status_t (*resume)(const paging_host_t *host, uint64_t id,
                               uint32_t (*answer)(void *context, paging_intercept_out_t *out), void *context);
