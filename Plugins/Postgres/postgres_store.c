@@ -302,7 +302,7 @@ static void pg_ignore_notice(void *arg, const char *message)
 static int pg_connect(pg_state *st, int force)
 {
     const char *keys[3], *values[3];
-    char why[500], sql[80], msg[600];
+    char why[500], sql[80], msg[900];
     PGconn *conn;
     int schema;
     if (st->conn != NULL) return 1;
@@ -331,7 +331,7 @@ static int pg_connect(pg_state *st, int force)
             if (schema < 0) {
                 st->schema = -1;
                 snprintf(st->schema_refused, sizeof st->schema_refused, "%s", why);
-                snprintf(msg, sizeof msg, "postgres-store: %.300s: %.180s; the store is not used", st->target, why);
+                snprintf(msg, sizeof msg, "postgres-store: %.300s: %.500s; the store is not used", st->target, why);
                 st->host->log(st->host, PAGING_LOG_ERROR, msg);
             } else {
                 pg_down(st, why);

@@ -270,6 +270,9 @@ struct PostgresStoreTests {
             "\($0)".contains("the table paging_pages has the columns (namespace text, identity bytea, x integer), not the store's")
         }
         #expect(try await postgres.psql("SELECT x FROM paging_pages", database: "columns") == "7")
+        // The error line says it whole (it was cut at 180 bytes: "…not the ; the store is not used").
+        #expect(log.contains("item_count integer, stored_at bigint, items bytea[]): another application's (left unchanged); the store is not used"),
+                "\(log.messages)")
     }
 
     /// A server that stops answering (here: stopped with SIGSTOP) fails no load and holds no
