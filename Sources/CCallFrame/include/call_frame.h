@@ -12,4 +12,8 @@ void *paging_call_frame_current(void);
 /* Makes `frame` (or NULL) this thread's innermost frame. */
 void paging_call_frame_set(void *frame);
 
+/* Naming the plugin library a crash came from: plugin_crash.h (included here, so that a build
+ * whose module of this folder predates that header sees it). */
+#include "plugin_crash.h"
+
 #endif
