@@ -90,7 +90,7 @@ package final class PluginInstance: Sendable {
     let label: String
     /// The caller's sink, nil once the plugin is destroyed and the object that owns the
     /// instance is gone (a line after that goes to ``PluginLibrary/librarySink``).
-    private let sink: Locked<(sink: PluginLogSink?, ownerGone: Bool)>
+    private let sink: Locked<SinkState>
     let limits: PluginLimits
     package let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Intercepts whose answer the plugin deferred (`paging.async-intercept/1`), by id.
@@ -111,13 +111,21 @@ package final class PluginInstance: Sendable {
 
     package init(label: String, sink: @escaping PluginLogSink, limits: PluginLimits) {
         self.label = label
-        self.sink = Locked((sink, false))
+        self.sink = Locked(SinkState(sink: sink))
         self.limits = limits
         serial = Self.register(self)
         let table = UnsafeMutablePointer<paging_host_t>.allocate(capacity: 1)
         table.initialize(to: hostTableTemplate)
         table.pointee.host_data = Unmanaged.passRetained(self).toOpaque()
         self.table = table
+    }
+
+    /// A struct, not a tuple: a closure in a tuple that a generic ``Locked`` lends `inout` is
+    /// wrapped in two more reabstraction thunks at each access, so each line cost more than the
+    /// one before, and a plugin's 65,000th crashed pager (stack overflow).
+    private struct SinkState {
+        var sink: PluginLogSink?
+        var ownerGone = false
     }
 
     func log(_ level: PluginLogLevel, _ message: String) {

@@ -89,13 +89,19 @@ extension PluginLibrary {
     /// Where libraries' own log lines go (what `init()` logs, and the host's notes about a
     /// library): the level, the library path and the message. Standard error by default.
     public static var librarySink: PluginLogSink {
-        get { sinkStorage.withLock { $0 } }
-        set { sinkStorage.withLock { $0 = newValue } }
+        get { sinkStorage.withLock { $0.sink } }
+        set { sinkStorage.withLock { $0.sink = newValue } }
     }
 
-    private static let sinkStorage = Locked<PluginLogSink>({ level, library, message in
+    /// In a struct: a closure that is a generic ``Locked``'s state itself gains two
+    /// reabstraction thunks at each access (see `PluginInstance.SinkState`).
+    private struct LibrarySink {
+        var sink: PluginLogSink
+    }
+
+    private static let sinkStorage = Locked(LibrarySink(sink: { level, library, message in
         writeToStandardError("[\(level)] \(library): \(message)\n")
-    })
+    }))
 
     /// Checks the entry's version and size, runs the library's `init()`, and reads its
     /// descriptors, refusing any whose ABI major differs from the host's.

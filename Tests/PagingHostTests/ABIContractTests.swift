@@ -8,6 +8,19 @@ import Testing
 /// both directions, version refusals, call handles, library init/deinit and the extensions.
 @Suite("ABI 1.0: the contract")
 struct ABIContractTests {
+    /// Each line a plugin logs costs what the first did: the sink, kept in a tuple a generic
+    /// lock lent `inout`, gained two reabstraction thunks a line, and the 65,000th line of a
+    /// plugin overflowed the stack (a probe: 80,000 debug lines from one intercept() crashed
+    /// pager after 52 s). So did the libraries' sink, read for each of their lines.
+    @Test func manyLogLines_eachCostTheSame_andNoneOverflowsTheStack() {
+        let count = Locked(0)
+        let instance = PluginInstance(label: "many-lines", sink: { _, _, _ in count.withLock { $0 += 1 } }, limits: PluginLimits())
+        let table = instance.table!
+        for _ in 0..<200_000 { table.pointee.log(table, PAGING_LOG_DEBUG, "x") }
+        #expect(count.withLock { $0 } == 200_000)
+        for _ in 0..<200_000 { _ = PluginLibrary.librarySink }
+    }
+
     let log = LogRecorder()
 
     /// The headers as they were before ABI 1.0 was final, frozen.
@@ -323,6 +336,7 @@ extension LoadedSource {
     func refreshRequest(pageSize: Int) -> PagingRequest<PluginKey> {
         PagingRequest(kind: .refresh, keyChain: keyChain(for: refreshKey), params: PagingRequestParams(pageSize: pageSize))
     }
+
 }
 
 /// The host's ABI version as plugins print it: "1.1".
