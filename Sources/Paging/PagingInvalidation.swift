@@ -6,13 +6,21 @@
 /// from any thread.
 public final class PagingInvalidation: Sendable {
     private let broadcast = Broadcast<Void>()
+    private let invalidated = Locked(0)
 
     public init() {}
 
     /// Tells every listener that the data changed.
     public func invalidate() {
+        invalidated.withLock { $0 += 1 }
         broadcast.yield(())
     }
+
+    /// How many times ``invalidate()`` was called, counted before its listeners hear of it: a
+    /// reader that compares it with an earlier count knows, at once and with no task in between,
+    /// whether what it loaded since may be stale (a listener's task heard of the change after the
+    /// load that made it had been handed out).
+    public var count: Int { invalidated.withLock { $0 } }
 
     /// A stream of the invalidations from now on; it ends when its task is cancelled. Signals
     /// that come while its reader is busy are folded into one: the data changed.

@@ -126,25 +126,31 @@ struct RunCommand {
         // A source that says its data changed (paging.invalidation/1) stops the run: what was
         // printed cannot be taken back. (Refreshed around the reader, as browse is, the list was
         // replaced under the steps: appends said "+0 items", and the run ended 0, pages missing.)
+        // Each load is checked against the source's count of invalidations as it returns, before
+        // its page is printed (a task hearing of them came late: the page of the changed data was
+        // printed, a later step ran, or the run ended 0); a load in flight is also cancelled.
         configuration.refreshesOnInvalidation = false
-        let invalidations = pipeline.pager.source.invalidation?.signals()
+        let invalidation = pipeline.pager.source.invalidation
+        let counted = invalidation?.count ?? 0
+        let invalidated: @Sendable () -> Bool = { (invalidation?.count ?? 0) != counted }
+        let invalidations = invalidation?.signals()
         let manager = PaginationManager(pager: pipeline.pager, configuration: configuration)
         let interrupt = Interrupt()
         let delivered = incremental?.cursor
-        let loading = Task { await runSteps(manager, printer: streams ? ItemPrinter(noting: delivered) : nil) }
+        let loading = Task {
+            await runSteps(manager, printer: streams ? ItemPrinter(noting: delivered) : nil, invalidated: invalidated)
+        }
         interrupt.stops(loading)
-        let invalidated = Locked(false)
         let watching = invalidations.map { signals in
             Task {
                 for await _ in signals {
-                    invalidated.withLock { $0 = true }
                     loading.cancel()
                     return
                 }
             }
         }
         let (failed, streamed) = await loading.value
-        let invalidatedWhileLoading = invalidated.withLock { $0 }
+        let invalidatedWhileLoading = invalidated()
         watching?.cancel()
         let output = manager.output
         var printer = streamed ?? ItemPrinter(noting: delivered)
@@ -217,12 +223,17 @@ struct RunCommand {
     /// retry that succeeds clears the failure. Cancelled (a signal), it stops after the load in
     /// flight.
     private func runSteps(
-        _ manager: PaginationManager<PluginKey, PluginItem>, printer: ItemPrinter?
+        _ manager: PaginationManager<PluginKey, PluginItem>, printer: ItemPrinter?, invalidated: @escaping @Sendable () -> Bool
     ) async -> (failed: Bool, printer: ItemPrinter?) {
         var printer = printer
         var failed = false
+        // A load that saw the source invalidated (its page not printed) ends the steps as a
+        // failure does, and as a signal does.
+        func load(_ label: String, _ start: () async -> Void) async -> Bool {
+            await self.load(label, manager, printer: &printer, invalidated: invalidated, start)
+        }
         // Once standard output fails, nothing more is loaded: it would not reach the reader.
-        for step in steps where !Task.isCancelled && !Output.dataFailed {
+        for step in steps where !Task.isCancelled && !Output.dataFailed && !invalidated() {
             switch step {
             case .retry:
                 guard failed else { continue }
@@ -238,20 +249,20 @@ struct RunCommand {
                     Output.error("retry: waiting \(wait.readable), as the failure said")
                     guard (try? await Task.sleep(for: wait)) != nil else { continue }
                 }
-                failed = await load("\(retried?.rawValue ?? "load") (retry)", manager, printer: &printer) { await manager.retry().value }
+                failed = await load("\(retried?.rawValue ?? "load") (retry)") { await manager.retry().value }
             case _ where failed:
                 continue
             case .refresh(let hard):
                 let userInfo = hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:]
-                failed = await load("refresh", manager, printer: &printer) { await manager.load(.refresh, userInfo: userInfo) }
+                failed = await load("refresh") { await manager.load(.refresh, userInfo: userInfo) }
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
-                for _ in 0..<count where !failed && !Task.isCancelled && !Output.dataFailed {
+                for _ in 0..<count where !failed && !Task.isCancelled && !Output.dataFailed && !invalidated() {
                     if manager.output[kind].isEndReached {
                         Output.error("\(kind): end of data reached")
                         break
                     }
-                    failed = await load(kind.rawValue, manager, printer: &printer) { await manager.load(kind) }
+                    failed = await load(kind.rawValue) { await manager.load(kind) }
                 }
             }
         }
@@ -262,14 +273,15 @@ struct RunCommand {
     /// and reports it on stderr under `label`; `true` when it failed.
     private func load(
         _ label: String, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
-        _ start: () async -> Void
+        invalidated: () -> Bool, _ start: () async -> Void
     ) async -> Bool {
         // The items in all: those printed, or while nothing is printed before the end, those held.
         func count() -> Int { printer?.items ?? manager.output.values.count }
         let before = count()
         await start()
-        // Cancelled by a signal: the run says so once it has printed the items.
-        if Task.isCancelled { return true }
+        // Cancelled by a signal, or the source invalidated: the run says so once it has printed
+        // the items (not this load's: it may be of the changed data).
+        if Task.isCancelled || invalidated() { return true }
         printer?.printLastPage(of: manager.output)
         if report(manager.output) { return true }
         let after = count()

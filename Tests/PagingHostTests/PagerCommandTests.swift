@@ -73,6 +73,28 @@ struct PagerCommandTests {
                 + #"run it in a child process of its own ("isolation": "process" in the manifest, or --isolate-all)"#)
     }
 
+    /// The source invalidates inside a fetch() (before completing it): that load's page is not
+    /// printed, no later step runs, and the run exits 1 every time, its incremental state left
+    /// as it was. (Heard by a task, the invalidation came late: in the first refresh, every
+    /// append still ran; in the last load, the run ended 0 one time in two, its state kept.)
+    @Test(arguments: [(1, 0), (3, 20)])
+    func run_aSourceThatInvalidatesInAFetch_stopsThereEveryTime(_ fetch: Int, _ printed: Int) async throws {
+        let folder = scratchFolder()
+        try #"""
+            {"source": {"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 100, "invalidate_at": \#(fetch)}},
+             "page_size": 10, "incremental": {"cursor": "/n", "state_file": "state.json"}}
+            """#.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        for _ in 0..<4 {
+            let result = try await run(pager, ["run", folder + "/m.json", "--refresh", "--append", "2"])
+            #expect(result.code == 1, "\(result.stderr)")
+            #expect(result.stdout.split(separator: "\n").count == printed, "\(result.stdout)")
+            #expect(result.stderr.contains("run: the source said its data changed (it called invalidate()) while the run loaded")
+                    && result.stderr.contains("(the incremental state is left as it was)"), "\(result.stderr)")
+            #expect(!result.stderr.contains("append: +") || fetch == 3, "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: folder + "/state.json"))
+        }
+    }
+
     @Test func run_printsItemsAsJSONLines_andProgressOnStderr() async throws {
         let result = try await run(pager, ["run", try manifest(items: 25), "--refresh", "--append", "5"])
         #expect(result.code == 0, "\(result.stderr)")

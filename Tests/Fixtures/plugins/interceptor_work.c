@@ -54,6 +54,7 @@
  *     TRANSIENT with fetch_retry_after(retry_after_ms). With "invalidate_file", a thread looks
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
+ *     With "invalidate_at" N, its Nth fetch() (from 1) invalidates before it completes.
  *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys),
  *     and fetch sets its page's next key so too. With "chain_fails" true, its key chain fails
  *     (TRANSIENT) and its fetches succeed.
@@ -76,7 +77,7 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms, key_padding;
+    long count, fail_times, retry_after_ms, key_padding, invalidate_at, fetches;
     int chain_fails;
     pthread_mutex_t lock;
     char invalidate_file[512];
@@ -509,6 +510,11 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
         h->fetch_fail(h, id, PAGING_ERR_TRANSIENT, "busy");
         return PAGING_OK;
     }
+    if (__atomic_add_fetch(&p->fetches, 1, __ATOMIC_SEQ_CST) == p->invalidate_at) {
+        const paging_ext_invalidation_host_t *invalidation =
+            (const paging_ext_invalidation_host_t *)h->get_extension(h, PAGING_EXT_INVALIDATION);
+        if (invalidation != NULL) invalidation->invalidate(h);
+    }
     for (i = 0; i < request->param_count; i++) {
         const paging_param_t *param = &request->params[i];
         size_t j, ok = param->name.len == 3 && memcmp(param->name.data, "tag", 3) == 0 && param->value.len <= 16;
@@ -579,6 +585,7 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     p->chain_fails = host->config_bool(config, "chain_fails", 0);
     if (p->key_padding < 0 || p->key_padding > 100000000) p->key_padding = 0;
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
+    p->invalidate_at = (long)host->config_int(config, "invalidate_at", 0);
     p->retry_after_ms = (long)host->config_int(config, "retry_after_ms", 100);
     mode = host->config_string(config, "resume_file");
     snprintf(p->resume_file, sizeof p->resume_file, "%s", mode != NULL ? mode : "");
