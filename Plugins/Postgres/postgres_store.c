@@ -742,22 +742,30 @@ static int pg_may_hold_password(const char *conninfo)
     return scheme != NULL && at != NULL;
 }
 
-/* Whether a URI's password (or user name) holds an '@' or '/' not percent-encoded: libpq takes
- * the first '@' before the first '/' as the end of the user and password, so part of the password
- * became the host, port or database, which messages show ("PostgreSQL at ss99@127.0.0.1:5432/db").
- * Only the part before '?' is looked at: "?user=admin@server" is a parameter, read as meant. */
+/* Whether a URI's password (or user name) holds an '@' or '/' not percent-encoded, which libpq
+ * reads as part of the host, port or database, which messages show ("PostgreSQL at
+ * ss99@127.0.0.1:5432/db"): an '@' makes two before the path; a '/' makes "user:pa" the host and
+ * a port that is no number, the rest of the password (up to its '@') the database. Keyword
+ * strings are not looked at, nor is the query ("?user=admin@server" is read as meant), and an
+ * '@' in the database name alone is one ("postgresql://host/db@prod"). */
 static int pg_uri_password_unencoded(const char *conninfo)
 {
-    const char *scheme = strstr(conninfo, "://"), *start, *end, *slash, *at;
-    if (scheme == NULL) return 0;
-    start = scheme + 3;
-    end = strchr(start, '?');
-    if (end == NULL) end = start + strlen(start);
+    const char *start, *end, *slash, *at, *port;
+    if (strncmp(conninfo, "postgresql://", 13) == 0) start = conninfo + 13;
+    else if (strncmp(conninfo, "postgres://", 11) == 0) start = conninfo + 11;
+    else return 0;
+    end = start + strcspn(start, "?");
     slash = memchr(start, '/', (size_t)(end - start));
     if (slash == NULL) slash = end;
-    at = memchr(start, '@', (size_t)(end - start));
-    if (at == NULL) return 0;
-    return at > slash || memchr(at + 1, '@', (size_t)(slash - at - 1)) != NULL;
+    at = memchr(start, '@', (size_t)(slash - start));
+    if (at != NULL) return memchr(at + 1, '@', (size_t)(slash - at - 1)) != NULL;
+    if (memchr(slash, '@', (size_t)(end - slash)) == NULL) return 0;
+    /* The port of the last host (after an IPv6 literal's ']'). */
+    for (port = slash; port > start && port[-1] != ':' && port[-1] != ']' && port[-1] != ','; port--) {}
+    if (port == start || port[-1] != ':' || port == slash) return 0;
+    for (; port < slash; port++)
+        if (*port < '0' || *port > '9') return 1;
+    return 0;
 }
 
 /* host:port/dbname of the connection string, for messages (never the password). */

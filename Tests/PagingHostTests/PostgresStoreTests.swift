@@ -243,6 +243,17 @@ struct PostgresStoreTests {
         #expect(!(log.messages + ["\(error)"]).contains { $0.contains(tail) }, "\(log.messages) \(error)")
     }
 
+    /// What libpq reads as meant is not refused for an '@' (the check took an '@' in a database
+    /// name, and a keyword string whose value holds "://", for a password not encoded).
+    @Test(arguments: ["postgresql://127.0.0.1:PORT/db@prod", "postgres://paging@127.0.0.1:PORT/my@db?connect_timeout=2",
+                      "host=127.0.0.1 port=PORT dbname=x application_name=https://ci.example/job@42",
+                      "postgresql://[::1]:PORT/x?user=admin@server"])
+    func aConninfoWithAnAtWhereLibpqReadsItAsMeant_isTaken(_ conninfo: String) throws {
+        let port = freeLoopbackPort()
+        _ = try store(conninfo.replacingOccurrences(of: "PORT", with: "\(port)"))
+        #expect(log.contains(":\(port)/"), "\(log.messages)")
+    }
+
     @Test func anotherApplicationsTable_isRefused_andLeftUnchanged() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
