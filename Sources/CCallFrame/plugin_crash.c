@@ -75,7 +75,7 @@ static const int signals[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
 static const char *const signal_names[] = { "SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT" };
 static struct sigaction before[sizeof signals / sizeof signals[0]];
 static char program_name[256], advice_text[256];
-static int installed;
+static int installed, crashing;
 
 static uintptr_t faulting_instruction(void *context)
 {
@@ -109,6 +109,7 @@ static void on_crash(int signal, siginfo_t *info, void *context)
 {
     size_t index = 0;
     while (signals[index] != signal) index++;
+    __atomic_store_n(&crashing, 1, __ATOMIC_SEQ_CST);
     const char *library = running, *where = " in a call into the plugin library ";
     if (library == NULL) {
         library = library_at(faulting_instruction(context));
@@ -129,14 +130,24 @@ static void on_crash(int signal, siginfo_t *info, void *context)
         ssize_t written = write(STDERR_FILENO, line, at);
         (void)written;
     }
-    /* On to what was there (the Swift runtime's backtracer, or the default action), delivered
-     * as the kernel delivers it: a fault happens again once this returns; a signal that was
-     * sent (abort(), kill) is sent again, blocked until then. (Called from here as a function,
-     * the backtracer's helper process was left waiting for good, and the crashed process's
-     * standard error open with it.) */
+    /* A fault goes on to what was there (the Swift runtime's backtracer, or the default
+     * action), delivered as the kernel delivers it: it happens again once this returns. (Called
+     * from here as a function, the backtracer's helper process was left waiting for good, and
+     * the crashed process's standard error open with it.) A signal that was sent (abort(),
+     * raise(), kill) ends the process at its default action, as said: the backtracer returns
+     * from one, and the process went on. */
+    if (info == NULL || info->si_code <= 0) {
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        sigaction(signal, &fallback, NULL);
+        raise(signal);
+        return;
+    }
     sigaction(signal, &before[index], NULL);
-    if (info == NULL || info->si_code <= 0) raise(signal);
 }
+
+int paging_plugin_crash_in_progress(void) { return __atomic_load_n(&crashing, __ATOMIC_SEQ_CST); }
 
 void paging_plugin_crash_install(const char *program, const char *advice)
 {

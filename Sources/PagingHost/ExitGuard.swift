@@ -88,6 +88,7 @@ extension PluginLibrary {
 
     /// Ends the process with `status`, as the host means to: not reported as a plugin's exit.
     public static func exitHost(_ status: Int32) -> Never {
+        PluginCrash.letAnyCrashEndTheProcess()
         ExitGuard.hostExits()
         exit(status)
     }

@@ -62,10 +62,10 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         }
         // Bounded as create is: a refresh_key that never returned hung validate and run, and
         // the child process of an isolated plugin (found by a probe).
-        let token = CallHandle.token(for: instance)
+        let token = CallHandle.token(for: instance), label = library.crashLabel
         let call = UnsafeSendable { () -> UnsafeSendable<(UInt32?, KeysOut)> in
             var out = KeysOut()
-            let status = out.withHandle(token) { plugin.pointee.refresh_key?(plugin, $0) }
+            let status = PluginCrash.calling(label) { out.withHandle(token) { plugin.pointee.refresh_key?(plugin, $0) } }
             return UnsafeSendable((status, out))
         }
         let timeout = instance.limits.lifecycleTimeout
@@ -77,7 +77,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
                                 message: "refresh_key did not return within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))")
         }
         guard status == PAGING_OK, out.misuse == nil else {
-            plugin.pointee.destroy?(plugin)
+            PluginCrash.calling(label) { plugin.pointee.destroy?(plugin) }
             // A refused keys_set is the failure, whatever refresh_key returned after it.
             throw .createFailed(path: library.path, id: descriptor.id,
                                 status: out.misuse != nil ? .invalidArgument : PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),

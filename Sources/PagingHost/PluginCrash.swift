@@ -20,6 +20,13 @@ enum PluginCrash {
         }
     }
 
+    /// Waits for good while a crash is being handled (on a plugin's own thread, as the host ends
+    /// its work): the crash ends the process with its signal. (Exiting, the host ended it 0 now
+    /// and then, the crash said on standard error but not in the status.)
+    static func letAnyCrashEndTheProcess() {
+        while paging_plugin_crash_in_progress() != 0 { pause() }
+    }
+
     /// Runs `body` as a call into the library of `label`.
     @inline(__always)
     static func calling<R, E: Error>(_ label: UInt, _ body: () throws(E) -> R) throws(E) -> R {

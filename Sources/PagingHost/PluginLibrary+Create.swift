@@ -22,11 +22,12 @@ extension PluginLibrary {
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
         let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.fetch != nil, plugin.pointee.refresh_key != nil, plugin.pointee.destroy != nil else {
-            plugin.pointee.destroy?(plugin)
+            PluginCrash.calling(crashLabel) { plugin.pointee.destroy?(plugin) }
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
         try checkStructSize(of: plugin, "source", descriptor, instance)
-        let extensions = instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance)
+        // Its get_extension is a call into the library.
+        let extensions = PluginCrash.calling(crashLabel) { instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance) }
         let source = try LoadedSource(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
         liveInstances.add(1, ordering: .relaxed)
         return source
@@ -44,11 +45,12 @@ extension PluginLibrary {
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
         let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.intercept != nil, plugin.pointee.destroy != nil else {
-            plugin.pointee.destroy?(plugin)
+            PluginCrash.calling(crashLabel) { plugin.pointee.destroy?(plugin) }
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
         try checkStructSize(of: plugin, "interceptor", descriptor, instance)
-        let extensions = instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance)
+        // Its get_extension is a call into the library.
+        let extensions = PluginCrash.calling(crashLabel) { instanceExtensions(extensionLookup(plugin, isDraft: descriptor.isDraft), instance) }
         liveInstances.add(1, ordering: .relaxed)
         return LoadedInterceptor(library: self, descriptor: descriptor, instance: instance, plugin: plugin, extensions: extensions)
     }
@@ -79,7 +81,7 @@ extension PluginLibrary {
             instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
         } else if size < draft {
-            Plugin.destroy(plugin)
+            PluginCrash.calling(crashLabel) { Plugin.destroy(plugin) }
             throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than the "
                                 + "smallest ABI 1.0 paging_\(kind)_t (the 1.0 draft's, \(draft) bytes): set it to sizeof(paging_\(kind)_t)")
         }
@@ -114,7 +116,7 @@ extension PluginLibrary {
             throw .createFailed(path: path, id: id, status: status, message: message)
         }
         if let (status, message) = pluginConfig.failure {
-            Plugin.destroy(created)
+            PluginCrash.calling(crashLabel) { Plugin.destroy(created) }
             throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
         }
         restoringSIGCHLD(after: "its create") { instance.log(.warning, $0) }

@@ -124,7 +124,7 @@ extension PluginLibrary {
             return (version, try readDescriptors(entry, path: path))
         } catch {
             // Refused after init() succeeded: the library may release what it prepared.
-            if size.holds(\.deinit) { entry.pointee.deinit?() }
+            if size.holds(\.deinit) { PluginCrash.calling(PluginCrash.label(path)) { entry.pointee.deinit?() } }
             throw error
         }
     }
@@ -207,11 +207,12 @@ extension PluginLibrary {
         guard let count = entry.pointee.plugin_count, let describe = entry.pointee.descriptor else {
             throw .invalidEntry(path: path, reason: "plugin_count or descriptor is NULL")
         }
-        let total = count()
+        let label = PluginCrash.label(path)
+        let total = PluginCrash.calling(label) { count() }
         guard total <= 1_000 else { throw .invalidEntry(path: path, reason: "plugin_count() returned \(total)") }
         var descriptors: [PluginDescriptor] = []
         for index in 0..<total {
-            guard let raw = describe(index) else {
+            guard let raw = PluginCrash.calling(label, { describe(index) }) else {
                 throw .invalidEntry(path: path, reason: "descriptor(\(index)) returned NULL")
             }
             let d = raw

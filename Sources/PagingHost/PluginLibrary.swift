@@ -222,7 +222,7 @@ public final class PluginLibrary: @unchecked Sendable {
             return
         }
         guard !deinitialized.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        finish()
+        PluginCrash.calling(crashLabel) { finish() }
     }
 
     private init(path: String, loadedFrom: String, loadedSHA256: String?, entry: UnsafePointer<paging_plugin_entry_t>,

@@ -23,4 +23,8 @@ void paging_plugin_crash_register_library(const void *address, const char *libra
  * later calls do nothing. */
 void paging_plugin_crash_install(const char *program, const char *advice);
 
+/* Whether a crash is being handled: a host about to exit waits for it to end the process
+ * (a crash on a plugin's thread while the host ended its work let it exit 0). */
+int paging_plugin_crash_in_progress(void);
+
 #endif

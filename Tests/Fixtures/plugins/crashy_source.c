@@ -5,6 +5,8 @@
  * process (from 1), it:
  *   crash_every N: dereferences NULL (SIGSEGV) on every Nth fetch (0: never);
  *   abort_every N: calls abort() on every Nth fetch (0: never);
+ *   raise_segv:    each fetch raise()s SIGSEGV (true/false);
+ *   refresh_key_aborts: refresh_key() calls abort() (true/false);
  *   crash_on_thread: each fetch starts a thread of the plugin's own that dereferences NULL, and
  *                  never completes (true/false);
  *   exit_every N:  calls exit(3) on every Nth fetch (0: never);
@@ -34,7 +36,7 @@
  *   kill_parent: at the end of create, SIGKILLs its parent process, and never returns (true/false);
  *   destroy_mark:  in destroy, creates this file (a path);
  *   destroy_hangs: in destroy, never returns (true/false).
- * Config: count (default 1000), crash_every, abort_every, crash_on_thread, exit_every, hang, hang_every, block_ms, fork_sleeper,
+ * Config: count (default 1000), crash_every, abort_every, raise_segv, refresh_key_aborts, crash_on_thread, exit_every, hang, hang_every, block_ms, fork_sleeper,
  * daemon_pid_file, daemon_hops, log_on_create, frame_bomb, frame_garbage, garbage_on_create,
  * orphan_per_fetch, wait_child_ms, clear_subreaper, kill_parent, destroy_mark, destroy_hangs.
  */
@@ -58,6 +60,8 @@ typedef struct cs_source {
     unsigned long count;
     long crash_every;
     long abort_every;
+    int raise_segv;
+    int refresh_key_aborts;
     int crash_on_thread;
     long exit_every;
     int hang;
@@ -91,6 +95,7 @@ static paging_status_t cs_refresh_key(paging_source_t *self, paging_keys_out_t *
 {
     cs_source *s = (cs_source *)self;
     paging_bytes_t key = { (const uint8_t *)"0", 1 };
+    if (s->refresh_key_aborts) abort();
     return s->host->keys_set(out, PAGING_KEY_CURRENT, &key);
 }
 
@@ -116,6 +121,7 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         *nowhere = 1;
     }
     if (s->abort_every > 0 && n % (unsigned long)s->abort_every == 0) abort();
+    if (s->raise_segv) raise(SIGSEGV);
     if (s->crash_on_thread) {
         pthread_t thread;
         if (pthread_create(&thread, NULL, cs_crash, NULL) == 0) pthread_detach(thread);
@@ -187,6 +193,8 @@ static paging_source_t *cs_create(const char *plugin_id, const paging_host_t *ho
     s->count = (unsigned long)host->config_int(config, "count", 1000);
     s->crash_every = (long)host->config_int(config, "crash_every", 0);
     s->abort_every = (long)host->config_int(config, "abort_every", 0);
+    s->raise_segv = host->config_bool(config, "raise_segv", 0);
+    s->refresh_key_aborts = host->config_bool(config, "refresh_key_aborts", 0);
     s->crash_on_thread = host->config_bool(config, "crash_on_thread", 0);
     s->exit_every = (long)host->config_int(config, "exit_every", 0);
     s->hang = host->config_bool(config, "hang", 0);
