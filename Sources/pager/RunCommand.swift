@@ -124,11 +124,10 @@ struct RunCommand {
         // failed run) hid what was new for good. They still keep the pages loaded.
         if incremental != nil { configuration.userInfo[PagingUserInfoKey.reload] = "true" }
         // A source that says its data changed (paging.invalidation/1) stops the run: what was
-        // printed cannot be taken back. (Refreshed around the reader, as browse is, the list was
-        // replaced under the steps: appends said "+0 items", and the run ended 0, pages missing.)
-        // Each load is checked against the source's count of invalidations as it returns, before
-        // its page is printed (a task hearing of them came late: the page of the changed data was
-        // printed, a later step ran, or the run ended 0); a load in flight is also cancelled.
+        // printed cannot be taken back (refreshed around the reader, as browse is, the list was
+        // replaced under the steps). Each load is checked against the source's count of
+        // invalidations as it returns, before its page is printed (a task hearing of them came
+        // late: a later step ran, or the run ended 0); a load in flight is also cancelled.
         configuration.refreshesOnInvalidation = false
         let invalidation = pipeline.pager.source.invalidation
         let counted = invalidation?.count ?? 0
@@ -233,7 +232,8 @@ struct RunCommand {
             await self.load(label, manager, printer: &printer, invalidated: invalidated, start)
         }
         // Once standard output fails, nothing more is loaded: it would not reach the reader.
-        for step in steps where !Task.isCancelled && !Output.dataFailed && !invalidated() {
+        func goesOn() -> Bool { !Task.isCancelled && !Output.dataFailed && !invalidated() }
+        for step in steps where goesOn() {
             switch step {
             case .retry:
                 guard failed else { continue }
@@ -257,7 +257,7 @@ struct RunCommand {
                 failed = await load("refresh") { await manager.load(.refresh, userInfo: userInfo) }
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
-                for _ in 0..<count where !failed && !Task.isCancelled && !Output.dataFailed && !invalidated() {
+                for _ in 0..<count where !failed && goesOn() {
                     if manager.output[kind].isEndReached {
                         Output.error("\(kind): end of data reached")
                         break
