@@ -160,7 +160,7 @@ typedef struct sqls_state {
     int64_t crash_after_items;
     int64_t max_pages;        /* 0: no bound */
     int said_damaged;         /* a damaged file was logged (once an instance; then at debug) */
-    int said_full;            /* a write failure that fails every page alike (a full disk, an I/O
+    int said_failing;         /* a write failure that fails every page alike (a full disk, an I/O
                                * error, the write lock held past the busy timeout) was logged (then
                                * at debug until a page is stored) */
     int busy_ms;              /* busy_timeout_ms */
@@ -229,9 +229,9 @@ static void sqls_log(sqls_state *st, uint32_t level, const char *what)
     int full = code == SQLITE_FULL, io = code == SQLITE_IOERR, busy = code == SQLITE_BUSY;
     int system_errno = io ? sqlite3_system_errno(st->db) : 0;
     char io_reason[160] = "";
-    if ((damaged && st->said_damaged) || ((full || io || busy) && st->said_full)) level = PAGING_LOG_DEBUG;
+    if ((damaged && st->said_damaged) || ((full || io || busy) && st->said_failing)) level = PAGING_LOG_DEBUG;
     if (damaged) st->said_damaged = 1;
-    if (full || io || busy) st->said_full = 1;
+    if (full || io || busy) st->said_failing = 1;
     if (system_errno != 0) snprintf(io_reason, sizeof io_reason, " (%.120s)", strerror(system_errno));
     snprintf(msg, sizeof msg, "sqlite-store: '%.400s': %.300s: %.600s%s%s", file != NULL ? file : "", what, sqlite3_errmsg(st->db), io_reason,
              damaged ? " (the file is damaged: pages load from the source meanwhile; remove the file to start a new store)"
@@ -647,7 +647,7 @@ static void sqls_store_page(sqls_state *st, const paging_page_t *page)
         /* One transaction: failed, it replaced nothing. */
         if (pstore_is_hard_refresh(req)) pstore_say_not_replaced(st->host, "sqlite-store", why);
     } else {
-        st->said_full = 0;
+        st->said_failing = 0;
         if (st->locked_out) {
             st->locked_out = 0;
             sqlite3_busy_timeout(st->db, st->busy_ms);
@@ -990,7 +990,7 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         return 0;
     }
     rc = sqlite3_step(stmt);
-    /* A value that is no integer ('three') read as version 0. */
+    /* A value that is no integer ('three') read as version 0: refused below, said as it is. */
     char odd[80] = "";
     if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
         const unsigned char *text = sqlite3_column_text(stmt, 0);
@@ -1003,14 +1003,6 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         sqls_fail_db(st, config, path, "cannot read the schema version");
         return 0;
     }
-    if (odd[0] != '\0') {
-        char msg[1400];
-        snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': the file's schema_version is %s, not a version "
-                 "number; this plugin supports version %d", path, odd, SQLS_SCHEMA_VERSION);
-        st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
-        sqls_destroy(&st->interceptor);
-        return 0;
-    }
     if (rc == SQLITE_ROW && version == 1 && !sqls_upgrade_from_v1(st, path)) {
         sqls_fail_db(st, config, path, "cannot upgrade the schema from version 1");
         return 0;
@@ -1020,11 +1012,11 @@ static int sqls_open_schema(sqls_state *st, const paging_config_t *config, const
         return 0;
     }
     if (rc == SQLITE_ROW && version != 1 && version != 2 && version != SQLS_SCHEMA_VERSION) {
-        char msg[1400];
-        snprintf(msg, sizeof msg,
-                 "sqlite-store: config `path` '%.1000s': the file has schema version %lld, this "
-                 "plugin supports version %d%s", path, (long long)version, SQLS_SCHEMA_VERSION,
-                 version > SQLS_SCHEMA_VERSION ? " (written by a newer plugin)" : "");
+        char msg[1400], found[120];
+        if (odd[0] != '\0') snprintf(found, sizeof found, "the file's schema_version is %s, not a version number;", odd);
+        else snprintf(found, sizeof found, "the file has schema version %lld,", (long long)version);
+        snprintf(msg, sizeof msg, "sqlite-store: config `path` '%.1000s': %s this plugin supports version %d%s", path, found,
+                 SQLS_SCHEMA_VERSION, version > SQLS_SCHEMA_VERSION ? " (written by a newer plugin)" : "");
         st->host->config_fail(config, PAGING_ERR_INVALID_CONFIG, msg);
         sqls_destroy(&st->interceptor);
         return 0;

@@ -360,10 +360,7 @@ final class SerializedCalls: Sendable {
     /// Runs `body` unless the instance is destroyed (then returns `nil`).
     @discardableResult
     func run<R>(_ body: () -> R?) -> R? {
-        if serialized {
-            return lock.withLock { destroyed in destroyed ? nil : PluginCrash.calling(library, body) }
-        }
-        return unlessClosed(body)
+        serialized ? runExclusive(body) : unlessClosed(body)
     }
 
     /// Runs a call the ABI serializes even for thread-safe instances (a source's `key_chain`

@@ -77,7 +77,7 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
                                 message: "refresh_key did not return within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))")
         }
         guard status == PAGING_OK, out.misuse == nil else {
-            PluginCrash.calling(label) { plugin.pointee.destroy?(plugin) }
+            library.destroyRefused(plugin)
             // A refused keys_set is the failure, whatever refresh_key returned after it.
             throw .createFailed(path: library.path, id: descriptor.id,
                                 status: out.misuse != nil ? .invalidArgument : PluginStatus(rawValue: status ?? PAGING_ERR_INTERNAL),

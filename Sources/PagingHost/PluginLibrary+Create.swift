@@ -22,7 +22,7 @@ extension PluginLibrary {
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
         let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.fetch != nil, plugin.pointee.refresh_key != nil, plugin.pointee.destroy != nil else {
-            PluginCrash.calling(crashLabel) { plugin.pointee.destroy?(plugin) }
+            destroyRefused(plugin)
             throw .invalidEntry(path: path, reason: "source '\(descriptor.id)' lacks refresh_key, fetch or destroy")
         }
         try checkStructSize(of: plugin, "source", descriptor, instance)
@@ -45,7 +45,7 @@ extension PluginLibrary {
         let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
         let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.intercept != nil, plugin.pointee.destroy != nil else {
-            PluginCrash.calling(crashLabel) { plugin.pointee.destroy?(plugin) }
+            destroyRefused(plugin)
             throw .invalidEntry(path: path, reason: "interceptor '\(descriptor.id)' lacks intercept or destroy")
         }
         try checkStructSize(of: plugin, "interceptor", descriptor, instance)
@@ -81,10 +81,15 @@ extension PluginLibrary {
             instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
         } else if size < draft {
-            PluginCrash.calling(crashLabel) { Plugin.destroy(plugin) }
+            destroyRefused(plugin)
             throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than the "
                                 + "smallest ABI 1.0 paging_\(kind)_t (the 1.0 draft's, \(draft) bytes): set it to sizeof(paging_\(kind)_t)")
         }
+    }
+
+    /// Destroys an instance the host refuses, as a call into the library (``PluginCrash``).
+    func destroyRefused<Plugin: PluginTable>(_ plugin: UnsafeMutablePointer<Plugin>) {
+        PluginCrash.calling(crashLabel) { Plugin.destroy(plugin) }
     }
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
@@ -116,7 +121,7 @@ extension PluginLibrary {
             throw .createFailed(path: path, id: id, status: status, message: message)
         }
         if let (status, message) = pluginConfig.failure {
-            PluginCrash.calling(crashLabel) { Plugin.destroy(created) }
+            destroyRefused(created)
             throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
         }
         restoringSIGCHLD(after: "its create") { instance.log(.warning, $0) }
