@@ -996,6 +996,9 @@ extension HTTPSourceConfig {
         case 7: return .transient("cannot connect to the server (connection refused) fetching \(url): \(message)")
         case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
         case 52: return .transient("the server closed the connection without a reply fetching \(url)")
+        // libcurl's words for chunk framing it cannot read: the server's, sent so again if asked.
+        case 56 where message.contains("chunked-encoding"):
+            return .internal("the body from \(url)\(status) is not valid chunked encoding: \(message)")
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         // libcurl's words for a status line it cannot read (no three-digit code, no version it
         // knows): the server's fault.

@@ -74,6 +74,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -148,7 +149,6 @@ static const char rc_take_script[] =
 
 /* ---- connection ------------------------------------------------------------------------ */
 
-/* Marks Redis unavailable for retry_interval_ms and warns (once a minute). [under conn_lock] */
 /* `text` with each occurrence of the password replaced, in place, by "***": a server may quote
  * what it was sent (a hostile or odd one echoes AUTH's argument in its error). */
 static void rc_hide_password(const rc_state *st, char *text)
@@ -162,6 +162,7 @@ static void rc_hide_password(const rc_state *st, char *text)
     }
 }
 
+/* Marks Redis unavailable for retry_interval_ms and warns (once a minute). [under conn_lock] */
 static void rc_down(rc_state *st, const char *why)
 {
     char msg[1000];
@@ -244,6 +245,18 @@ static int rc_bound_replies(rc_state *st, redisContext *ctx)
     return 1;
 }
 
+/* A read or write that failed for want of an answer within command_timeout_ms: said as such
+ * (hiredis says the socket timeout's EAGAIN, "Resource temporarily unavailable"). Returns
+ * REDIS_ERR for the caller to return. */
+static int rc_io_failed(rc_state *st, redisContext *ctx)
+{
+    if (ctx->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        long ms = (long)st->command_timeout.tv_sec * 1000 + (long)st->command_timeout.tv_usec / 1000;
+        snprintf(ctx->errstr, sizeof ctx->errstr, "no answer within command_timeout_ms (%ld ms)", ms);
+    }
+    return REDIS_ERR;
+}
+
 /* As redisGetReply, within the bounds above; past them, the context's error says which. */
 static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
 {
@@ -253,7 +266,7 @@ static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
     *reply = NULL;
     st->reply_objects = 0;
     while (!written) {
-        if (redisBufferWrite(ctx, &written) != REDIS_OK) return REDIS_ERR;
+        if (redisBufferWrite(ctx, &written) != REDIS_OK) return rc_io_failed(st, ctx);
     }
     for (;;) {
         if (redisReaderGetReply(ctx->reader, &object) != REDIS_OK) {
@@ -274,7 +287,7 @@ static int rc_get_reply(rc_state *st, redisContext *ctx, redisReply **reply)
             return REDIS_ERR;
         }
         size_t before = ctx->reader->len;
-        if (redisBufferRead(ctx) != REDIS_OK) return REDIS_ERR;
+        if (redisBufferRead(ctx) != REDIS_OK) return rc_io_failed(st, ctx);
         received += ctx->reader->len - before;
     }
 }

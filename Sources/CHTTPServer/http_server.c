@@ -71,6 +71,7 @@ typedef struct tracked_connection {
     int fd;
     int awaiting_headers;
     int nul_decoded; /* the request's path or query had a %00 (set by unescape) */
+    int bad_escape;  /* ... or a % not followed by two hex digits (set by unescape) */
     uint64_t since_ms;
     struct paging_http_exchange *waiting; /* under the server's lock */
 } tracked_connection;
@@ -181,6 +182,7 @@ struct paging_http_exchange {
     size_t query_capacity;
     int query_has_nul; /* a query name or value decoded to a NUL byte */
     int nul_decoded;   /* the path or the query did (unescape) */
+    int bad_escape;    /* the path or the query had a % not followed by two hex digits (unescape) */
     int started;      /* handed to the handler (the connection is suspended) */
     int answered;     /* paging_http_respond was called */
     uint64_t id;
@@ -466,7 +468,9 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 }
 
 /* Percent-decoding as libmicrohttpd's own (%XX, nothing else), noting a %00 on the connection:
- * the C string it cuts short would be taken for another path ("/metrics%00x" for "/metrics"). */
+ * the C string it cuts short would be taken for another path ("/metrics%00x" for "/metrics").
+ * A % not followed by two hex digits is noted too: the request is refused rather than read with
+ * the % as it is (a client's mistake, or two parsers that would read the URL differently). */
 static size_t unescape(void *cls, struct MHD_Connection *connection, char *text)
 {
     char *in = text, *out = text;
@@ -482,6 +486,10 @@ static size_t unescape(void *cls, struct MHD_Connection *connection, char *text)
             out++;
             in += 3;
         } else {
+            if (in[0] == '%') {
+                tracked_connection *entry = tracked(connection);
+                if (entry != NULL) entry->bad_escape = 1;
+            }
             *out++ = *in++;
         }
     }
@@ -539,7 +547,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             tracked_connection *entry = tracked(connection);
             if (entry != NULL) {
                 exchange->nul_decoded = entry->nul_decoded;
-                entry->nul_decoded = 0;
+                exchange->bad_escape = entry->bad_escape;
+                entry->nul_decoded = entry->bad_escape = 0;
             }
         }
         *state = exchange;
@@ -558,6 +567,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"a query name or value holds a NUL byte (%00)\"}\n", 0);
         if (exchange->nul_decoded)
             return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST, "{\"error\": \"the path holds a NUL byte (%00)\"}\n", 0);
+        if (exchange->bad_escape)
+            return answer_now(server, exchange->path, connection, MHD_HTTP_BAD_REQUEST,
+                              "{\"error\": \"the URL holds a % not followed by two hex digits (a % itself is written %25)\"}\n", 0);
         exchange->started = 1;
         pthread_mutex_lock(&server->lock);
         server->handed++;

@@ -419,6 +419,17 @@ struct HostileServerTests {
         #expect(error.message.contains("the reply from \(server.baseURL)/bad-status?code=\(code) is not HTTP: its status line is not valid"), "\(error.message)")
     }
 
+    /// Found by a probe: a body whose chunked encoding is broken was called "the connection was
+    /// lost" and retried, though the server sends it the same way each time.
+    @Test(arguments: ["hex", "crlf"])
+    func aBrokenChunkedBody_isTheServersFault(_ kind: String) async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/bad-chunk?kind=\#(kind)", "items": "/items"}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("the body from \(server.baseURL)/bad-chunk?kind=\(kind) (HTTP 200) is not valid chunked encoding"), "\(error.message)")
+        #expect(!error.message.contains("connection was lost"), "\(error.message)")
+    }
+
     @Test(arguments: [
         ("/not-json", "not JSON: unexpected '<' at byte 0, where a value was expected (HTTP 200, 39 bytes: <html><body>Service moved</body></html>)"),
         ("/truncated", #"the body ends early at byte 25, inside an array or object (truncated JSON) (HTTP 200, 25 bytes: {"items":[{"id":1},{"id":)"#),

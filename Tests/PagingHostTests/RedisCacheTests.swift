@@ -149,6 +149,8 @@ struct RedisCacheTests {
             #expect(try await load(pager, "\(key)") == items(key..<key + 10))
         }
         #expect(log.count(containing: "is unavailable") == 1, "\(log.messages)")
+        // Said as the timeout it is (it was the socket's "Resource temporarily unavailable").
+        #expect(log.contains("is unavailable (no answer within command_timeout_ms (300 ms))"), "\(log.messages)")
         #expect(!log.contains("connected again"), "\(log.messages)")
         redis.resume()
         #expect(try await eventually {

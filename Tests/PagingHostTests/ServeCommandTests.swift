@@ -291,6 +291,9 @@ struct ServeCommandTests {
             ("/pages?tag=ab%00cd", 400, "a query name or value holds a NUL byte (%00)"),
             ("/pages?tag=%ff", 400, "a query name or value is not valid UTF-8"),
             ("/pages?%ff=1", 400, "a query name or value is not valid UTF-8"),
+            // Were taken as they are ("%zz" a tag of three characters).
+            ("/pages?tag=%zz", 400, "the URL holds a % not followed by two hex digits (a % itself is written %25)"),
+            ("/pages?tag=a%2", 400, "the URL holds a % not followed by two hex digits"),
             ("/nothing", 404, "no such route"),
             // Found by a probe: libmicrohttpd neither answered nor closed a request with ~500
             // parameters (they did not fit its connection's memory) until the header timeout.
@@ -325,12 +328,14 @@ struct ServeCommandTests {
             let reply = try server.get(target)
             #expect(reply.status == 400 && reply.text.contains("the path holds a NUL byte (%00)"), "\(target): \(reply.status) \(reply.text)")
         }
+        let badEscape = try server.get("/healthz%g0")
+        #expect(badEscape.status == 400 && badEscape.text.contains("a % not followed by two hex digits"), "\(badEscape.status) \(badEscape.text)")
         let metrics = try server.get("/metrics").text
         #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="405"} 2"#), "\(metrics)")
         #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="414"} 4"#), "\(metrics)")
         // The 400s of the table above for /pages (the NUL and the bytes that are not UTF-8
-        // went uncounted), and the GET with a body.
-        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="400"} 8"#), "\(metrics)")
+        // went uncounted, the stray %s were not refused), and the GET with a body.
+        #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="400"} 10"#), "\(metrics)")
         // A request whose end is ambiguous is refused and its connection closed: a proxy in
         // front may read it otherwise (request smuggling). The request after it was answered
         // (a 400 for its parameter). A Content-Length that is no number or too large is

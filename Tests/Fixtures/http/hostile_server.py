@@ -16,6 +16,8 @@ Paths (query strings are ignored unless said):
   /slow                200, Content-Length 1000, then 1 byte a second
   /not-http            "SSH-2.0-OpenSSH_9.2p1" and a line break, no HTTP at all
   /bad-status?code=C   the status line "HTTP/1.1 C OK" (C: 2000, -200, abc), then an empty JSON body
+  /bad-chunk?kind=K    200, chunked, with a chunk size that is not hex (K=hex) or a chunk not
+                       followed by CR LF (K=crlf)
   /not-json            200 text/html "<html>..."
   /truncated           200 '{"items":[{"id":1},{"id":' (a Content-Length that matches)
   /not-array           200 {"items": {"id": 1}}
@@ -213,6 +215,12 @@ class Handler(loopback.Handler):
             return False
         elif path == "/bad-status":
             self.wfile.write(b"HTTP/1.1 " + query.get("code", "abc").encode() + b" OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            self.wfile.flush()
+            return False
+        elif path == "/bad-chunk":
+            chunks = b"zz\r\n{}\r\n0\r\n\r\n" if query.get("kind") == "hex" else b"2\r\n{}XX0\r\n\r\n"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
+                             b"Connection: close\r\n\r\n" + chunks)
             self.wfile.flush()
             return False
         elif path == "/not-json":
