@@ -674,6 +674,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         case .cursor(let next, let prev, _):
             return keys(prev: try hidingSecrets(try text(slots.prev, prev), from: url), next: try hidingSecrets(try text(slots.next, next), from: url))
         case .header(let name, _):
+            // Its bytes could not be sent back as they came (they were U+FFFD: another page).
+            guard !response.headersNotUTF8.contains(name) else {
+                throw .internal("malformed response from \(url): the \(name) header is not UTF-8 text; its next key cannot be sent back as it came")
+            }
             let next = response.header(name).flatMap { $0.isEmpty ? nil : $0 }
             return keys(prev: nil, next: try hidingSecrets(next, from: url))
         case .nextURL(let pointer):

@@ -47,6 +47,9 @@ struct TransportResponse {
     var body: UnsafeBufferPointer<UInt8>
     /// The header lines of the final response, names lower-cased.
     var headers: [(name: String, value: String)]
+    /// The names of the headers whose value is not UTF-8 (in `headers` with U+FFFD where the
+    /// bytes were not; a Link's are percent-encoded instead).
+    var headersNotUTF8: Set<String> = []
     /// For a 3xx with Location: the absolute URL it points at.
     var redirectURL: String?
     /// The body's scan, when it was made ahead (StoredResponse).
@@ -55,10 +58,11 @@ struct TransportResponse {
     var keysAhead: KeysAhead?
 
     /// A 2xx kept past its callback (StoredResponse): `body` is borrowed from it.
-    init(status: Int, headers: [(name: String, value: String)], body: UnsafeBufferPointer<UInt8>) {
+    init(status: Int, headers: [(name: String, value: String)], headersNotUTF8: Set<String>, body: UnsafeBufferPointer<UInt8>) {
         outcome = .response
         self.status = status
         self.headers = headers
+        self.headersNotUTF8 = headersNotUTF8
         self.body = body
     }
 
@@ -78,7 +82,7 @@ struct TransportResponse {
         status = Int(view.status)
         body = UnsafeBufferPointer(start: view.body, count: view.body_len)
         redirectURL = view.redirect_url.map { String(cString: $0) }
-        headers = TransportResponse.parseHeaders(view.headers, count: view.headers_len)
+        (headers, headersNotUTF8) = TransportResponse.parseHeaders(view.headers, count: view.headers_len)
         if view.cancelled != 0 {
             outcome = .cancelled
         } else if view.limit == Int32(HT_LIMIT_BODY) || view.curl_code == 63 /* CURLE_FILESIZE_EXCEEDED */ {
@@ -96,23 +100,27 @@ struct TransportResponse {
         }
     }
 
-    private static func parseHeaders(_ text: UnsafePointer<CChar>?, count: Int) -> [(name: String, value: String)] {
-        guard let text, count > 0 else { return [] }
+    private static func parseHeaders(_ text: UnsafePointer<CChar>?, count: Int) -> ([(name: String, value: String)], notUTF8: Set<String>) {
+        guard let text, count > 0 else { return ([], []) }
         let bytes = UnsafeRawBufferPointer(start: text, count: count).bindMemory(to: UInt8.self)
         // Bytes, not Strings, until each name and value is cut out (names lower-cased as ASCII:
         // header names are tokens).
         let isSpace: (UInt8) -> Bool = { $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") || $0 == UInt8(ascii: "\r") }
-        func trimmed(_ value: Slice<UnsafeBufferPointer<UInt8>>, isURL: Bool = false) -> String {
+        var notUTF8: Set<String> = []
+        func trimmed(_ value: Slice<UnsafeBufferPointer<UInt8>>, of name: String) -> String {
             var value = value
             while let last = value.last, isSpace(last) { value.removeLast() }
             while let first = value.first, isSpace(first) { value.removeFirst() }
-            return isURL ? ResponseParsing.percentEncodingInvalidUTF8(value) : String(decoding: value, as: UTF8.self)
+            if name == "link" { return ResponseParsing.percentEncodingInvalidUTF8(value) }
+            if let text = String(validating: value, as: UTF8.self) { return text }
+            notUTF8.insert(name)
+            return String(decoding: value, as: UTF8.self)
         }
         var out: [(name: String, value: String)] = []
         for line in bytes.split(separator: UInt8(ascii: "\n")) {
             // A line folded onto the one before (obsolete, RFC 9112 5.2): one value, the fold a space.
             if let first = line.first, first == UInt8(ascii: " ") || first == UInt8(ascii: "\t"), !out.isEmpty {
-                let more = trimmed(line, isURL: out[out.count - 1].name == "link")
+                let more = trimmed(line, of: out[out.count - 1].name)
                 if !more.isEmpty { out[out.count - 1].value += (out[out.count - 1].value.isEmpty ? "" : " ") + more }
                 continue
             }
@@ -121,9 +129,9 @@ struct TransportResponse {
             var name = line[..<colon]
             while let last = name.last, last == UInt8(ascii: " ") || last == UInt8(ascii: "\t") { name.removeLast() }
             let lowercased = ResponseParsing.asciiLowercased(name)
-            out.append((lowercased, trimmed(line[(colon + 1)...], isURL: lowercased == "link")))
+            out.append((lowercased, trimmed(line[(colon + 1)...], of: lowercased)))
         }
-        return out
+        return (out, notUTF8)
     }
 }
 

@@ -11,6 +11,7 @@ import Synchronization
 final class StoredResponse: @unchecked Sendable {
     let status: Int
     let headers: [(name: String, value: String)]
+    let headersNotUTF8: Set<String>
     private let body: UnsafeMutableBufferPointer<UInt8>
     private let scan: Result<BodyScan, ScanError>
     /// The page's keys, found once the scan is made (before the response is stored: then only
@@ -20,6 +21,7 @@ final class StoredResponse: @unchecked Sendable {
     init(_ response: TransportResponse, scannedWith plan: ScanPlan) {
         status = response.status
         headers = response.headers
+        headersNotUTF8 = response.headersNotUTF8
         let body = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: response.body.count)
         _ = body.initialize(from: response.body)
         self.body = body
@@ -32,7 +34,7 @@ final class StoredResponse: @unchecked Sendable {
 
     /// The response and its scan, valid during `use` only (they point into this copy).
     func withResponse<R>(_ use: (TransportResponse) -> R) -> R {
-        var response = TransportResponse(status: status, headers: headers, body: UnsafeBufferPointer(body))
+        var response = TransportResponse(status: status, headers: headers, headersNotUTF8: headersNotUTF8, body: UnsafeBufferPointer(body))
         response.scanned = scan
         response.keysAhead = keys
         return withExtendedLifetime(self) { use(response) }

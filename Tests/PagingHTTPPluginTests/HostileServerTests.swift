@@ -430,6 +430,15 @@ struct HostileServerTests {
         #expect(!error.message.contains("connection was lost"), "\(error.message)")
     }
 
+    /// Found by a probe: a next-page header that is not UTF-8 became U+FFFD, and the next
+    /// request asked for another page than the server named.
+    @Test func aNextPageHeaderThatIsNotUTF8_failsTheLoad_sayingSo() async throws {
+        defer { server.stop() }
+        let error = try await refreshError(#"{"url": "\#(server.baseURL)/next-latin1?page={key}", "items": "/items", "pagination": {"type": "header", "next": "X-Next-Page", "first": "1"}}"#)
+        #expect(error.status == .internal)
+        #expect(error.message.contains("malformed response from \(server.baseURL)/next-latin1?page=1: the x-next-page header is not UTF-8 text"), "\(error.message)")
+    }
+
     @Test(arguments: [
         ("/not-json", "not JSON: unexpected '<' at byte 0, where a value was expected (HTTP 200, 39 bytes: <html><body>Service moved</body></html>)"),
         ("/truncated", #"the body ends early at byte 25, inside an array or object (truncated JSON) (HTTP 200, 25 bytes: {"items":[{"id":1},{"id":)"#),

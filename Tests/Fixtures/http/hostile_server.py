@@ -18,6 +18,7 @@ Paths (query strings are ignored unless said):
   /bad-status?code=C   the status line "HTTP/1.1 C OK" (C: 2000, -200, abc), then an empty JSON body
   /bad-chunk?kind=K    200, chunked, with a chunk size that is not hex (K=hex) or a chunk not
                        followed by CR LF (K=crlf)
+  /next-latin1         items; X-Next-Page: caf? where ? is the byte 0xE9 (Latin-1, not UTF-8)
   /not-json            200 text/html "<html>..."
   /truncated           200 '{"items":[{"id":1},{"id":' (a Content-Length that matches)
   /not-array           200 {"items": {"id": 1}}
@@ -221,6 +222,12 @@ class Handler(loopback.Handler):
             chunks = b"zz\r\n{}\r\n0\r\n\r\n" if query.get("kind") == "hex" else b"2\r\n{}XX0\r\n\r\n"
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n"
                              b"Connection: close\r\n\r\n" + chunks)
+            self.wfile.flush()
+            return False
+        elif path == "/next-latin1":
+            body = items_body(page)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nX-Next-Page: caf\xe9\r\n"
+                             b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
             self.wfile.flush()
             return False
         elif path == "/not-json":
