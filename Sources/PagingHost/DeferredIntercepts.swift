@@ -11,6 +11,13 @@ struct PendingIntercept: Sendable {
     var waiter: CheckedContinuation<DeferredAnswer, Never>?
 }
 
+/// What `resume` needs of the interceptor an instance is: its calls (destroy() waits for an
+/// `answer` running) and whether it sees pages (``InterceptOut/refusal(answering:observes:)``).
+struct AnswerContext: Sendable {
+    let calls: SerializedCalls
+    let observes: Bool
+}
+
 /// How a deferred intercept ended: the plugin answered (with the result code and what it set),
 /// or the host ended it (cancelled, timed out, destroyed).
 enum DeferredAnswer: Sendable {
@@ -59,11 +66,19 @@ extension PluginInstance {
         }
         var out = InterceptOut(instance: self)
         out.isAnswer = true
-        let code = out.withHandle(CallHandle.token(for: self)) { answer(context, $0) }
+        let interceptor = answering.withLock { $0 }
+        let ran = out.withHandle(CallHandle.token(for: self)) { handle in
+            interceptor.map { $0.calls.runFromPlugin { answer(context, handle) } } ?? answer(context, handle)
+        }
+        // destroy() began: the answer is not called (the plugin's state may be going).
+        guard let code = ran else {
+            _ = endIntercept(id, .cancelled, "the interceptor was destroyed")
+            return PAGING_ERR_CANCELLED
+        }
         if code == PAGING_INTERCEPT_PENDING, out.misuse == nil {
             out.misuse = "resume: the answer returned PAGING_INTERCEPT_PENDING"
         }
-        let refusal = out.misuse
+        let refusal = out.refusal(answering: code, observes: interceptor?.observes ?? false)
         guard finishIntercept(id, .answered(code, out)) else {
             // The host ended it while `answer` ran (its load timed out or was cancelled).
             return abandoned.withLock { $0.removeValue(forKey: id) }?.rawValue ?? PAGING_ERR_CANCELLED

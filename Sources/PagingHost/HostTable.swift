@@ -95,6 +95,8 @@ package final class PluginInstance: Sendable {
     package let fetches = Locked<[UInt64: PendingFetch]>([:])
     /// Intercepts whose answer the plugin deferred (`paging.async-intercept/1`), by id.
     let intercepts = Locked<[UInt64: PendingIntercept]>([:])
+    /// What `resume` needs of the interceptor this instance is, set once it is created.
+    let answering = Locked<AnswerContext?>(nil)
     /// The host's measures of its calls, and what it published (`paging.metrics/1`).
     let stats = PluginStats()
     /// What the instance's `invalidate` (`paging.invalidation/1`) signals.
@@ -608,6 +610,16 @@ struct InterceptOut: CallResultBuilder, Sendable {
 
 
     var limits: PluginLimits { instance._withUnsafeGuaranteedRef { $0.limits } }
+
+    /// Why an answer of `code` built on this is refused: a refused call, or a refused call
+    /// building the page when the answer is that page (`observes`: the interceptor sees pages,
+    /// and a PROCEED_OR_FALL_BACK's page is its fallback). Nil when it stands.
+    func refusal(answering code: UInt32, observes: Bool) -> String? {
+        if let misuse { return misuse }
+        let answersWithThePage = code == PAGING_INTERCEPT_COMPLETE || code == PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE
+            || (code == PAGING_INTERCEPT_PROCEED_OR_FALL_BACK && observes)
+        return answersWithThePage ? pageMisuse : nil
+    }
 
     /// Whether the plugin set a key, a page size or params for the request.
     var rewrites: Bool { key != nil || pageSize != nil || !params.isEmpty }

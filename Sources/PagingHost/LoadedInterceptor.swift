@@ -28,6 +28,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     /// Times out deferred intercepts (`paging.async-intercept/1`) after the fetch timeout.
     private let watchdog: CallWatchdog
     private let revalidationWarning = RevalidationWarning()
+    /// Whether the instance can see pages: it has handle() or offers paging.page-transform/1.
+    private let observes: Bool
     /// Ends a deferred intercept on the host's side and tells the plugin (its `cancel`).
     private let endDeferred: @Sendable (UInt64, PluginStatus, String) -> Void
     /// Settles a deferred intercept no load waits for (its call timed out, misused the host, or
@@ -44,6 +46,9 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         self.extensions = extensions
         let calls = SerializedCalls(serialized: !descriptor.isThreadSafe, library: library)
         self.calls = calls
+        let observes = plugin.pointee.handle != nil || extensions.pageTransform?.pointee.transform != nil
+        self.observes = observes
+        instance.answering.withLock { $0 = AnswerContext(calls: calls, observes: observes) }
         worker = instance.limits.callTimeout.map {
             PluginCallWorker(label: instance.label, timeout: $0, concurrent: descriptor.isThreadSafe)
         }
@@ -197,11 +202,8 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
     /// synchronous call: out of line, `out` was copied to reach it.
     @inline(__always)
     private func result(_ code: UInt32, _ out: InterceptOut, for request: PluginRequest) throws(PluginError) -> PagingInterceptResult<PluginKey, PluginItem> {
-        if let misuse = out.misuse { throw failure(.invalidArgument, misuse) }
         // A page built with a refused call is no answer; proceeding without it is.
-        let answersWithThePage = code == PAGING_INTERCEPT_COMPLETE || code == PAGING_INTERCEPT_COMPLETE_THEN_REVALIDATE
-            || (code == PAGING_INTERCEPT_PROCEED_OR_FALL_BACK && observes)
-        if answersWithThePage, let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
+        if let refusal = out.refusal(answering: code, observes: observes) { throw failure(.invalidArgument, refusal) }
         switch code {
         case PAGING_INTERCEPT_PROCEED, PAGING_INTERCEPT_PROCEED_AND_OBSERVE:
             let observe = code == PAGING_INTERCEPT_PROCEED_AND_OBSERVE && observes
@@ -226,8 +228,6 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
-    /// Whether the instance can see pages: it has handle() or offers paging.page-transform/1.
-    private var observes: Bool { plugin.pointee.handle != nil || extensions.pageTransform?.pointee.transform != nil }
 
     public func handle(page: PluginPage) async {
         guard let worker else { return callHandle(page) }
@@ -391,6 +391,13 @@ final class SerializedCalls: Sendable {
     /// Runs a call the ABI allows from any thread at any time (`cancel`), unless destroyed.
     func runUnserialized(_ body: () -> Void) {
         _ = unlessClosed { body() }
+    }
+
+    /// Runs a call the plugin makes from a thread of its own (a deferred intercept's `answer`,
+    /// inside its `resume`), unless destroyed: never serialized (a plugin may resume inside its
+    /// intercept()), but destroy() waits for it, as for any call.
+    func runFromPlugin<R>(_ body: () -> R) -> R? {
+        unlessClosed(body)
     }
 
     /// Counted, so that `close` sees either this call or `closed` set before it (both seq-cst).

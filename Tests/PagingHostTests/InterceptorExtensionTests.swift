@@ -106,6 +106,18 @@ struct InterceptorExtensionTests {
         #expect(inline.values.count == 4)
     }
 
+    /// Found by a probe: an answer that completed with a page the host refused (an item that
+    /// is not JSON) failed its load, but its resume said PAGING_OK, and nothing was logged, as
+    /// the header says there would be.
+    @Test func deferredIntercept_completedWithARefusedItem_failsItsLoad_andResumeSaysSo() async throws {
+        let deferring = try await interceptor("deferring", mode: "complete-bad")
+        let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
+        #expect(error?.status == .invalidArgument, "\(String(describing: error))")
+        #expect(await log.waitFor("bad complete resume: \(PluginStatus.invalidArgument.rawValue)"), "\(log.messages)")
+        #expect(log.contains("is not valid JSON"), "\(log.messages)")
+        #expect(log.contains("its load fails"), "\(log.messages)")
+    }
+
     /// Many loads wait at once; each gets its own answer.
     @Test func deferredIntercepts_manyAtOnce_eachAnswered() async throws {
         let pager = Pager(source: try await offsets([("count", .int(10_000))]), interceptors: [try await interceptor("deferring", mode: "thread")],
@@ -172,6 +184,28 @@ struct InterceptorExtensionTests {
         _ = FileManager.default.createFile(atPath: proceed, contents: nil)
         #expect(await log.waitFor("slow answer resume: 3"), "the resume says PAGING_ERR_TIMEOUT: \(log.messages)")
         #expect(!log.contains("cancel "), "\(log.messages)")
+    }
+
+    /// Found by a probe: destroy() was called while a deferred intercept's answer still ran
+    /// (inside the plugin's resume, on its thread), though the header promises destroy() is
+    /// never concurrent with anything: a plugin freeing its state there had it freed under the
+    /// answer. destroy() now waits for the answer (said after a second), then runs.
+    @Test func destroy_waitsForAnAnswerStillRunning() async throws {
+        let limits = PluginLimits(fetchTimeout: .milliseconds(300))
+        let proceed = scratchFolder() + "/proceed"
+        let deferring = try await interceptor("deferring", mode: "joined", [("resume_file", .string(proceed))], limits: limits)
+        let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
+        #expect(error?.status == .timeout, "\(String(describing: error))")
+        let destroyed = Task.detached { deferring.destroy() }
+        #expect(await log.waitFor("destroy() could not be called within 1.0 seconds: a call to the plugin has not returned"), "\(log.messages)")
+        #expect(!log.messages.contains("destroy"), "\(log.messages)")
+        _ = FileManager.default.createFile(atPath: proceed, contents: nil)
+        await destroyed.value
+        #expect(await log.waitFor("joined resume: "), "\(log.messages)")
+        let answered = log.messages.firstIndex(of: "answer returns"), destroy = log.messages.firstIndex(of: "destroy")
+        #expect(answered != nil && destroy != nil && answered! < destroy!, "\(log.messages)")
+        // Its resume says the host ended the intercept (its load timed out).
+        #expect(log.contains("joined resume: 3"), "\(log.messages)")
     }
 
     @Test func deferredIntercept_cancelledLoad_endsAtOnce_andThePluginHearsCancel() async throws {

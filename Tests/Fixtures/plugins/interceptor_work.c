@@ -20,6 +20,8 @@
  *   deferring (interceptor, paging.async-intercept/1) - mode:
  *     "thread"     defers, then a new thread resumes with PROCEED
  *     "complete"   defers, then a new thread resumes with COMPLETE and one item {"deferred":true}
+ *     "complete-bad" defers, then a new thread resumes with COMPLETE and the item "{bad" (which
+ *                  the host refuses), logging "bad complete resume: <status>"
  *     "inline"     defers and resumes within intercept() before returning PENDING
  *     "inline-then-proceed" defers, resumes within intercept() with COMPLETE and one item
  *                  {"deferred":true} (logging "inline resume: <status>"), then returns PROCEED
@@ -36,6 +38,8 @@
  *     "slow-answer" defers (logging "deferred <id>"); a new thread resumes with an answer that
  *                  waits until the file "resume_file" appears (10 minutes at most), then PROCEED;
  *                  the thread logs "slow answer resume: <status>"
+ *     "joined"     as "slow-answer", but the answer logs "answer returns" as it returns, and
+ *                  destroy() logs "destroy" and joins the resuming thread (whose state it frees)
  *     "late"       defers (logging "deferred <id>"); a thread resumes once the file "resume_file"
  *                  appears, writes the resume's status to "<resume_file>.status" and logs "late
  *                  resume: <status>" (the instance may be destroyed by then: the host drops the line)
@@ -84,6 +88,8 @@ typedef struct work_plugin {
     char resume_file[512];
     int watching, stop;
     pthread_t watcher;
+    int resuming; /* "joined": a resuming thread to join in destroy() */
+    pthread_t resumer;
     paging_page_out_t *last_out; /* "stale-out": the out of the transform before */
 } work_plugin;
 
@@ -254,6 +260,21 @@ static uint32_t wk_answer_slowly(void *context, paging_intercept_out_t *out)
     return PAGING_INTERCEPT_PROCEED;
 }
 
+static uint32_t wk_answer_joined(void *context, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)context;
+    uint32_t code = wk_answer_slowly(p->resume_file, out);
+    wk_log(p, "answer returns%.0llu%s", 0, "");
+    return code;
+}
+
+static uint32_t wk_answer_complete_bad(void *context, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)context;
+    p->host->out_add_item(out, wk_text("{bad"));
+    return PAGING_INTERCEPT_COMPLETE;
+}
+
 static uint32_t wk_answer_redefer(void *context, paging_intercept_out_t *out)
 {
     work_plugin *p = (work_plugin *)context;
@@ -283,6 +304,12 @@ static void *wk_resume_later(void *argument)
         paging_status_t bogus = p->async_host->resume(h, r->id + 1000000000ull, wk_answer_proceed, NULL);
         wk_log(p, "bogus resume: %llu%s", (unsigned long long)bogus, "");
         p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
+    } else if (strcmp(p->mode, "complete-bad") == 0) {
+        paging_status_t status = p->async_host->resume(h, r->id, wk_answer_complete_bad, p);
+        wk_log(p, "bad complete resume: %llu%s", (unsigned long long)status, "");
+    } else if (strcmp(p->mode, "joined") == 0) {
+        paging_status_t status = p->async_host->resume(h, r->id, wk_answer_joined, p);
+        wk_log(p, "joined resume: %llu%s", (unsigned long long)status, "");
     } else if (strcmp(p->mode, "slow-answer") == 0) {
         paging_status_t status = p->async_host->resume(h, r->id, wk_answer_slowly, r->resume_file);
         wk_log(p, "slow answer resume: %llu%s", (unsigned long long)status, "");
@@ -334,7 +361,12 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
         free(r);
         return PAGING_INTERCEPT_FAIL;
     }
-    pthread_detach(thread);
+    if (strcmp(p->mode, "joined") == 0 && !p->resuming) {
+        p->resumer = thread;
+        p->resuming = 1;
+    } else {
+        pthread_detach(thread);
+    }
     return PAGING_INTERCEPT_PENDING;
 }
 
@@ -568,7 +600,15 @@ static void wk_free(work_plugin *p)
     free(p);
 }
 
-static void wk_destroy_interceptor(paging_interceptor_t *self) { wk_free((work_plugin *)self->plugin_data); }
+static void wk_destroy_interceptor(paging_interceptor_t *self)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    if (p->resuming) {
+        wk_log(p, "destroy%.0llu%s", 0, "");
+        pthread_join(p->resumer, NULL);
+    }
+    wk_free(p);
+}
 static void wk_destroy_source(paging_source_t *self) { wk_free((work_plugin *)self->plugin_data); }
 
 static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *config)
