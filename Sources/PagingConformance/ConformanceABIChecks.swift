@@ -295,10 +295,15 @@ extension Context {
         case .refused(let result): return result
         case .made(let made): instance = made
         }
-        let offered: [String]
+        let offered: [String], withoutFunction: [String]
         switch instance {
-        case .source(let source): offered = source.offeredExtensions
-        case .interceptor(let interceptor): offered = interceptor.offeredExtensions
+        case .source(let source): (offered, withoutFunction) = (source.offeredExtensions, source.extensionsWithoutFunction)
+        case .interceptor(let interceptor): (offered, withoutFunction) = (interceptor.offeredExtensions, interceptor.extensionsWithoutFunction)
+        }
+        // Taken as not offered, with a warning at each run: the author meant to offer it.
+        if !withoutFunction.isEmpty {
+            instance.destroy()
+            return fail("get_extension answered a table whose function is NULL for \(withoutFunction.joined(separator: ", ")): the host takes it as not offered, and never calls it")
         }
         guard !offered.isEmpty else {
             instance.destroy()

@@ -71,8 +71,9 @@ extension Conformance {
             let d = raw.pointee
             var problems: [String] = []
             let id = d.id.map { String(cString: $0) }
+            let isText = d.id.map { String(validatingCString: $0) != nil } ?? true
             let shownID: String
-            if let id, !id.isEmpty {
+            if let id, !id.isEmpty, isText {
                 shownID = id
                 if id.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0 == "\u{7F}" }) {
                     problems.append("id \"\(id)\" contains spaces or control characters")
@@ -84,7 +85,7 @@ extension Conformance {
                 }
             } else {
                 shownID = "#\(index)"
-                problems.append(id == nil ? "id is NULL" : "id is empty")
+                problems.append(id == nil ? "id is NULL" : !isText ? "id is not UTF-8 text (a manifest names a plugin by its id)" : "id is empty")
             }
             if (d.name.map { String(cString: $0) } ?? "").trimmingWhitespace.isEmpty {
                 problems.append(d.name == nil ? "name is NULL" : "name is empty")
@@ -110,7 +111,7 @@ extension Conformance {
             }
             plugins.append(ConformancePluginListing(
                 id: shownID, kind: kind?.rawValue, threadSafe: d.flags & PAGING_PLUGIN_THREAD_SAFE != 0,
-                problems: problems, runnable: runnable && kind != nil && id?.isEmpty == false && firstIndex[shownID] == Int(index),
+                problems: problems, runnable: runnable && kind != nil && id?.isEmpty == false && isText && firstIndex[shownID] == Int(index),
                 name: d.name.map { String(cString: $0) }, version: version, description: d.description.map { String(cString: $0) }))
         }
         if describe(total) != nil {

@@ -93,6 +93,8 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
 
     /// The ids of the instance extensions this instance offers and the host uses.
     package var offeredExtensions: [String] { extensions.offered }
+    /// The extensions it answered with a table whose function is NULL (not offered).
+    package var extensionsWithoutFunction: [String] { extensions.withoutFunction }
 
     /// Asks the instance whether it can serve loads now (`paging.health/1`).
     public func health() -> PluginHealth {

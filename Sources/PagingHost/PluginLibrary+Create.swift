@@ -80,6 +80,10 @@ extension PluginLibrary {
         if size == 0 {
             instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")
+        } else if size < Plugin.firstSize, size >= draft {
+            instance.log(.warning, "struct_size is \(size), between the 1.0 draft's \(draft) bytes and ABI 1.0's \(Plugin.firstSize): its "
+                         + "get_extension is not read, and none of its extensions is used (set it to sizeof(paging_\(kind)_t), "
+                         + "\(MemoryLayout<Plugin>.size) with these headers)")
         } else if size < draft {
             destroyRefused(plugin)
             throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' says its table is \(size) bytes (struct_size), less than the "
@@ -215,14 +219,18 @@ package protocol PluginTable {
     static func destroy(_ table: UnsafeMutablePointer<Self>)
     /// The size of ABI 1.0's draft of the table: the offset of its first 1.0 member.
     static var draftSize: Int { get }
+    /// The smallest ABI 1.0 table's size: the end of its get_extension.
+    static var firstSize: Int { get }
 }
 
 extension paging_source_t: PluginTable {
     package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
     package static var draftSize: Int { MemoryLayout<Self>.offset(of: \.struct_size)! }
+    package static var firstSize: Int { MemoryLayout<Self>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size }
 }
 
 extension paging_interceptor_t: PluginTable {
     package static func destroy(_ table: UnsafeMutablePointer<Self>) { table.pointee.destroy?(table) }
     package static var draftSize: Int { MemoryLayout<Self>.offset(of: \.struct_size)! }
+    package static var firstSize: Int { MemoryLayout<Self>.offset(of: \.get_extension)! + MemoryLayout<UnsafeRawPointer>.size }
 }

@@ -216,8 +216,14 @@ extension PluginLibrary {
                 throw .invalidEntry(path: path, reason: "descriptor(\(index)) returned NULL")
             }
             let d = raw
-            guard let id = d.pointee.id.map({ String(cString: $0) }), !id.isEmpty else {
+            guard let rawID = d.pointee.id, rawID.pointee != 0 else {
                 throw .invalidEntry(path: path, reason: "descriptor \(index) has no id")
+            }
+            // A manifest names a plugin by its id, and create gets it back: bytes that are not
+            // UTF-8 would be neither (they became U+FFFD, another id).
+            guard let id = String(validatingCString: rawID) else {
+                let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(rawID).assumingMemoryBound(to: UInt8.self), count: strnlen(rawID, 64))
+                throw .invalidEntry(path: path, reason: "the id of descriptor \(index) is not UTF-8 text (its first bytes in hex: \(hexString(bytes))); a manifest names a plugin by its id")
             }
             let abiVersion = PluginABIVersion(d.pointee.abi_version)
             guard paging_version_is_compatible(PluginABIVersion.host.cValue, d.pointee.abi_version) != 0 else {

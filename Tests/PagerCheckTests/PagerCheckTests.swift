@@ -274,12 +274,15 @@ struct PagerCheckTests {
         ("check_leak", ["leak/create-destroy-cycles"], "a leak per create/destroy"),
         ("check_bad_descriptor", ["bad id/descriptor"], "contains spaces"),
         ("check_empty_id", ["-/load", "#0/descriptor"], "id is empty"),
+        // Found by a probe: passed, and a manifest could not name it (it read as U+FFFD).
+        ("check_non_utf8_id", ["-/load", "#0/descriptor"], "id is not UTF-8 text"),
         ("check_repeat_keys", ["repeat-keys/keys-chain"], "the key of page 1"),
         ("check_stale_out", ["stale-out/call-handles"], "kept from an earlier call, used during a later one; refused"),
         ("check_bad_sizes", ["zero-table-size/abi-growth", "short-descriptor/abi-growth", "wrapper-size/abi-growth"],
          "set it to sizeof(paging_interceptor_t), not the size of a struct that holds it"),
         ("check_small_descriptor", ["-/load", "small-descriptor/abi-growth"], "struct_size is 8, smaller than any ABI 1.0 descriptor"),
-        ("check_bad_extensions", ["greedy-extensions/abi-growth", "bad-health/extensions", "slow-health/extensions"],
+        // null-health: found by a probe (it passed, "offers no instance extension").
+        ("check_bad_extensions", ["greedy-extensions/abi-growth", "bad-health/extensions", "slow-health/extensions", "null-health/extensions"],
          "answered 42, which is neither PAGING_OK nor a PAGING_ERR_* code"),
         ("abi_minor_newer", ["abi-minor-needs/abi-growth"], "needs extension 'paging.from-the-future/1'"),
     ]
@@ -493,6 +496,7 @@ struct PagerCheckTests {
         #expect(result("slow-health", "extensions")?.reason == "paging.health/1: check() did not return within 500 ms", "\(output)")
         #expect(result("greedy-extensions", "abi-growth")?.reason.contains("\"paging.no-such-extension/1\" and \"\"") == true, "\(output)")
         #expect(result("greedy-extensions", "extensions")?.status == .pass, "\(output)")
+        #expect(result("null-health", "extensions")?.reason == "get_extension answered a table whose function is NULL for paging.health/1: the host takes it as not offered, and never calls it", "\(output)")
     }
 
     /// items-valid fails on the first bad page, quoting the host, and nothing else does; with

@@ -215,8 +215,9 @@ struct ABIContractTests {
     }
 
     /// An instance's struct_size smaller than any ABI 1.0 table is refused (a corrupt table);
-    /// 0, never set, is said, since its extensions go unasked. Both were taken without a word.
-    @Test(arguments: [0, 8])
+    /// 0, never set, is said, since its extensions go unasked, and so is one that ends before
+    /// get_extension (found by a probe). They were taken without a word.
+    @Test(arguments: [0, 8, 40])
     func anInstanceTableTooSmall_isRefused_andOneNeverSized_isSaid(size: Int) async throws {
         let path = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c", name: "lifecycle_size_\(size)",
                                       extraFlags: ["-DFIXTURE_STRUCT_SIZE=\(size)"])
@@ -227,6 +228,13 @@ struct ABIContractTests {
             defer { interceptor.destroy() }
             #expect(log.contains("struct_size is 0: its table is read as ABI 1.0's draft, without get_extension"), "\(log.messages)")
             #expect(interceptor.offeredExtensions.isEmpty)
+            return
+        }
+        if size == 40 {
+            let interceptor = try library.makeInterceptor(sink: log.sink)
+            defer { interceptor.destroy() }
+            #expect(log.contains("struct_size is 40, between the 1.0 draft's 32 bytes and ABI 1.0's 48: its get_extension is not read, "
+                                 + "and none of its extensions is used (set it to sizeof(paging_interceptor_t), "), "\(log.messages)")
             return
         }
         #expect(throws: PluginLoadError.invalidEntry(path: library.path, reason: "interceptor 'lifecycle' says its table is 8 bytes (struct_size), "

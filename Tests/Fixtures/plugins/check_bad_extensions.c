@@ -1,6 +1,6 @@
 /* build: cc -std=c99 -Wall -Wextra -pedantic -Werror -shared -fPIC -I Sources/CPaging/include Tests/Fixtures/plugins/check_bad_extensions.c -o libcheck_bad_extensions.so */
 /*
- * Fixture for `pager check`: four interceptors (each lets every request proceed) that offer
+ * Fixture for `pager check`: five interceptors (each lets every request proceed) that offer
  * paging.health/1, some wrongly:
  *   "greedy-extensions" answers its health table for every id get_extension is asked for, also
  *     ids it cannot offer. Expected: abi-growth fails (get_extension must answer NULL for them).
@@ -8,6 +8,8 @@
  *   "slow-health" health check() logs "health check started" and takes 3 s (config "health_ms"
  *     sets it; with "until_path", it ends sooner once that file exists). Expected: extensions
  *     fails (the check's timeout).
+ *   "null-health" answers a health table whose check is NULL. Expected: extensions fails (the
+ *     host takes it as not offered, and never asks).
  *   "unhealthy"   health check() logs why and answers PAGING_ERR_TRANSIENT: a valid answer,
  *     named in extensions' reason, which passes.
  * Every other check passes.
@@ -20,7 +22,7 @@
 
 #include "paging/paging.h"
 
-enum { GREEDY, BAD, SLOW, UNHEALTHY, PLUGINS };
+enum { GREEDY, BAD, SLOW, UNHEALTHY, NULL_HEALTH, PLUGINS };
 
 typedef struct fixture { paging_interceptor_t base; const paging_host_t *host; int which; long health_ms; char *until_path; } fixture;
 
@@ -50,12 +52,14 @@ static paging_status_t fx_check(void *self)
 }
 
 static const paging_ext_health_t fx_health = { fx_check };
+static const paging_ext_health_t fx_null_health = { NULL }; /* deliberate */
 
 static const void *fx_get_extension(paging_interceptor_t *self, const char *id)
 {
     fixture *f = (fixture *)self;
     if (f->which == GREEDY) return &fx_health; /* deliberate: whatever the id */
-    return strcmp(id, PAGING_EXT_HEALTH) == 0 ? &fx_health : NULL;
+    if (strcmp(id, PAGING_EXT_HEALTH) != 0) return NULL;
+    return f->which == NULL_HEALTH ? &fx_null_health : &fx_health;
 }
 
 static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
@@ -82,6 +86,8 @@ static const paging_plugin_descriptor_t fx_descriptors[PLUGINS] = {
       "Its health check takes 3 s.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
     { PAGING_DESCRIPTOR_HEAD, "unhealthy", "Unhealthy (fixture)", "1.0.0",
       "Its health check says the upstream is unreachable.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "null-health", "NULL health check (fixture)", "1.0.0",
+      "Its health table's check is NULL.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
 };
 
 static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_t *host, const paging_config_t *config)
