@@ -274,8 +274,6 @@ struct PagerCheckTests {
         ("check_leak", ["leak/create-destroy-cycles"], "a leak per create/destroy"),
         ("check_bad_descriptor", ["bad id/descriptor"], "contains spaces"),
         ("check_empty_id", ["-/load", "#0/descriptor"], "id is empty"),
-        // Found by a probe: passed, and a manifest could not name it (it read as U+FFFD).
-        ("check_non_utf8_id", ["-/load", "#0/descriptor"], "id is not UTF-8 text"),
         ("check_repeat_keys", ["repeat-keys/keys-chain"], "the key of page 1"),
         ("check_stale_out", ["stale-out/call-handles"], "kept from an earlier call, used during a later one; refused"),
         ("check_bad_sizes", ["zero-table-size/abi-growth", "short-descriptor/abi-growth", "wrapper-size/abi-growth"],
@@ -296,6 +294,19 @@ struct PagerCheckTests {
         let failed = report.results.filter { $0.status == .fail }
         #expect(Set(failed.map { "\($0.plugin)/\($0.check)" }) == failing, "\(output)")
         #expect(failed.contains { $0.reason.contains(reason) }, "\(output)")
+    }
+
+    /// Found by a probe: an id that is not UTF-8 passed, and no manifest could name it (it read
+    /// as U+FFFD, and create got that back): the host refuses the library, saying so.
+    @Test func anIDThatIsNotUTF8_failsLoadAndDescriptor() async throws {
+        let library = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/check_empty_id.c", name: "check_non_utf8_id",
+                                               extraFlags: [#"-DFIXTURE_ID="x\xff""#])
+        let (code, report, output) = try await check(library, Self.fast)
+        #expect(code == 1, "\(output)")
+        let failed = report.results.filter { $0.status == .fail }
+        #expect(Set(failed.map { "\($0.plugin)/\($0.check)" }) == ["-/load", "#0/descriptor"], "\(output)")
+        #expect(failed.contains { $0.reason.contains("the id of descriptor 0 is not UTF-8 text (its first bytes in hex: 78ff)") }, "\(output)")
+        #expect(failed.contains { $0.reason.contains("id is not UTF-8 text (a manifest names a plugin by its id)") }, "\(output)")
     }
 
     /// A worker that destroy() joins completes a fetch twice while destroy() runs: that is

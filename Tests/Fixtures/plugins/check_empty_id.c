@@ -3,10 +3,16 @@
  * Broken fixture for `pager check`: one interceptor whose descriptor has an empty id "". The
  * host refuses the whole library ("descriptor 0 has no id"). Expected: a failed "load" line for
  * the library and a failed descriptor check for plugin "#0"; nothing else can run.
+ * Built with -DFIXTURE_ID='"x\xff"', the id is that instead: bytes that are not UTF-8, refused
+ * the same way.
  */
 #include <stdlib.h>
 
 #include "paging/paging.h"
+
+#ifndef FIXTURE_ID
+#define FIXTURE_ID ""
+#endif
 
 static uint32_t fx_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
 {
@@ -31,7 +37,7 @@ static paging_interceptor_t *fx_create(const char *plugin_id, const paging_host_
 }
 
 static const paging_plugin_descriptor_t fx_descriptor = {
-    PAGING_DESCRIPTOR_HEAD, "", "Empty id (fixture)", "1.0.0", "Its id is empty.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL
+    PAGING_DESCRIPTOR_HEAD, FIXTURE_ID, "Empty id (fixture)", "1.0.0", "Its id is empty.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL
 };
 static uint32_t fx_count(void) { return 1; }
 static const paging_plugin_descriptor_t *fx_descriptor_at(uint32_t i) { return i == 0 ? &fx_descriptor : NULL; }
