@@ -598,7 +598,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         } else if let name = config.stop.totalHeader {
             total = try Self.count(response.header(name).map { $0.trimmingSpaces }, "the total header \(name)", url: url)
         }
-        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination) }
+        let capped = chains.withLock { $0.isCapped(walk: target.walk) }
+        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination, capped: capped) }
         var page = try paginationKeys(scan, response, target, url: url, goesOn: more == true || remaining == true)
         if more == true, page.nextKey == nil {
             throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
@@ -607,6 +608,8 @@ final class HTTPSourcePlugin: SourcePlugin {
             page.nextKey = nil
             page.isLast = true
         }
+        // A short page paging goes on from: the server caps its page size, for the rest of the walk.
+        if !capped, count > 0, count < target.pageSize, page.nextKey != nil { chains.withLock { $0.markCapped(walk: target.walk) } }
         return page
     }
 
@@ -614,7 +617,10 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// (page and offset pagination; `false` for an empty page). An offset says exactly. A page
     /// number says it by the page size, or, for a short page that does not end the total there,
     /// by its own length: a server that caps the page size (GitHub's 100) sends pages of its cap.
-    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination) -> Bool {
+    /// Once a short page of the walk went on (`capped`), every page is of the cap: a short page
+    /// whose count happens to end the total by the page size (4 pages of 5 and 3 items make 23)
+    /// is not taken for the last one (it ended paging with 15 of 23 items, exit 0).
+    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination, capped: Bool) -> Bool {
         guard count > 0 else { return false }
         switch pagination {
         case .offset:
@@ -623,7 +629,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             let before = target.number - first
             let (seen, overflow) = (before + 1).multipliedReportingOverflow(by: min(count, target.pageSize))
             guard !overflow else { return false }
-            if count < target.pageSize {
+            if count < target.pageSize, !capped {
                 let (honest, overflow) = before.multipliedReportingOverflow(by: target.pageSize)
                 if !overflow, honest.addingReportingOverflow(count) == (total, false) { return false }
             }
@@ -727,6 +733,9 @@ struct KeyChains {
         var repeatsAfter: [String: String] = [:]
         var repeatsBefore: [String: String] = [:]
 
+        /// A short page of the walk went on: the server caps its page size (``itemsRemain``).
+        var capped = false
+
         var size: Int { after.count + before.count + repeatsAfter.count + repeatsBefore.count }
     }
 
@@ -779,6 +788,12 @@ struct KeyChains {
         if next == key { return true }
         guard let chain = chains[walk] else { return false }
         return chain.repeatsAfter[next] != nil || chain.after[next].map { $0 != key } ?? false
+    }
+
+    func isCapped(walk: String) -> Bool { chains[walk]?.capped ?? false }
+
+    mutating func markCapped(walk: String) {
+        chains[walk]?.capped = true
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.

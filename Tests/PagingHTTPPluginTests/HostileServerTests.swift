@@ -176,13 +176,17 @@ struct HostileServerTests {
     /// Found by a probe: a server that caps the page size (7 of the 10 asked) sent a short first
     /// page, and paging ended there with 38 of 45 items lost, exit 0, though the total said
     /// more. A short page goes on while the total says items remain; every item comes once.
-    @Test(arguments: [("page", "page={key}"), ("offset", "offset={offset}")])
-    func aServerThatCapsThePageSize_isPagedToItsTotal(_ type: String, _ query: String) async throws {
+    /// Found by a second probe: pages of 3 for a page size of 5 and a total of 23 ended after the
+    /// fifth page, 15 items, exit 0: 4 pages of 5 and one of 3 make 23, so it was taken for the
+    /// last one. Once a short page of the walk went on, every page is taken for one of the cap.
+    @Test(arguments: [("page", "page={key}", 45, 7, 10), ("offset", "offset={offset}", 45, 7, 10), ("page", "page={key}", 23, 3, 5),
+                      ("page", "page={key}", 1000, 100, 150)])
+    func aServerThatCapsThePageSize_isPagedToItsTotal(_ type: String, _ query: String, total: Int, cap: Int, pageSize: Int) async throws {
         defer { server.stop() }
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/capped?\#(query)&limit={pageSize}", "items": "/items", "#
-            + #""pagination": {"type": "\#(type)", "total": "/total"}}"#)
-        let manager = try await pageToEnd(source, pageSize: 10)
-        #expect(try ids(manager.output.values) == Array(0..<45))
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/capped?\#(query)&limit={pageSize}&total=\#(total)&cap=\#(cap)", "#
+            + #""items": "/items", "pagination": {"type": "\#(type)", "total": "/total"}}"#)
+        let manager = try await pageToEnd(source, pageSize: pageSize)
+        #expect(try ids(manager.output.values) == Array(0..<total))
     }
 
     /// Found by a probe: an empty page whose has_more is true and which names the next cursor

@@ -112,8 +112,8 @@ Paths (query strings are ignored unless said):
                        C "unclosed" page 1 a Link to page 2, then "<a," 21,000 times (63 KB)
   /repos/...           items (any path under /repos)
   /self-prev           items; Link rel="first prev" to itself
-  /capped?page=N or ?offset=O  45 records (ids 0-44), at most 7 a page whatever the limit asked
-                       (pages of 7 by number), with "total": 45
+  /capped?page=N or ?offset=O  `total` records (default 45: ids 0-44), at most `cap` a page (default 7) whatever the limit asked
+                       (pages of `cap` by number), with "total": `total`
   /empty-middle?cursor=C  cursor pages c0-c4 of 10 ids each, c2 empty; "has_more" true up to c3
                        and "next" "c<n+1>" (null on c4)
   /has-more?case=C&page=N  items and a has_more of each case: "missing" (none), "yes" (the string),
@@ -396,9 +396,10 @@ class Handler(loopback.Handler):
             data = pages.get(query.get("starting_after", ""), [])
             self.send(200, json.dumps({"data": data, "has_more": True}).encode())
         elif path == "/capped":
-            start = int(query["offset"]) if "offset" in query else (page - 1) * 7
-            records = [{"id": i} for i in range(start, min(45, start + 7))]
-            self.send(200, json.dumps({"items": records, "total": 45}).encode())
+            total, cap = int(query.get("total", "45")), int(query.get("cap", "7"))
+            start = int(query["offset"]) if "offset" in query else (page - 1) * cap
+            records = [{"id": i} for i in range(start, min(total, start + cap))]
+            self.send(200, json.dumps({"items": records, "total": total}).encode())
         elif path == "/empty-middle":
             n = int(query.get("cursor", "c0")[1:] or 0)
             records = [] if n == 2 else [{"id": n * 10 + i} for i in range(10)]
