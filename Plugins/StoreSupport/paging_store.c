@@ -32,7 +32,7 @@ int pstore_read_freshness(const paging_host_t *host, const paging_config_t *conf
     if (problem == NULL && age_type != PAGING_CONFIG_ABSENT) {
         age = host->config_int(config, "max_age_seconds", -1);
         if (age_type != PAGING_CONFIG_INT || age < 0 || age > INT64_MAX / 1000)
-            problem = "config `max_age_seconds` must be a whole number of seconds >= 0";
+            problem = "config `max_age_seconds` must be a whole number of seconds in 0...9223372036854775 (INT64_MAX milliseconds)";
     }
     if (problem != NULL) {
         snprintf(msg, sizeof msg, "%s: %s", plugin, problem);

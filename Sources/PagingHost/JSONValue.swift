@@ -39,7 +39,9 @@ public enum JSONValue: Sendable, Equatable {
         let mantissa = text.utf8.prefix { $0 != UInt8(ascii: "e") && $0 != UInt8(ascii: "E") }
         let isInteger = mantissa.count == text.utf8.count && !mantissa.contains(UInt8(ascii: "."))
         let significantDigits = mantissa.filter { (0x30...0x39).contains($0) }.drop { $0 == 0x30 }.count
-        self = isInteger || significantDigits > 15 ? .number(text) : .double(value)
+        // Below the normal doubles (1e-400 is 0, 1e-310 keeps a few digits): its text is its value.
+        let underflows = significantDigits > 0 && value.magnitude < Double.leastNormalMagnitude
+        self = isInteger || significantDigits > 15 || underflows ? .number(text) : .double(value)
     }
 
     /// A number's value as a Double (rounded for `number`); nil for anything else.

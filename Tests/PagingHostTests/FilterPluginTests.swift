@@ -113,6 +113,11 @@ struct FilterPluginTests {
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 123456789012345678901234}]}"#, huge)) == [1])
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": 123456789012345678901234}]}"#, huge)) == [2])
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 0.12345678901234567892}]}"#, huge)) == [4])
+        // Below the doubles: found by a probe, 1e-400 in the manifest reached the filter as 0.
+        let tiny = [#"{"id":1,"v":0}"#, #"{"id":2,"v":1e-400}"#, #"{"id":3,"v":-1e-400}"#]
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 1e-400}]}"#, tiny)) == [2])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "less_than": 1e-999}]}"#, tiny)) == [1, 3])
+        #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "greater_than": -1e-500}]}"#, tiny)) == [1, 2])
         // Values sharing their leading digits.
         let close = [#"{"id":1,"v":1.2}"#, #"{"id":2,"v":1.25}"#, #"{"id":3,"v":12}"#, #"{"id":4,"v":0.12e1}"#]
         #expect(ids(try await filtered(#"{"where": [{"pointer": "/v", "equals": 1.2}]}"#, close)) == [1, 4])

@@ -244,7 +244,9 @@ struct FreshnessTests {
         for (config, expected) in [
             (#", "policy": "fastest""#, "config `policy` must be"),
             (#", "policy": 3"#, "config `policy` must be a string"),
-            (#", "max_age_seconds": -1"#, "config `max_age_seconds` must be a whole number of seconds >= 0"),
+            (#", "max_age_seconds": -1"#, "config `max_age_seconds` must be a whole number of seconds in 0...9223372036854775 (INT64_MAX milliseconds)"),
+            // Found by a probe: said ">= 0" of a value that is.
+            (#", "max_age_seconds": 9223372036854775806"#, "must be a whole number of seconds in 0...9223372036854775 "),
             (#", "max_age_seconds": "1h""#, "config `max_age_seconds` must be a whole number"),
         ] {
             let result = try await run(pager, ["run", try manifest(upstream, config)])
