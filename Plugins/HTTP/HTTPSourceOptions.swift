@@ -14,6 +14,9 @@ struct StopRules: Sendable {
     var total: JSONPointer?
     var totalHeader: String?
 
+    /// Whether a rule says where paging ends (else a short page does).
+    var decidesTheEnd: Bool { hasMore != nil || total != nil || totalHeader != nil }
+
     init() {}
 
     init(_ pagination: ConfigValue?) throws(PluginFailure) {

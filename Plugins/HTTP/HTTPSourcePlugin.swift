@@ -80,9 +80,12 @@ final class HTTPSourcePlugin: SourcePlugin {
 
     /// Page numbers are computable: the chain of page `n` is n - 1 (unless first) and n + 1.
     /// Offsets need the page size, which the chain does not get; cursors and links come with
-    /// pages. Those return nil: the keys come with each page.
+    /// pages. Those return nil: the keys come with each page. So do page numbers with a stop
+    /// rule (a total, has_more): a short page is then followed only when the server says more
+    /// remain, and a next key the chain also gave was taken for a guess, the page asked for
+    /// again before paging went on (each page of a server that caps its page size, twice).
     func keyChain(for key: [UInt8]) -> (prev: [UInt8]?, next: [UInt8]?)? {
-        guard case .page(let first) = config.pagination,
+        guard case .page(let first) = config.pagination, !config.stop.decidesTheEnd,
               let number = Int(String(decoding: key, as: UTF8.self)) else { return nil }
         // No chain for keys the fetch refuses (FetchTarget): negative, or the last Int.
         guard number >= 0, number < Int.max else { return nil }
@@ -598,8 +601,8 @@ final class HTTPSourcePlugin: SourcePlugin {
         } else if let name = config.stop.totalHeader {
             total = try Self.count(response.header(name).map { $0.trimmingSpaces }, "the total header \(name)", url: url)
         }
-        let capped = chains.withLock { $0.isCapped(walk: target.walk) }
-        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination, capped: capped) }
+        let cap = chains.withLock { $0.cap(of: target.walk) }
+        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination, cap: cap) }
         var page = try paginationKeys(scan, response, target, url: url, goesOn: more == true || remaining == true)
         if more == true, page.nextKey == nil {
             throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
@@ -609,7 +612,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             page.isLast = true
         }
         // A short page paging goes on from: the server caps its page size, for the rest of the walk.
-        if !capped, count > 0, count < target.pageSize, page.nextKey != nil { chains.withLock { $0.markCapped(walk: target.walk) } }
+        if cap == nil, count > 0, count < target.pageSize, page.nextKey != nil { chains.withLock { $0.setCap(count, of: target.walk) } }
         return page
     }
 
@@ -617,19 +620,23 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// (page and offset pagination; `false` for an empty page). An offset says exactly. A page
     /// number says it by the page size, or, for a short page that does not end the total there,
     /// by its own length: a server that caps the page size (GitHub's 100) sends pages of its cap.
-    /// Once a short page of the walk went on (`capped`), every page is of the cap: a short page
-    /// whose count happens to end the total by the page size (4 pages of 5 and 3 items make 23)
-    /// is not taken for the last one (it ended paging with 15 of 23 items, exit 0).
-    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination, capped: Bool) -> Bool {
+    /// Once a short page of the walk went on, every page before is of its length (`cap`): a
+    /// short page whose count happens to end the total by the page size (4 pages of 5 and 3
+    /// items make 23) is not taken for the last one (it ended paging with 15 of 23 items, exit 0).
+    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination, cap: Int?) -> Bool {
         guard count > 0 else { return false }
         switch pagination {
         case .offset:
             return target.number.addingReportingOverflow(count).partialValue < total
         case .page(let first):
             let before = target.number - first
+            if let cap {
+                let (full, overflow) = before.multipliedReportingOverflow(by: cap)
+                return !overflow && full.addingReportingOverflow(count).partialValue < total
+            }
             let (seen, overflow) = (before + 1).multipliedReportingOverflow(by: min(count, target.pageSize))
             guard !overflow else { return false }
-            if count < target.pageSize, !capped {
+            if count < target.pageSize {
                 let (honest, overflow) = before.multipliedReportingOverflow(by: target.pageSize)
                 if !overflow, honest.addingReportingOverflow(count) == (total, false) { return false }
             }
@@ -733,8 +740,9 @@ struct KeyChains {
         var repeatsAfter: [String: String] = [:]
         var repeatsBefore: [String: String] = [:]
 
-        /// A short page of the walk went on: the server caps its page size (``itemsRemain``).
-        var capped = false
+        /// The length of a short page of the walk that paging went on from: the server's cap on
+        /// the page size (``itemsRemain``).
+        var cap: Int?
 
         var size: Int { after.count + before.count + repeatsAfter.count + repeatsBefore.count }
     }
@@ -790,10 +798,10 @@ struct KeyChains {
         return chain.repeatsAfter[next] != nil || chain.after[next].map { $0 != key } ?? false
     }
 
-    func isCapped(walk: String) -> Bool { chains[walk]?.capped ?? false }
+    func cap(of walk: String) -> Int? { chains[walk]?.cap }
 
-    mutating func markCapped(walk: String) {
-        chains[walk]?.capped = true
+    mutating func setCap(_ cap: Int, of walk: String) {
+        chains[walk]?.cap = cap
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.
