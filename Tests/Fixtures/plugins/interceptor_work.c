@@ -59,6 +59,9 @@
  *     for that file every 5 ms; when it appears it is removed, the source invalidates (logging
  *     "invalidated"), and refresh_key_at names the page that starts at the reader's item.
  *     With "invalidate_at" N, its Nth fetch() (from 1) invalidates before it completes.
+ *     With "change_at" N, from its Nth fetch() on the data has changed: the item at offset k is
+ *     {"n":k+1,"v":"b"} (the first one gone, the others edited) of "count_after" (default "count");
+ *     the key chain goes on to the larger count.
  *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys),
  *     and fetch sets its page's next key so too. With "chain_fails" true, its key chain fails
  *     (TRANSIENT) and its fetches succeed.
@@ -81,7 +84,7 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms, key_padding, invalidate_at, fetches;
+    long count, fail_times, retry_after_ms, key_padding, invalidate_at, fetches, change_at, count_after;
     int chain_fails;
     pthread_mutex_t lock;
     char invalidate_file[512];
@@ -490,7 +493,9 @@ static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32
     work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
     unsigned long offset = wk_offset(key);
     if (p->chain_fails) return PAGING_ERR_TRANSIENT;
-    if (offset + page_size < (unsigned long)p->count) wk_set_key(p, out, PAGING_KEY_NEXT, offset + page_size);
+    /* With "change_at", the most items there will be. */
+    unsigned long most = (unsigned long)(p->count_after > p->count ? p->count_after : p->count);
+    if (offset + page_size < most) wk_set_key(p, out, PAGING_KEY_NEXT, offset + page_size);
     if (offset > 0) wk_set_key(p, out, PAGING_KEY_PREV, offset > page_size ? offset - page_size : 0);
     return PAGING_OK;
 }
@@ -535,14 +540,19 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
 {
     work_plugin *p = (work_plugin *)self->plugin_data;
     const paging_host_t *h = p->host;
-    unsigned long offset = wk_offset(request->key), i;
+    unsigned long offset = wk_offset(request->key), i, count;
+    long fetch;
+    int changed;
     char item[64], tag[32] = "";
     if (wk_take_failure(p)) {
         p->hint_host->fetch_retry_after(h, id, (uint64_t)p->retry_after_ms);
         h->fetch_fail(h, id, PAGING_ERR_TRANSIENT, "busy");
         return PAGING_OK;
     }
-    if (__atomic_add_fetch(&p->fetches, 1, __ATOMIC_SEQ_CST) == p->invalidate_at) {
+    fetch = __atomic_add_fetch(&p->fetches, 1, __ATOMIC_SEQ_CST);
+    changed = p->change_at > 0 && fetch >= p->change_at;
+    count = (unsigned long)(changed ? p->count_after : p->count);
+    if (fetch == p->invalidate_at) {
         const paging_ext_invalidation_host_t *invalidation =
             (const paging_ext_invalidation_host_t *)h->get_extension(h, PAGING_EXT_INVALIDATION);
         if (invalidation != NULL) invalidation->invalidate(h);
@@ -553,11 +563,11 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
         for (j = 0; ok && j < param->value.len; j++) ok = isalnum(param->value.data[j]);
         if (ok) snprintf(tag, sizeof tag, ",\"tag\":\"%.*s\"", (int)param->value.len, (const char *)param->value.data);
     }
-    for (i = offset; i < offset + request->page_size && i < (unsigned long)p->count; i++) {
-        snprintf(item, sizeof item, "{\"n\":%lu%s}", i, tag);
+    for (i = offset; i < offset + request->page_size && i < count; i++) {
+        snprintf(item, sizeof item, changed ? "{\"n\":%lu,\"v\":\"b\"%s}" : "{\"n\":%lu%s}", changed ? i + 1 : i, tag);
         h->fetch_add_item(h, id, wk_text(item));
     }
-    if (p->key_padding > 0 && offset + request->page_size < (unsigned long)p->count) {
+    if (p->key_padding > 0 && offset + request->page_size < count) {
         char *text = wk_key_text(p, offset + request->page_size);
         paging_bytes_t next;
         if (text != NULL) {
@@ -621,6 +631,8 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     mode = host->config_string(config, "mode");
     snprintf(p->mode, sizeof p->mode, "%s", mode != NULL ? mode : "");
     p->count = (long)host->config_int(config, "count", 100);
+    p->change_at = (long)host->config_int(config, "change_at", 0);
+    p->count_after = (long)host->config_int(config, "count_after", p->count);
     p->key_padding = (long)host->config_int(config, "key_padding", 0);
     p->chain_fails = host->config_bool(config, "chain_fails", 0);
     if (p->key_padding < 0 || p->key_padding > 100000000) p->key_padding = 0;
