@@ -230,7 +230,6 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
-
     public func handle(page: PluginPage) async {
         guard let worker else { return callHandle(page) }
         if await worker.run({ [self] in callHandle(page) }) == nil {
