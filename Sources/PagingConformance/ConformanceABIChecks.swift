@@ -401,7 +401,11 @@ extension Context {
                     group.addTask {
                         guard case .failure(let error as PluginError) = await task.result else { return nil }
                         if error.status == PluginStatus.invalidArgument { return error.message }
-                        if !cancelled && error.status == PluginStatus.timeout { return "an intercept was never answered (\(error.message))" }
+                        if !cancelled && error.status == PluginStatus.timeout {
+                            // Its resume may have been refused (a NULL answer): that is the cause to name.
+                            let refused = log.first(containing: "resume: ").map { "; the host refused \"\(clip($0))\"" } ?? ""
+                            return "an intercept was never answered (\(error.message))\(refused)"
+                        }
                         return nil
                     }
                 }

@@ -122,6 +122,8 @@ struct PagerCheckTests {
 
     @Test(arguments: [("transformer", #"{"mode": "bad-index"}"#, "keep_item: item index 999"),
                       ("deferring", #"{"mode": "never"}"#, "an intercept was never answered"),
+                      // Found by a probe: said only "never answered", not why.
+                      ("deferring", #"{"mode": "null-answer"}"#, #"the host refused "resume: a NULL answer function for deferred intercept id"#),
                       ("deferring", #"{"mode": "twice"}"#, "resumed a deferred intercept the host did not know or had ended")])
     func misbehavingExtensions_fail(_ id: String, _ config: String, _ reason: String) async throws {
         let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),

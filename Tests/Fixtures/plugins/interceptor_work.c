@@ -20,6 +20,8 @@
  *   deferring (interceptor, paging.async-intercept/1) - mode:
  *     "thread"     defers, then a new thread resumes with PROCEED
  *     "complete"   defers, then a new thread resumes with COMPLETE and one item {"deferred":true}
+ *     "null-answer" defers, then a new thread resumes with a NULL answer function (refused), and
+ *                  never again
  *     "complete-bad" defers, then a new thread resumes with COMPLETE and the item "{bad" (which
  *                  the host refuses), logging "bad complete resume: <status>"
  *     "inline"     defers and resumes within intercept() before returning PENDING
@@ -307,6 +309,8 @@ static void *wk_resume_later(void *argument)
         paging_status_t bogus = p->async_host->resume(h, r->id + 1000000000ull, wk_answer_proceed, NULL);
         wk_log(p, "bogus resume: %llu%s", (unsigned long long)bogus, "");
         p->async_host->resume(h, r->id, wk_answer_proceed, NULL);
+    } else if (strcmp(p->mode, "null-answer") == 0) {
+        p->async_host->resume(h, r->id, NULL, p);
     } else if (strcmp(p->mode, "complete-bad") == 0) {
         paging_status_t status = p->async_host->resume(h, r->id, wk_answer_complete_bad, p);
         wk_log(p, "bad complete resume: %llu%s", (unsigned long long)status, "");
