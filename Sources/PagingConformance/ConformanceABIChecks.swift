@@ -515,7 +515,7 @@ extension Context {
             let function = String(line.prefix { $0 != ":" })
             if !functions.contains(function) { functions.append(function) }
         }
-        return fail("over \(total) calls, the host refused \(count(refused.count, "use")) of a call handle outside its call (\(functions.joined(separator: ", "))); the first: \"\(first)\"")
+        return fail("over \(total) calls, the host refused \(count(refused.count, "use")) of a call handle that was NULL or outside its call (\(functions.joined(separator: ", "))); the first: \"\(first)\"")
     }
 
     // MARK: - items-valid
