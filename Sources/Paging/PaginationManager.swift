@@ -46,9 +46,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// The most values kept; `nil` keeps everything.
         public var maxSize: Int?
         /// How close (in items) to an end ``itemVisible(at:of:)`` starts loading the next page;
-        /// with ``maxSize``, at most (maxSize - pageSize) / 2, so that a load at one end never
-        /// drops the item on screen at the other (a still reader's list churned, loading at both
-        /// ends in turn, and lost its item).
+        /// with ``maxSize``, at most (kept - pageSize - 2) / 2, where kept is maxSize rounded down
+        /// to whole pages (what the list holds once a load dropped the far end's pages): the loads
+        /// at one end then bring a still reader's item farther than this from both ends, and
+        /// stop (a larger distance had them load at both ends in turn, for ever, each dropping
+        /// what the other had loaded; a larger one still lost the item on screen).
         public var prefetchDistance: Int
         /// The retry policy of every request.
         public var retryPolicy: RetryPolicy
@@ -209,8 +211,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// followed one another, each dropping the page on screen). A report about the values of an
     /// earlier refresh is ignored.
     public func itemVisible(at index: Int, of drawn: PaginationManagerOutput<Key, Value>? = nil) {
-        let distance = configuration.maxSize.map { min(configuration.prefetchDistance, max(0, ($0 - configuration.pageSize) / 2)) }
-            ?? configuration.prefetchDistance
+        let distance = configuration.maxSize.map { maxSize in
+            let kept = maxSize - maxSize % configuration.pageSize
+            return min(configuration.prefetchDistance, max(0, (kept - configuration.pageSize - 2) / 2))
+        } ?? configuration.prefetchDistance
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
             let output = state.output
             var index = index

@@ -717,6 +717,28 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys.count == fetched, "\(source.fetchedKeys)")
     }
 
+    /// Found by a second probe: at the distance the first fix allowed, (maxSize - pageSize) / 2,
+    /// a reader that stayed on the first item loaded at both ends in turn, for ever: a prepend
+    /// left its item within the distance of the end, the append after it within the distance of
+    /// the start. Each report now loads until the item is farther than the distance from both
+    /// ends, then nothing more.
+    @Test(arguments: [(12, 4, 4), (100, 20, 50), (10, 4, 10), (30, 10, 10)])
+    func aStillReaderAtAnEnd_loadsAFewPages_thenNothing(maxSize: Int, pageSize: Int, distance: Int) async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(1_000, size: pageSize), refreshKey: 500)
+        let manager = PaginationManager(source: source, pageSize: pageSize, maxSize: maxSize, prefetchDistance: distance)
+        await manager.refresh().value
+        while manager.output.values.count + pageSize <= maxSize { await manager.append().value }
+        let item = try #require(manager.output.values.first)
+        let fetched = source.fetchedKeys.count
+        for _ in 0..<30 {
+            let output = manager.output
+            let index = try #require(Array(output.values).firstIndex(of: item), "the item on screen was dropped")
+            manager.itemVisible(at: index, of: output)
+            for await current in manager.outputs() where !current.appendState.isLoading && !current.prependState.isLoading { break }
+        }
+        #expect(source.fetchedKeys.count - fetched <= maxSize / pageSize, "\(source.fetchedKeys.dropFirst(fetched))")
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
