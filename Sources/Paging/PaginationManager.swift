@@ -10,7 +10,9 @@ import Synchronization
 ///   original SwiftPaging, until a reload brings nothing new; then paging moves on, and an empty
 ///   page after it (its key from the key chain alone) reaches the end, for now: a refresh looks
 ///   again; so does a third empty page in a row. A short page that names its next page itself
-///   (``Page/namesItsNextKey``) is simply followed.
+///   (``Page/namesItsNextKey``) is simply followed. Values that join a short page after paging
+///   moved on from it are not loaded until a refresh: a source whose data grows at its end
+///   names its next keys (a cursor) rather than leave them to the key chain.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -264,13 +266,23 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
               }) {
             result = await fetch(plan)
         }
+        // An append or prepend superseded by a refresh not planned after it (an older one of this
+        // manager's that reached the pager late, or another manager's sharing the pager): the
+        // list was not refreshed, so its page is asked for again, once; superseded again, it
+        // fails (its page was dropped without a word, the direction idle).
+        var appendSupersededAgain = false
+        if plan.kind != .refresh, case .failure(let error) = result, error as? PagingError == .supersededByRefresh,
+           state.withLock({ $0.generation == plan.generation }) {
+            result = await fetch(plan)
+            if case .failure(let error) = result, error as? PagingError == .supersededByRefresh { appendSupersededAgain = true }
+        }
         let cancelled = Task.isCancelled
         let ended = state.withLock { state -> LoadEnd? in
             if plan.kind == .refresh, plan.generation == state.generation { state.lateRefreshes = 0 }
             // Still this manager's newest refresh, superseded for good: by a refresh of another
             // manager sharing the pager. Said as a failure (retry() loads it again): taken as
             // superseded by a newer one of its own, it left the list empty without a word.
-            let forGood = plan.kind == .refresh && plan.generation == state.generation
+            let forGood = (plan.kind == .refresh && plan.generation == state.generation) || appendSupersededAgain
             state.apply(result, of: plan, maxSize: configuration.maxSize, cancelled: cancelled, supersededForGood: forGood)
             broadcast.yield(state.output)
             // A load run in its caller's task is no longer in flight: those that wait for it go on.

@@ -739,6 +739,27 @@ struct PaginationManagerTests {
         #expect(source.fetchedKeys.count - fetched <= maxSize / pageSize, "\(source.fetchedKeys.dropFirst(fetched))")
     }
 
+    /// Found by a probe: a refresh whose key chain took its time reached the pager after a newer
+    /// refresh had loaded and an append had started; the pager let it supersede the append, and
+    /// the manager dropped both pages (the older refresh's, and the append's without a word:
+    /// the direction idle, no page, no error). The append is asked for again.
+    @Test(.timeLimit(.minutes(1)))
+    func anOlderRefreshReachingThePagerLate_doesNotLoseANewerAppend() async throws {
+        let source = LateChainSource()
+        let manager = PaginationManager(source: source, pageSize: 2)
+        let older = manager.refresh()
+        while !source.chainBlocked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
+        await manager.refresh().value
+        #expect(Array(manager.output.values) == [0, 1])
+        let append = manager.append()
+        while source.appendsStarted.withLock({ $0 }) == 0 { try await Task.sleep(for: .milliseconds(1)) }
+        source.release.withLock { $0 = true }
+        await older.value
+        await append.value
+        #expect(Array(manager.output.values) == [0, 1, 2, 3], "\(manager.output)")
+        #expect(manager.output.appendState.isIdle && manager.output.lastError == nil, "\(manager.output)")
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
@@ -1135,5 +1156,28 @@ private final class OutputReadingSource: PagingSource, Sendable {
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         Page(request: request, values: Array(request.key * 3..<request.key * 3 + 3),
              prevKey: request.key > 0 ? request.key - 1 : nil, nextKey: request.key + 1)
+    }
+}
+
+/// Page k holds 2k and 2k + 1. The first key chain of key 0 blocks until `release` (a refresh that
+/// reaches the pager late); the first append ends once that refresh has been fetched (the pager
+/// then says the append was superseded).
+private final class LateChainSource: PagingSource, Sendable {
+    let refreshKey = 0
+    let chainBlocked = Locked(false), release = Locked(false), appendsStarted = Locked(0), refreshes = Locked(0)
+
+    func keyChain(for key: Int) -> PagingKeyChain<Int> {
+        if key == 0, !chainBlocked.withLock({ blocked in defer { blocked = true }; return blocked }) {
+            while !release.withLock({ $0 }) { usleep(1_000) }
+        }
+        return PagingKeyChain(key: key, nextKey: key + 1)
+    }
+
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+        if request.kind == .refresh { refreshes.withLock { $0 += 1 } }
+        if request.kind == .append, appendsStarted.withLock({ $0 += 1; return $0 }) == 1 {
+            while refreshes.withLock({ $0 }) < 2 { try await Task.sleep(for: .milliseconds(1)) }
+        }
+        return Page(request: request, values: [request.key * 2, request.key * 2 + 1])
     }
 }
