@@ -218,7 +218,7 @@ final class ChildProcess: Sendable {
 
     /// Ends a child that sent what is not a frame of the protocol: it is of no more use, and
     /// its calls fail saying so (not as a crash by the SIGKILL that ends it).
-    private func stopMalformed(_ problem: String) {
+    func stopMalformed(_ problem: String) {
         killedBecause.withLock { $0 = $0 ?? "sent a malformed frame (\(problem)) and was stopped" }
         shutdown(socket.fd, Int32(SHUT_RDWR))
     }

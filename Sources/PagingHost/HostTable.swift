@@ -328,6 +328,29 @@ func settingNamedText(_ name: paging_bytes_t, _ value: paging_bytes_t, _ what: S
     return nil
 }
 
+extension PluginPage {
+    /// Why the host would refuse this page from a plugin, or nil: more items or bytes than
+    /// `limits` allow, an item that is not one JSON value in UTF-8, a key too long, metadata past
+    /// its bounds. For a page built elsewhere (an isolated plugin's process), checked again.
+    func refusal(within limits: PluginLimits) -> String? {
+        guard values.count <= limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
+        var bytes = 0
+        for (index, item) in values.enumerated() {
+            bytes += item.bytes.count
+            guard bytes <= limits.maxPageBytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
+            if let problem = JSONValidator.validate(item.bytes) { return "item \(index) is not valid JSON: \(problem)" }
+        }
+        for key in [prevKey, nextKey] {
+            if let key, let problem = keyLengthRefusal(key.bytes.count) { return problem }
+        }
+        let named = metadata.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+        guard metadata.count <= maxNamedEntries, named <= maxNamedBytes, !metadata.keys.contains("") else {
+            return "metadata past its bounds (\(maxNamedEntries) entries, \(maxNamedBytes) bytes, no empty name)"
+        }
+        return nil
+    }
+}
+
 /// The most bytes of a plugin's message (a log line, a failure) the host takes: the rest is
 /// counted, not copied. A plugin logged a line of hundreds of MB, which pager copied, and an
 /// isolated plugin's process sent whole (until its frame was refused and the process killed).

@@ -58,7 +58,7 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
     private func crossIntercept(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         var reader = try await process.call(.intercept) { $0.request(request) }
         func page() throws -> PluginPage {
-            var page = try reader.page(base: request.params)
+            var page = try process.checked(reader.page(base: request.params))
             page.request = request
             return page
         }
@@ -98,7 +98,7 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
         }
         do {
             var reader = try await process.call(.transform) { $0.page(page) }
-            var result = try reader.page(base: page.request.params)
+            var result = try process.checked(reader.page(base: page.request.params))
             result.request = page.request
             return result
         } catch {

@@ -136,6 +136,17 @@ final class PluginProcess: Sendable {
         return reader
     }
 
+    /// `page`, from the child, as the host takes a plugin's: the child's host checked it, but the
+    /// plugin shares that process and may write frames itself (forged pages of items that were
+    /// not JSON went through, into `pager serve`'s answers). A child that sends a page the host
+    /// refuses is stopped; the next call restarts it.
+    func checked(_ page: PluginPage) throws(PluginError) -> PluginPage {
+        guard let problem = page.refusal(within: spec.limits) else { return page }
+        state.withLock { $0.child }?.stopMalformed("a page the host refuses: \(problem)")
+        throw PluginError(.internal, "the isolated plugin process sent a page the host refuses (\(problem)); it is stopped, and the next call restarts it",
+                          plugin: label)
+    }
+
     /// A call that holds the calling thread until it is answered (key chains, which the engine
     /// asks synchronously); with the same timeout, restarts and failures as ``call(_:_:)``.
     func callBlocking(_ op: IsolationOp, restarting: Bool = true, _ payload: (inout WireWriter) -> Void) throws -> WireReader {

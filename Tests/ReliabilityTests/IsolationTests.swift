@@ -484,6 +484,22 @@ struct IsolationTests {
         #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
     }
 
+    /// Found by a probe: a plugin writing frames to the child's socket itself handed the host
+    /// pages of items that were not JSON, which it passed on as they came (into `pager serve`'s
+    /// JSON answers, whose structure they could change). Pages from the child are checked as
+    /// the plugin's own would be; a child that sends one the host refuses is stopped.
+    @Test(.timeLimit(.minutes(1)))
+    func aChildForgingAPageOfItemsThatAreNotJSON_isStopped_andNothingIsPrinted() async throws {
+        let manifest = scratchFolder() + "/m.json"
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": 3}}, "#
+             + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", manifest])
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stdout.isEmpty, "\(result.stdout)")
+        #expect(result.stderr.contains("the isolated plugin process sent a page the host refuses (item 0 is not valid JSON: "), "\(result.stderr)")
+        #expect(result.stderr.contains("it is stopped, and the next call restarts it"), "\(result.stderr)")
+    }
+
     /// A child that sends what is not a frame while it loads the plugin is stopped, and the load
     /// says so (it said the child "crashed (SIGTERM)", the host's own signal).
     @Test(.timeLimit(.minutes(1)))

@@ -25,7 +25,9 @@
  *                  of a frame of 1 GiB - 1 byte, sends nothing more and never completes (true/false);
  *   frame_garbage: in fetch, writes to fd 3 what is not a frame of the protocol, and never
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
- *                  frame length of 3 bytes (0: neither);
+ *                  frame length of 3 bytes; 3, well-formed replies to calls 1 to 63 holding a
+ *                  page of one item, "NOT JSON", which the child's host would never take
+ *                  (0: none);
  *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false);
  *   orphan_per_fetch: in fetch, forks a process that forks one more and exits (the plugin
  *                  waits for it); the one more, orphaned, exits at once (true/false);
@@ -131,6 +133,31 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     if (s->frame_bomb) {
         static const unsigned char header[4] = { 0xff, 0xff, 0xff, 0x3f };
         if (write(3, header, sizeof header) != (ssize_t)sizeof header) exit(4);
+        return PAGING_OK;
+    }
+    if (s->frame_garbage == 3) {
+        /* op 100 (a reply), the call id, then a page: a refresh request of key "0", page size 10,
+         * no keys or user info; one item; no keys; no metadata. */
+        static const char item[] = "NOT JSON";
+        unsigned char frame[64];
+        uint64_t call;
+        for (call = 1; call < 64; call++) {
+            size_t n = 4, k;
+            frame[n++] = 100;
+            for (k = 0; k < 8; k++) frame[n++] = (unsigned char)(call >> (8 * k));
+            frame[n++] = 0;                                              /* kind: refresh */
+            frame[n++] = 1; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = '0'; /* key */
+            frame[n++] = 0; frame[n++] = 0;                              /* no prev, next */
+            frame[n++] = 10; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; /* page size */
+            frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* user info */
+            frame[n++] = 1; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* one item */
+            frame[n++] = sizeof item - 1; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;
+            for (k = 0; k + 1 < sizeof item; k++) frame[n++] = (unsigned char)item[k];
+            frame[n++] = 0; frame[n++] = 0;                              /* no keys */
+            frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* no metadata */
+            frame[0] = (unsigned char)(n - 4); frame[1] = frame[2] = frame[3] = 0;
+            if (write(3, frame, n) != (ssize_t)n) exit(4);
+        }
         return PAGING_OK;
     }
     if (s->frame_garbage) {
