@@ -356,10 +356,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     @inlinable
     func plan(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil, inCallersTask: Bool = false) -> Plan? {
         var cancelled: [Task<Void, Never>] = []
-        // The source's refresh key for a refresh: asked outside the lock (a source that read the
-        // output there deadlocked, and a plugin's took its time). (An append or prepend with no
-        // page loaded, which refreshes too, asks it under the lock.)
-        let sourceKey = refreshKey == nil && kind.isRefresh ? pager.source.refreshKey : nil
+        // The source's refresh key for a refresh, and for an append or prepend with no page
+        // loaded (which refreshes): asked outside the lock (a source that read the output there
+        // deadlocked, and a plugin's took its time).
+        let refreshes = kind.isRefresh || state.withLock { $0.output.values.pageCount == 0 }
+        let sourceKey = refreshKey == nil && refreshes ? pager.source.refreshKey : nil
         let plan = state.withLock { state -> Plan? in
             var kind = kind, userInfo = userInfo
             // A prepend or append with no page loaded refreshes, as a retry does: what the last

@@ -776,6 +776,27 @@ struct PaginationManagerTests {
         #expect(comparisons <= 10 * count, "\(comparisons) comparisons")
     }
 
+    /// Found by a probe: an append with no page loaded (a refresh) asked the source's refresh
+    /// key under the manager's lock, and a source whose refresh key reads the manager's output
+    /// deadlocked it (a refresh asked it outside).
+    @Test func anAppendWithNothingLoaded_asksTheRefreshKeyOutsideTheLock() async throws {
+        let source = OutputReadingSource()
+        let manager = PaginationManager(source: source, pageSize: 3)
+        source.manager.withLock { $0 = manager }
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await manager.append().value
+            done.signal()
+        }
+        // A deadlocked lock cannot be waited out in the test's task: a thread waits, with a bound.
+        let finished = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: done.wait(timeout: .now() + 60) == .success) }
+        }
+        // Unfinished, the lock is held for good: the output cannot be read.
+        guard finished else { Issue.record("the append never ended (the manager's lock is held)"); return }
+        #expect(Array(manager.output.values) == [0, 1, 2])
+    }
+
     @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
