@@ -196,11 +196,20 @@ struct InterceptorExtensionTests {
         let deferring = try await interceptor("deferring", mode: "joined", [("resume_file", .string(proceed))], limits: limits)
         let error = await #expect(throws: PluginError.self) { try await load([deferring]) }
         #expect(error?.status == .timeout, "\(String(describing: error))")
-        let destroyed = Task.detached { deferring.destroy() }
+        // destroy() blocks its thread while it waits: a thread of Dispatch's, not of the pool
+        // every test's tasks share.
+        let destroyed = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            deferring.destroy()
+            destroyed.signal()
+        }
         #expect(await log.waitFor("destroy() could not be called within 1.0 seconds: a call to the plugin has not returned"), "\(log.messages)")
         #expect(!log.messages.contains("destroy"), "\(log.messages)")
         _ = FileManager.default.createFile(atPath: proceed, contents: nil)
-        await destroyed.value
+        let returned = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: destroyed.wait(timeout: .now() + 60) == .success) }
+        }
+        #expect(returned, "destroy() never returned")
         #expect(await log.waitFor("joined resume: "), "\(log.messages)")
         let answered = log.messages.firstIndex(of: "answer returns"), destroy = log.messages.firstIndex(of: "destroy")
         #expect(answered != nil && destroy != nil && answered! < destroy!, "\(log.messages)")

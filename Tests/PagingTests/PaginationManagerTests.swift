@@ -748,7 +748,8 @@ struct PaginationManagerTests {
     func anOlderRefreshReachingThePagerLate_doesNotLoseANewerAppend() async throws {
         let source = LateChainSource()
         let manager = PaginationManager(source: source, pageSize: 2)
-        let older = manager.refresh()
+        // Its key chain blocks a thread: one of its own, not one of the pool every test shares.
+        let older = Task(executorPreference: ThreadExecutor()) { await manager.load(.refresh) }
         while !source.chainBlocked.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(1)) }
         await manager.refresh().value
         #expect(Array(manager.output.values) == [0, 1])
@@ -1193,6 +1194,16 @@ private final class OutputReadingSource: PagingSource, Sendable {
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         Page(request: request, values: Array(request.key * 3..<request.key * 3 + 3),
              prevKey: request.key > 0 ? request.key - 1 : nil, nextKey: request.key + 1)
+    }
+}
+
+/// Runs its jobs on a thread of its own (a task that blocks it holds no thread of the shared pool).
+private final class ThreadExecutor: TaskExecutor {
+    private let queue = DispatchQueue(label: "ThreadExecutor")
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 
