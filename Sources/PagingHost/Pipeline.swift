@@ -107,11 +107,14 @@ public final class Pipeline: Sendable {
             isolatedSource = nil
         }
         // Two instances of one plugin in the chain (a logging before a cache and one after it)
-        // logged under one name: their lines name where they stand in the manifest.
+        // logged and failed under one name: their names say where they stand in the manifest.
         let repeated = Dictionary(grouping: manifest.interceptors, by: { "\($0.plugin)\u{0}\($0.id ?? "")" }).filter { $0.value.count > 1 }
+        func position(_ reference: Manifest.PluginReference) -> String? {
+            repeated["\(reference.plugin)\u{0}\(reference.id ?? "")"] != nil ? reference.jsonPath : nil
+        }
         func interceptorSink(_ reference: Manifest.PluginReference, library: String) -> PluginLogSink {
-            guard repeated["\(reference.plugin)\u{0}\(reference.id ?? "")"] != nil else { return sink }
-            return { [sink] level, plugin, message in sink(level, Self.label(plugin, library: library, at: reference.jsonPath), message) }
+            guard let position = position(reference) else { return sink }
+            return { [sink] level, plugin, message in sink(level, Self.label(plugin, library: library, at: position), message) }
         }
         var loaded: [LoadedInterceptor] = []
         var isolatedOnes: [IsolatedInterceptor] = []
@@ -119,7 +122,8 @@ public final class Pipeline: Sendable {
         var chain: [any PagingInterceptor<PluginKey, PluginItem>] = extraInterceptors
         for reference in manifest.interceptors {
             if isolated(reference) {
-                let interceptorSpec = try spec(reference, isSource: false)
+                var interceptorSpec = try spec(reference, isSource: false)
+                interceptorSpec.position = position(reference)
                 do {
                     let interceptor = try IsolatedInterceptor(interceptorSpec, sink: interceptorSink(reference, library: interceptorSpec.library))
                     order.append((reference, isolatedOnes.count, true))
@@ -133,7 +137,8 @@ public final class Pipeline: Sendable {
             let interceptorLibrary = try library(reference)
             do {
                 let interceptor = try interceptorLibrary.makeInterceptor(id: reference.id, config: config(reference),
-                                                                         sink: interceptorSink(reference, library: interceptorLibrary.path), limits: limits)
+                                                                         sink: interceptorSink(reference, library: interceptorLibrary.path), limits: limits,
+                                                                         position: position(reference))
                 order.append((reference, loaded.count, false))
                 loaded.append(interceptor)
                 chain.append(interceptor)
@@ -253,6 +258,8 @@ public final class Pipeline: Sendable {
     /// A sink's plugin name ("id (library path)") with where the plugin stands in the manifest:
     /// "logging at $.interceptors[2] (/lib/liblogging.so)".
     static func label(_ plugin: String, library: String, at jsonPath: String) -> String {
+        // Said once: an instance's own name may hold it already.
+        guard !plugin.contains(" at \(jsonPath) (") else { return plugin }
         let suffix = " (\(library))"
         guard plugin.hasSuffix(suffix) else { return "\(plugin) at \(jsonPath)" }
         return "\(plugin.dropLast(suffix.count)) at \(jsonPath)\(suffix)"

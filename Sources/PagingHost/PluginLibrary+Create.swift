@@ -33,16 +33,19 @@ extension PluginLibrary {
         return source
     }
 
-    /// Creates the interceptor plugin `id` (or the library's only interceptor) with `config`.
+    /// Creates the interceptor plugin `id` (or the library's only interceptor) with `config`;
+    /// `position`, where a manifest names it, goes in its name (in errors and log lines) when
+    /// the manifest names the same plugin more than once.
     public func makeInterceptor(
         id: String? = nil, config: JSONValue = .object([]),
-        sink: @escaping PluginLogSink, limits: PluginLimits = PluginLimits()
+        sink: @escaping PluginLogSink, limits: PluginLimits = PluginLimits(), position: String? = nil
     ) throws(PluginLoadError) -> LoadedInterceptor {
         let descriptor = try descriptor(id: id, kind: .interceptor)
         guard let create = entry.pointee.create_interceptor else {
             throw .invalidEntry(path: path, reason: "plugin '\(descriptor.id)' is an interceptor but create_interceptor is NULL")
         }
-        let instance = PluginInstance(label: "\(descriptor.id) (\(path))", sink: sink, limits: limits)
+        let label = "\(descriptor.id) (\(path))"
+        let instance = PluginInstance(label: position.map { Pipeline.label(label, library: path, at: $0) } ?? label, sink: sink, limits: limits)
         let plugin = try self.create(descriptor, config, instance) { create($0, instance.table, $1) }
         guard plugin.pointee.intercept != nil, plugin.pointee.destroy != nil else {
             destroyRefused(plugin)

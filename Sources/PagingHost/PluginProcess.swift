@@ -45,6 +45,14 @@ final class PluginProcess: Sendable {
         var isSource: Bool
         var config: JSONValue
         var limits: PluginLimits
+        /// Where the manifest names the plugin, when it names the same one more than once: its
+        /// label says it ("logging at $.interceptors[2] (/lib/liblogging.so)").
+        var position: String? = nil
+
+        /// `label` ("id (library)") with the position, if any.
+        func positioned(_ label: String) -> String {
+            position.map { Pipeline.label(label, library: library, at: $0) } ?? label
+        }
     }
 
     /// The plugin as errors name it: "id (library)", the id the child reported once it started.
@@ -80,7 +88,7 @@ final class PluginProcess: Sendable {
     init(_ spec: Spec, sink: @escaping PluginLogSink) throws(IsolationStartError) {
         self.spec = spec
         self.sink = sink
-        let state = Locked(State(label: "\(spec.id ?? "?") (\(spec.library))"))
+        let state = Locked(State(label: spec.positioned("\(spec.id ?? "?") (\(spec.library))")))
         self.state = state
         let timeout = spec.limits.fetchTimeout, grace = PluginIsolation.hangGrace(after: timeout)
         // A call the child still has not answered `grace` after it timed out (and was
@@ -309,7 +317,7 @@ final class PluginProcess: Sendable {
             let refreshKey = spec.isSource ? PluginKey(bytes: try reader.data()) : PluginKey(bytes: [])
             let transforms = spec.isSource ? false : try reader.bool()
             state.withLock { state in
-                state.label = label
+                state.label = spec.positioned(label)
                 state.identity = identity
                 state.refreshKey = refreshKey
                 state.transforms = transforms

@@ -176,6 +176,27 @@ struct ManifestTests {
         #expect(log.entries.contains { $0.plugin.hasPrefix("jsonlines (") }, "\(log.entries.map(\.plugin))")
     }
 
+    /// Found by a probe: a load failed by one of two instances of a plugin named only the
+    /// plugin and its library, not which one; it says where it stands, in process or isolated.
+    @Test(arguments: ["", #", "isolation": "process""#])
+    func twoInstancesOfOnePlugin_failUnderTheirPlaceInTheManifest(_ isolation: String) async throws {
+        PluginIsolation.executable = pagerCommand
+        let folder = scratchFolder()
+        let library = try await fixturePlugin("interceptor_work")
+        try """
+        {"source": {"plugin": "\(library)", "id": "offsets", "config": {"count": 30}},
+         "interceptors": [{"plugin": "\(library)", "id": "hinting", "config": {"fail_times": 0}\(isolation)},
+                          {"plugin": "\(library)", "id": "hinting", "config": {"fail_times": 1000000, "retry_after_ms": 1}\(isolation)}],
+         "page_size": 10}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let pipeline = try Pipeline(manifest: try Manifest.load(path: folder + "/m.json"), sink: LogRecorder().sink)
+        defer { pipeline.destroyPlugins() }
+        let error = await #expect(throws: PluginError.self) {
+            try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
+        }
+        #expect(error?.plugin == "hinting at $.interceptors[1] (\(library))", "\(String(describing: error))")
+    }
+
     /// Found by a probe: plugin instances outlive their pipeline by design (a late call from a
     /// plugin's thread meets a finished instance), and each kept the caller's log sink, and
     /// whatever it held, for ever: 1 MB a pipeline for a sink holding a buffer. The sink is let
