@@ -465,6 +465,10 @@ nonisolated(unsafe) let hostTableTemplate: paging_host_t = {
     table.out_set_page_size = { out, size in
         InterceptOut.update(out, "out_set_page_size") { out in
             guard size > 0 else { return "a page size of 0" }
+            // The source would be asked for a page the host cannot take.
+            guard Int(size) <= out.limits.maxItemsPerPage else {
+                return "a page size of \(size), more than max_items_per_page (\(out.limits.maxItemsPerPage))"
+            }
             out.pageSize = Int(size)
             return nil
         }

@@ -336,6 +336,18 @@ struct InterceptorExtensionTests {
     }
 
 
+    /// Found by a probe: a rewritten page size of 4,294,967,295 went through to the source, whose
+    /// page the host could never take (max_items_per_page); refused, named, as 0 is.
+    @Test func aRewrittenPageSizePastMaxItemsPerPage_isRefused() async throws {
+        _ = try await load([try await interceptor("listener", mode: "size-100000")])
+        #expect(log.contains("set size: 0"), "\(log.messages)")
+        let error = await #expect(throws: PluginError.self) {
+            try await load([try await interceptor("listener", mode: "size-4294967295")])
+        }
+        #expect(log.contains("set size: 8"), "\(log.messages)") // PAGING_ERR_INVALID_ARGUMENT
+        #expect(error?.message.contains("a page size of 4294967295, more than max_items_per_page (100000)") == true, "\(String(describing: error))")
+    }
+
     @Test func failedLoad_isHeardByAnInterceptorThatLetItProceed() async throws {
         let source = try await offsets([("fail_times", .int(1)), ("retry_after_ms", .int(1))])
         await #expect(throws: PluginError.self) {

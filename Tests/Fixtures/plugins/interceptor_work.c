@@ -50,7 +50,8 @@
  *     "spam" also adds to counters "c0"..."c69" and to one of a 65-byte name, INT64_MAX more to
  *     "c0" and -1 to "c1", and sets the gauge "page_size" to NaN. Mode "key-<N>" sets the
  *     request's key to N bytes '1' (out_set_key) and logs "set key: <status>"; "param-not-utf8"
- *     and "param-no-name" set a param named "\xff", or "", and log "set param: <status>".
+ *     and "param-no-name" set a param named "\xff", or "", and log "set param: <status>"; mode
+ *     "size-<N>" sets the request's page size to N (out_set_page_size) and logs "set size: <status>".
  *   hinting (interceptor, paging.retry-hint/1): fails its first "fail_times" intercepts (default
  *     1) TRANSIENT, "slow down", with out_retry_after(retry_after_ms, default 100); then proceeds.
  *   offsets (source, paging.sized-key-chain/1, paging.invalidation/1): keys are decimal offsets;
@@ -413,6 +414,10 @@ static uint32_t wk_proceed(paging_interceptor_t *self, const paging_request_t *r
     if (strcmp(p->mode, "param-not-utf8") == 0 || strcmp(p->mode, "param-no-name") == 0) {
         paging_bytes_t name = wk_text(strcmp(p->mode, "param-no-name") == 0 ? "" : "\xff");
         wk_log(p, "set param: %llu%s", (unsigned long long)p->host->out_set_param(out, name, wk_text("x")), "");
+    }
+    if (strncmp(p->mode, "size-", 5) == 0) {
+        uint32_t size = (uint32_t)strtoul(p->mode + 5, NULL, 10);
+        wk_log(p, "set size: %llu%s", (unsigned long long)p->host->out_set_page_size(out, size), "");
     }
     if (strncmp(p->mode, "key-", 4) == 0) {
         size_t length = (size_t)strtoul(p->mode + 4, NULL, 10);

@@ -126,7 +126,8 @@ struct paging_host {
     paging_status_t (*out_set_key)(paging_intercept_out_t *out, paging_bytes_t key);
 
     /* Rewrites the request's page size; used with PROCEED/PROCEED_AND_OBSERVE. Value
-     * argument. [intercept-only] */
+     * argument: 0, and a size above the host's max_items_per_page (a manifest's setting; its
+     * page could not be taken), are refused. [intercept-only] */
     paging_status_t (*out_set_page_size)(paging_intercept_out_t *out, uint32_t page_size);
 
     /* Adds or replaces the request param `name`; used with PROCEED/PROCEED_AND_OBSERVE. Both
