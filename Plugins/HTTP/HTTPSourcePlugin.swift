@@ -601,8 +601,10 @@ final class HTTPSourcePlugin: SourcePlugin {
         } else if let name = config.stop.totalHeader {
             total = try Self.count(response.header(name).map { $0.trimmingSpaces }, "the total header \(name)", url: url)
         }
-        let cap = chains.withLock { $0.cap(of: target.walk) }
-        let remaining = total.map { Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination, cap: cap) }
+        let (cap, sawFull) = chains.withLock { ($0.cap(of: target.walk), $0.sawFullPage(of: target.walk)) }
+        let remaining = total.map {
+            Self.itemsRemain(after: target, count: count, total: $0, pagination: config.pagination, cap: cap, sawFull: sawFull)
+        }
         var page = try paginationKeys(scan, response, target, url: url, goesOn: more == true || remaining == true)
         if more == true, page.nextKey == nil {
             throw .internal("malformed page from \(url): has_more at \(config.stop.hasMore!) is true, but \(config.pagination.nextKeyMissing)")
@@ -611,8 +613,13 @@ final class HTTPSourcePlugin: SourcePlugin {
             page.nextKey = nil
             page.isLast = true
         }
-        // A short page paging goes on from: the server caps its page size, for the rest of the walk.
-        if cap == nil, count > 0, count < target.pageSize, page.nextKey != nil { chains.withLock { $0.setCap(count, of: target.walk) } }
+        // A short page paging goes on from: the server caps its page size, for the rest of the
+        // walk; a full page: it does not cap it below the page size.
+        if count >= target.pageSize, !sawFull {
+            chains.withLock { $0.setSawFullPage(of: target.walk) }
+        } else if cap == nil, count > 0, count < target.pageSize, page.nextKey != nil {
+            chains.withLock { $0.setCap(count, of: target.walk) }
+        }
         return page
     }
 
@@ -623,7 +630,11 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// Once a short page of the walk went on, every page before is of its length (`cap`): a
     /// short page whose count happens to end the total by the page size (4 pages of 5 and 3
     /// items make 23) is not taken for the last one (it ended paging with 15 of 23 items, exit 0).
-    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination, cap: Int?) -> Bool {
+    /// It is taken for the last only when the walk had a full page (`sawFull`: the server does
+    /// not cap); when the pages before it are unknown here (a `pager serve` cursor another
+    /// process gave out, pages a store answered), the next page tells, one request more at most.
+    private static func itemsRemain(after target: FetchTarget, count: Int, total: Int, pagination: Pagination,
+                                    cap: Int?, sawFull: Bool) -> Bool {
         guard count > 0 else { return false }
         switch pagination {
         case .offset:
@@ -636,7 +647,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             }
             let (seen, overflow) = (before + 1).multipliedReportingOverflow(by: min(count, target.pageSize))
             guard !overflow else { return false }
-            if count < target.pageSize {
+            if count < target.pageSize, sawFull {
                 let (honest, overflow) = before.multipliedReportingOverflow(by: target.pageSize)
                 if !overflow, honest.addingReportingOverflow(count) == (total, false) { return false }
             }
@@ -743,6 +754,8 @@ struct KeyChains {
         /// The length of a short page of the walk that paging went on from: the server's cap on
         /// the page size (``itemsRemain``).
         var cap: Int?
+        /// A page of the walk held the page size.
+        var sawFullPage = false
 
         var size: Int { after.count + before.count + repeatsAfter.count + repeatsBefore.count }
     }
@@ -802,6 +815,12 @@ struct KeyChains {
 
     mutating func setCap(_ cap: Int, of walk: String) {
         chains[walk]?.cap = cap
+    }
+
+    func sawFullPage(of walk: String) -> Bool { chains[walk]?.sawFullPage ?? false }
+
+    mutating func setSawFullPage(of walk: String) {
+        chains[walk]?.sawFullPage = true
     }
 
     /// Why loading `key` as `kind` would go round the chain again, if it would.
@@ -1024,7 +1043,7 @@ extension HTTPSourceConfig {
         case 5, 6: return .transient("cannot find the host (DNS lookup failed) fetching \(url): \(message)")
         case 52: return .transient("the server closed the connection without a reply fetching \(url)")
         // libcurl's words for chunk framing it cannot read: the server's, sent so again if asked.
-        case 56 where message.contains("chunked-encoding"):
+        case 56 where message.lowercased().contains("chunk"):
             return .internal("the body from \(url)\(status) is not valid chunked encoding: \(message)")
         case 18, 55, 56: return .transient("the connection was lost fetching \(url): \(message)")
         // libcurl's words for a status line it cannot read (no three-digit code, no version it

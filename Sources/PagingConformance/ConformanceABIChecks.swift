@@ -403,7 +403,7 @@ extension Context {
                         if error.status == PluginStatus.invalidArgument { return error.message }
                         if !cancelled && error.status == PluginStatus.timeout {
                             // Its resume may have been refused (a NULL answer): that is the cause to name.
-                            let refused = log.first(containing: "resume: ").map { "; the host refused \"\(clip($0))\"" } ?? ""
+                            let refused = log.first(containing: "resume: a NULL answer function").map { "; the host refused \"\(clip($0))\"" } ?? ""
                             return "an intercept was never answered (\(error.message))\(refused)"
                         }
                         return nil

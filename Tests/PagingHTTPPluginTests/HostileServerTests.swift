@@ -428,6 +428,21 @@ struct HostileServerTests {
         #expect(error.message.contains("the reply from \(server.baseURL)/bad-status?code=\(code) is not HTTP: its status line is not valid"), "\(error.message)")
     }
 
+    /// Found by a review: a walk whose earlier pages this process never loaded (a `pager serve`
+    /// cursor another process gave out, pages a store answered) has no cap to go by; a short
+    /// page whose count ends the total by the page size was then taken for the last (15 of 23
+    /// items). Without a full page seen first, the next page is asked for.
+    @Test func aShortPageOfAWalkLoadedElsewhere_isNotTakenForTheLast() async throws {
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/capped?page={key}&limit={pageSize}&total=23&cap=5", "#
+            + #""items": "/items", "pagination": {"type": "page", "total": "/total"}}"#)
+        let pager = Pager(source: source)
+        // Pages of 5 for a page size of 9: page 3 holds 10 to 14, and 2 × 9 + 5 = 23.
+        let third = try await pager.load(pager.request(.append, key: PluginKey("3"), params: PagingRequestParams(pageSize: 9)))
+        #expect(third.values.count == 5)
+        #expect(third.nextKey == PluginKey("4"), "\(String(describing: third.nextKey))")
+    }
+
     /// Found by a probe: a body whose chunked encoding is broken was called "the connection was
     /// lost" and retried, though the server sends it the same way each time.
     @Test(arguments: ["hex", "crlf"])
