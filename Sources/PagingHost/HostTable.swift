@@ -340,15 +340,35 @@ extension PluginPage {
             guard bytes <= limits.maxPageBytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
             if let problem = JSONValidator.validate(item.bytes) { return "item \(index) is not valid JSON: \(problem)" }
         }
-        for key in [prevKey, nextKey] {
-            if let key, let problem = keyLengthRefusal(key.bytes.count) { return problem }
-        }
-        let named = metadata.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
-        guard metadata.count <= maxNamedEntries, named <= maxNamedBytes, !metadata.keys.contains("") else {
-            return "metadata past its bounds (\(maxNamedEntries) entries, \(maxNamedBytes) bytes, no empty name)"
-        }
-        return nil
+        return keysRefusal([prevKey, nextKey]) ?? namedRefusal(metadata, "metadata")
     }
+}
+
+extension PluginRequest {
+    /// Why the host would refuse this request as a plugin's rewrite, or nil: a page size of 0 or
+    /// past `limits`' max_items_per_page, a key too long, params past their bounds. For one
+    /// rewritten elsewhere (an isolated plugin's process), checked again.
+    func refusal(within limits: PluginLimits) -> String? {
+        guard (1...limits.maxItemsPerPage).contains(params.pageSize) else {
+            return "a page size of \(params.pageSize), not 1 to max_items_per_page (\(limits.maxItemsPerPage))"
+        }
+        return keysRefusal([key, keyChain.prevKey, keyChain.nextKey]) ?? namedRefusal(params.userInfo, "params")
+    }
+}
+
+/// Why the host refuses one of `keys` (longer than ``maxKeyBytes``), or nil.
+func keysRefusal(_ keys: [PluginKey?]) -> String? {
+    keys.lazy.compactMap { $0.flatMap { keyLengthRefusal($0.bytes.count) } }.first
+}
+
+/// Why the host refuses `entries` (`what`: params, metadata) set by a plugin: past
+/// ``maxNamedEntries`` or ``maxNamedBytes``, or an empty name; or nil.
+func namedRefusal(_ entries: [String: String], _ what: String) -> String? {
+    let bytes = entries.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count }
+    guard entries.count <= maxNamedEntries, bytes <= maxNamedBytes, entries[""] == nil else {
+        return "\(what) past their bounds (\(maxNamedEntries) entries, \(maxNamedBytes) bytes, no empty name)"
+    }
+    return nil
 }
 
 /// The most bytes of a plugin's message (a log line, a failure) the host takes: the rest is

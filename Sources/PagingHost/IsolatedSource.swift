@@ -59,7 +59,9 @@ public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendab
                 frame.data(anchor.value.bytes)
                 frame.u32(UInt32(clamping: anchor.pageSize))
             }
-            return try reader.optionalKey()
+            let key = try reader.optionalKey()
+            try process.checked(keys: [key])
+            return key
         } catch {
             process.log(.warning, "refresh_key_at(\(anchor.pageKey)) failed: \(error)")
             return nil
@@ -72,7 +74,9 @@ public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendab
                 frame.data(key.bytes)
                 frame.u32(UInt32(clamping: pageSize))
             }
-            return PagingKeyChain(key: key, prevKey: try reader.optionalKey(), nextKey: try reader.optionalKey())
+            let chain = PagingKeyChain(key: key, prevKey: try reader.optionalKey(), nextKey: try reader.optionalKey())
+            try process.checked(keys: [chain.prevKey, chain.nextKey])
+            return chain
         } catch {
             process.log(.warning, "key_chain(\(key)) failed: \(error)")
             return PagingKeyChain(key: key)

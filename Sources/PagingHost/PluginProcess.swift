@@ -150,9 +150,26 @@ final class PluginProcess: Sendable {
     /// refuses is stopped; the next call restarts it.
     func checked(_ page: PluginPage) throws(PluginError) -> PluginPage {
         guard let problem = page.refusal(within: spec.limits) else { return page }
-        state.withLock { $0.child }?.stopMalformed("a page the host refuses: \(problem)")
-        throw PluginError(.internal, "the isolated plugin process sent a page the host refuses (\(problem)); it is stopped, and the next call restarts it",
-                          plugin: label)
+        throw stopped(sending: "a page", problem)
+    }
+
+    /// A request the child's interceptor rewrote, checked as a page from it is.
+    func checked(_ request: PluginRequest) throws(PluginError) -> PluginRequest {
+        guard let problem = request.refusal(within: spec.limits) else { return request }
+        throw stopped(sending: "a request", problem)
+    }
+
+    /// Keys from the child (a key chain, a refresh key), checked as a page from it is.
+    func checked(keys: [PluginKey?]) throws(PluginError) {
+        if let problem = keysRefusal(keys) { throw stopped(sending: "a key", problem) }
+    }
+
+    /// Stops the child for sending `what`, which the host refuses for `problem`: the error of
+    /// the call that got it.
+    private func stopped(sending what: String, _ problem: String) -> PluginError {
+        state.withLock { $0.child }?.stopMalformed("\(what) the host refuses: \(problem)")
+        return PluginError(.internal, "the isolated plugin process sent \(what) the host refuses (\(problem)); it is stopped, and the next call restarts it",
+                           plugin: label)
     }
 
     /// A call that holds the calling thread until it is answered (key chains, which the engine
