@@ -345,11 +345,11 @@ extension PluginPage {
 }
 
 extension PluginRequest {
-    /// Why the host would refuse this request as a plugin's rewrite, or nil: a page size of 0 or
-    /// past `limits`' max_items_per_page, a key too long, params past their bounds. For one
-    /// rewritten elsewhere (an isolated plugin's process), checked again.
-    func refusal(within limits: PluginLimits) -> String? {
-        guard (1...limits.maxItemsPerPage).contains(params.pageSize) else {
+    /// Why the host would refuse this request as a plugin's rewrite of `original`, or nil: a new
+    /// page size of 0 or past `limits`' max_items_per_page, a key too long, params past their
+    /// bounds. For one rewritten elsewhere (an isolated plugin's process), checked again.
+    func refusal(rewriting original: PluginRequest, within limits: PluginLimits) -> String? {
+        guard params.pageSize == original.params.pageSize || (1...limits.maxItemsPerPage).contains(params.pageSize) else {
             return "a page size of \(params.pageSize), not 1 to max_items_per_page (\(limits.maxItemsPerPage))"
         }
         return keysRefusal([key, keyChain.prevKey, keyChain.nextKey]) ?? namedRefusal(params.userInfo, "params")

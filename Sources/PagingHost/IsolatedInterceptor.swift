@@ -66,13 +66,13 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
         case 0:
             let observe = try reader.bool()
             guard try reader.bool() else { return .proceed(request, handleAfterwards: observe) }
-            return .proceed(try process.checked(reader.request(base: request.params)), handleAfterwards: observe)
+            return .proceed(try process.checked(reader.request(base: request.params), rewriting: request), handleAfterwards: observe)
         case 1:
             return .complete(try page())
         case 2:
             return .completeThenRevalidate(try page())
         case 3:
-            let next = try process.checked(reader.request(base: request.params))
+            let next = try process.checked(reader.request(base: request.params), rewriting: request)
             return .proceedOrFallBack(next, fallback: try page()) { [sink, process] error in
                 sink(.warning, process.label, "the load failed (\(error)); answered with the page this plugin holds")
             }

@@ -153,9 +153,9 @@ final class PluginProcess: Sendable {
         throw stopped(sending: "a page", problem)
     }
 
-    /// A request the child's interceptor rewrote, checked as a page from it is.
-    func checked(_ request: PluginRequest) throws(PluginError) -> PluginRequest {
-        guard let problem = request.refusal(within: spec.limits) else { return request }
+    /// A request the child's interceptor rewrote from `original`, checked as a page from it is.
+    func checked(_ request: PluginRequest, rewriting original: PluginRequest) throws(PluginError) -> PluginRequest {
+        guard let problem = request.refusal(rewriting: original, within: spec.limits) else { return request }
         throw stopped(sending: "a request", problem)
     }
 
