@@ -353,10 +353,28 @@ public struct PluginHost: @unchecked Sendable {
 }
 
 /// The one completion of a source's fetch. Call ``succeed(_:)`` or ``fail(_:)`` exactly once,
-/// from any thread; the host refuses (and logs) any later call.
+/// from any thread; any later call, or one at the same time on another thread, is refused and
+/// logged (two at once had the items of both in one page).
 public struct FetchCompletion: Sendable {
     public let host: PluginHost
     public let id: UInt64
+    /// Taken by the first ``succeed(_:)`` or ``fail(_:)``.
+    private let taken = CompletionTaken()
+
+    init(host: PluginHost, id: UInt64) {
+        self.host = host
+        self.id = id
+    }
+
+    /// Whether this call is the completion: the first. A later one is said as the host says a
+    /// completion of a finished fetch (`pager check` counts those).
+    private func take(_ function: String) -> Bool {
+        guard taken.take() else {
+            host.log(.error, "\(function) for unknown or finished fetch id \(id): it was completed already (PagingPluginKit); refused")
+            return false
+        }
+        return true
+    }
 
     @discardableResult
     public func succeed(_ page: PageContent) -> Bool {
@@ -378,7 +396,8 @@ public struct FetchCompletion: Sendable {
     /// keys and ends of `page` (its `items` are not used).
     @discardableResult
     public func succeed(count: Int, item: (Int) -> UnsafeBufferPointer<UInt8>, keys page: PageContent) -> Bool {
-        host.calling {
+        guard take("succeed") else { return false }
+        return host.calling {
             guard add(count: count, item: item) else { return false }
             return complete(prevKey: page.prevKey, nextKey: page.nextKey, flags: page.flags)
         } ?? false
@@ -412,7 +431,8 @@ public struct FetchCompletion: Sendable {
 
     @discardableResult
     public func fail(_ failure: PluginFailure) -> Bool {
-        host.calling {
+        guard take("fail") else { return false }
+        return host.calling {
             let table = host.table
             if let retryAfter = failure.retryAfter, let hint: UnsafePointer<paging_ext_retry_hint_host_t> = host.extension(PAGING_EXT_RETRY_HINT) {
                 _ = hint.pointee.fetch_retry_after?(table, id, milliseconds(retryAfter))
@@ -420,6 +440,14 @@ public struct FetchCompletion: Sendable {
             return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
         } ?? false
     }
+}
+
+/// Whether a fetch's completion was taken (``FetchCompletion``).
+final class CompletionTaken: Sendable {
+    private let taken = Atomic<Bool>(false)
+
+    /// True the first time only.
+    func take() -> Bool { !taken.exchange(true, ordering: .acquiringAndReleasing) }
 }
 
 /// Whether an instance may still call its host: open from create to destroy. The calls under
