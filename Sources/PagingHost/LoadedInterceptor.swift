@@ -108,9 +108,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             if let worker {
                 // A call that returns after its timeout, having deferred, is dropped by whichever
                 // of it and the caller comes second: no one would wait for its answer.
-                let handoff = Locked((gaveUp: false, deferred: UInt64(0)))
+                let handoff = Locked((gaveUp: false, deferred: UInt64(0), started: false))
                 let call = await worker.run { [self] in
-                    Result { () throws(PluginError) in
+                    handoff.withLock { $0.started = true }
+                    return Result { () throws(PluginError) in
                         var deferred: UInt64 = 0
                         let result = try callIntercept(request, deferred: &deferred)
                         let kept = handoff.withLock { state in
@@ -122,12 +123,16 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                     }
                 }
                 guard let call else {
-                    let id = handoff.withLock { state in
+                    let (id, started) = handoff.withLock { state in
                         state.gaveUp = true
-                        return state.deferred
+                        return (state.deferred, state.started)
                     }
                     if id != 0 { _ = settleDeferred(id, .timeout, false) }
-                    throw failure(.timeout, "intercept did not return within \(instance.limits.callTimeoutDescription)")
+                    // Queued behind a call that hangs, it is that call's doing (a handle() that
+                    // never returned was said to be this intercept's).
+                    throw failure(.timeout, started ? "intercept did not return within \(instance.limits.callTimeoutDescription)"
+                                  : "intercept could not be called within \(instance.limits.callTimeoutDescription): an earlier call to the plugin "
+                                    + "(intercept, handle or transform) has not returned, and its calls do not overlap")
                 }
                 (result, deferred) = try call.get()
             } else {

@@ -172,6 +172,22 @@ struct LoadingTests {
         }
     }
 
+    /// Found by a probe: the intercept after a handle() that never returned, queued behind it,
+    /// failed saying the intercept did not return; it was never called, and says so.
+    @Test(.timeLimit(.minutes(1)))
+    func anInterceptQueuedBehindAHungHandle_saysItCouldNotBeCalled() async throws {
+        let folder = scratchFolder()
+        writeJSONLines(count: 6, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3, "call_timeout_ms": 300,
+         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "handle-hangs"}]}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/m.json", "--refresh", "--append", "1"])
+        #expect(result.code == 1, "\(result.stderr)")
+        #expect(result.stderr.contains("timeout: intercept could not be called within 0.3 seconds (call_timeout_ms): an earlier call to the plugin "
+                                       + "(intercept, handle or transform) has not returned"), "\(result.stderr)")
+    }
+
     /// Found by review: a call that hung kept pager waiting the whole bound again at its end, for
     /// a destroy() that could not be called (a run 30 s longer with call_timeout_ms at 30000).
     @Test(.timeLimit(.minutes(1)))
