@@ -172,17 +172,23 @@ struct LoadingTests {
         }
     }
 
+    /// `pager run` of `lines` JSON lines, pages of 3, through an interceptor whose handle() never
+    /// returns, with `arguments`.
+    func runBehindAHungHandle(lines: Int, callTimeoutMs: Int, _ arguments: [String]) async throws -> ProgramResult {
+        let folder = scratchFolder()
+        writeJSONLines(count: lines, to: folder + "/data.jsonl")
+        try """
+        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3, "call_timeout_ms": \(callTimeoutMs),
+         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "handle-hangs"}]}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        return try await run(pagerCommand, ["run", folder + "/m.json"] + arguments)
+    }
+
     /// Found by a probe: the intercept after a handle() that never returned, queued behind it,
     /// failed saying the intercept did not return; it was never called, and says so.
     @Test(.timeLimit(.minutes(1)))
     func anInterceptQueuedBehindAHungHandle_saysItCouldNotBeCalled() async throws {
-        let folder = scratchFolder()
-        writeJSONLines(count: 6, to: folder + "/data.jsonl")
-        try """
-        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3, "call_timeout_ms": 300,
-         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "handle-hangs"}]}
-        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let result = try await run(pagerCommand, ["run", folder + "/m.json", "--refresh", "--append", "1"])
+        let result = try await runBehindAHungHandle(lines: 6, callTimeoutMs: 300, ["--refresh", "--append", "1"])
         #expect(result.code == 1, "\(result.stderr)")
         #expect(result.stderr.contains("timeout: intercept could not be called within 0.3 seconds (call_timeout_ms): an earlier call to the plugin "
                                        + "(intercept, handle or transform) has not returned"), "\(result.stderr)")
@@ -192,13 +198,7 @@ struct LoadingTests {
     /// a destroy() that could not be called (a run 30 s longer with call_timeout_ms at 30000).
     @Test(.timeLimit(.minutes(1)))
     func aCallStillRunningAtTheEnd_isWaitedFor1sAtMost() async throws {
-        let folder = scratchFolder()
-        writeJSONLines(count: 3, to: folder + "/data.jsonl")
-        try """
-        {"source": {"plugin": "jsonlines", "config": {"path": "data.jsonl"}}, "page_size": 3, "call_timeout_ms": 2000,
-         "interceptors": [{"plugin": "\(try await fixturePlugin("create_hangs"))", "id": "handle-hangs"}]}
-        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
-        let result = try await run(pagerCommand, ["run", folder + "/m.json"])
+        let result = try await runBehindAHungHandle(lines: 3, callTimeoutMs: 2000, [])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("[warning] handle-hangs: destroy() could not be called within 1.0 seconds: a call to the plugin has not returned"),
                 "\(result.stderr)")
