@@ -647,6 +647,7 @@ struct Context: Sendable {
             PluginPage(request: Self.sampleRequests[4], values: [PluginItem(json: "1")], prevKey: nil, nextKey: nil),
         ]
         // transform() for an instance that offers paging.page-transform/1, handle() otherwise.
+        let logged = log.count
         var refused = 0, passedOn = false
         for page in pages {
             do {
@@ -656,11 +657,16 @@ struct Context: Sendable {
                 // A transform that wraps or keeps the items it is given passes on those that
                 // are not JSON: the odd page's doing, which the host refuses, not the plugin's.
                 passedOn = true
-            } catch let error as PluginError where error.status == .invalidArgument || error.message.contains("unknown code") {
+            } catch let error as PluginError where error.status == .invalidArgument || error.status == .timeout || error.message.contains("unknown code") {
                 return fail("the page of \(page.values.count) items: \(error.message)")
             } catch {
                 refused += 1
             }
+        }
+        // A handle() that does not return fails no load (the host gives up on it, and says so):
+        // it passed, and the intercept queued behind it took the blame.
+        if let stuck = log.first(containing: "handle did not return within", from: logged) {
+            return fail("handle() did not return: the host said \"\(clip(stuck))\"")
         }
         var notes = refused > 0 ? ["transform() failed \(refused) of them"] : []
         if passedOn { notes.append("the odd page's items that are not JSON, passed on by transform(), were refused by the host") }

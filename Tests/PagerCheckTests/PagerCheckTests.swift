@@ -133,6 +133,17 @@ struct PagerCheckTests {
         #expect(extensions.status == .fail && extensions.reason.contains(reason), "\(extensions.reason)")
     }
 
+    /// Found by a probe: a handle() that never returns passed handle-any-page (the host gives up
+    /// on it, and the load goes on), and proceed-intact blamed the intercept queued behind it.
+    @Test func aHandleThatNeverReturns_failsHandleAnyPage_namingHandle() async throws {
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/create_hangs.c"), Self.fast + ["--plugin", "handle-hangs"])
+        #expect(code == 1, "\(output)")
+        let handle = try #require(report.results.first { $0.check == "handle-any-page" })
+        #expect(handle.status == .fail && handle.reason.hasPrefix("handle() did not return: the host said \"handle did not return within"), "\(output)")
+        let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
+        #expect(proceed.reason.contains("intercept could not be called within"), "\(output)")
+    }
+
     /// An interceptor that fails every request is said to: proceed-intact counts the failures
     /// and items-valid does not call them passed on (it said "all passed on").
     @Test func anInterceptorThatFailsEveryRequest_isSaidToFailThem() async throws {
