@@ -49,7 +49,11 @@ struct PostgresStoreTests {
         })
         for key in ["10", "20", "30"] { #expect(try await load(pager, key).count == 10) }
         #expect(await log.waitFor("is unavailable"), "\(log.messages)")
-        #expect(log.messages.contains { $0.contains("is unavailable") && $0.contains("statement timeout") }, "\(log.messages)")
+        // The server's cancel (statement_timeout), or, on a machine so loaded that it comes more
+        // than a second later, the plugin's own bound (statement_timeout_ms + 1 s): either counts
+        // PostgreSQL as down (the suite's start once took the second).
+        #expect(log.messages.contains { $0.contains("is unavailable") && ($0.contains("statement timeout") || $0.contains("no answer within 1500 ms")) },
+                "\(log.messages)")
         #expect(store.stats.counters["unavailable"] == 3 && upstream.fetches == 4, "\(store.stats.counters)")
         _ = try await postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()")
         await locker.value
