@@ -199,18 +199,15 @@ package struct PageBuilder: Sendable {
         // The limits are checked before the copy: one huge item must not be copied to be refused.
         if let full = room(for: item.len, limits: limits) { return full }
         guard let bytes = copyBytes(item) else { return "an item with NULL data and length \(item.len)" }
-        // Every item that crosses the ABI is one JSON value.
-        if let problem = bytes.withUnsafeBytes({ JSONValidator.validate($0) }) {
-            return "item \(items.count) is not valid JSON: \(problem)"
-        }
-        self.bytes += bytes.count
-        items.append(PluginItem(bytes: bytes))
-        return nil
+        return append(PluginItem(bytes: bytes), limits: limits, checking: true)
     }
 
-    /// Appends an item that needs no copy or check (one the host already holds).
-    mutating func append(_ item: PluginItem, limits: PluginLimits) -> String? {
+    /// Appends an item that needs no copy: one the host already holds, or, `checking` it is one
+    /// JSON value, one built elsewhere (an isolated plugin's process).
+    mutating func append(_ item: PluginItem, limits: PluginLimits, checking: Bool = false) -> String? {
         if let full = room(for: item.bytes.count, limits: limits) { return full }
+        // Every item that crosses the ABI is one JSON value.
+        if checking, let problem = JSONValidator.validate(item.bytes) { return "item \(items.count) is not valid JSON: \(problem)" }
         bytes += item.bytes.count
         items.append(item)
         return nil
@@ -333,12 +330,9 @@ extension PluginPage {
     /// `limits` allow, an item that is not one JSON value in UTF-8, a key too long, metadata past
     /// its bounds. For a page built elsewhere (an isolated plugin's process), checked again.
     func refusal(within limits: PluginLimits) -> String? {
-        guard values.count <= limits.maxItemsPerPage else { return "more than \(limits.maxItemsPerPage) items in one page (max_items_per_page)" }
-        var bytes = 0
-        for (index, item) in values.enumerated() {
-            bytes += item.bytes.count
-            guard bytes <= limits.maxPageBytes else { return "more than \(limits.maxPageBytes) bytes in one page (max_page_bytes)" }
-            if let problem = JSONValidator.validate(item.bytes) { return "item \(index) is not valid JSON: \(problem)" }
+        var builder = PageBuilder()
+        for item in values {
+            if let problem = builder.append(item, limits: limits, checking: true) { return problem }
         }
         return keysRefusal([prevKey, nextKey]) ?? namedRefusal(metadata, "metadata")
     }
