@@ -38,7 +38,9 @@ struct PostgresStoreTests {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
         let upstream = CountingPluginSource()
-        let (pager, store) = try pipeline(postgres, upstream, [("statement_timeout_ms", .int(500)), ("retry_interval_ms", .int(600_000))])
+        // 2 s: the first page's write must make it while the suite starts (at 500 ms it timed
+        // out there once, PostgreSQL was down for good, and the page was never stored).
+        let (pager, store) = try pipeline(postgres, upstream, [("statement_timeout_ms", .int(2_000)), ("retry_interval_ms", .int(600_000))])
         #expect(try await load(pager, "0") == items(0..<10))
         #expect(await eventually { (try? await postgres.psql("SELECT count(*) FROM paging_pages")) == "1" })
         let locker = Task.detached {
@@ -52,7 +54,7 @@ struct PostgresStoreTests {
         // The server's cancel (statement_timeout), or, on a machine so loaded that it comes more
         // than a second later, the plugin's own bound (statement_timeout_ms + 1 s): either counts
         // PostgreSQL as down (the suite's start once took the second).
-        #expect(log.messages.contains { $0.contains("is unavailable") && ($0.contains("statement timeout") || $0.contains("no answer within 1500 ms")) },
+        #expect(log.messages.contains { $0.contains("is unavailable") && ($0.contains("statement timeout") || $0.contains("no answer within 3000 ms")) },
                 "\(log.messages)")
         #expect(store.stats.counters["unavailable"] == 3 && upstream.fetches == 4, "\(store.stats.counters)")
         _ = try await postgres.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' AND pid <> pg_backend_pid()")
