@@ -768,6 +768,50 @@ static int pg_uri_password_unencoded(const char *conninfo)
     return 0;
 }
 
+/* Whether the options libpq takes from a fixed set of words (and the port, a number or a list of
+ * them) hold one it accepts, from the string or from the PG* variable libpq reads in its stead.
+ * libpq checks them only when it connects, and its refusal looks like a server down: loads went
+ * on, with the store never used. When one is wrong, `problem` says which and what is expected
+ * (the value is shown: these options hold no secret). */
+static int pg_options_valid(PQconninfoOption *options, char *problem, size_t size)
+{
+    static const struct { const char *keyword, *variable, *const words[7]; } sets[] = {
+        { "sslmode", "PGSSLMODE", { "disable", "allow", "prefer", "require", "verify-ca", "verify-full", NULL } },
+        { "gssencmode", "PGGSSENCMODE", { "disable", "prefer", "require", NULL } },
+        { "channel_binding", "PGCHANNELBINDING", { "disable", "prefer", "require", NULL } },
+        { "target_session_attrs", "PGTARGETSESSIONATTRS",
+          { "any", "read-write", "read-only", "primary", "standby", "prefer-standby", NULL } },
+    };
+    PQconninfoOption *o;
+    size_t s, w;
+    const char *port = NULL, *c;
+    for (s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+        const char *value = NULL, *from = NULL;
+        for (o = options; o != NULL && o->keyword != NULL; o++)
+            if (o->val != NULL && strcmp(o->keyword, sets[s].keyword) == 0) value = o->val;
+        if (value == NULL) {
+            value = getenv(sets[s].variable);
+            from = sets[s].variable;
+        }
+        if (value == NULL) continue;
+        for (w = 0; sets[s].words[w] != NULL && strcmp(value, sets[s].words[w]) != 0; w++) {}
+        if (sets[s].words[w] != NULL) continue;
+        int n = snprintf(problem, size, "config `conninfo`: %s \"%.40s\"%s%s%s is not one of ", sets[s].keyword, value,
+                         from != NULL ? " (from the environment variable " : "", from != NULL ? from : "", from != NULL ? ")" : "");
+        for (w = 0; sets[s].words[w] != NULL && n > 0 && (size_t)n < size; w++)
+            n += snprintf(problem + n, size - (size_t)n, "%s%s", w == 0 ? "" : ", ", sets[s].words[w]);
+        return 0;
+    }
+    for (o = options; o != NULL && o->keyword != NULL; o++)
+        if (o->val != NULL && strcmp(o->keyword, "port") == 0) port = o->val;
+    for (c = port; c != NULL && *c != '\0'; c++)
+        if ((*c < '0' || *c > '9') && *c != ',') {
+            snprintf(problem, size, "config `conninfo`: port \"%.40s\" is not a port number (or a comma-separated list of them)", port);
+            return 0;
+        }
+    return 1;
+}
+
 /* host:port/dbname of the connection string, for messages (never the password). */
 static void pg_describe(pg_state *st, PQconninfoOption *options)
 {
@@ -857,6 +901,10 @@ static paging_interceptor_t *pg_create_interceptor(const char *plugin_id, const 
         else snprintf(error, sizeof error, "libpq's detail is withheld: the string may hold a password");
         PQfreemem(parse_error);
         snprintf(problem, sizeof problem, "config `conninfo` is not a valid connection string (%s)", error);
+        return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
+    }
+    if (!pg_options_valid(options, problem, sizeof problem)) {
+        PQconninfoFree(options);
         return pg_fail(st, config, PAGING_ERR_INVALID_CONFIG, problem);
     }
     pg_describe(st, options);

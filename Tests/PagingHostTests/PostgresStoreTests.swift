@@ -354,6 +354,11 @@ struct PostgresStoreTests {
             // Part of the primary key: a long one never let a page be stored.
             (#"{"conninfo": "host=x", "namespace": ""}"#, "config `namespace` must be 1-128 bytes"),
             (#"{"conninfo": "host=x", "namespace": "\#(String(repeating: "n", count: 129))"}"#, "config `namespace` must be 1-128 bytes"),
+            // libpq checks these only as it connects, and its refusal read as a server down.
+            (#"{"conninfo": "host=x sslmode=requir"}"#,
+             #"config `conninfo`: sslmode "requir" is not one of disable, allow, prefer, require, verify-ca, verify-full"#),
+            (#"{"conninfo": "postgresql://x/db?target_session_attrs=master"}"#, #"target_session_attrs "master" is not one of any, "#),
+            (#"{"conninfo": "host=x port=54x2"}"#, #"config `conninfo`: port "54x2" is not a port number"#),
         ] {
             #expect(throws: (any Error).self) {
                 _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
