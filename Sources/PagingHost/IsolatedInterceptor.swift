@@ -58,7 +58,7 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
     private func crossIntercept(_ request: PluginRequest) async throws -> PagingInterceptResult<PluginKey, PluginItem> {
         var reader = try await process.call(.intercept) { $0.request(request) }
         func page() throws -> PluginPage {
-            var page = try process.checked(reader.page(base: request.params))
+            var page = try process.checked { try reader.page(base: request.params) }
             page.request = request
             return page
         }
@@ -66,13 +66,13 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
         case 0:
             let observe = try reader.bool()
             guard try reader.bool() else { return .proceed(request, handleAfterwards: observe) }
-            return .proceed(try process.checked(reader.request(base: request.params), rewriting: request), handleAfterwards: observe)
+            return .proceed(try process.checked({ try reader.request(base: request.params) }, rewriting: request), handleAfterwards: observe)
         case 1:
             return .complete(try page())
         case 2:
             return .completeThenRevalidate(try page())
         case 3:
-            let next = try process.checked(reader.request(base: request.params), rewriting: request)
+            let next = try process.checked({ try reader.request(base: request.params) }, rewriting: request)
             return .proceedOrFallBack(next, fallback: try page()) { [sink, process] error in
                 sink(.warning, process.label, "the load failed (\(error)); answered with the page this plugin holds")
             }
@@ -98,7 +98,7 @@ public final class IsolatedInterceptor: PagingInterceptor, CustomStringConvertib
         }
         do {
             var reader = try await process.call(.transform) { $0.page(page) }
-            var result = try process.checked(reader.page(base: page.request.params))
+            var result = try process.checked { try reader.page(base: page.request.params) }
             result.request = page.request
             return result
         } catch {

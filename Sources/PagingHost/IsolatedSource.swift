@@ -86,7 +86,7 @@ public final class IsolatedSource: PagingSource, CustomStringConvertible, Sendab
     public func fetch(request: PluginRequest) async throws -> PluginPage {
         try await process.measured({
             var reader = try await process.call(.fetch) { $0.request(request) }
-            var page = try process.checked(reader.page(base: request.params))
+            var page = try process.checked { try reader.page(base: request.params) }
             page.request = request
             return page
         }, completed: { _ in true })

@@ -133,6 +133,13 @@ struct WireReader {
     mutating func data() throws(WireError) -> [UInt8] { Array(try take(Int(try u32()))) }
     mutating func string() throws(WireError) -> String { String(decoding: try data(), as: UTF8.self) }
 
+    /// A string that must be UTF-8, as the host takes it from a plugin (a request's params, a
+    /// page's metadata): decoding it lossily would pass on what the plugin did not send.
+    mutating func utf8(_ what: String) throws(WireError) -> String {
+        guard let text = String(validating: try data(), as: UTF8.self) else { throw WireError(description: "\(what) that is not UTF-8") }
+        return text
+    }
+
     mutating func optionalKey() throws(WireError) -> PluginKey? {
         try bool() ? PluginKey(bytes: try data()) : nil
     }
@@ -148,7 +155,7 @@ struct WireReader {
         params.pageSize = Int(try u32())
         let count = Int(try u32())
         var userInfo: [String: String] = [:]
-        for _ in 0..<min(count, bytes.count) { userInfo[try string()] = try string() }
+        for _ in 0..<min(count, bytes.count) { userInfo[try utf8("params")] = try utf8("params") }
         params.userInfo = userInfo
         return PluginRequest(kind: kinds[kind], keyChain: chain, params: params)
     }
@@ -162,7 +169,7 @@ struct WireReader {
         for _ in 0..<count { values.append(PluginItem(bytes: try data())) }
         var page = PluginPage(request: request, values: values, prevKey: try optionalKey(), nextKey: try optionalKey())
         let metadata = Int(try u32())
-        for _ in 0..<min(metadata, bytes.count) { page.metadata[try string()] = try string() }
+        for _ in 0..<min(metadata, bytes.count) { page.metadata[try utf8("page metadata")] = try utf8("page metadata") }
         return page
     }
 }

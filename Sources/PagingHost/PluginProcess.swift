@@ -147,16 +147,23 @@ final class PluginProcess: Sendable {
     /// `page`, from the child, as the host takes a plugin's: the child's host checked it, but the
     /// plugin shares that process and may write frames itself (forged pages of items that were
     /// not JSON went through, into `pager serve`'s answers). A child that sends a page the host
-    /// refuses is stopped; the next call restarts it.
-    func checked(_ page: PluginPage) throws(PluginError) -> PluginPage {
+    /// refuses is stopped; the next call restarts it. So is one whose page cannot be read (its
+    /// metadata not UTF-8, which a lossy reading would have changed).
+    func checked(_ decode: () throws -> PluginPage) throws -> PluginPage {
+        let page = try decoded("a page", decode)
         guard let problem = page.refusal(within: spec.limits) else { return page }
         throw stopped(sending: "a page", problem)
     }
 
     /// A request the child's interceptor rewrote from `original`, checked as a page from it is.
-    func checked(_ request: PluginRequest, rewriting original: PluginRequest) throws(PluginError) -> PluginRequest {
+    func checked(_ decode: () throws -> PluginRequest, rewriting original: PluginRequest) throws -> PluginRequest {
+        let request = try decoded("a request", decode)
         guard let problem = request.refusal(rewriting: original, within: spec.limits) else { return request }
         throw stopped(sending: "a request", problem)
+    }
+
+    private func decoded<Value>(_ what: String, _ decode: () throws -> Value) throws -> Value {
+        do { return try decode() } catch let error as WireError { throw stopped(sending: what, error.description) }
     }
 
     /// Keys from the child (a key chain, a refresh key), checked as a page from it is.

@@ -26,8 +26,9 @@
  *   frame_garbage: in fetch, writes to fd 3 what is not a frame of the protocol, and never
  *                  completes: 1, a whole frame of an operation it does not have (238); 2, a
  *                  frame length of 3 bytes; 3, well-formed replies to calls 1 to 63 holding a
- *                  page of one item, "NOT JSON", which the child's host would never take
- *                  (0: none);
+ *                  page of one item, "NOT JSON", which the child's host would never take; 4,
+ *                  the same with an item of 1 and one metadata entry whose value, 0xFF, is not
+ *                  UTF-8 (0: none);
  *   garbage_on_create: in create, writes "JUNK\n" to fd 3 (true/false);
  *   orphan_per_fetch: in fetch, forks a process that forks one more and exits (the plugin
  *                  waits for it); the one more, orphaned, exits at once (true/false);
@@ -48,6 +49,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -135,10 +137,10 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
         if (write(3, header, sizeof header) != (ssize_t)sizeof header) exit(4);
         return PAGING_OK;
     }
-    if (s->frame_garbage == 3) {
+    if (s->frame_garbage == 3 || s->frame_garbage == 4) {
         /* op 100 (a reply), the call id, then a page: a refresh request of key "0", page size 10,
-         * no keys or user info; one item; no keys; no metadata. */
-        static const char item[] = "NOT JSON";
+         * no keys or user info; one item; no keys; no metadata, or one entry ("m": 0xFF). */
+        const char *item = s->frame_garbage == 3 ? "NOT JSON" : "1";
         unsigned char frame[64];
         uint64_t call;
         for (call = 1; call < 64; call++) {
@@ -151,10 +153,16 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
             frame[n++] = 10; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; /* page size */
             frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* user info */
             frame[n++] = 1; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* one item */
-            frame[n++] = sizeof item - 1; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;
-            for (k = 0; k + 1 < sizeof item; k++) frame[n++] = (unsigned char)item[k];
+            frame[n++] = (unsigned char)strlen(item); frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;
+            for (k = 0; item[k] != '\0'; k++) frame[n++] = (unsigned char)item[k];
             frame[n++] = 0; frame[n++] = 0;                              /* no keys */
-            frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* no metadata */
+            if (s->frame_garbage == 3) {
+                frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* no metadata */
+            } else {
+                static const unsigned char entry[] = { 1, 0, 0, 0, 1, 0, 0, 0, 'm', 1, 0, 0, 0, 0xFF };
+                memcpy(frame + n, entry, sizeof entry);
+                n += sizeof entry;
+            }
             frame[0] = (unsigned char)(n - 4); frame[1] = frame[2] = frame[3] = 0;
             if (write(3, frame, n) != (ssize_t)n) exit(4);
         }
