@@ -81,7 +81,7 @@ public enum PluginExport {
         do {
             return try type.init(host: host, config: PluginConfig(host: table, config: config)) as? Plugin
         } catch {
-            error.message.withCString { table.pointee.config_fail?(config, error.status, $0) }
+            error.message.withMessageCString { table.pointee.config_fail?(config, error.status, $0) }
             return nil
         }
     }
@@ -312,7 +312,14 @@ final class InterceptorBox: @unchecked Sendable {
         switch decision {
         case .proceed(let observe, let key, let pageSize, let params):
             if let key { _ = key.withUnsafeBufferPointer { host.pointee.out_set_key?(out, paging_bytes_t(data: $0.baseAddress, len: $0.count)) } }
-            if let pageSize { _ = host.pointee.out_set_page_size?(out, UInt32(clamping: pageSize)) }
+            if let pageSize {
+                // Clamped, -5 would have been refused as "a page size of 0".
+                guard let size = UInt32(exactly: pageSize), size > 0 else {
+                    _ = host.pointee.out_fail?(out, PAGING_ERR_INTERNAL, "the interceptor's decision .proceed(pageSize: \(pageSize)): a page size is 1 or more")
+                    return PAGING_INTERCEPT_FAIL
+                }
+                _ = host.pointee.out_set_page_size?(out, size)
+            }
             for (name, value) in params {
                 _ = withKey(Array(name.utf8)) { name in
                     withKey(Array(value.utf8)) { value in host.pointee.out_set_param?(out, name.pointee, value.pointee) }
@@ -330,7 +337,7 @@ final class InterceptorBox: @unchecked Sendable {
             return PAGING_INTERCEPT_PROCEED_OR_FALL_BACK
         case .fail(let failure):
             if let retryAfter = failure.retryAfter { _ = retryHint?.pointee.out_retry_after?(out, milliseconds(retryAfter)) }
-            _ = failure.message.withCString { host.pointee.out_fail?(out, failure.status, $0) }
+            _ = failure.message.withMessageCString { host.pointee.out_fail?(out, failure.status, $0) }
             return PAGING_INTERCEPT_FAIL
         }
     }
@@ -353,7 +360,7 @@ final class InterceptorBox: @unchecked Sendable {
             }
             return PAGING_TRANSFORM_REPLACE
         case .fail(let failure):
-            _ = failure.message.withCString { builder.fail?(out, failure.status, $0) }
+            _ = failure.message.withMessageCString { builder.fail?(out, failure.status, $0) }
             return PAGING_TRANSFORM_FAIL
         }
     }

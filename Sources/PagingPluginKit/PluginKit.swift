@@ -305,7 +305,7 @@ public struct PluginHost: @unchecked Sendable {
     public func log(_ level: LogLevel, _ message: @autoclosure () -> String) {
         calling {
             guard logs(level) else { return }
-            message().withCString { table.pointee.log?(table, level.rawValue, $0) }
+            message().withMessageCString { table.pointee.log?(table, level.rawValue, $0) }
         }
     }
 
@@ -437,7 +437,7 @@ public struct FetchCompletion: Sendable {
             if let retryAfter = failure.retryAfter, let hint: UnsafePointer<paging_ext_retry_hint_host_t> = host.extension(PAGING_EXT_RETRY_HINT) {
                 _ = hint.pointee.fetch_retry_after?(table, id, milliseconds(retryAfter))
             }
-            return failure.message.withCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
+            return failure.message.withMessageCString { table.pointee.fetch_fail?(table, id, failure.status, $0) } == PAGING_OK
         } ?? false
     }
 }
@@ -518,6 +518,14 @@ func milliseconds(_ duration: Duration) -> UInt64 {
     return overflow || carry ? .max : total
 }
 
+extension String {
+    /// The string as a message in C text, where a NUL would end it: each is written `\0`.
+    func withMessageCString<R>(_ body: (UnsafePointer<CChar>) -> R) -> R {
+        guard utf8.contains(0) else { return withCString(body) }
+        return split(separator: "\0", omittingEmptySubsequences: false).joined(separator: "\\0").withCString(body)
+    }
+}
+
 func withKey<R>(_ key: [UInt8], _ body: (UnsafePointer<paging_bytes_t>) -> R) -> R {
     key.withUnsafeBufferPointer { buffer in
         var view = paging_bytes_t(data: buffer.baseAddress, len: buffer.count)
@@ -527,7 +535,8 @@ func withKey<R>(_ key: [UInt8], _ body: (UnsafePointer<paging_bytes_t>) -> R) ->
 
 /// What an interceptor decides about a request.
 public enum InterceptDecision: Sendable {
-    /// Go on, optionally rewriting the key, page size or params; with `observe`, `handle` sees the page.
+    /// Go on, optionally rewriting the key, page size (1 or more, else the load fails) or params;
+    /// with `observe`, `handle` sees the page.
     case proceed(observe: Bool, key: [UInt8]? = nil, pageSize: Int? = nil, params: [String: String] = [:])
     /// Answer with this page.
     case complete(PageContent)

@@ -1,3 +1,4 @@
+import CPaging
 import Foundation
 @testable import PagingHost
 @testable import PagingPluginKit
@@ -26,5 +27,43 @@ struct FetchCompletionTests {
             #expect(builder.items.count == 10, "round \(round)")
         }
         #expect(log.contains("succeed for unknown or finished fetch id 1: it was completed already (PagingPluginKit); refused"), "\(log.messages.prefix(5))")
+    }
+
+    /// Found by a probe: a NUL in a failure message ended it there, and what followed it was
+    /// lost. It is written `\0`.
+    @Test func aFailureMessageHoldingANul_reachesTheHostWhole() {
+        let instance = PluginInstance(label: "nul", sink: LogRecorder().sink, limits: PluginLimits())
+        instance.fetches.withLock { $0[1] = PendingFetch() }
+        FetchCompletion(host: PluginHost(table: instance.table), id: 1).fail(PluginFailure(PAGING_ERR_NOT_FOUND, "no row\0 for key 7"))
+        let result = instance.fetches.withLock { $0[1]?.result }
+        guard case .failed(_, let message, _)? = result else {
+            Issue.record("\(String(describing: result))")
+            return
+        }
+        #expect(message == #"no row\0 for key 7"#)
+    }
+}
+
+/// PagingPluginKit's answer to an intercept, against the host's table.
+@Suite("A Swift interceptor's decision")
+struct InterceptDecisionTests {
+    final class Sizer: InterceptorPlugin {
+        static let info = PluginInfo(id: "sizer", name: "Sizer", version: "1.0.0", description: "proceeds with a page size")
+        init(host: PluginHost, config: PagingPluginKit.PluginConfig) {}
+        func intercept(_ request: PagingPluginRequest) -> InterceptDecision { .proceed(observe: false) }
+    }
+
+    /// Found by a probe: `.proceed(pageSize: -5)` was clamped to 0, and the host refused "a
+    /// page size of 0", a size the plugin never gave. The intercept now fails naming it.
+    @Test(arguments: [-5, 0, Int(UInt32.max) + 1])
+    func aProceedWithAPageSizeOutOfRange_failsNamingIt(_ size: Int) throws {
+        let instance = PluginInstance(label: "sizer", sink: LogRecorder().sink, limits: PluginLimits())
+        let host = PluginHost(table: instance.table)
+        let box = InterceptorBox(Sizer(host: host, config: PagingPluginKit.PluginConfig(host: instance.table, config: nil)), host: host)
+        var out = InterceptOut(instance: instance)
+        let code = out.withHandle(CallHandle.token(for: instance)) { box.apply(.proceed(observe: false, pageSize: size), $0) }
+        #expect(code == PAGING_INTERCEPT_FAIL)
+        #expect(out.misuse == nil)
+        #expect(out.failure?.1 == "the interceptor's decision .proceed(pageSize: \(size)): a page size is 1 or more")
     }
 }
