@@ -421,28 +421,42 @@ public struct IncrementalStateFile: Sendable {
     }
 
     /// Whether the file can be written (and its lock file made): its folder must exist and be
-    /// writable by this process.
+    /// writable by this process, and the file one it may replace.
     public func checkWritable() throws(IncrementalError) {
         let file = try target()
         if let problem = Self.folderProblem(of: file) { throw failure(problem) }
-        // Opened as a run opens it, when it is there (a run makes it otherwise, where its links
-        // lead): a folder in its place, or a link to where no file can be made, was found only
-        // once the run had loaded every page.
+        // Opened, or made, as a run does: a folder in its place, a link to where no file can be
+        // made, or a folder no file can be made in whatever its permissions say (/sys), was
+        // found only once the run had loaded every page.
         let lockPath = file + ".lock"
-        let lock = open(lockPath, O_RDWR | O_CLOEXEC)
-        if lock >= 0 {
-            close(lock)
-            return
+        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard lock >= 0 else {
+            let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
+            throw failure("its lock file \(lockPath) cannot be opened or made by this process (a run locks it to keep the state): \(reason)")
         }
-        let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
-        guard errno == ENOENT, Self.folderProblem(of: try target(of: lockPath)) == nil else {
-            throw failure("its lock file \(lockPath) cannot be opened for writing by this process (a run locks it to keep the state): \(reason)")
+        close(lock)
+        var folderInfo = stat(), fileInfo = stat()
+        if stat(Self.folder(of: file), &folderInfo) == 0, stat(file, &fileInfo) == 0,
+           let problem = Self.replaceProblem(folder: folderInfo, file: fileInfo, user: geteuid()) {
+            throw failure(problem)
         }
+    }
+
+    /// Why a process of `user` cannot rename a file over `file` in `folder`: the folder's sticky
+    /// bit (`/tmp`, a shared drop folder) keeps a file of another user to that user, the folder's
+    /// owner and root. (The run found out once every item was printed.)
+    package static func replaceProblem(folder: stat, file: stat, user: uid_t) -> String? {
+        guard folder.st_mode & S_ISVTX != 0, user != 0, file.st_uid != user, folder.st_uid != user else { return nil }
+        return "it belongs to user \(file.st_uid), and its folder's sticky bit lets no other user replace it, as a run does to keep the state"
+    }
+
+    private static func folder(of file: String) -> String {
+        file.lastIndex(of: "/").map { file[..<$0].isEmpty ? "/" : String(file[..<$0]) } ?? "."
     }
 
     /// Why no file can be made at `file`: its folder does not exist or cannot be written.
     private static func folderProblem(of file: String) -> String? {
-        let folder = file.lastIndex(of: "/").map { file[..<$0].isEmpty ? "/" : String(file[..<$0]) } ?? "."
+        let folder = folder(of: file)
         var info = stat()
         guard stat(folder, &info) == 0, info.st_mode & S_IFMT == S_IFDIR else {
             return "its folder \(folder) does not exist (a run keeps the state there)"

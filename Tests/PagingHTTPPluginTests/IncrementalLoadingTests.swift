@@ -173,7 +173,7 @@ struct IncrementalLoadingTests {
         for command in ["validate", "run"] {
             let folderLock = try await run(pagerCommand, [command, manifest])
             #expect(folderLock.code == 2, "\(command): \(folderLock.stderr)")
-            #expect(folderLock.stderr.contains("its lock file \(stateFile).lock cannot be opened for writing by this process"), "\(folderLock.stderr)")
+            #expect(folderLock.stderr.contains("its lock file \(stateFile).lock cannot be opened or made by this process"), "\(folderLock.stderr)")
         }
         // Found by a probe: a link to a folder that does not exist passed (the run printed every
         // item, then could not keep the state: the next run printed them again).
@@ -181,10 +181,21 @@ struct IncrementalLoadingTests {
         try FileManager.default.createSymbolicLink(atPath: stateFile + ".lock", withDestinationPath: "/nonexistent/x")
         for command in ["validate", "run"] {
             let dangling = try await run(pagerCommand, [command, manifest])
-            #expect(dangling.code == 2 && dangling.stderr.contains("its lock file \(stateFile).lock cannot be opened for writing by this process "
+            #expect(dangling.code == 2 && dangling.stderr.contains("its lock file \(stateFile).lock cannot be opened or made by this process "
                                                                   + "(a run locks it to keep the state): a link to where no file can be made"),
                     "\(command): \(dangling.stderr)")
         }
+        // Found by a probe: a folder whose permissions let root write but where no file can be
+        // made (sysfs) passed, as did a state file the folder's sticky bit keeps to another
+        // user: the run printed every item, then could not keep the state.
+        try FileManager.default.removeItem(atPath: stateFile + ".lock")
+        let sysfs = folder + "/sysfs.json"
+        try String(contentsOfFile: manifest, encoding: .utf8)
+            .replacingOccurrences(of: #""namespace": "events"}"#, with: #""namespace": "events", "state_file": "/sys/kernel/paging-test.state"}"#)
+            .write(toFile: sysfs, atomically: true, encoding: .utf8)
+        let noFile = try await run(pagerCommand, ["run", sysfs])
+        #expect(noFile.code == 2 && noFile.stdout.isEmpty, "\(noFile.stderr)")
+        #expect(noFile.stderr.contains("/sys/kernel/paging-test.state"), "\(noFile.stderr)")
         #expect(try await sinceAsked().count == before, "nothing is fetched")
     }
 

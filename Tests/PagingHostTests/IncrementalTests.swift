@@ -253,4 +253,23 @@ struct IncrementalTests {
         try IncrementalStateFile(path: folder + "/m.json.state").store(.string("2024-05-01"), name: "since", namespace: "default")
         #expect(try manifest.sendingKeptValue().userInfo == ["q": "updated:>2024-05-01", "state.since": "2024-05-01"])
     }
+
+    /// Found by a probe: a run printed every item, then could not rename the state over a file
+    /// of another user in a folder with the sticky bit (the next run printed them again).
+    @Test func aStateFileTheStickyBitKeepsToAnotherUser_isRefused() {
+        var folder = stat(), file = stat()
+        folder.st_mode = S_IFDIR | 0o1777
+        folder.st_uid = 0
+        file.st_uid = 1000
+        let problem = IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 65534)
+        #expect(problem == "it belongs to user 1000, and its folder's sticky bit lets no other user replace it, as a run does to keep the state")
+        // Its owner, the folder's, root, or a folder without the sticky bit: replaced.
+        #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 1000) == nil)
+        #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 0) == nil)
+        folder.st_uid = 65534
+        #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 65534) == nil)
+        folder.st_uid = 0
+        folder.st_mode = S_IFDIR | 0o777
+        #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 65534) == nil)
+    }
 }
