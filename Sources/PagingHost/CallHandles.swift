@@ -80,8 +80,13 @@ enum CallHandle {
 
     /// The builder behind `handle` when it is a live handle of `kind` on this thread; otherwise
     /// `nil`, after logging the refusal of `function` against the plugin the handle came from.
+    /// A handle that is no live call's (kept from an earlier call), used while a call of `kind`
+    /// runs on this thread, fails that call too: `failing` records the refusal on its builder.
+    /// Answered as if nothing had been set, it had lost what the plugin meant for it (a page
+    /// completed empty, a key chain without its next key that ended paging).
     @inline(__always)
-    static func resolve<Builder>(_ handle: OpaquePointer?, _ kind: Kind, _ function: String, as: Builder.Type) -> UnsafeMutablePointer<Builder>? {
+    static func resolve<Builder>(_ handle: OpaquePointer?, _ kind: Kind, _ function: String, as: Builder.Type,
+                                 failing: (inout Builder, String) -> Void) -> UnsafeMutablePointer<Builder>? {
         let token = UInt64(UInt(bitPattern: handle))
         var next = paging_call_frame_current()
         while let raw = next {
@@ -95,13 +100,26 @@ enum CallHandle {
             }
             next = frame.previous
         }
-        refuse(token, kind, function, liveHere: false)
+        let refusal = refuse(token, kind, function, liveHere: false)
+        if let current = paging_call_frame_current()?.assumingMemoryBound(to: CallFrame.self).pointee, current.kind == kind {
+            failing(&current.builder.assumingMemoryBound(to: Builder.self).pointee, refusal)
+        }
         return nil
     }
 
+    /// The misuse of the call of `token`, a handle of `kind`, when a use of its handle was
+    /// refused while it ran (since the count `refusals` was taken): from another thread, or
+    /// passed where a handle of another kind was expected.
+    static func misuse(of token: UInt64, _ kind: Kind, since refusals: UInt64) -> String? {
+        guard self.refusals != refusals, let why = refusal(of: token) else { return nil }
+        return "the call's \(kind) handle was \(why); refused"
+    }
+
     /// Logs the refusal and remembers it, for the call the handle belongs to if it still runs
-    /// (`liveHere`: on this thread, where the handle was passed as one of another kind).
-    private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String, liveHere: Bool) {
+    /// (`liveHere`: on this thread, where the handle was passed as one of another kind); returns
+    /// the line logged.
+    @discardableResult
+    private static func refuse(_ token: UInt64, _ kind: Kind, _ function: String, liveHere: Bool) -> String {
         let remembered = liveHere ? "passed to \(function), which takes \(kind.withArticle) handle" : "used from another thread while the call ran"
         refusedTokens.withLock { tokens in
             if tokens.count == 64 { tokens.removeFirst() }
@@ -120,8 +138,9 @@ enum CallHandle {
         } else {
             why = "\(kind.withArticle) handle used after its call returned, or from another thread"
         }
-        guard let owner else { return refuseUnowned("\(function): \(why); refused") }
-        owner.log(.error, "\(function): \(why); refused")
+        let line = "\(function): \(why); refused"
+        if let owner { owner.log(.error, line) } else { refuseUnowned(line) }
+        return line
     }
 
     /// The refusals said without a plugin to say them against.

@@ -597,7 +597,10 @@ extension CallResultBuilder {
     /// refusal, kept in `slot` (the first one) and answered PAGING_ERR_INVALID_ARGUMENT.
     static func update(_ out: OpaquePointer?, _ function: String, into slot: WritableKeyPath<Self, String?> = \.misuse,
                        _ change: (inout Self) -> String?) -> paging_status_t {
-        guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self) else { return PAGING_ERR_INVALID_ARGUMENT }
+        let record = { (builder: inout Self, refusal: String) in
+            if builder[keyPath: slot] == nil { builder[keyPath: slot] = refusal }
+        }
+        guard let pointer = CallHandle.resolve(out, handleKind, function, as: Self.self, failing: record) else { return PAGING_ERR_INVALID_ARGUMENT }
         if let problem = change(&pointer.pointee) {
             if pointer.pointee[keyPath: slot] == nil { pointer.pointee[keyPath: slot] = "\(function): \(problem)" }
             return PAGING_ERR_INVALID_ARGUMENT
@@ -613,9 +616,7 @@ extension CallResultBuilder {
     mutating func withHandle<R>(_ token: UInt64, _ body: (OpaquePointer) -> R) -> R {
         let refusals = CallHandle.refusals
         let result = withUnsafeMutablePointer(to: &self) { CallHandle.with(Self.handleKind, token, $0, body) }
-        if CallHandle.refusals != refusals, misuse == nil, let why = CallHandle.refusal(of: token) {
-            misuse = "the call's \(Self.handleKind) handle was \(why); refused"
-        }
+        if misuse == nil, let refused = CallHandle.misuse(of: token, Self.handleKind, since: refusals) { misuse = refused }
         return result
     }
 }

@@ -15,6 +15,10 @@ package final class PluginConfig {
     private var json: UnsafeMutablePointer<CChar>?
     /// What the plugin reported through `config_fail`.
     var failure: (PluginStatus, String)?
+    /// The first use of a config handle the host refused during the create call (a config kept
+    /// from another create, this one's from another thread): the create fails, as the plugin
+    /// was refused what it read, or the failure it reported.
+    var misuse: String?
     /// The instance being created, which the host's refusals are logged against.
     private var owner: PluginInstance?
 
@@ -29,7 +33,9 @@ package final class PluginConfig {
 
     /// The config behind the handle `config` when it is live on this thread (see ``CallHandle``).
     static func from(_ config: OpaquePointer?, _ function: String) -> PluginConfig? {
-        CallHandle.resolve(config, .config, function, as: PluginConfig.self)?.pointee
+        CallHandle.resolve(config, .config, function, as: PluginConfig.self) { running, refusal in
+            if running.misuse == nil { running.misuse = refusal }
+        }?.pointee
     }
 
     /// The config and key of a getter's call, or nil (answered as for an absent key): a NULL
@@ -48,7 +54,10 @@ package final class PluginConfig {
     package func withHandle<R>(_ instance: PluginInstance, _ body: (OpaquePointer) -> R) -> R {
         owner = instance
         var config = self
-        return withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, CallHandle.token(for: instance), $0, body) }
+        let token = CallHandle.token(for: instance), refusals = CallHandle.refusals
+        let result = withUnsafeMutablePointer(to: &config) { CallHandle.with(.config, token, $0, body) }
+        if misuse == nil, let refused = CallHandle.misuse(of: token, .config, since: refusals) { misuse = refused }
+        return result
     }
 
     /// `PAGING_CONFIG_*` for the top-level `key`.

@@ -101,7 +101,8 @@ extension PluginLibrary {
 
     /// Calls `create` with a config handle live for the call; a NULL result is the failure the
     /// plugin reported through `config_fail`, and so is an instance returned after it (which is
-    /// destroyed: the plugin refused its config). A plugin that requires an extension the
+    /// destroyed: the plugin refused its config), or after a use of a config handle the host
+    /// refused (``PluginConfig/misuse``). A plugin that requires an extension the
     /// instance's limits withhold is refused first.
     ///
     /// The call runs on a thread of its own and is waited for at most the instance's call
@@ -123,13 +124,18 @@ extension PluginLibrary {
             throw .createFailed(path: path, id: id, status: .timeout,
                                 message: "create did not return within \(timeout) (\(instance.limits.lifecycleTimeoutOrigin))")
         }
+        let misuse = pluginConfig.misuse.map { (PluginStatus.invalidArgument, $0) }
         guard let created = finished.value else {
-            let (status, message) = pluginConfig.failure ?? (.internal, "create returned NULL without saying why")
+            let (status, message) = pluginConfig.failure ?? misuse ?? (.internal, "create returned NULL without saying why")
             throw .createFailed(path: path, id: id, status: status, message: message)
         }
         if let (status, message) = pluginConfig.failure {
             destroyRefused(created)
             throw .createFailed(path: path, id: id, status: status, message: message + " (create called config_fail, then returned an instance)")
+        }
+        if let (status, message) = misuse {
+            destroyRefused(created)
+            throw .createFailed(path: path, id: id, status: status, message: message)
         }
         restoringSIGCHLD(after: "its create") { instance.log(.warning, $0) }
         return created

@@ -288,7 +288,7 @@ struct PagerCheckTests {
         ("check_bad_descriptor", ["bad id/descriptor"], "contains spaces"),
         ("check_empty_id", ["-/load", "#0/descriptor"], "id is empty"),
         ("check_repeat_keys", ["repeat-keys/keys-chain"], "the key of page 1"),
-        ("check_stale_out", ["stale-out/call-handles"], "kept from an earlier call, used during a later one; refused"),
+        ("check_stale_out", ["stale-out/call-handles", "stale-out/proceed-intact"], "kept from an earlier call, used during a later one; refused"),
         ("check_bad_sizes", ["zero-table-size/abi-growth", "short-descriptor/abi-growth", "wrapper-size/abi-growth"],
          "set it to sizeof(paging_interceptor_t), not the size of a struct that holds it"),
         ("check_small_descriptor", ["-/load", "small-descriptor/abi-growth"], "struct_size is 8, smaller than any ABI 1.0 descriptor"),
@@ -504,9 +504,10 @@ struct PagerCheckTests {
         // Both handles: the config kept from create, the out kept from the intercept before.
         #expect(handles.reason.contains("(config_string, out_set_page_size)"), "\(output)")
         #expect(handles.reason.contains("the first: \"config_string: a config (create) handle kept from an earlier call, used during a later one; refused\""), "\(output)")
-        // Refused, the stale out never rewrote a request.
+        // Refused, the stale out never rewrote a request: the intercept that used it fails.
         let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
-        #expect(proceed.status == .pass && proceed.notes.isEmpty, "\(output)")
+        #expect(proceed.status == .fail, "\(output)")
+        #expect(proceed.reason.contains("out_set_page_size: an out (intercept) handle kept from an earlier call, used during a later one; refused"), "\(output)")
     }
 
     @Test func extensions_nameTheAnswer_andBoundTheCall() async throws {

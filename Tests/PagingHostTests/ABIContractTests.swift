@@ -124,24 +124,35 @@ struct ABIContractTests {
         let source = try library.makeSource(sink: log.sink)
         let interceptor = try library.makeInterceptor(config: .object([("tag", .string("t"))]), sink: log.sink)
         let pager = Pager(source: source, interceptors: [interceptor])
-        for key in ["0", "5"] {
-            let page = try await pager.load(PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey(key)),
-                                                          params: params(pageSize: 3)))
-            // Not rewritten by the kept `out`, and without its item.
-            #expect(page.request.key == PluginKey(key))
-            let first = Int(key)!
-            #expect(page.values.texts == [first, first + 1, first + 2].map(String.init))
-            #expect(page.request.params.userInfo["thread"] == nil)
+        func refresh(_ pager: Pager<PluginKey, PluginItem>, _ key: String) async throws -> Page<PluginKey, PluginItem> {
+            try await pager.load(PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey(key)), params: params(pageSize: 3)))
+        }
+        // Its first intercept, which keeps its `out`: the page as the source gave it.
+        let page = try await refresh(pager, "0")
+        #expect(page.request.key == PluginKey("0"))
+        #expect(page.values.texts == ["0", "1", "2"])
+        // The kept `out` used in the next intercept: refused, never applied to this one (its key
+        // not rewritten, no item added), and this intercept fails. Found by a probe: it went on
+        // as if the plugin had set nothing, and a cache's page answered with a kept `out` went
+        // out empty, a key chain without its next key ended paging, exit 0.
+        await #expect { _ = try await refresh(pager, "5") } throws: { error in
+            guard let error = error as? PluginError else { return false }
+            return error.status == .invalidArgument
+                && error.message.contains("out_set_key: an out (intercept) handle kept from an earlier call, used during a later one; refused")
         }
         // The live `out` used from a thread the call joins: refused, and the intercept fails
         // (answered without the param, it proceeded as if the plugin had not meant to set it).
-        do {
-            let page = try await pager.load(PagingRequest(kind: .refresh, keyChain: PagingKeyChain(key: PluginKey("7")), params: params(pageSize: 3)))
-            Issue.record("loaded \(page.values.texts)")
-        } catch let error as PluginError {
-            #expect(error.status == .invalidArgument)
-            #expect(error.message.contains("the call's out (intercept) handle was used from another thread while the call ran"), "\(error.message)")
+        // A fresh instance, whose first intercept keeps no `out` of an earlier one.
+        let fresh = try library.makeInterceptor(config: .object([("tag", .string("t"))]), sink: log.sink)
+        await #expect { _ = try await refresh(Pager(source: source, interceptors: [fresh]), "7") } throws: { error in
+            guard let error = error as? PluginError else { return false }
+            return error.status == .invalidArgument
+                && error.message.contains("the call's out (intercept) handle was used from another thread while the call ran")
         }
+        // The source's kept keys `out`, used in fetch() (no call of that kind runs there): refused,
+        // and the page is the source's.
+        let alone = try await refresh(Pager(source: source, interceptors: []), "5")
+        #expect(alone.request.key == PluginKey("5") && alone.values.texts == ["5", "6", "7"])
         #expect(source.refreshKey == PluginKey("0"))
         let refusals = log.messages.filter { $0.hasSuffix("; refused") }
         #expect(refusals.contains { $0.contains("out_set_key: an out (intercept) handle kept from an earlier call, used during a later one") })
@@ -149,9 +160,32 @@ struct ABIContractTests {
         #expect(refusals.contains { $0.contains("config_string: a config (create) handle") })
         #expect(refusals.contains { $0.contains("out_set_param: an out (intercept) handle used after its call returned, or from another thread") })
         #expect(refusals.contains { $0.contains("keys_set: a keys out (refresh_key/key_chain) handle") })
-        #expect(log.count(containing: "kept config read: NULL") == 2)
+        #expect(log.count(containing: "kept config read: NULL") == 1)
         #expect(log.count(containing: "thread use refused") == 1)
         #expect(log.count(containing: "kept keys refused") == 2)
+    }
+
+    /// Found by a probe: a key_chain() that set its next key through the keys `out` it kept from
+    /// refresh_key() was refused, yet the call stood: paging ended at that page, exit 0. A
+    /// create that read its config from a thread went on without it. Each call now fails.
+    @Test func aKeyChainThroughAKeptHandle_andACreateReadingItsConfigFromAThread_fail() async throws {
+        let library = try PluginLibrary.open(path: try await fixturePlugin("stale_handles"))
+        let source = try library.makeSource(config: .object([("key_chain", .bool(true))]), sink: log.sink)
+        let chain = source.keyChain(for: PluginKey("0"))
+        #expect(chain.nextKey == nil)
+        let refusal = "keys_set: a keys out (refresh_key/key_chain) handle kept from an earlier call, used during a later one; refused"
+        #expect(log.contains("key_chain(0) failed: \(refusal)"), "\(log.messages)")
+        await #expect {
+            _ = try await Pager(source: source).load(PagingRequest(kind: .refresh, keyChain: chain, params: params(pageSize: 3)))
+        } throws: { error in
+            guard let error = error as? PluginError else { return false }
+            return error.message.contains("key_chain(0) failed: \(refusal)")
+        }
+        #expect {
+            _ = try library.makeInterceptor(config: .object([("tag", .string("t")), ("thread_in_create", .bool(true))]), sink: log.sink)
+        } throws: { error in
+            "\(error)".contains("the call's config (create) handle was used from another thread while the call ran; refused")
+        }
     }
 
     // MARK: - Library init and deinit, host extensions, config types

@@ -8,10 +8,13 @@
  *   (out_set_key "HIJACKED", out_add_item "666", out_set_flags) and reads the kept config
  *   (config_string "tag"), logging "kept config read: NULL" when refused. During an intercept()
  *   of key "7", a thread of its own calls out_set_param("thread", "yes") on the live `out` and is
- *   joined (refused: that intercept then fails). Then it proceeds unchanged.
+ *   joined (refused: that intercept then fails). Then it proceeds unchanged. With config
+ *   "thread_in_create": true, its create reads "tag" from a thread it joins (refused: the
+ *   create then fails).
  * Source "stale-keys": keeps the keys `out` of refresh_key() and uses it in every fetch()
  *   (keys_set PAGING_KEY_CURRENT "HIJACKED"); pages hold 3 JSON integers from the key and
- *   end there.
+ *   end there. With config "key_chain": true, it has a key_chain() that sets the next key
+ *   (the key + 3) through the kept `out` (refused: the key chain then fails).
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +30,12 @@ typedef struct stale_out {
     paging_intercept_out_t *kept_out;
 } stale_out;
 
-typedef struct thread_call { const paging_host_t *host; paging_intercept_out_t *out; paging_status_t status; } thread_call;
+typedef struct thread_call {
+    const paging_host_t *host;
+    paging_intercept_out_t *out;
+    const paging_config_t *config;
+    paging_status_t status;
+} thread_call;
 
 static void *set_param_from_thread(void *arg)
 {
@@ -57,13 +65,19 @@ static uint32_t so_intercept(paging_interceptor_t *self, const paging_request_t 
         if (h->config_string(s->kept_config, "tag") == NULL) h->log(h, PAGING_LOG_INFO, "kept config read: NULL");
     }
     if (request->key.len == 1 && request->key.data[0] == '7') {
-        call.host = h; call.out = out; call.status = PAGING_OK;
+        call.host = h; call.out = out; call.config = NULL; call.status = PAGING_OK;
         if (pthread_create(&thread, NULL, set_param_from_thread, &call) == 0) pthread_join(thread, NULL);
         if (call.status == PAGING_ERR_INVALID_ARGUMENT) h->log(h, PAGING_LOG_INFO, "thread use refused");
     }
     return PAGING_INTERCEPT_PROCEED;
 }
 
+static void *read_config_from_thread(void *arg)
+{
+    thread_call *call = (thread_call *)arg;
+    call->status = call->host->config_string(call->config, "tag") == NULL ? PAGING_ERR_INVALID_ARGUMENT : PAGING_OK;
+    return NULL;
+}
 static void so_destroy(paging_interceptor_t *self) { free(self); }
 
 static paging_interceptor_t *so_create(const char *id, const paging_host_t *host, const paging_config_t *config)
@@ -73,6 +87,12 @@ static paging_interceptor_t *so_create(const char *id, const paging_host_t *host
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
     s->kept_config = config;
+    if (host->config_bool(config, "thread_in_create", 0)) {
+        thread_call call;
+        pthread_t thread;
+        call.host = host; call.out = NULL; call.config = config; call.status = PAGING_OK;
+        if (pthread_create(&thread, NULL, read_config_from_thread, &call) == 0) pthread_join(thread, NULL);
+    }
     s->base.intercept = so_intercept;
     s->base.destroy = so_destroy;
     s->base.struct_size = (uint32_t)sizeof s->base;
@@ -109,6 +129,17 @@ static paging_status_t sk_fetch(paging_source_t *self, const paging_request_t *r
     return h->fetch_complete(h, id);
 }
 
+static paging_status_t sk_key_chain(paging_source_t *self, paging_bytes_t key, paging_keys_out_t *out)
+{
+    stale_keys *s = (stale_keys *)self;
+    char text[32];
+    paging_bytes_t next;
+    (void)out;
+    next.len = (size_t)snprintf(text, sizeof text, "%d", (key.len > 0 ? key.data[0] - '0' : 0) + 3);
+    next.data = (const uint8_t *)text;
+    (void)s->host->keys_set(s->kept, PAGING_KEY_NEXT, &next); /* refused; the call says OK all the same */
+    return PAGING_OK;
+}
 static void sk_destroy(paging_source_t *self) { free(self); }
 
 static paging_source_t *sk_create(const char *id, const paging_host_t *host, const paging_config_t *config)
@@ -117,6 +148,7 @@ static paging_source_t *sk_create(const char *id, const paging_host_t *host, con
     (void)id;
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
+    if (host->config_bool(config, "key_chain", 0)) s->base.key_chain = sk_key_chain;
     s->base.refresh_key = sk_refresh_key;
     s->base.fetch = sk_fetch;
     s->base.destroy = sk_destroy;
