@@ -33,8 +33,9 @@ import Synchronization
 ///
 /// # Thread safety
 /// Every method may be called from any task, concurrently. One load per direction runs at a
-/// time: asking for an append while one is loading starts none, and returns the task of the one
-/// loading (awaiting it waits for its page).
+/// time: asking for an append while one is loading starts none, and returns a task that waits for
+/// the one loading (awaiting it waits for its page; cancelling it cancels nothing: the load is
+/// its starter's, whose task cancels it).
 ///
 /// # Lifetime
 /// A load in flight keeps its manager: let go while a page loads, the manager lives until the
@@ -310,9 +311,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// Plans the load now and runs it in a task. Planned before the task starts, the direction
     /// is loading when this returns: calls in a row (``itemVisible(at:of:)`` on every event) start
     /// one load, where tasks that planned later each loaded one more page once the one before
-    /// them had ended. With nothing to start, the task of the load of `kind` in flight, if any:
-    /// awaiting it waits for the page (an ended task returned then, and a caller took "loaded"
-    /// for "ignored").
+    /// them had ended. With nothing to start, a task that waits for the load of `kind` in flight,
+    /// if any: awaiting it waits for the page (an ended task returned then, and a caller took
+    /// "loaded" for "ignored"). Not the load's own task: cancelling a prefetch's append, asked for
+    /// while a refresh loaded, cancelled the refresh, and left the list empty and idle.
     private func start(_ kind: PagingRequestKind, userInfo: [String: String]?, refreshKey: Key? = nil) -> Task<Void, Never> {
         guard let plan = plan(kind, userInfo: userInfo, refreshKey: refreshKey) else {
             // An append or prepend asked for while a refresh loads gets the refresh's task.
@@ -321,7 +323,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     guard let (id, load) = state.inFlight[asked] else { continue }
                     switch load {
                     case .task(let task):
-                        return task
+                        return Task { await task.value }
                     case .caller(let end):
                         // Made when first waited for: the loads of load(_:) nobody waits for
                         // (most) make none (each cost a page ~8% of row 4's time).

@@ -28,10 +28,10 @@ struct PaginationManagerTests {
         #expect(source.fetchCount == 3)
     }
 
-    /// `append()` while an append runs returns that append's task: awaiting it waits for the
-    /// page (a probe: an ended task came back, and 99 of 100 callers read the list before the
+    /// `append()` while an append runs returns a task that waits for it: awaiting it waits for
+    /// the page (a probe: an ended task came back, and 99 of 100 callers read the list before the
     /// page was in it).
-    @Test func appendWhileAnAppendRuns_returnsItsTask() async throws {
+    @Test func appendWhileAnAppendRuns_returnsATaskThatWaitsForIt() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .suspend)
         let manager = manager(source)
@@ -39,11 +39,32 @@ struct PaginationManagerTests {
         let first = manager.append()
         await source.waitUntilSuspended()
         let again = (0..<20).map { _ in manager.append() }
-        #expect(again.allSatisfy { $0 == first })
         source.release(key: 1)
         await again[0].value
         #expect(Array(manager.output.values) == Array(0..<6))
         #expect(source.fetchCount == 2)
+        await first.value
+    }
+
+    /// Found by a probe: cancelling the task of an append asked for while another caller's load
+    /// ran (a refresh, or an append) cancelled that load: the refresh's list was left empty and
+    /// idle, with nothing for retry() to load, and the append's page was dropped. Only a load's
+    /// starter's task cancels it.
+    @Test(.timeLimit(.minutes(1)), arguments: [PagingRequestKind.refresh, .append])
+    func cancellingTheTaskOfAnAppendThatJoinedALoad_leavesThatLoadAlone(_ running: PagingRequestKind) async throws {
+        let source = ScriptedPagingSource(pages: numberedPages(3))
+        let manager = manager(source)
+        let key = running == .refresh ? 0 : 1
+        source.script(key: key, .suspend)
+        if running == .append { await manager.refresh().value }
+        let load = running == .refresh ? manager.refresh() : manager.append()
+        await source.waitUntilSuspended()
+        manager.append().cancel()
+        source.release(key: key)
+        await load.value
+        #expect(!load.isCancelled)
+        #expect(Array(manager.output.values) == Array(0..<(running == .refresh ? 3 : 6)))
+        #expect(manager.output[running].error == nil)
     }
 
     /// `append()` while a refresh around the reader (what an invalidation runs) or a `load(_:)`
@@ -894,10 +915,11 @@ struct PaginationManagerTests {
         await manager.append().value
         #expect(Array(manager.output.values) == Array(9..<15))
         #expect(manager.output.prependState.isLoading)
-        // A prepend while one loads starts none: it is the one loading.
-        #expect(manager.prepend() == prepend)
+        // A prepend while one loads starts none: it waits for the one loading.
+        let again = manager.prepend()
         #expect(source.fetchedKeys == [2, 3, 1, 4])
         source.release(key: 1)
+        await again.value
         await prepend.value
         #expect(manager.output.prependState.isIdle && Array(manager.output.values) == Array(9..<15))
         await manager.prepend().value
