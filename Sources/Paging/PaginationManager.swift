@@ -394,6 +394,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 if asked.isRefresh {
                     cancelled = Array(state.tasks.values)
                     state.tasks = [:]
+                    // Superseded first (the interceptors hear that, not the cancellation it
+                    // brings), and under the lock the generation changed under: after the lock,
+                    // a refresh planned later could reach the pager first, and be superseded by
+                    // this one without a late refresh counted to load it again.
+                    if !cancelled.isEmpty { pager.supersedeLoadsInFlight() }
                 }
                 state.output.prependState = .idle
                 state.output.appendState = .idle
@@ -445,11 +450,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             }
             return plan
         }
-        if !cancelled.isEmpty {
-            // Superseded first: the interceptors hear that, not the cancellation it brings.
-            pager.supersedeLoadsInFlight()
-            cancel(cancelled)
-        }
+        cancel(cancelled)
         return plan
     }
 
