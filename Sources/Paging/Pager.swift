@@ -410,6 +410,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                         _ = registry.revalidating.remove(revalidation)
                     }
                 }
+                // Published as any load is, start and end: its failure or cancellation was
+                // published alone, and an app counting loads in flight from the states went
+                // below zero.
+                broadcast.yield(.loading(request))
                 var observers = Observers<Key>()
                 observers.insert(index)
                 let page: Page<Key, Value>
@@ -422,7 +426,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     return
                 }
                 do {
-                    _ = try await handBack(page, to: observers, from: index, generation: generation, revalidatedFor: index)
+                    let handed = try await handBack(page, to: observers, from: index, generation: generation, revalidatedFor: index)
+                    broadcast.yield(.loaded(handed))
                 } catch PagingError.supersededByRefresh {
                     broadcast.yield(.cancelled(request))
                 } catch {

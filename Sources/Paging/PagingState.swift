@@ -2,7 +2,8 @@
 ///
 /// A failure is a state like any other: the stream goes on and the next request is served.
 public enum PagingState<Key: Hashable & Sendable, Value: Sendable>: Sendable {
-    /// A load started (published once, even when identical requests share it).
+    /// A load started (published once, even when identical requests share it). A stale page's
+    /// revalidation in the background is a load too: its start and its end are published.
     case loading(PagingRequest<Key>)
     /// A fetch failed and is retried, per the request's ``RetryPolicy``.
     case retrying(PagingRequest<Key>, attempt: Int, error: any Error)

@@ -153,6 +153,36 @@ struct CacheInterceptorTests {
         #expect(source.fetchCount == 3)
     }
 
+    /// Found by a probe: a stale page's revalidation published its failure (or its cancellation)
+    /// with no `loading` before it, and its success nothing: an app counting the loads in flight
+    /// from the states went below zero. It is published as any load is.
+    @Test(.timeLimit(.minutes(1))) func staleWhileRevalidate_publishesEachRevalidationsStartAndEnd() async throws {
+        let (clock, source, pager) = staleWhileRevalidatePager()
+        let states = pager.states(buffering: .unbounded)
+        _ = try await pager.load(request(1))
+        clock.advance(by: .seconds(61))
+        _ = try await pager.load(request(1))
+        await pager.backgroundLoadsFinished()
+        clock.advance(by: .seconds(61))
+        source.script(key: 1, .fail(ScriptedError("offline")))
+        _ = try await pager.load(request(1))
+        await pager.backgroundLoadsFinished()
+        // The last state: page 0's, never cached.
+        _ = try await pager.load(request(0))
+        var started = 0, ended = 0, failed = 0
+        for await state in states {
+            switch state {
+            case .loading: started += 1
+            case .retrying: break
+            case .loaded, .cancelled: ended += 1
+            case .failed: ended += 1; failed += 1
+            }
+            if case .loaded(let page) = state, page.request.key == 0 { break }
+        }
+        // Four loads of the callers', two revalidations (one failed).
+        #expect(started == 6 && ended == 6 && failed == 1, "\(started) started, \(ended) ended")
+    }
+
     @Test func hardRefresh_goesToTheSource_andItsPageReplacesTheCache() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let cache = CacheInterceptor<Int, Int>()
