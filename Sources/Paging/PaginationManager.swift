@@ -213,6 +213,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// index into an older list names another item (with ``Configuration/maxSize``, appends
     /// followed one another, each dropping the page on screen). A report about the values of an
     /// earlier refresh is ignored.
+    ///
+    /// With no values there is no item to report: a first page an interceptor emptied (a filter
+    /// that kept none of it) loads nothing more by itself. Show such a list as "loading more"
+    /// and call ``append()`` while its append state is idle (not end reached).
     public func itemVisible(at index: Int, of drawn: PaginationManagerOutput<Key, Value>? = nil) {
         let distance = configuration.maxSize.map { maxSize in
             let kept = maxSize - maxSize % configuration.pageSize
