@@ -128,6 +128,11 @@ public struct Manifest: Sendable {
                     throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'reload' marks a short page loaded again, "
                                         + "which the pager sets itself: every request would pass the caches and stores")
                 }
+                // Replaced by each run of an incremental manifest without a word (a probe).
+                guard !key.hasPrefix("state.") else {
+                    throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'state.NAME' is incremental loading's value, "
+                                        + "which each run sets: name it in `incremental`")
+                }
                 guard case .string(let text) = value else { throw reader.expected("a string", value, at: "$.user_info.\(key)") }
                 userInfo[key] = text
             }
@@ -143,7 +148,7 @@ public struct Manifest: Sendable {
                 // Letters, digits and "._~-" (what a query carries as it is): a name no request
                 // could send, or one with a control character, would be listed to clients.
                 guard name.utf8.allSatisfy({ Self.serveParamBytes.contains($0) }) else {
-                    throw reader.expected("a parameter name of letters, digits and . _ ~ -", value, at: path)
+                    throw ManifestError(file: file, path: path, message: "expected a parameter name of letters, digits and . _ ~ -, got \(value.jsonText)")
                 }
                 // state.NAME is incremental loading's value: not a client's to set.
                 guard name != "cursor", name != PagingUserInfoKey.hardRefresh, name != PagingUserInfoKey.reload, !name.hasPrefix("state.") else {

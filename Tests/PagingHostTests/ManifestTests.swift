@@ -86,8 +86,14 @@ struct ManifestTests {
             #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["\#(name)"]}"#).hasPrefix(
                 "/srv/app/m.json: $.serve_params[0]: expected a parameter name of letters, digits and . _ ~ -"), "\(name)")
         }
+        // The name refused is quoted (a probe: "got a string" did not say which).
+        #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["a b"]}"#)
+                == #"/srv/app/m.json: $.serve_params[0]: expected a parameter name of letters, digits and . _ ~ -, got "a b""#)
         #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["state.since"]}"#)
                 == "/srv/app/m.json: $.serve_params[0]: 'state.since' cannot be set by a client")
+        // Found by a probe: replaced by each run of an incremental manifest, without a word.
+        #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"state.since": "x"}}"#)
+                == "/srv/app/m.json: $.user_info.state.since: 'state.NAME' is incremental loading's value, which each run sets: name it in `incremental`")
     }
 
     @Test func invalidUTF8_isAnError_withItsPlace() {
