@@ -651,9 +651,27 @@ func expandEnvironment(_ text: String, key: String, environment: [String: String
             let path = String(name.dropFirst(5))
             // A secret is short: a big file (or /dev/zero behind a link) is no secret file.
             var info = stat()
-            guard stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size <= 64 << 10,
-                  let data = FileManager.default.contents(atPath: path), var value = String(data: data, encoding: .utf8) else {
-                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)")
+            let problem: String?
+            if stat(path, &info) != 0 {
+                problem = String(cString: strerror(errno))
+                    + (path.hasPrefix("/") ? "" : " (a relative path is read from the working directory, \(FileManager.default.currentDirectoryPath))")
+            } else if info.st_mode & S_IFMT != S_IFREG {
+                problem = "not a regular file"
+            } else if info.st_size > 64 << 10 {
+                problem = "\(info.st_size) bytes, over 64 KiB"
+            } else if access(path, R_OK) != 0 {
+                problem = String(cString: strerror(errno))
+            } else {
+                problem = nil
+            }
+            if let problem {
+                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\": \(problem) (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)")
+            }
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw .invalidConfig("\(key): cannot read the secret file \"\(path)\"")
+            }
+            guard var value = String(data: data, encoding: .utf8) else {
+                throw .invalidConfig("\(key): the secret file \"\(path)\" is not UTF-8")
             }
             while let last = value.last, last == "\n" || last == "\r" || last == "\r\n" { value.removeLast() }
             guard !value.isEmpty else { throw .invalidConfig("\(key): the secret file \"\(path)\" is empty") }

@@ -618,10 +618,16 @@ struct HTTPSourcePluginTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         #expect(FileManager.default.createFile(atPath: folder + "/big", contents: Data(repeating: 0x61, count: 100_000)))
         #expect(FileManager.default.createFile(atPath: folder + "/nul", contents: Data("abcd\u{0}efgh\n".utf8)))
-        for file in [folder + "/big", "/dev/zero"] {
+        // Each refusal says why (a probe: one message for a missing file, a folder and a big one).
+        #expect(FileManager.default.createFile(atPath: folder + "/latin1", contents: Data([0x61, 0xE9, 0x62, 0x63])))
+        for (file, why) in [(folder + "/big", "100000 bytes, over 64 KiB"), ("/dev/zero", "not a regular file"), (folder, "not a regular file"),
+                            (folder + "/missing", "No such file or directory"),
+                            ("missing-\(UUID().uuidString)", "No such file or directory (a relative path is read from the working directory, ")] {
             #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(file)}"}}"#)
-                .hasPrefix("auth.token: cannot read the secret file \"\(file)\" (${file:PATH} reads a regular UTF-8 file of at most 64 KiB)"))
+                .hasPrefix("auth.token: cannot read the secret file \"\(file)\": \(why)"), "\(file)")
         }
+        #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/latin1}"}}"#)
+            == "auth.token: the secret file \"\(folder)/latin1\" is not UTF-8")
         #expect(failure(#"{"url": "http://x/{key}", "auth": {"type": "bearer", "token": "${file:\#(folder)/nul}"}}"#)
             .hasPrefix("auth.token: the secret file \"\(folder)/nul\" holds a control character"))
         // From the environment too (a probe: an ESC and a \u{1} went into the header as they were).
