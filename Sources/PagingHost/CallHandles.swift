@@ -8,7 +8,8 @@ import Synchronization
 /// `paging_keys_out_t *`): valid on the thread running that call, until it returns.
 ///
 /// A handle is not a pointer to anything: it is a token that is never reused (the plugin
-/// instance's serial number in the high bits, a count of its calls in the low ones). While a
+/// instance's serial number in the high bits, then the handle's kind, a count of its calls in
+/// the low ones). While a
 /// call runs, its thread holds a ``CallFrame`` naming the token and the call's result builder;
 /// a host function given a handle resolves it through the frame of the calling thread. A handle
 /// kept from an earlier call, passed to another thread, or of the wrong kind finds no frame: it
@@ -40,7 +41,15 @@ enum CallHandle {
         let previous: UnsafeMutableRawPointer?
     }
 
-    private static let sequenceMask: UInt64 = (1 << 40) - 1
+    /// The bits of a token: its instance's serial from bit 40, its kind in bits 38 and 39 (a
+    /// refusal names the kind of the handle the plugin kept, not only the kind expected), its
+    /// call count below.
+    private static let sequenceMask: UInt64 = (1 << 38) - 1
+    private static let kindShift: UInt64 = 38
+
+    /// `token` as the handle of a call of `kind`.
+    @inline(__always)
+    static func handle(_ token: UInt64, _ kind: Kind) -> UInt64 { token & ~(3 << kindShift) | UInt64(kind.rawValue) << kindShift }
 
     /// Refusals so far, and the last tokens refused: a call whose own handle was refused while
     /// it ran (used from a thread of the plugin's, which the call then joined, or passed where a
@@ -69,6 +78,7 @@ enum CallHandle {
     static func with<Builder, R>(
         _ kind: Kind, _ token: UInt64, _ builder: UnsafeMutablePointer<Builder>, _ body: (OpaquePointer) -> R
     ) -> R {
+        let token = handle(token, kind)
         var frame = CallFrame(token: token, kind: kind, builder: UnsafeMutableRawPointer(builder),
                               previous: paging_call_frame_current())
         return withUnsafeMutablePointer(to: &frame) { frame in
@@ -111,7 +121,7 @@ enum CallHandle {
     /// refused while it ran (since the count `refusals` was taken): from another thread, or
     /// passed where a handle of another kind was expected.
     static func misuse(of token: UInt64, _ kind: Kind, since refusals: UInt64) -> String? {
-        guard self.refusals != refusals, let why = refusal(of: token) else { return nil }
+        guard self.refusals != refusals, let why = refusal(of: handle(token, kind)) else { return nil }
         return "the call's \(kind) handle was \(why); refused"
     }
 
@@ -127,16 +137,20 @@ enum CallHandle {
         }
         refusalCount.add(1, ordering: .releasing)
         let current = paging_call_frame_current().map { $0.assumingMemoryBound(to: CallFrame.self).pointee }
-        let owner = PluginInstance.registered(serial: token >> 40) ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
+        let issuer = PluginInstance.registered(serial: token >> 40)
+        let owner = issuer ?? current.flatMap { PluginInstance.registered(serial: $0.token >> 40) }
+        // The kind the token says, when an instance issued it (not a plugin's garbage).
+        let given = issuer.flatMap { _ in Kind(rawValue: UInt8(token >> kindShift & 3)) } ?? kind
+        let expected = given == kind ? "" : ", where \(kind.withArticle) handle was expected"
         let why: String
         if token == 0 {
             why = "a NULL \(kind) handle"
         } else if let current, current.token >> 40 == token >> 40, current.token != token {
-            why = "\(kind.withArticle) handle kept from an earlier call, used during a later one"
+            why = "\(given.withArticle) handle kept from an earlier call, used during a later one\(expected)"
         } else if current?.token == token {
             why = "\(current!.kind.withArticle) handle where \(kind.withArticle) handle was expected"
         } else {
-            why = "\(kind.withArticle) handle used after its call returned, or from another thread"
+            why = "\(given.withArticle) handle used after its call returned, or from another thread\(expected)"
         }
         let line = "\(function): \(why); refused"
         if let owner { owner.log(.error, line) } else { refuseUnowned(line) }

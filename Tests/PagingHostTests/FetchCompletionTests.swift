@@ -67,3 +67,26 @@ struct InterceptDecisionTests {
         #expect(out.failure?.1 == "the interceptor's decision .proceed(pageSize: \(size)): a page size is 1 or more")
     }
 }
+
+/// The host's refusals of call handles, against the host's table.
+@Suite("A call handle refused")
+struct CallHandleRefusalTests {
+    /// Found by a probe: an intercept's `out` kept and passed to another kind of call was named
+    /// as a handle of the kind expected ("a keys out handle kept from an earlier call"), which
+    /// sent its author looking in the wrong call. The handle says its kind.
+    @Test func aKeptHandleOfAnotherKind_isNamedAsWhatItIs() {
+        let log = LogRecorder()
+        let instance = PluginInstance(label: "kinds", sink: log.sink, limits: PluginLimits())
+        var out = InterceptOut(instance: instance)
+        let kept = out.withHandle(CallHandle.token(for: instance)) { $0 }
+        var keys = KeysOut()
+        var key = paging_bytes_t(data: nil, len: 0)
+        let status = keys.withHandle(CallHandle.token(for: instance)) { _ in instance.table.pointee.keys_set(kept, UInt32(PAGING_KEY_NEXT), &key) }
+        let refusal = "keys_set: an out (intercept) handle kept from an earlier call, used during a later one, "
+            + "where a keys out (refresh_key/key_chain) handle was expected; refused"
+        #expect(status == PAGING_ERR_INVALID_ARGUMENT)
+        #expect(log.contains(refusal), "\(log.messages)")
+        // The call it was used in fails (a keys out of its own kind would have too).
+        #expect(keys.misuse == refusal)
+    }
+}
