@@ -28,6 +28,12 @@ import Synchronization
 ///   one of the last 4,096 pages ``Configuration/maxSize`` dropped at the start since paging last
 ///   went back (a prepend, at the end): with `maxSize`, keys that go round would otherwise repeat
 ///   the same pages forever.
+/// - Values are not compared across pages: when the data shifts between loads of a source keyed
+///   by page numbers or offsets (an item inserted before the pages loaded), an append shows a
+///   value the page before it holds (or one is skipped, after a deletion). Keys that name where
+///   the next page starts (a cursor) do not shift. (A prepend whose page names a next key other
+///   than the first page's, and repeats its values, fails with
+///   ``PagingError/overlappingPrepend(source:pageKey:nextKey:firstKey:repeated:)``.)
 ///
 /// Adding a page costs O(log pages) (see ``PagedValues``), whatever the list's length.
 ///
