@@ -228,7 +228,8 @@ struct HTTPSourceConfig: Sendable {
     /// longest first: redacted from every message (those of at least ``shortestRedacted``
     /// bytes); a default header holding one goes to trusted hosts only.
     var secrets: [String] = []
-    /// The values that came from the environment or a file, each with the `${...}` naming it.
+    /// The values that came from the environment or a file, each with the `${...}` naming it,
+    /// and basic auth's encoded credentials (``basicCredentialsReference``).
     var namedSecrets: [NamedSecret] = []
     /// Those that keys hide: long enough to redact (hiding "1" would rewrite every 1 of a
     /// link), one a value, longest first.

@@ -107,6 +107,9 @@ enum Auth: Sendable {
 }
 
 extension HTTPSourceConfig {
+    /// What basic auth's encoded credentials are written as in a key a server echoed them in.
+    static let basicCredentialsReference = "${basic:credentials}"
+
     static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "prefetch_max_age_ms", "ca_file"]
     /// Pages fetched ahead by default (`"prefetch": true`), and at most.
     static let prefetchPages = 2, maxPrefetchPages = 4
@@ -255,7 +258,9 @@ extension HTTPSourceConfig {
             guard let user = try secret(object["username"], key: "auth.username", environment: environment),
                   let password = try secret(object["password"], key: "auth.password", environment: environment) else { return nil }
             let encoded = Data("\(user):\(password)".utf8).base64EncodedString()
-            secrets.append(encoded)
+            // Named, as the values it encodes are: a server that echoed it in a next key had the
+            // credentials kept in clear there (log lines, stores, `pager serve`'s cursors).
+            namedSecrets.append(NamedSecret(encoded, reference: Self.basicCredentialsReference))
             return .headers(["Authorization: Basic \(encoded)"])
         default:
             guard let tokenURL = object["token_url"]?.string, let parts = URLParts(tokenURL), parts.isHTTP else {

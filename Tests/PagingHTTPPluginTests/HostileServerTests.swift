@@ -91,6 +91,9 @@ struct HostileServerTests {
             (#"{"type": "api_key", "name": "X-Api-Key", "value": "${HOSTILE_TEST_TOKEN}"}"#, "tok-same-4242", "${HOSTILE_TEST_TOKEN}"),
             (#"{"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/token-huge", "client_id": "cid", "client_secret": "${HOSTILE_TEST_TOKEN}"}"#,
              "tok-huge-1", "${oauth2:access_token}"),
+            // Found by a probe: basic's encoded credentials were kept in clear in the key.
+            (#"{"type": "basic", "username": "${HOSTILE_TEST_TOKEN}", "password": "pw-same-99"}"#,
+             Data("tok-same-4242:pw-same-99".utf8).base64EncodedString(), "${basic:credentials}"),
         ]
         for (auth, credential, reference) in auths {
             let log = LogRecorder()
