@@ -352,10 +352,10 @@ extension IncrementalSettings {
     /// With `checkingWritable` (a run, which keeps a value), its folder must be one the run can
     /// write the file in: found out before the run loads anything, not after (it ended with
     /// every item loaded and exit 1).
-    public func keptValue(checkingWritable: Bool = true) throws(ManifestError) -> IncrementalValue? {
+    public func keptValue(checkingWritable: Bool = true, makingLock: Bool = true) throws(ManifestError) -> IncrementalValue? {
         do {
             let file = IncrementalStateFile(path: stateFile)
-            if checkingWritable { try file.checkWritable() }
+            if checkingWritable { try file.checkWritable(makingLock: makingLock) }
             return try file.values(namespace: namespace)[state]
         } catch {
             throw ManifestError(file: stateFile, path: nil, message: error.message)
@@ -421,33 +421,38 @@ public struct IncrementalStateFile: Sendable {
     }
 
     /// Whether the file can be written (and its lock file made): its folder must exist and be
-    /// writable by this process, and the file one it may replace.
-    public func checkWritable() throws(IncrementalError) {
+    /// writable by this process, and the file, and a temporary one a killed run left, ones it
+    /// may replace. With `makingLock` (a run, which makes it anyway), the lock file is made now
+    /// when it is not there; else (`validate`, perhaps as another user) only looked at.
+    public func checkWritable(makingLock: Bool = true) throws(IncrementalError) {
         let file = try target()
         if let problem = Self.folderProblem(of: file) { throw failure(problem) }
         // Opened, or made, as a run does: a folder in its place, a link to where no file can be
         // made, or a folder no file can be made in whatever its permissions say (/sys), was
         // found only once the run had loaded every page.
         let lockPath = file + ".lock"
-        let lock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard lock >= 0 else {
-            let reason = errno == ENOENT ? "a link to where no file can be made" : String(cString: strerror(errno))
+        let lock = open(lockPath, O_RDWR | O_CLOEXEC | (makingLock ? O_CREAT : 0), 0o644), openError = errno
+        let lockFolderProblem = lock < 0 && !makingLock && openError == ENOENT ? Self.folderProblem(of: try target(of: lockPath)) : nil
+        if lock >= 0 {
+            close(lock)
+        } else if makingLock || openError != ENOENT || lockFolderProblem != nil {
+            let reason = openError == ENOENT ? "a link to where no file can be made" : String(cString: strerror(openError))
             throw failure("its lock file \(lockPath) cannot be opened or made by this process (a run locks it to keep the state): \(reason)")
         }
-        close(lock)
         var folderInfo = stat(), fileInfo = stat()
-        if stat(Self.folder(of: file), &folderInfo) == 0, stat(file, &fileInfo) == 0,
-           let problem = Self.replaceProblem(folder: folderInfo, file: fileInfo, user: geteuid()) {
-            throw failure(problem)
+        guard stat(Self.folder(of: file), &folderInfo) == 0 else { return }
+        for (path, what) in [(file, "it"), (file + ".tmp", "\(file).tmp, left by a run that was stopped,")]
+        where stat(path, &fileInfo) == 0 {
+            if let problem = Self.replaceProblem(folder: folderInfo, file: fileInfo, user: geteuid()) { throw failure("\(what) \(problem)") }
         }
     }
 
-    /// Why a process of `user` cannot rename a file over `file` in `folder`: the folder's sticky
-    /// bit (`/tmp`, a shared drop folder) keeps a file of another user to that user, the folder's
-    /// owner and root. (The run found out once every item was printed.)
+    /// Why a process of `user` cannot rename a file over `file` in `folder`, or remove it: the
+    /// folder's sticky bit (`/tmp`, a shared drop folder) keeps a file of another user to that
+    /// user, the folder's owner and root. (The run found out once every item was printed.)
     package static func replaceProblem(folder: stat, file: stat, user: uid_t) -> String? {
         guard folder.st_mode & S_ISVTX != 0, user != 0, file.st_uid != user, folder.st_uid != user else { return nil }
-        return "it belongs to user \(file.st_uid), and its folder's sticky bit lets no other user replace it, as a run does to keep the state"
+        return "belongs to user \(file.st_uid), and the folder's sticky bit lets no other user replace it, as a run does to keep the state"
     }
 
     private static func folder(of file: String) -> String {
@@ -565,13 +570,13 @@ extension Manifest {
         return sending(try keptIncrementalValue(checkingWritable: false) ?? settings.initial)
     }
 
-    /// ``IncrementalSettings/keptValue(checkingWritable:)``, its error naming the manifest and
+    /// ``IncrementalSettings/keptValue(checkingWritable:makingLock:)``, its error naming the manifest and
     /// `$.incremental.state_file` before the state file (it named only the file: "/tmp: is a
     /// folder, expected a state file").
-    public func keptIncrementalValue(checkingWritable: Bool = true) throws(ManifestError) -> IncrementalValue? {
+    public func keptIncrementalValue(checkingWritable: Bool = true, makingLock: Bool = true) throws(ManifestError) -> IncrementalValue? {
         guard let settings = incremental else { return nil }
         do {
-            return try settings.keptValue(checkingWritable: checkingWritable)
+            return try settings.keptValue(checkingWritable: checkingWritable, makingLock: makingLock)
         } catch {
             throw ManifestError(file: file, path: "$.incremental.state_file", message: error.text, isTransient: error.isTransient)
         }

@@ -314,7 +314,7 @@ private struct IncrementalRun {
     let kept: IncrementalValue?
     let cursor: IncrementalCursor
 
-    /// With the value the state file keeps (``Manifest/keptIncrementalValue(checkingWritable:)``).
+    /// With the value the state file keeps (``Manifest/keptIncrementalValue(checkingWritable:makingLock:)``).
     init(_ settings: IncrementalSettings, kept: IncrementalValue?, full: Bool) {
         self.settings = settings
         file = IncrementalStateFile(path: settings.stateFile)

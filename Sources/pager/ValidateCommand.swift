@@ -34,7 +34,8 @@ struct ValidateCommand {
         guard let manifestPath else { throw UsageError("validate: a manifest is required\n\n\(Self.help)") }
         let manifest = try Manifest.load(path: manifestPath)
         // The state file a run would read and write: one it could not is bad input now too.
-        let keptValue = try manifest.keptIncrementalValue()
+        // Looked at, not made: a lock file made by `sudo pager validate` kept the user's runs out.
+        let keptValue = try manifest.keptIncrementalValue(makingLock: false)
         let kept = manifest.incremental.map { settings in (settings, keptValue) }
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: log.level), logLevel: log.level)
         // Plugins that offer paging.health/1 say whether they can serve now (in their child

@@ -262,7 +262,7 @@ struct IncrementalTests {
         folder.st_uid = 0
         file.st_uid = 1000
         let problem = IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 65534)
-        #expect(problem == "it belongs to user 1000, and its folder's sticky bit lets no other user replace it, as a run does to keep the state")
+        #expect(problem == "belongs to user 1000, and the folder's sticky bit lets no other user replace it, as a run does to keep the state")
         // Its owner, the folder's, root, or a folder without the sticky bit: replaced.
         #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 1000) == nil)
         #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 0) == nil)
