@@ -128,11 +128,6 @@ public struct Manifest: Sendable {
                     throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'reload' marks a short page loaded again, "
                                         + "which the pager sets itself: every request would pass the caches and stores")
                 }
-                // Replaced by each run of an incremental manifest without a word (a probe).
-                guard !key.hasPrefix("state.") else {
-                    throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'state.NAME' is incremental loading's value, "
-                                        + "which each run sets: name it in `incremental`")
-                }
                 guard case .string(let text) = value else { throw reader.expected("a string", value, at: "$.user_info.\(key)") }
                 userInfo[key] = text
             }
@@ -170,6 +165,10 @@ public struct Manifest: Sendable {
         manifest.incremental = try top["incremental"].map { value throws(ManifestError) in try reader.incremental(value, at: "$.incremental") }
         try reader.checkStateNames(source.config, declared: manifest.incremental?.state, at: "\(source.jsonPath).config")
         try reader.checkStateNames(top["user_info"] ?? .null, declared: manifest.incremental?.state, at: "$.user_info")
+        // Replaced by each run without a word (a probe).
+        if let key = manifest.incremental?.userInfoKey, userInfo[key] != nil {
+            throw ManifestError(file: file, path: "$.user_info.\(key)", message: "'\(key)' is incremental loading's value, which each run sets")
+        }
         return manifest
     }
 

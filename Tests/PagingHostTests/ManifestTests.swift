@@ -92,8 +92,13 @@ struct ManifestTests {
         #expect(error(#"{"source": {"plugin": "x"}, "serve_params": ["state.since"]}"#)
                 == "/srv/app/m.json: $.serve_params[0]: 'state.since' cannot be set by a client")
         // Found by a probe: replaced by each run of an incremental manifest, without a word.
-        #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"state.since": "x"}}"#)
-                == "/srv/app/m.json: $.user_info.state.since: 'state.NAME' is incremental loading's value, which each run sets: name it in `incremental`")
+        // Another state.* key, or one without `incremental`, is the user's.
+        let incremental = #""incremental": {"cursor": "/updated_at"}"#
+        #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"state.since": "x"}, \#(incremental)}"#)
+                == "/srv/app/m.json: $.user_info.state.since: 'state.since' is incremental loading's value, which each run sets")
+        for userInfo in [#""user_info": {"state.region": "eu"}, \#(incremental)"#, #""user_info": {"state.since": "x"}"#] {
+            #expect(throws: Never.self) { try Manifest.parse(Array(#"{"source": {"plugin": "x"}, \#(userInfo)}"#.utf8), file: "/srv/app/m.json") }
+        }
     }
 
     @Test func invalidUTF8_isAnError_withItsPlace() {
