@@ -768,11 +768,52 @@ static int pg_uri_password_unencoded(const char *conninfo)
     return 0;
 }
 
-/* Whether the options libpq takes from a fixed set of words (and the port, a number or a list of
- * them) hold one it accepts, from the string or from the PG* variable libpq reads in its stead.
- * libpq checks them only when it connects, and its refusal looks like a server down: loads went
- * on, with the store never used. When one is wrong, `problem` says which and what is expected
- * (the value is shown: these options hold no secret). */
+/* Whether `ports` (a port, or a comma-separated list of them, each maybe empty: the default)
+ * holds only numbers from 1 to 65535. */
+static int pg_ports_valid(const char *ports)
+{
+    long port = 0;
+    int digits = 0;
+    const char *c;
+    for (c = ports;; c++) {
+        if (*c >= '0' && *c <= '9') {
+            port = port * 10 + (*c - '0');
+            digits++;
+            if (port > 65535) return 0;
+        } else if (*c == ',' || *c == '\0') {
+            if (digits > 0 && port == 0) return 0;
+            if (*c == '\0') return 1;
+            port = 0;
+            digits = 0;
+        } else {
+            return 0;
+        }
+    }
+}
+
+/* The value of `keyword` in the parsed string, or of `variable`, which libpq reads in its stead
+ * (`*from` then names it); NULL when neither has one. A service (`service`, PGSERVICE) may set it
+ * between the two: then the variable is not looked at. */
+static const char *pg_option(PQconninfoOption *options, const char *keyword, const char *variable, const char **from)
+{
+    PQconninfoOption *o;
+    const char *value = NULL, *service = getenv("PGSERVICE");
+    for (o = options; o != NULL && o->keyword != NULL; o++) {
+        if (o->val == NULL) continue;
+        if (strcmp(o->keyword, keyword) == 0) value = o->val;
+        else if (strcmp(o->keyword, "service") == 0) service = o->val;
+    }
+    *from = NULL;
+    if (value != NULL || service != NULL) return value;
+    *from = variable;
+    return getenv(variable);
+}
+
+/* Whether the options libpq takes from a fixed set of words, and the port, hold what it accepts,
+ * from the string or from the PG* variable libpq reads in its stead. libpq checks them only
+ * when it connects, and its refusal looks like a server down: loads went on, with the store
+ * never used. When one is wrong, `problem` says which and what is expected (the value is
+ * shown: these options hold no secret). */
 static int pg_options_valid(PQconninfoOption *options, char *problem, size_t size)
 {
     static const struct { const char *keyword, *variable, *const words[7]; } sets[] = {
@@ -782,33 +823,25 @@ static int pg_options_valid(PQconninfoOption *options, char *problem, size_t siz
         { "target_session_attrs", "PGTARGETSESSIONATTRS",
           { "any", "read-write", "read-only", "primary", "standby", "prefer-standby", NULL } },
     };
-    PQconninfoOption *o;
     size_t s, w;
-    const char *port = NULL, *c;
+    const char *value, *from;
+    char source[80];
     for (s = 0; s < sizeof sets / sizeof sets[0]; s++) {
-        const char *value = NULL, *from = NULL;
-        for (o = options; o != NULL && o->keyword != NULL; o++)
-            if (o->val != NULL && strcmp(o->keyword, sets[s].keyword) == 0) value = o->val;
-        if (value == NULL) {
-            value = getenv(sets[s].variable);
-            from = sets[s].variable;
-        }
-        if (value == NULL) continue;
+        if ((value = pg_option(options, sets[s].keyword, sets[s].variable, &from)) == NULL) continue;
         for (w = 0; sets[s].words[w] != NULL && strcmp(value, sets[s].words[w]) != 0; w++) {}
         if (sets[s].words[w] != NULL) continue;
-        int n = snprintf(problem, size, "config `conninfo`: %s \"%.40s\"%s%s%s is not one of ", sets[s].keyword, value,
-                         from != NULL ? " (from the environment variable " : "", from != NULL ? from : "", from != NULL ? ")" : "");
+        snprintf(source, sizeof source, from != NULL ? " (from the environment variable %s)" : "%s", from != NULL ? from : "");
+        int n = snprintf(problem, size, "config `conninfo`: %s \"%.40s\"%s is not one of ", sets[s].keyword, value, source);
         for (w = 0; sets[s].words[w] != NULL && n > 0 && (size_t)n < size; w++)
             n += snprintf(problem + n, size - (size_t)n, "%s%s", w == 0 ? "" : ", ", sets[s].words[w]);
         return 0;
     }
-    for (o = options; o != NULL && o->keyword != NULL; o++)
-        if (o->val != NULL && strcmp(o->keyword, "port") == 0) port = o->val;
-    for (c = port; c != NULL && *c != '\0'; c++)
-        if ((*c < '0' || *c > '9') && *c != ',') {
-            snprintf(problem, size, "config `conninfo`: port \"%.40s\" is not a port number (or a comma-separated list of them)", port);
-            return 0;
-        }
+    if ((value = pg_option(options, "port", "PGPORT", &from)) != NULL && !pg_ports_valid(value)) {
+        snprintf(source, sizeof source, from != NULL ? " (from the environment variable %s)" : "%s", from != NULL ? from : "");
+        snprintf(problem, size, "config `conninfo`: port \"%.40s\"%s is not a port number from 1 to 65535 (or a comma-separated "
+                 "list of them)", value, source);
+        return 0;
+    }
     return 1;
 }
 

@@ -359,6 +359,8 @@ struct PostgresStoreTests {
              #"config `conninfo`: sslmode "requir" is not one of disable, allow, prefer, require, verify-ca, verify-full"#),
             (#"{"conninfo": "postgresql://x/db?target_session_attrs=master"}"#, #"target_session_attrs "master" is not one of any, "#),
             (#"{"conninfo": "host=x port=54x2"}"#, #"config `conninfo`: port "54x2" is not a port number"#),
+            (#"{"conninfo": "host=x port=0"}"#, #"config `conninfo`: port "0" is not a port number from 1 to 65535"#),
+            (#"{"conninfo": "host=x,y port=5432,99999"}"#, #"config `conninfo`: port "5432,99999" is not a port number from 1 to 65535"#),
         ] {
             #expect(throws: (any Error).self) {
                 _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
