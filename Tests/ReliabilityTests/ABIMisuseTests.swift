@@ -70,6 +70,7 @@ struct ABIMisuseTests {
                 group.addTask {
                     var refused = 0
                     for round in 0..<100 {
+                        // (A load may share the fetch of the same key's load in another task.)
                         let key = String((task + round) % 7)
                         do {
                             let page = try await load(pager, key)
@@ -86,8 +87,9 @@ struct ABIMisuseTests {
             }
             return try await group.reduce(0, +)
         }
-        // Every intercept but the first uses the `out` it kept from the first.
-        #expect(refused == 399)
+        // Every intercept but the first uses the `out` it kept from the first: the loads that
+        // succeed are the first and those that shared its fetch (at most one a task).
+        #expect((396...399).contains(refused), "\(refused) refused")
         #expect(log.total > 400)
         #expect(!log.messages.contains { $0.contains("HIJACKED") })
     }

@@ -17,11 +17,13 @@
  * the call returns. They are opaque values, not pointers to read: the host checks each use,
  * and a handle kept from an earlier call, or used from another thread, is refused
  * (PAGING_ERR_INVALID_ARGUMENT; the config getters answer NULL, PAGING_CONFIG_ABSENT or the
- * default), logged naming the plugin, and never applied to another call. The call it was
- * meant for fails (a handle used from another thread while its call ran), and so does a call
- * of the same kind running on the thread that used it (a kept handle, in place of the call's
- * own): what the plugin set through it is missing. Work that continues after the call returns
- * uses what outlives calls: the paging_host_t pointer and fetch ids.
+ * default), logged naming the plugin, and never applied to another call. The refusal counts
+ * as a refused call of that function (what the plugin set through it is missing) against the
+ * call the handle was meant for (one used from another thread while its call ran), and against
+ * a call of the same kind running on the thread that used it (a kept or NULL handle in place of
+ * the call's own): for most functions that fails the call; a refused out_add_item or
+ * keep_item fails only an answer with the page, as the function says. Work that continues
+ * after the call returns uses what outlives calls: the paging_host_t pointer and fetch ids.
  *
  * Core forever (version.h, rule 1): every member below. The table grows at its end only;
  * struct_size says how far (read a later member only when PAGING_STRUCT_HAS holds).
