@@ -195,7 +195,7 @@ struct BridgeTests {
     /// Fetches completed after their timeout answer TIMEOUT, as host.h says ("expected, not
     /// misuse"), however many the host ended: past 1,024 it forgot the oldest, and each of
     /// those completions was refused and logged as misuse (a probe, under `pager serve`).
-    @Test(.timeLimit(.minutes(2))) func fetchesCompletedAfterTheirTimeout_answerTimeout_evenPast1024() async throws {
+    @Test(.timeLimit(.minutes(3))) func fetchesCompletedAfterTheirTimeout_answerTimeout_evenPast1024() async throws {
         let source = try PluginLibrary.open(path: try await fixturePlugin("never_complete"))
             .makeSource(sink: log.sink, limits: PluginLimits(fetchTimeout: .milliseconds(20)))
         let pager = Pager(source: source, deduplication: .disabled)

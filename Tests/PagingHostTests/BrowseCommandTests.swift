@@ -260,7 +260,7 @@ struct BrowseCommandTests {
     /// Started in the background of a shell with job control (`pager browse ... &`), it stops
     /// as a terminal program does until `fg` (a probe: it drew over the shell, quit on the first
     /// key the shell read, and left the terminal in the shell's mode of that moment).
-    @Test(.timeLimit(.minutes(1))) func startedInTheBackground_itStopsUntilTheForeground() async throws {
+    @Test(.timeLimit(.minutes(3))) func startedInTheBackground_itStopsUntilTheForeground() async throws {
         let script = """
             set -m
             \(pager) browse \(try manifest(items: 5)) &

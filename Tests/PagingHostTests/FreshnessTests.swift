@@ -169,7 +169,7 @@ struct FreshnessTests {
     /// says so, and ends once another signal, or its request timeout, cancels the load (after
     /// "finishing 0 requests" it waited without a word for the load's whole timeout, signals
     /// unheard).
-    @Test(.timeLimit(.minutes(2)), arguments: [true, false])
+    @Test(.timeLimit(.minutes(3)), arguments: [true, false])
     func serve_stoppedWhileAStalePageLoadsAgain_saysSo_andEnds(secondSignal: Bool) async throws {
         let (upstream, path) = try await storedPageWithTheUpstreamHeld()
         defer {
@@ -193,7 +193,7 @@ struct FreshnessTests {
     /// A stale page's load in the background stuck inside a fetch() that does not return:
     /// `pager serve`, stopped, cancels it at its request timeout and exits a second later
     /// without it (it waited for the call, which the cancel does not end, past its bound).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func serve_stoppedWhileAStalePageLoadIsStuckInFetch_exitsWithoutIt() async throws {
         let folder = scratchFolder(), wake = folder + "/wake", path = folder + "/m.json"
         #expect(FileManager.default.createFile(atPath: wake, contents: nil))

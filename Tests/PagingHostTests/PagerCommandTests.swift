@@ -196,7 +196,7 @@ struct PagerCommandTests {
 
     /// A health check that does not answer within call_timeout_ms (else timeout_ms) is
     /// unhealthy, said so, exit 1: in process, it held validate for as long as it took.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func validate_boundsAHealthCheckThatDoesNotAnswer() async throws {
         let lifecycle = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
         let folder = scratchFolder()

@@ -34,7 +34,7 @@ struct PostgresStoreTests {
     /// counts PostgreSQL as down, as one it never answers does: the loads after it go to the
     /// source at once (a probe: each load waited the timeout for its read and again for its
     /// write, 5 pages in 40 s, and said so once).
-    @Test(.timeLimit(.minutes(2))) func aStatementTheServerCancelsForItsTimeout_countsPostgresAsDown() async throws {
+    @Test(.timeLimit(.minutes(3))) func aStatementTheServerCancelsForItsTimeout_countsPostgresAsDown() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }
         let upstream = CountingPluginSource()
@@ -296,7 +296,7 @@ struct PostgresStoreTests {
     /// thread: each statement's answer is waited for statement_timeout_ms and a second more,
     /// then the store counts as down and loads go on from the source. It made every load fail
     /// and destroy() wait for ever (the process never exited).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aServerThatStopsAnswering_failsNoLoad_andLetsGo() async throws {
         let postgres = try await PostgresServer.start()
         defer { postgres.stop() }

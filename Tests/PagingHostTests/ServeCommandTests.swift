@@ -26,7 +26,7 @@ struct ServeCommandTests {
     }
 
     /// The same with every plugin in a child process of its own (`--isolate-all`).
-    @Test(.timeLimit(.minutes(2)), arguments: [[], ["--isolate-all"]])
+    @Test(.timeLimit(.minutes(3)), arguments: [[], ["--isolate-all"]])
     func pagesThroughEveryItem_onceAndInOrder_andBack(options: [String]) async throws {
         let server = try await ServeProcess([try await manifest()] + options, environment: Self.secret)
         var reply = try server.get("/pages")
@@ -47,7 +47,7 @@ struct ServeCommandTests {
         #expect(await server.stop() == 0, "\(server.stderr)")
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func serveParams_reachTheSource_andStayWithTheCursors() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
         let first = try server.get("/pages?tag=blue")
@@ -63,7 +63,7 @@ struct ServeCommandTests {
 
     /// Cursors are signed: a made-up one, a changed one and one signed with another secret are
     /// refused; servers that share the secret take each other's.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func cursors_areSigned_andSharedByServersWithTheSameSecret() async throws {
         let manifest = try await manifest()
         let server = try await ServeProcess([manifest], environment: Self.secret)
@@ -94,7 +94,7 @@ struct ServeCommandTests {
     /// A client that sends a request and closes its connection has its load cancelled and its
     /// request slot freed: such loads went on for nobody until the timeout, each holding one of
     /// the slots (one address took them all with requests it never waited for).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aClientThatGoesAway_hasItsLoadCancelled_andItsSlotFreed() async throws {
         let folder = scratchFolder()
         let never = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_logging",
@@ -130,7 +130,7 @@ struct ServeCommandTests {
     /// Such loads that run on are bounded too: while --max-requests of them run, a request gets
     /// a 503 saying so (clients leaving at once could pile them up without end); once they end,
     /// requests are served again.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aClientThatGoesAway_whileThePluginIsStuck_freesItsSlotAtOnce_andItsLoadIsBounded() async throws {
         let folder = scratchFolder()
         let wake = folder + "/wake"
@@ -152,7 +152,7 @@ struct ServeCommandTests {
     }
 
     /// `--bind ::` listens on every address, IPv4 ones too (IPv4 clients could not connect).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func bindingTheIPv6AnyAddress_servesIPv4ClientsToo() async throws {
         let server = try await ServeProcess([try await manifest(), "--bind", "::"], environment: Self.secret)
         #expect(server.stderr.contains("listening on http://[::]:"), "\(server.stderr)")
@@ -162,7 +162,7 @@ struct ServeCommandTests {
     /// A binary secret file is its bytes: two different ones are two secrets (read as UTF-8,
     /// both were U+FFFD repeated, one secret), 6 bytes are 6 (they passed for 18), and a file
     /// other users can read is warned about.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aBinarySecretFile_isItsBytes_andOneOthersCanReadIsWarnedAbout() async throws {
         let manifest = try await manifest()
         let folder = scratchFolder()
@@ -193,7 +193,7 @@ struct ServeCommandTests {
     /// Found by a probe: clients that send a request and never read the answer held a copy of
     /// their page each (60 of them, 600 MB). The answers not read yet are bounded
     /// (--max-unsent-mib): beyond, a 503 with Retry-After, counted as such.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func answersClientsDoNotRead_areBounded() async throws {
         let folder = scratchFolder()
         // A page twice what the socket's send buffer may grow to (tcp_wmem's largest, 4 MiB by
@@ -278,7 +278,7 @@ struct ServeCommandTests {
         #expect(metrics.contains(#"pager_http_requests_total{route="/pages",code="431"}"#), "\(metrics)")
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func badRequests_getA4xxWithAJSONError_andTheServerGoesOn() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
         let cases: [(String, Int, String)] = [
@@ -364,7 +364,7 @@ struct ServeCommandTests {
     /// A client that trickles its request line a byte at a time, never silent for the idle
     /// timeout, is closed once --header-timeout-ms has passed (it held its connection for ever,
     /// and 1,024 such clients every connection); other clients are answered meanwhile.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aClientTricklingItsHeaders_isClosedAfterTheHeaderTimeout() async throws {
         let server = try await ServeProcess([try await manifest(), "--header-timeout-ms", "500"], environment: Self.secret)
         let slow = try connectLoopback(port: server.port)
@@ -392,7 +392,7 @@ struct ServeCommandTests {
         #expect(try numbers(try server.get("/pages")) == Array(0..<20))
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func healthz_saysWhichPluginCannotServe() async throws {
         let healthy = try await ServeProcess([try await manifest()], environment: Self.secret)
         let ok = try healthy.get("/healthz")
@@ -409,7 +409,7 @@ struct ServeCommandTests {
     /// behind another, and /pages and /metrics waited behind them. Requests that come while a
     /// check runs share its answer, and a check not answered within timeout_ms is a 503 that
     /// names the plugin it waits for.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func slowHealthChecks_areSharedAndBounded() async throws {
         let lifecycle = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/lifecycle.c")
         // A check far longer than the timeout: on a loaded machine the four requests may come
@@ -429,7 +429,7 @@ struct ServeCommandTests {
     }
 
     /// A request target in absolute form (as a proxy sends it) is its path (it was a 404).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func anAbsoluteFormTarget_isItsPath() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
         let request = "GET http://127.0.0.1:\(server.port)/pages?tag=abs HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
@@ -438,7 +438,7 @@ struct ServeCommandTests {
         #expect(try numbers(reply) == Array(0..<20))
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func metrics_countRequestsAndUpstreamFetches_inPrometheusText() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
         _ = try server.get("/pages")
@@ -513,7 +513,7 @@ struct ServeCommandTests {
     }
 
     /// Requests past --max-requests get 503; a load past --request-timeout-ms gets 504.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func limits_refuseWhatIsTooMuch_with503And504() async throws {
         let waiting = try await WaitingServer(self, options: ["--max-requests", "1", "--request-timeout-ms", "60000"])
         let held = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
@@ -548,7 +548,7 @@ struct ServeCommandTests {
     /// every thread that runs requests: nothing was answered any more, /healthz included, and
     /// SIGTERM went unheard. Without call_timeout_ms, serve bounds each plugin call by
     /// timeout_ms: the stuck load is answered 504, the next at once, and the server stays up.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aFetchThatNeverReturns_holdsNoOtherRequest() async throws {
         let server = try await serverWhoseSecondFetchNeverReturns()
         #expect(try server.get("/pages").status == 200)
@@ -577,7 +577,7 @@ struct ServeCommandTests {
 
     /// An isolated plugin's process named call_timeout_ms too: it was not told where its bound
     /// came from.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func anIsolatedFetchThatNeverReturns_isNamedByTheSettingItsBoundCameFrom() async throws {
         let server = try await serverWhoseSecondFetchNeverReturns(isolation: "process")
         #expect(try server.get("/pages").status == 200)
@@ -593,7 +593,7 @@ struct ServeCommandTests {
     /// source the load failed at that very moment, or after it when the retries waited (here:
     /// 0.5 s, a second's backoff, a retry refused at once), and the request got 504 first. The
     /// default counts the backoff, and leaves a second for the stored page.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func networkFirst_answersWithItsStoredPage_whenTheSourceHangs() async throws {
         let folder = scratchFolder()
         try #"""
@@ -613,7 +613,7 @@ struct ServeCommandTests {
     /// A cursor whose page the source no longer has (its upstream answers 404, as an API does
     /// for a stale cursor) gets 410, to start again; an upstream that fails the first page is
     /// still the gateway's failure (502).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aCursorWhosePageIsGone_gets410_aFailingFirstPage502() async throws {
         let gone = Locked(false)
         let upstream = try LoopbackHTTPServer { request in
@@ -641,7 +641,7 @@ struct ServeCommandTests {
     }
 
     /// SIGTERM: new connections are refused, the request in flight is answered, exit 0.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func sigterm_drainsTheRequestsInFlight_thenExits0() async throws {
         let waiting = try await WaitingServer(self, options: [])
         let server = waiting.server
@@ -660,7 +660,7 @@ struct ServeCommandTests {
     /// answers, libmicrohttpd was stopped with the request suspended and aborted the process,
     /// exit 134, its client unanswered). The check ends when the test says: one of a fixed
     /// length had ended, now and then, before a test starved by the suite's load signalled.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func sigterm_waitsForAHealthCheckInFlight() async throws {
         let done = scratchFolder() + "/done"
         let slow = #"[{"plugin": "\#(try await fixturePlugin("check_bad_extensions"))", "id": "slow-health", "config": {"health_ms": 60000, "until_path": "\#(done)"}}]"#
@@ -682,7 +682,7 @@ struct ServeCommandTests {
     /// closed: handled, it started work after the requests in flight were counted, and the
     /// server could be stopped with it suspended (a probe: 20 keep-alive clients, SIGTERM, and
     /// the process aborted in 3 runs of 5).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func afterSigterm_aRequestOnAKeptAliveConnection_is503_andClosed() async throws {
         let waiting = try await WaitingServer(self, options: [])
         let server = waiting.server
@@ -709,7 +709,7 @@ struct ServeCommandTests {
 
     /// Clients page on their own: a client's first page, asked while another client's next page
     /// is loading, cancels nothing (that client got a 502).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aClientsFirstPage_leavesAnotherClientsPageInFlight() async throws {
         let waiting = try await WaitingServer(self, options: [])
         let first = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
@@ -728,7 +728,7 @@ struct ServeCommandTests {
 
     /// A load that failed saying when to try again (here a rate limit's refusal) was answered
     /// 502, its hint lost: it is 503 with Retry-After (found by a probe).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func aRefusalThatSaysWhenToRetry_is503_withRetryAfter() async throws {
         let server = try await ServeProcess([try await manifest(interceptors: #"[{"plugin": "rate-limit", "config": {"per_second": 0.2, "max_wait_ms": 0}}]"#)],
                                             environment: Self.secret)
@@ -743,7 +743,7 @@ struct ServeCommandTests {
     /// One client address holds at most --max-connections-per-address connections: one that
     /// holds them half-open locks no other client out (1,024 took every connection, and every
     /// client waited for the header timeout).
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func oneAddress_cannotTakeEveryConnection() async throws {
         let server = try await ServeProcess([try await manifest(), "--max-connections-per-address", "3"], environment: Self.secret)
         let held = try (0..<3).map { _ in try connectLoopback(port: server.port) }
@@ -758,7 +758,7 @@ struct ServeCommandTests {
     /// refused up front, a key that fits goes (one of 6.5 KB made a cursor this server refused,
     /// every page after the first out of reach), and a key too long for any cursor fails the
     /// page with 502.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func cursorsGivenOut_areAlwaysTakenBack() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
         let long = try server.get("/pages?tag=" + String(repeating: "a", count: 6_200))

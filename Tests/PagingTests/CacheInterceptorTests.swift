@@ -156,7 +156,7 @@ struct CacheInterceptorTests {
     /// Found by a probe: a stale page's revalidation published its failure (or its cancellation)
     /// with no `loading` before it, and its success nothing: an app counting the loads in flight
     /// from the states went below zero. It is published as any load is.
-    @Test(.timeLimit(.minutes(1))) func staleWhileRevalidate_publishesEachRevalidationsStartAndEnd() async throws {
+    @Test(.timeLimit(.minutes(3))) func staleWhileRevalidate_publishesEachRevalidationsStartAndEnd() async throws {
         let (clock, source, pager) = staleWhileRevalidatePager()
         let states = pager.states(buffering: .unbounded)
         _ = try await pager.load(request(1))

@@ -189,7 +189,7 @@ struct BrokenTransform: PagingInterceptor {
 
     /// Cancelling the wait for the loads in the background cancels them: it returns without
     /// waiting for their source, and the interceptor that asked for the load hears it failed.
-    @Test(.timeLimit(.minutes(1))) func cancellingTheWaitForBackgroundLoads_cancelsThem() async throws {
+    @Test(.timeLimit(.minutes(3))) func cancellingTheWaitForBackgroundLoads_cancelsThem() async throws {
         let journal = Journal()
         let source = ScriptedPagingSource(pages: numberedPages(1))
         source.script(key: 0, .suspend)
@@ -242,7 +242,7 @@ struct BrokenTransform: PagingInterceptor {
 
     /// Superseded by a refresh on its page's way back, a revalidation is heard as one, as when it
     /// is superseded before (it was heard as loadFailed).
-    @Test(.timeLimit(.minutes(1))) func aRevalidationSupersededOnItsWayBack_isHeardAsOne() async throws {
+    @Test(.timeLimit(.minutes(3))) func aRevalidationSupersededOnItsWayBack_isHeardAsOne() async throws {
         let journal = Journal()
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 0, .suspend)
@@ -258,7 +258,7 @@ struct BrokenTransform: PagingInterceptor {
     /// A revalidation that fails after a refresh came is heard with its own error, not as
     /// superseded: a refresh does not cancel it, and a second stale answer starts no other
     /// (`pager run --refresh --refresh` against a failing server said nothing).
-    @Test(.timeLimit(.minutes(1))) func aRevalidationFailingAfterARefresh_isHeardWithItsOwnError() async throws {
+    @Test(.timeLimit(.minutes(3))) func aRevalidationFailingAfterARefresh_isHeardWithItsOwnError() async throws {
         let journal = Journal()
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 0, .suspendThenFail(ScriptedError("down", isRetryable: false)))

@@ -104,7 +104,7 @@ struct PagerCancellationTests {
 
     /// Waiting for a suspension that never comes returns when the waiting task is cancelled
     /// (a probe: it yielded in a loop for ever, a core busy, the test hung).
-    @Test(.timeLimit(.minutes(1))) func waitUntilSuspended_returnsWhenCancelled() async throws {
+    @Test(.timeLimit(.minutes(3))) func waitUntilSuspended_returnsWhenCancelled() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let waiter = Task { await source.waitUntilSuspended() }
         waiter.cancel()

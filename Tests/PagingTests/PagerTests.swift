@@ -197,7 +197,7 @@ struct PagerDeduplicationTests {
 
     /// Two queries for the same key at once: the user info is part of the request's identity,
     /// so each caller gets the page of its own query (they once shared the first one's).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func sameKey_differentUserInfo_inFlightAtOnce_eachGetsItsOwnPage() async throws {
         let scripted = ScriptedPagingSource(pages: numberedPages(3))
         scripted.script(key: 1, .suspend, .suspend)

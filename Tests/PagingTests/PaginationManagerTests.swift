@@ -50,7 +50,7 @@ struct PaginationManagerTests {
     /// ran (a refresh, or an append) cancelled that load: the refresh's list was left empty and
     /// idle, with nothing for retry() to load, and the append's page was dropped. Only a load's
     /// starter's task cancels it.
-    @Test(.timeLimit(.minutes(1)), arguments: [PagingRequestKind.refresh, .append])
+    @Test(.timeLimit(.minutes(3)), arguments: [PagingRequestKind.refresh, .append])
     func cancellingTheTaskOfAnAppendThatJoinedALoad_leavesThatLoadAlone(_ running: PagingRequestKind) async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
@@ -70,7 +70,7 @@ struct PaginationManagerTests {
     /// `append()` while a refresh around the reader (what an invalidation runs) or a `load(_:)`
     /// runs returns a task that waits for it (a probe: those loads were not in flight for
     /// `append()`, which handed out a task already ended).
-    @Test(.timeLimit(.minutes(1)), arguments: ["refreshAroundReader", "load"])
+    @Test(.timeLimit(.minutes(3)), arguments: ["refreshAroundReader", "load"])
     func appendWhileALoadNotStartedByItRuns_returnsATaskThatWaitsForIt(_ how: String) async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         let manager = manager(source)
@@ -97,7 +97,7 @@ struct PaginationManagerTests {
 
     /// A task handed out for a `load(.refresh)` in flight still ends when a newer refresh takes
     /// its place before it is applied.
-    @Test(.timeLimit(.minutes(1))) func aTaskForACallersRefresh_endsWhenANewerRefreshTakesItsPlace() async throws {
+    @Test(.timeLimit(.minutes(3))) func aTaskForACallersRefresh_endsWhenANewerRefreshTakesItsPlace() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 0, .suspend, .suspend)
         let manager = manager(source)
@@ -152,7 +152,7 @@ struct PaginationManagerTests {
     /// A source's refresh key is asked outside the manager's lock: a source that reads the
     /// manager's output there (or a plugin that takes its time) held every other caller, and
     /// this one deadlocked.
-    @Test(.timeLimit(.minutes(1))) func aSourceWhoseRefreshKeyReadsTheOutput_refreshes() async throws {
+    @Test(.timeLimit(.minutes(3))) func aSourceWhoseRefreshKeyReadsTheOutput_refreshes() async throws {
         let source = OutputReadingSource()
         let manager = PaginationManager(source: source, pageSize: 3)
         source.manager.withLock { $0 = manager }
@@ -164,7 +164,7 @@ struct PaginationManagerTests {
 
     /// Cancelling the task `retry()` returns cancels its loads, as cancelling those of
     /// `append()` does (a probe: the retry ran on, and its page was applied).
-    @Test(.timeLimit(.minutes(1))) func cancellingRetrysTask_cancelsItsLoads() async throws {
+    @Test(.timeLimit(.minutes(3))) func cancellingRetrysTask_cancelsItsLoads() async throws {
         let source = ScriptedPagingSource(pages: numberedPages(3))
         source.script(key: 1, .fail(ScriptedError("offline")), .suspend)
         let manager = manager(source)
@@ -371,7 +371,7 @@ struct PaginationManagerTests {
     /// Found by a second probe: the refresh planned last was superseded twice by refreshes
     /// planned before it (their key chains came late) and loaded again only once: the list
     /// stayed empty, every state idle, no error. It loads again as often as it is superseded.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func theLastRefresh_supersededTwiceByEarlierOnes_showsItsPage() async throws {
         final class Gated: PagingSource, Sendable {
             var refreshKey: Int { 0 }
@@ -433,7 +433,7 @@ struct PaginationManagerTests {
     /// Found by a review: two managers sharing one pager each loaded their refresh again when
     /// the other's superseded it, superseding the other in turn: 119 fetches in 3 s, without
     /// end. A refresh of another manager supersedes it for good (its own older ones do not).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func twoManagersOfOnePager_refreshingAtOnce_doNotSupersedeEachOtherForEver() async throws {
         final class Slow: PagingSource, Sendable {
             var refreshKey: Int { 0 }
@@ -765,7 +765,7 @@ struct PaginationManagerTests {
     /// refresh had loaded and an append had started; the pager let it supersede the append, and
     /// the manager dropped both pages (the older refresh's, and the append's without a word:
     /// the direction idle, no page, no error). The append is asked for again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anOlderRefreshReachingThePagerLate_doesNotLoseANewerAppend() async throws {
         let source = LateChainSource()
         let manager = PaginationManager(source: source, pageSize: 2)

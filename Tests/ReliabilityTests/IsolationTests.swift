@@ -54,7 +54,7 @@ struct IsolationTests {
     /// the crash waited for the call's timeout and was said to be a hang, and after a daemon's,
     /// the child was never restarted (every load timed out). The daemon of the child that
     /// crashed ends with it (it was left to init).
-    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    @Test(.timeLimit(.minutes(3)), arguments: [false, true])
     func aCrashWhileAForkedProcessHoldsTheSocket_isSeenAtOnce_andTheChildRestarts(daemon: Bool) async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
         // Each child starts a daemon; the crashed one's is killed here (it held this process's
@@ -90,7 +90,7 @@ struct IsolationTests {
     }
 
     /// The host's threads for a child are named, so that top, perf and gdb tell them apart.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anIsolatedPlugin_isServedByThreadsNamedForWhatTheyDo() async throws {
         let pipeline = try await pipeline(#"{"count": 10}"#)
         _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
@@ -98,7 +98,7 @@ struct IsolationTests {
         #expect(names.contains("paging-child") && names.contains("paging-spawn"), "\(names)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func segfault_failsTheLoad_withAnErrorNamingPluginLibraryAndSignal() async throws {
         let pipeline = try await pipeline(#"{"crash_every": 2}"#)
         let pager = pipeline.pager
@@ -118,7 +118,7 @@ struct IsolationTests {
         #expect(lineNumbers(again.values) == Array(10..<20))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func exit_failsTheLoad_withTheExitStatus() async throws {
         let pipeline = try await pipeline(#"{"exit_every": 2}"#)
         let pager = pipeline.pager
@@ -130,7 +130,7 @@ struct IsolationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func hang_failsTheLoad_withTheFetchTimeout() async throws {
         let pipeline = try await pipeline(#"{"hang": true}"#, timeoutMs: 300)
         let pager = pipeline.pager
@@ -141,7 +141,7 @@ struct IsolationTests {
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func hungChild_isKilledAndRestarted() async throws {
         // The second fetch never returns: it times out, the child does not answer the
         // cancel, and is killed; the next load is served by a new child.
@@ -160,7 +160,7 @@ struct IsolationTests {
         #expect(source.childPID != nil && source.childPID != first)
     }
 
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func hangEveryThirdFetch_everyPageArrives_withRetries() async throws {
         let pipeline = try await pipeline(#"{"hang_every": 3, "count": 300}"#, retries: 5, timeoutMs: 300)
         #expect(try await pageThrough(pipeline, pages: 30) == Array(0..<300))
@@ -169,7 +169,7 @@ struct IsolationTests {
 
     /// The source's invalidations cross from its child, and the refresh key around the
     /// reader's item is asked there.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func isolatedSource_invalidates_andNamesTheRefreshKeyAroundAnItem() async throws {
         let folder = scratchFolder()
         let trigger = folder + "/invalidate"
@@ -185,7 +185,7 @@ struct IsolationTests {
         #expect(source.refreshKey(around: anchor) == PluginKey("25"))
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func restartLimit_marksThePluginDead_andLoadsFailFast() async throws {
         let pipeline = try await pipeline(#"{"crash_every": 1}"#)
         let pager = pipeline.pager
@@ -202,7 +202,7 @@ struct IsolationTests {
         #expect(errors.suffix(2).allSatisfy { !$0.isRetryable && $0.message.contains("not restarted") }, "\(errors)")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func destroyingThePipeline_endsTheChildAndWhatItForked() async throws {
         var pipeline: Pipeline? = try await pipeline(#"{"fork_sleeper": true}"#)
         let group = try #require(pipeline?.isolatedSource?.childPID)
@@ -214,7 +214,7 @@ struct IsolationTests {
     /// A daemon the plugin starts (fork, setsid, fork: a session and process group of its own,
     /// its parent gone) ends with the child too: the child adopts what its descendants orphan,
     /// and the host ends all of its descendants (before, the daemon outlived the host).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func destroyingThePipeline_endsADaemonThePluginStarted() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
         var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)"}"#)
@@ -232,7 +232,7 @@ struct IsolationTests {
 
     /// An isolated plugin is destroyed when its pipeline goes away, as in the host's process
     /// (its destroy() never ran: the child was killed).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func destroyingThePipeline_destroysTheIsolatedPlugin() async throws {
         let mark = scratchFolder() + "/destroyed"
         var pipeline: Pipeline? = try await pipeline(#"{"destroy_mark": "\#(mark)"}"#)
@@ -244,7 +244,7 @@ struct IsolationTests {
 
     /// A destroy() that never returns holds up no one for long: the child is killed after the
     /// grace period, and a warning says so.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anIsolatedPluginWhoseDestroyHangs_isKilled_withAWarning() async throws {
         var pipeline: Pipeline? = try await pipeline(#"{"destroy_hangs": true}"#)
         let child = try #require(pipeline?.isolatedSource?.childPID)
@@ -259,7 +259,7 @@ struct IsolationTests {
     /// called (the ABI has none during a call). The warning names the hanging call: the
     /// child's own, as it ends after waiting 1 s for the call (a call still running when the
     /// plugin is to be destroyed hangs, as a rule).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anIsolatedPluginHangingInACall_endsNamingTheCall() async throws {
         var pipeline: Pipeline? = try await pipeline(#"{"hang": true}"#, timeoutMs: 300)
         let child = try #require(pipeline?.isolatedSource?.childPID)
@@ -277,7 +277,7 @@ struct IsolationTests {
     /// A host killed with SIGKILL (by the OOM killer, say) takes what its isolated plugin
     /// started with it: the child's reaper hears it and ends the whole tree (before, the
     /// reaper was killed by the kernel at once, and the plugin's processes lived on).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aHostKilledWithSIGKILL_takesTheDaemonWithIt() async throws {
         let folder = scratchFolder()
         let pidFile = folder + "/daemon.pid", manifest = folder + "/m.json"
@@ -300,7 +300,7 @@ struct IsolationTests {
 
     /// A plugin that kills its child's reaper while it loads, a process it forked holding the
     /// socket open, fails the start at once (it waited for the start's timeout: 95 s).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aPluginKillingItsReaperWhileLoading_failsTheStartAtOnce() async throws {
         let start = ContinuousClock.now
         await #expect {
@@ -313,7 +313,7 @@ struct IsolationTests {
 
     /// A daemon that forks and exits every millisecond, each time another pid, ends with the
     /// child too: the reaper adopts each hop, and looks again until none is left.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aDaemonThatKeepsForking_endsWithThePipeline() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
         var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)", "daemon_hops": true}"#)
@@ -328,7 +328,7 @@ struct IsolationTests {
     /// A daemon started by a plugin that first stops its process adopting orphans ends with the
     /// child too: the orphans go to the child's reaper, a process of its own (before, the daemon
     /// went to init, out of the host's reach).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aPluginClearingTheSubreaperFlag_stillLosesItsDaemon() async throws {
         let pidFile = scratchFolder() + "/daemon.pid"
         var pipeline: Pipeline? = try await pipeline(#"{"daemon_pid_file": "\#(pidFile)", "clear_subreaper": true}"#)
@@ -345,7 +345,7 @@ struct IsolationTests {
     /// process on every fetch leaves no zombies (before, each stayed one until the child ended,
     /// and a fast forker filled the process table). The plugin's own children stay its own: it
     /// finds the status of one it waits for long after it ended.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func orphansAreReaped_andThePluginsOwnChildrenStayItsOwn() async throws {
         let pipeline = try await pipeline(#"{"orphan_per_fetch": true, "wait_child_ms": 50, "count": 300}"#)
         let child = try #require(pipeline.isolatedSource?.childPID)
@@ -353,7 +353,7 @@ struct IsolationTests {
         #expect(await waitUntil { zombies(under: child) == 0 }, "\(zombies(under: child)) zombies under the child")
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func isolatedInterceptor_passesLoadsThrough() async throws {
         let folder = scratchFolder()
         let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))"}, "#
@@ -366,7 +366,7 @@ struct IsolationTests {
     /// Found by a probe: a load cancelled (a client of pager serve gone) through an isolated
     /// interceptor that hears of failures logged "loadFailed failed: CancellationError()" each
     /// time. A cancelled load says nothing; the plugin hears of it as in process.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aCancelledLoad_throughAnIsolatedListener_logsNothing() async throws {
         let folder = scratchFolder()
         let text = #"{"source": {"plugin": "\#(try await fixturePlugin("never_complete"))"}, "#
@@ -386,7 +386,7 @@ struct IsolationTests {
     /// all succeed. (A child that dies before it answers any of them counts towards the
     /// restart limit: with every load in flight at once and a crash every few fetches, the
     /// plugin would rightly be declared dead.)
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func concurrentLoads_acrossCrashes_allArrive() async throws {
         let pipeline = try await pipeline(#"{"crash_every": 20, "count": 1000}"#, retries: 10)
         let pager = pipeline.pager
@@ -412,7 +412,7 @@ struct IsolationTests {
 
     /// An isolated interceptor that aborts in intercept(): the load fails naming SIGABRT; the
     /// host goes on.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func abortingInterceptor_failsTheLoad_withSIGABRT() async throws {
         let text = #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))"}, "#
             + #""interceptors": [{"plugin": "\#(try await fixturePlugin("check_crash_intercept"))", "isolation": "process"}], "page_size": 10}"#
@@ -427,7 +427,7 @@ struct IsolationTests {
 
     /// `pager run --isolate-all` over a source that crashes on every other fetch: with retries
     /// every item is printed and pager exits 0, the crashes reported on stderr.
-    @Test(.timeLimit(.minutes(2)))
+    @Test(.timeLimit(.minutes(3)))
     func pagerRun_isolateAll_survivesACrashingSource() async throws {
         let folder = scratchFolder()
         let manifest = folder + "/m.json"
@@ -442,7 +442,7 @@ struct IsolationTests {
 
     /// Log lines a plugin writes while it is created reach the host's sink, before the child's
     /// answer that it is ready.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func logLinesWhileCreating_reachTheSink() async throws {
         let pipeline = try await pipeline(#"{"log_on_create": true}"#)
         #expect(log.contains("created"))
@@ -470,7 +470,7 @@ struct IsolationTests {
 
     /// A child that sends a frame the protocol does not have is stopped, and the load fails
     /// saying so (it said the child crashed, by the SIGKILL that stopped it).
-    @Test(.timeLimit(.minutes(1)), arguments: [
+    @Test(.timeLimit(.minutes(3)), arguments: [
         (1, "operation 238, which the child does not send"),
         (2, "a frame of 3 bytes, where frames have 9 to 289806976 (a page of max_page_bytes, its keys and the rest)"),
     ])
@@ -490,7 +490,7 @@ struct IsolationTests {
     /// the plugin's own would be; a child that sends one the host refuses is stopped.
     /// Page metadata that were not UTF-8 went through too, read lossily: the host got U+FFFD,
     /// which the plugin never sent.
-    @Test(.timeLimit(.minutes(1)), arguments: [(3, "item 0 is not valid JSON: "), (4, "page metadata that is not UTF-8")])
+    @Test(.timeLimit(.minutes(3)), arguments: [(3, "item 0 is not valid JSON: "), (4, "page metadata that is not UTF-8")])
     func aChildForgingAPageTheHostRefuses_isStopped_andNothingIsPrinted(_ garbage: Int, _ problem: String) async throws {
         let manifest = scratchFolder() + "/m.json"
         try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
@@ -504,7 +504,7 @@ struct IsolationTests {
 
     /// A child that sends what is not a frame while it loads the plugin is stopped, and the load
     /// says so (it said the child "crashed (SIGTERM)", the host's own signal).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aChildSendingAMalformedFrameWhileLoading_isStopped_andTheLoadSaysWhy() async throws {
         let manifest = scratchFolder() + "/m.json"
         try #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"garbage_on_create": true}}}"#
@@ -518,7 +518,7 @@ struct IsolationTests {
     /// A child that announces a frame of 1 GiB, which pages of 1 GiB allow, and sends nothing
     /// more: the host reads it as the bytes come, so `pager run` stays small (it allocated the
     /// whole gigabyte at once: a peak of 1,064,712 KB) and the load fails at its timeout.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aChildAnnouncingAHugeFrame_costsTheHostNothing() async throws {
         let folder = scratchFolder()
         let manifest = folder + "/m.json"
@@ -540,7 +540,7 @@ struct IsolationTests {
     /// An isolated interceptor hears of a failed load as it would in the process: the source's
     /// failure as the host has it (it heard it wrapped in its own name, "listener (…): transient:
     /// offsets (…): …", as if it had failed itself).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anIsolatedInterceptor_hearsAFailedLoad_asInTheProcess() async throws {
         let library = try await fixturePlugin("interceptor_work")
         let manifest = scratchFolder() + "/m.json"
@@ -557,7 +557,7 @@ struct IsolationTests {
     /// A frame longer than a page of the manifest's `max_page_bytes` (and its keys) is refused
     /// as its length comes: the host took up to 1 GiB from any child whatever the limit, so a
     /// child announcing 1 GiB held the load until its timeout, reading.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aFrameLongerThanAPage_isRefusedAtItsLength() async throws {
         let manifest = scratchFolder() + "/m.json"
         try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_bomb": true}}, "#

@@ -10,7 +10,7 @@ struct LoadingTests {
     /// processes end: a crash read as a timeout, then as "exited with status 0" (a probe). It is
     /// set back, with a warning naming the plugin; set by a library's constructor, when the
     /// library is loaded, naming the library (it was checked after create alone).
-    @Test(.timeLimit(.minutes(1)), arguments: [
+    @Test(.timeLimit(.minutes(3)), arguments: [
         ("numbered_source", #", "ignore_sigchld": true"#, "[warning] numbered: its create set SIGCHLD to be ignored"),
         ("ctor_sigchld", "", "libctor_sigchld.so: its constructors or init() set SIGCHLD to be ignored"),
     ])
@@ -118,7 +118,7 @@ struct LoadingTests {
 
     /// A create_* that never returns hung validate: it gets the call timeout (without one, the
     /// fetch timeout but at least 30 s).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aCreateThatNeverReturns_failsAfterTheTimeout() async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 3, to: folder + "/data.jsonl")
@@ -134,7 +134,7 @@ struct LoadingTests {
 
     /// Found by a probe: a source's refresh_key (called when it is created) that never returned
     /// hung validate and run, in the process or in an isolated child, whatever the timeouts.
-    @Test(.timeLimit(.minutes(1)), arguments: [("validate", ""), ("run", ""), ("run", #", "isolation": "process""#)])
+    @Test(.timeLimit(.minutes(3)), arguments: [("validate", ""), ("run", ""), ("run", #", "isolation": "process""#)])
     func aRefreshKeyThatNeverReturns_failsTheCreateAfterTheTimeout(_ command: String, _ isolation: String) async throws {
         let manifest = scratchFolder() + "/m.json"
         try """
@@ -149,7 +149,7 @@ struct LoadingTests {
     /// Found by a probe: an interceptor's handle() that never returns failed the load when the
     /// plugin was isolated (its child timed out), and not in process (logged; the load goes on).
     /// Both go on now: handle() only observes the page.
-    @Test(.timeLimit(.minutes(1)), arguments: [#", "call_timeout_ms": 300"#, #", "timeout_ms": 1000, "isolate": true"#])
+    @Test(.timeLimit(.minutes(3)), arguments: [#", "call_timeout_ms": 300"#, #", "timeout_ms": 1000, "isolate": true"#])
     func aHandleThatNeverReturns_failsNoLoad(_ settings: String) async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 3, to: folder + "/data.jsonl")
@@ -186,7 +186,7 @@ struct LoadingTests {
 
     /// Found by a probe: the intercept after a handle() that never returned, queued behind it,
     /// failed saying the intercept did not return; it was never called, and says so.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func anInterceptQueuedBehindAHungHandle_saysItCouldNotBeCalled() async throws {
         let result = try await runBehindAHungHandle(lines: 6, callTimeoutMs: 300, ["--refresh", "--append", "1"])
         #expect(result.code == 1, "\(result.stderr)")
@@ -196,7 +196,7 @@ struct LoadingTests {
 
     /// Found by review: a call that hung kept pager waiting the whole bound again at its end, for
     /// a destroy() that could not be called (a run 30 s longer with call_timeout_ms at 30000).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func aCallStillRunningAtTheEnd_isWaitedFor1sAtMost() async throws {
         let result = try await runBehindAHungHandle(lines: 3, callTimeoutMs: 2000, [])
         #expect(result.code == 0, "\(result.stderr)")
@@ -209,7 +209,7 @@ struct LoadingTests {
     /// for as create is, then left, with a warning naming the plugin; the run's output stands.
     /// The interceptor's destroy runs on its call thread (call_timeout_ms), the source's on a
     /// thread of its own.
-    @Test(.timeLimit(.minutes(1)), arguments: [("validate", "source"), ("run", "source"), ("run", "interceptor")])
+    @Test(.timeLimit(.minutes(3)), arguments: [("validate", "source"), ("run", "source"), ("run", "interceptor")])
     func aDestroyThatNeverReturns_isLeftAfterTheTimeout_withAWarning(_ command: String, _ hanging: String) async throws {
         let folder = scratchFolder()
         writeJSONLines(count: 3, to: folder + "/data.jsonl")
@@ -231,7 +231,7 @@ struct LoadingTests {
     /// A constructor that never returns hung validate and run for ever: the load gets the same
     /// timeout as create, in the process or in an isolated child (which said it "crashed
     /// (SIGTERM)" when the host stopped it).
-    @Test(.timeLimit(.minutes(1)), arguments: [("validate", ""), ("run", ""), ("validate", #", "isolation": "process""#)])
+    @Test(.timeLimit(.minutes(3)), arguments: [("validate", ""), ("run", ""), ("validate", #", "isolation": "process""#)])
     func aConstructorThatNeverReturns_failsTheLoadAfterTheTimeout(_ command: String, _ isolation: String) async throws {
         let manifest = scratchFolder() + "/m.json"
         try #"{"source": {"plugin": "\#(try await fixturePlugin("ctor_hang"))"\#(isolation)}, "call_timeout_ms": 300}"#

@@ -18,7 +18,7 @@ struct MisbehavingPluginTests {
 
     /// An intercept that blocks (the fixture sleeps until the test wakes it): with a call timeout,
     /// each load fails with a retryable timeout in time, also while earlier calls are stuck.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func blockingIntercept_failsWithATimeout() async throws {
         let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
         // The plugin sleeps until the test creates `wake` (a minute at most): however late a
@@ -46,7 +46,7 @@ struct MisbehavingPluginTests {
 
     /// Without a call timeout the call runs on the caller's thread: the load waits for the
     /// plugin, and then succeeds.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func blockingIntercept_withoutACallTimeout_holdsTheLoad() async throws {
         let interceptor = try PluginLibrary.open(path: try await fixturePlugin("blocking_intercept"))
             .makeInterceptor(config: .object([("sleep_ms", .int(300))]), sink: log.sink)
@@ -62,7 +62,7 @@ struct MisbehavingPluginTests {
     /// timeout in time and the plugin hears the fetch cancelled; while the call is stuck, the
     /// serialized instance's next load fails at once rather than waiting behind it; once the
     /// call returns, its late completion is dropped and loads go through again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func blockingFetch_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
         let limits = PluginLimits(fetchTimeout: .seconds(5), callTimeout: .milliseconds(200))
         let wake = scratchFolder() + "/wake"
@@ -109,7 +109,7 @@ struct MisbehavingPluginTests {
     /// that long at most and the load fails with a timeout (it held the engine's thread for
     /// good); while the call is stuck, the next key chain fails at once rather than queueing
     /// behind it; once it returns, loads go through again.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func blockingKeyChain_failsWithATimeout_andLaterLoadsDoNotWaitBehindIt() async throws {
         // A second: the key call must have started on its thread by then on a loaded machine
         // (else it "did not get its turn").

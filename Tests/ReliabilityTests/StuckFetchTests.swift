@@ -8,7 +8,7 @@ import Testing
 struct StuckFetchTests {
     /// The first signal cancels the load, which cannot end; 10 s later the run ends with
     /// 128 + the signal, saying why (it ran for ever, the first SIGTERM or SIGINT unheard).
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(3)))
     func pagerRun_endsTenSecondsAfterASignal_sayingWhy() async throws {
         let folder = scratchFolder()
         try #"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "config": {"hang": true}}, "timeout_ms": 1000}"#
