@@ -30,9 +30,10 @@ struct RateLimitPluginTests {
         Task { try await pager.load(pager.request(.append, key: PluginKey("\(line)"), params: params(pageSize: 1, retry: retry))) }
     }
 
-    /// Waits until `count` lines contain `text` (10 s at most).
+    /// Waits until `count` lines contain `text` (a minute at most).
     func waitForLines(_ text: String, count: Int) async -> Bool {
-        for _ in 0..<1_000 where log.count(containing: text) < count {
+        let until = ContinuousClock.now + .seconds(60)
+        while log.count(containing: text) < count, ContinuousClock.now < until, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return log.count(containing: text) >= count

@@ -120,10 +120,11 @@ extension PagingState {
     }
 }
 
-/// Waits until `condition` holds, polling (about 5 s at most).
+/// Waits until `condition` holds, polling (a minute at most: a count of sleeps ran out while
+/// the suite started, with every test running at once on 2 cores).
 func eventually(_ condition: () -> Bool) async -> Bool {
-    for _ in 0..<5_000 {
-        if condition() { return true }
+    let until = ContinuousClock.now + .seconds(60)
+    while !condition(), ContinuousClock.now < until, !Task.isCancelled {
         try? await Task.sleep(for: .milliseconds(1))
     }
     return condition()

@@ -283,10 +283,12 @@ public final class LogRecorder: Sendable {
 
     public func count(containing text: String) -> Int { messages.filter { $0.contains(text) }.count }
 
-    /// Waits until a line contains `text` (10 s at most).
-    public func waitFor(_ text: String) async -> Bool {
-        for _ in 0..<1_000 {
-            if contains(text) { return true }
+    /// Waits until a line contains `text` (`deadline` at most, or until the task is cancelled).
+    public func waitFor(_ text: String, deadline: Duration = .seconds(60)) async -> Bool {
+        // A deadline, not a count of sleeps: 1,000 sleeps of 10 ms (10 s) ran out while the
+        // suite started, with every test running at once on 2 cores.
+        let until = ContinuousClock.now + deadline
+        while !contains(text), ContinuousClock.now < until, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         return contains(text)
