@@ -9,13 +9,12 @@ import Synchronization
 ///
 /// A handle is not a pointer to anything: it is a token that is never reused (the plugin
 /// instance's serial number in the high bits, then the handle's kind, a count of its calls in
-/// the low ones). While a
-/// call runs, its thread holds a ``CallFrame`` naming the token and the call's result builder;
-/// a host function given a handle resolves it through the frame of the calling thread. A handle
-/// kept from an earlier call, passed to another thread, or of the wrong kind finds no frame: it
-/// is refused and logged, naming the plugin from the token's serial, and never reaches another
-/// call's builder - a reused stack address cannot be mistaken for a live call, as it could when
-/// the handle was the builder's address.
+/// the low ones). While a call runs, its thread holds a ``CallFrame`` naming the token and the
+/// call's result builder; a host function given a handle resolves it through the frame of the
+/// calling thread. A handle kept from an earlier call, passed to another thread, or of the
+/// wrong kind finds no frame: it is refused and logged, naming the plugin from the token's
+/// serial, and never reaches another call's builder - a reused stack address cannot be mistaken
+/// for a live call, as it could when the handle was the builder's address.
 enum CallHandle {
     enum Kind: UInt8, CustomStringConvertible {
         case config, intercept, keys, transform
