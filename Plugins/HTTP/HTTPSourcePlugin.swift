@@ -1024,7 +1024,7 @@ extension HTTPSourceConfig {
         case .cancelled:
             return PluginFailure(PAGING_ERR_CANCELLED, "the request to \(url) was cancelled")
         case .bodyTooLarge:
-            return .internal("the body from \(url)\(status) is larger than max_page_bytes (\(maxPageBytes) bytes, after decompression); reading stopped")
+            return .internal("the body from \(url)\(status) is larger than max_page_bytes (\(maxPageBytes) bytes, counted after any decompression); reading stopped")
         case .headersTooLarge:
             return .internal("the response headers from \(url) are larger than max_header_bytes (\(maxHeaderBytes) bytes); reading stopped")
         case .headerLineTooLarge:

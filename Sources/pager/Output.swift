@@ -119,8 +119,10 @@ extension Output {
         private let capacity = 1 << 16
         /// Items printed on a terminal have their C1 controls (U+0080 to U+009F, which JSON
         /// lets strings hold as they are) written as \u escapes, the same JSON: some terminals
-        /// take U+009B for ESC [, so an item from a server could drive the terminal.
-        private let escapesC1 = Output.dataIsTerminal
+        /// take U+009B for ESC [, so an item from a server could drive the terminal. So are the
+        /// bidirectional controls (``OneLine/isBidiControl(_:)``), which reordered what the
+        /// terminal showed of an item (a value shown as another).
+        private let escapesControls = Output.dataIsTerminal
 
         init() {
             buffer.reserveCapacity(capacity)
@@ -128,8 +130,8 @@ extension Output {
 
         mutating func write(_ item: PluginItem) {
             let start = buffer.count
-            if escapesC1, item.bytes.contains(0xC2) {
-                appendEscapingC1(item.bytes)
+            if escapesControls, item.bytes.contains(where: { $0 == 0xC2 || $0 == 0xD8 || $0 == 0xE2 }) {
+                appendEscapingControls(item.bytes)
             } else {
                 buffer.append(contentsOf: item.bytes)
             }
@@ -145,20 +147,24 @@ extension Output {
             if buffer.count >= capacity { flush() }
         }
 
-        /// `bytes` (valid UTF-8) with each C1 control (C2 80 to C2 9F) as `\u0080` to `\u009f`.
-        private mutating func appendEscapingC1(_ bytes: [UInt8]) {
+        /// `bytes` (valid UTF-8) with each C1 control (C2 80 to C2 9F) and bidirectional control
+        /// (lead byte D8 or E2) as `\uXXXX`.
+        private mutating func appendEscapingControls(_ bytes: [UInt8]) {
             let hex = Array("0123456789abcdef".utf8)
             var index = 0
             while index < bytes.count {
                 let byte = bytes[index]
-                if byte == 0xC2, index + 1 < bytes.count, (0x80...0x9F).contains(bytes[index + 1]) {
-                    let code = bytes[index + 1]
-                    buffer.append(contentsOf: Array(#"\u00"#.utf8) + [hex[Int(code >> 4)], hex[Int(code & 0xF)]])
-                    index += 2
-                } else {
-                    buffer.append(byte)
-                    index += 1
+                let length = byte == 0xE2 ? 3 : byte == 0xC2 || byte == 0xD8 ? 2 : 1
+                if length > 1, index + length <= bytes.count {
+                    let value = bytes[(index + 1)..<(index + length)].reduce(UInt32(byte) & (length == 3 ? 0x0F : 0x1F)) { $0 << 6 | UInt32($1 & 0x3F) }
+                    if (0x80...0x9F).contains(value) || Unicode.Scalar(value).map(OneLine.isBidiControl) == true {
+                        buffer.append(contentsOf: Array(#"\u"#.utf8) + [12, 8, 4, 0].map { hex[Int(value >> $0 & 0xF)] })
+                        index += length
+                        continue
+                    }
                 }
+                buffer.append(byte)
+                index += 1
             }
         }
 

@@ -344,7 +344,7 @@ struct HostileServerTests {
         let before = peakResidentBytes()
         #expect(before > 1 << 20, "the peak RSS reads as \(before) bytes") // it read 0: every bound held
         let error = try await refreshError(#"{"url": "\#(server.baseURL)/gzip-bomb", "items": "", "max_page_bytes": 4194304}"#)
-        #expect(error.message.contains("larger than max_page_bytes (4194304 bytes, after decompression)"))
+        #expect(error.message.contains("larger than max_page_bytes (4194304 bytes, counted after any decompression)"))
         // Unbounded, the 256 MiB inflated would show; the limit keeps the growth to a few MiB.
         // (The peak is the whole test process's: the bound leaves room for other suites.)
         #expect(peakResidentBytes() - before < 128 << 20)

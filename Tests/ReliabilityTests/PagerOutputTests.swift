@@ -44,13 +44,15 @@ struct PagerOutputTests {
     /// have, without a word about it.
     /// On a terminal, an item's C1 controls (U+0080 to U+009F, raw in a JSON string) are
     /// written as \u escapes, the same JSON: some terminals take U+009B for ESC [ (a probe sent
-    /// a screen clear and a window title through `pager run`). Elsewhere the bytes go as they are.
+    /// a screen clear and a window title through `pager run`). So are the bidirectional
+    /// controls, which reordered what the terminal showed (a probe: U+202E went raw). Elsewhere
+    /// the bytes go as they are.
     @Test func run_onATerminal_escapesC1Controls_elsewhereWritesTheBytes() async throws {
         let path = try manifest("jsonlines", config: #"{"path": "c1.jsonl"}"#)
-        let item = "{\"name\":\"c1 \u{9B}2J \u{9D}0;x\u{9C} é\"}"
+        let item = "{\"name\":\"c1 \u{9B}2J \u{9D}0;x\u{9C} é \u{202E}fdp.exe\u{202C} \u{2066}— \u{61C}\"}"
         try (item + "\n").write(toFile: URL(fileURLWithPath: path).deletingLastPathComponent().path + "/c1.jsonl", atomically: true, encoding: .utf8)
         let terminal = try await run("/usr/bin/script", ["-qec", "\(pagerBinary) run \(path) 2>/dev/null", "/dev/null"])
-        #expect(terminal.stdout.contains(#"{"name":"c1 \u009b2J \u009d0;x\u009c é"}"#), "\(terminal.stdout.debugDescription)")
+        #expect(terminal.stdout.contains(#"{"name":"c1 \u009b2J \u009d0;x\u009c é \u202efdp.exe\u202c \u2066— \u061c"}"#), "\(terminal.stdout.debugDescription)")
         let piped = try await run(pagerBinary, ["run", path])
         #expect(piped.stdout == item + "\n", "\(piped.stdout.debugDescription)")
     }
