@@ -33,12 +33,7 @@ package enum OneLine {
             case 0x09: appendEscape(UInt8(ascii: "t"), to: &bytes)
             case 0x00..<0x20, 0x7F: appendCodeEscape(UInt32(byte), to: &bytes)
             case 0xC2, 0xD8, 0xE2:
-                // A lead byte: of a C1 control (0xC2 0x80–0x9F) or a bidirectional control
-                // (U+061C: 0xD8 0x9C; the others 0xE2 and two more). The text is valid UTF-8.
-                let length = byte == 0xE2 ? 3 : 2
-                guard index + length - 1 <= utf8.count else { fallthrough }
-                let value = utf8[index..<(index + length - 1)].reduce(UInt32(byte) & (length == 3 ? 0x0F : 0x1F)) { $0 << 6 | UInt32($1 & 0x3F) }
-                guard (0x80...0x9F).contains(value) || Unicode.Scalar(value).map(isBidiControl) == true else { fallthrough }
+                guard let (value, length) = terminalControl(in: utf8, at: index - 1) else { fallthrough }
                 appendCodeEscape(value, to: &bytes)
                 index += length - 1
             default: bytes.append(byte)
@@ -73,6 +68,20 @@ package enum OneLine {
         guard !digits.isEmpty, digits.count <= 18, beforeClose.dropLast(digits.count).suffix(open.count).elementsEqual(open),
               let count = Int(String(decoding: digits, as: UTF8.self)) else { return nil }
         return (open.count + digits.count + close.count, count)
+    }
+
+    /// The C1 control (U+0080–U+009F) or bidirectional control (``isBidiControl(_:)``) whose
+    /// UTF-8 starts at `index` of `bytes` (valid UTF-8), and its length in bytes; nil for any
+    /// other character. Their lead bytes: 0xC2 for a C1 control, 0xD8 for U+061C, 0xE2 for the
+    /// other bidirectional controls.
+    package static func terminalControl(in bytes: [UInt8], at index: Int) -> (value: UInt32, length: Int)? {
+        let byte = bytes[index]
+        guard byte == 0xC2 || byte == 0xD8 || byte == 0xE2 else { return nil }
+        let length = byte == 0xE2 ? 3 : 2
+        guard index + length <= bytes.count else { return nil }
+        let value = bytes[(index + 1)..<(index + length)].reduce(UInt32(byte) & (length == 3 ? 0x0F : 0x1F)) { $0 << 6 | UInt32($1 & 0x3F) }
+        guard (0x80...0x9F).contains(value) || Unicode.Scalar(value).map(isBidiControl) == true else { return nil }
+        return (value, length)
     }
 
     /// The bidirectional formatting characters (ALM, LRM, RLM, the embeddings, overrides and

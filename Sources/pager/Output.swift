@@ -153,18 +153,13 @@ extension Output {
             let hex = Array("0123456789abcdef".utf8)
             var index = 0
             while index < bytes.count {
-                let byte = bytes[index]
-                let length = byte == 0xE2 ? 3 : byte == 0xC2 || byte == 0xD8 ? 2 : 1
-                if length > 1, index + length <= bytes.count {
-                    let value = bytes[(index + 1)..<(index + length)].reduce(UInt32(byte) & (length == 3 ? 0x0F : 0x1F)) { $0 << 6 | UInt32($1 & 0x3F) }
-                    if (0x80...0x9F).contains(value) || Unicode.Scalar(value).map(OneLine.isBidiControl) == true {
-                        buffer.append(contentsOf: Array(#"\u"#.utf8) + [12, 8, 4, 0].map { hex[Int(value >> $0 & 0xF)] })
-                        index += length
-                        continue
-                    }
+                if let (value, length) = OneLine.terminalControl(in: bytes, at: index) {
+                    buffer.append(contentsOf: Array(#"\u"#.utf8) + [12, 8, 4, 0].map { hex[Int(value >> $0 & 0xF)] })
+                    index += length
+                } else {
+                    buffer.append(bytes[index])
+                    index += 1
                 }
-                buffer.append(byte)
-                index += 1
             }
         }
 
