@@ -425,25 +425,39 @@ public struct IncrementalStateFile: Sendable {
     /// may replace. With `makingLock` (a run, which makes it anyway), the lock file is made now
     /// when it is not there; else (`validate`, perhaps as another user) only looked at.
     public func checkWritable(makingLock: Bool = true) throws(IncrementalError) {
+        try checkWritable(makingLock: makingLock, user: geteuid())
+    }
+
+    /// ``checkWritable(makingLock:)`` for a process of `user`.
+    package func checkWritable(makingLock: Bool, user: uid_t) throws(IncrementalError) {
         let file = try target()
         if let problem = Self.folderProblem(of: file) { throw failure(problem) }
         // Opened, or made, as a run does: a folder in its place, a link to where no file can be
         // made, or a folder no file can be made in whatever its permissions say (/sys), was
         // found only once the run had loaded every page.
         let lockPath = file + ".lock"
-        let lock = open(lockPath, O_RDWR | O_CLOEXEC | (makingLock ? O_CREAT : 0), 0o644), openError = errno
-        let lockFolderProblem = lock < 0 && !makingLock && openError == ENOENT ? Self.folderProblem(of: try target(of: lockPath)) : nil
-        if lock >= 0 {
-            close(lock)
-        } else if makingLock || openError != ENOENT || lockFolderProblem != nil {
+        var lock = open(lockPath, O_RDWR | O_CLOEXEC | (makingLock ? O_CREAT : 0), 0o644), openError = errno
+        if lock < 0, !makingLock, openError == ENOENT {
+            // Not there: a file of another name is made and removed where it would be, which
+            // finds a folder no file can be made in (/sys) without leaving one (a lock file
+            // made by `sudo pager validate` kept the user's runs out).
+            let probe = try target(of: lockPath) + ".probe.\(getpid())"
+            lock = open(probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            openError = errno
+            if lock >= 0 { unlink(probe) }
+        }
+        guard lock >= 0 else {
             let reason = openError == ENOENT ? "a link to where no file can be made" : String(cString: strerror(openError))
             throw failure("its lock file \(lockPath) cannot be opened or made by this process (a run locks it to keep the state): \(reason)")
         }
+        close(lock)
         var folderInfo = stat(), fileInfo = stat()
         guard stat(Self.folder(of: file), &folderInfo) == 0 else { return }
+        // The file renamed over, and a temporary one a stopped run left, which a run removes
+        // (itself, when it is a link: lstat).
         for (path, what) in [(file, "it"), (file + ".tmp", "\(file).tmp, left by a run that was stopped,")]
-        where stat(path, &fileInfo) == 0 {
-            if let problem = Self.replaceProblem(folder: folderInfo, file: fileInfo, user: geteuid()) { throw failure("\(what) \(problem)") }
+        where lstat(path, &fileInfo) == 0 {
+            if let problem = Self.replaceProblem(folder: folderInfo, file: fileInfo, user: user) { throw failure("\(what) \(problem)") }
         }
     }
 

@@ -195,9 +195,11 @@ struct IncrementalLoadingTests {
         try String(contentsOfFile: manifest, encoding: .utf8)
             .replacingOccurrences(of: #""namespace": "events"}"#, with: #""namespace": "events", "state_file": "/sys/kernel/paging-test.state"}"#)
             .write(toFile: sysfs, atomically: true, encoding: .utf8)
-        let noFile = try await run(pagerCommand, ["run", sysfs])
-        #expect(noFile.code == 2 && noFile.stdout.isEmpty, "\(noFile.stderr)")
-        #expect(noFile.stderr.contains("/sys/kernel/paging-test.state"), "\(noFile.stderr)")
+        for command in ["validate", "run"] {
+            let noFile = try await run(pagerCommand, [command, sysfs])
+            #expect(noFile.code == 2 && noFile.stdout.isEmpty, "\(command): \(noFile.stderr)")
+            #expect(noFile.stderr.contains("/sys/kernel/paging-test.state"), "\(command): \(noFile.stderr)")
+        }
         #expect(try await sinceAsked().count == before, "nothing is fetched")
     }
 

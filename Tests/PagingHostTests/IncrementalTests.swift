@@ -272,4 +272,28 @@ struct IncrementalTests {
         folder.st_mode = S_IFDIR | 0o777
         #expect(IncrementalStateFile.replaceProblem(folder: folder, file: file, user: 65534) == nil)
     }
+
+    /// Found by a probe: a link planted as the temporary file, to a file of the run's own user,
+    /// passed the check (it looked at the file linked to), and the run, which removes the link
+    /// itself, failed once every item was printed.
+    @Test func aTemporaryFileLeftInAStickyFolder_isLookedAtItself_notWhereItLinks() throws {
+        let folder = NSTemporaryDirectory() + "incremental-sticky-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o1777])
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let user: uid_t = getuid() == 0 ? 65534 : getuid() + 1
+        let own = folder + "/own"
+        #expect(FileManager.default.createFile(atPath: own, contents: nil))
+        #expect(chown(own, user, gid_t(user)) == 0 || getuid() != 0)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/m.json.state.tmp", withDestinationPath: own)
+        let file = IncrementalStateFile(path: folder + "/m.json.state")
+        #expect(throws: IncrementalError.self) { try file.checkWritable(makingLock: false, user: user) }
+        do {
+            try file.checkWritable(makingLock: false, user: user)
+        } catch {
+            #expect(error.message.contains("m.json.state.tmp, left by a run that was stopped, belongs to user \(getuid())"), "\(error.message)")
+        }
+        // Its owner may remove it.
+        try file.checkWritable(makingLock: false, user: getuid())
+        #expect(!FileManager.default.fileExists(atPath: folder + "/m.json.state.lock"))
+    }
 }
