@@ -53,6 +53,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdint.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -768,27 +769,56 @@ static int pg_uri_password_unencoded(const char *conninfo)
     return 0;
 }
 
-/* Whether `ports` (a port, or a comma-separated list of them, each maybe empty: the default)
- * holds only numbers from 1 to 65535. */
-static int pg_ports_valid(const char *ports)
+/* The number of ports in `ports` (a comma-separated list, each maybe empty: the default), or 0
+ * when one is not a number from 1 to 65535 as libpq reads it (strtol: spaces around it and a
+ * sign allowed). */
+static int pg_port_count(const char *ports)
 {
-    long port = 0;
-    int digits = 0;
-    const char *c;
-    for (c = ports;; c++) {
-        if (*c >= '0' && *c <= '9') {
-            port = port * 10 + (*c - '0');
-            digits++;
-            if (port > 65535) return 0;
-        } else if (*c == ',' || *c == '\0') {
-            if (digits > 0 && port == 0) return 0;
-            if (*c == '\0') return 1;
-            port = 0;
-            digits = 0;
-        } else {
-            return 0;
+    int count = 0;
+    const char *c = ports;
+    for (;;) {
+        const char *end = c + strcspn(c, ",");
+        const char *p = c;
+        while (p < end && isspace((unsigned char)*p)) p++;
+        if (p < end) {
+            long port = 0;
+            int digits = 0;
+            if (*p == '+' || *p == '-') {
+                if (*p == '-') return 0;
+                p++;
+            }
+            for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+                port = port * 10 + (*p - '0');
+                if (port > 65535) return 0;
+            }
+            while (p < end && isspace((unsigned char)*p)) p++;
+            if (digits == 0 || p != end || port == 0) return 0;
         }
+        count++;
+        if (*end == '\0') return count;
+        c = end + 1;
     }
+}
+
+/* The number of hosts a connection string names (libpq's rule: `hostaddr` when set, else
+ * `host`, each a comma-separated list; none is one). */
+static int pg_host_count(const char *hostaddr, const char *host)
+{
+    const char *list = hostaddr != NULL && hostaddr[0] != '\0' ? hostaddr : host;
+    int count = 1;
+    if (list == NULL) return 1;
+    for (; *list != '\0'; list++)
+        if (*list == ',') count++;
+    return count;
+}
+
+/* Whether a service is named (`service`, PGSERVICE), whose file may set options. */
+static int pg_names_service(PQconninfoOption *options)
+{
+    PQconninfoOption *o;
+    for (o = options; o != NULL && o->keyword != NULL; o++)
+        if (o->val != NULL && strcmp(o->keyword, "service") == 0) return 1;
+    return getenv("PGSERVICE") != NULL;
 }
 
 /* The value of `keyword` in the parsed string, or of `variable`, which libpq reads in its stead
@@ -797,14 +827,11 @@ static int pg_ports_valid(const char *ports)
 static const char *pg_option(PQconninfoOption *options, const char *keyword, const char *variable, const char **from)
 {
     PQconninfoOption *o;
-    const char *value = NULL, *service = getenv("PGSERVICE");
-    for (o = options; o != NULL && o->keyword != NULL; o++) {
-        if (o->val == NULL) continue;
-        if (strcmp(o->keyword, keyword) == 0) value = o->val;
-        else if (strcmp(o->keyword, "service") == 0) service = o->val;
-    }
+    const char *value = NULL;
+    for (o = options; o != NULL && o->keyword != NULL; o++)
+        if (o->val != NULL && strcmp(o->keyword, keyword) == 0) value = o->val;
     *from = NULL;
-    if (value != NULL || service != NULL) return value;
+    if (value != NULL || pg_names_service(options)) return value;
     *from = variable;
     return getenv(variable);
 }
@@ -836,11 +863,22 @@ static int pg_options_valid(PQconninfoOption *options, char *problem, size_t siz
             n += snprintf(problem + n, size - (size_t)n, "%s%s", w == 0 ? "" : ", ", sets[s].words[w]);
         return 0;
     }
-    if ((value = pg_option(options, "port", "PGPORT", &from)) != NULL && !pg_ports_valid(value)) {
+    if ((value = pg_option(options, "port", "PGPORT", &from)) != NULL) {
+        const char *host_from, *addr_from;
+        const char *host = pg_option(options, "host", "PGHOST", &host_from), *addr = pg_option(options, "hostaddr", "PGHOSTADDR", &addr_from);
+        int ports = pg_port_count(value), hosts = pg_host_count(addr, host);
         snprintf(source, sizeof source, from != NULL ? " (from the environment variable %s)" : "%s", from != NULL ? from : "");
-        snprintf(problem, size, "config `conninfo`: port \"%.40s\"%s is not a port number from 1 to 65535 (or a comma-separated "
-                 "list of them)", value, source);
-        return 0;
+        if (ports == 0) {
+            snprintf(problem, size, "config `conninfo`: port \"%.40s\"%s is not a port number from 1 to 65535 (or a comma-separated "
+                     "list of them)", value, source);
+            return 0;
+        }
+        /* (A service may name the hosts: then they are not counted.) */
+        if (ports > 1 && ports != hosts && (host != NULL || addr != NULL || !pg_names_service(options))) {
+            snprintf(problem, size, "config `conninfo`: port \"%.40s\"%s lists %d ports for %d host%s: one port, or one for each host",
+                     value, source, ports, hosts, hosts == 1 ? "" : "s");
+            return 0;
+        }
     }
     return 1;
 }

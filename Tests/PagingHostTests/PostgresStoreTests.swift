@@ -361,6 +361,7 @@ struct PostgresStoreTests {
             (#"{"conninfo": "host=x port=54x2"}"#, #"config `conninfo`: port "54x2" is not a port number"#),
             (#"{"conninfo": "host=x port=0"}"#, #"config `conninfo`: port "0" is not a port number from 1 to 65535"#),
             (#"{"conninfo": "host=x,y port=5432,99999"}"#, #"config `conninfo`: port "5432,99999" is not a port number from 1 to 65535"#),
+            (#"{"conninfo": "host=x port=5432,"}"#, #"config `conninfo`: port "5432," lists 2 ports for 1 host: one port, or one for each host"#),
         ] {
             #expect(throws: (any Error).self) {
                 _ = try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(config: try JSONValue.parse(config), sink: log.sink)
