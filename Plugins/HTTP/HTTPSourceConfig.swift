@@ -229,7 +229,7 @@ struct HTTPSourceConfig: Sendable {
     /// bytes); a default header holding one goes to trusted hosts only.
     var secrets: [String] = []
     /// The values that came from the environment or a file, each with the `${...}` naming it,
-    /// and basic auth's encoded credentials (``basicCredentialsReference``).
+    /// and basic auth's encoded credentials (`${basic:credentials}`, and its other base64 forms).
     var namedSecrets: [NamedSecret] = []
     /// Those that keys hide: long enough to redact (hiding "1" would rewrite every 1 of a
     /// link), one a value, longest first.

@@ -107,9 +107,6 @@ enum Auth: Sendable {
 }
 
 extension HTTPSourceConfig {
-    /// What basic auth's encoded credentials are written as in a key a server echoed them in.
-    static let basicCredentialsReference = "${basic:credentials}"
-
     static let optionKeys = ["method", "body", "auth", "max_requests_per_second", "fields", "prefetch", "prefetch_max_age_ms", "ca_file"]
     /// Pages fetched ahead by default (`"prefetch": true`), and at most.
     static let prefetchPages = 2, maxPrefetchPages = 4
@@ -259,8 +256,15 @@ extension HTTPSourceConfig {
                   let password = try secret(object["password"], key: "auth.password", environment: environment) else { return nil }
             let encoded = Data("\(user):\(password)".utf8).base64EncodedString()
             // Named, as the values it encodes are: a server that echoed it in a next key had the
-            // credentials kept in clear there (log lines, stores, `pager serve`'s cursors).
-            namedSecrets.append(NamedSecret(encoded, reference: Self.basicCredentialsReference))
+            // credentials kept in clear there (log lines, stores, `pager serve`'s cursors). So
+            // are its other base64 forms (URL-safe, without padding), each with a reference of
+            // its own, filled in as the form it stands for.
+            let unpadded = String(encoded.prefix { $0 != "=" })
+            func urlSafe(_ text: String) -> String { String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 }) }
+            for (form, name) in [(encoded, ""), (unpadded, "-unpadded"), (urlSafe(encoded), "-url-padded"), (urlSafe(unpadded), "-url")]
+            where name.isEmpty || !namedSecrets.contains(where: { $0.value == form }) {
+                namedSecrets.append(NamedSecret(form, reference: "${basic:credentials\(name)}"))
+            }
             return .headers(["Authorization: Basic \(encoded)"])
         default:
             guard let tokenURL = object["token_url"]?.string, let parts = URLParts(tokenURL), parts.isHTTP else {

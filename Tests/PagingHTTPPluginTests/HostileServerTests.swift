@@ -111,6 +111,32 @@ struct HostileServerTests {
         }
     }
 
+    /// Found by a probe: basic's encoded credentials echoed in another base64 form (URL-safe,
+    /// without padding) were kept in clear in the key. Each form is kept as a reference of its
+    /// own, filled in as that form.
+    @Test(arguments: ["url", "unpadded"])
+    func basicCredentialsEchoedInAnotherBase64Form_stayReferences(_ form: String) async throws {
+        defer { server.stop() }
+        let encoded = Data("tok:~~~a??x".utf8).base64EncodedString()
+        #expect(encoded == "dG9rOn5+fmE/P3g=")
+        let unpadded = String(encoded.dropLast())
+        let echoed = form == "url" ? unpadded.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_") : unpadded
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-same?via=cursor&form=\#(form)&cursor={key}", "items": "/items", "#
+                                    + #""pagination": {"type": "cursor", "next": "/next"}, "auth": {"type": "basic", "username": "tok", "password": "~~~a??x"}}"#,
+                                    log: log)
+        let pager = Pager(source: source)
+        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+        #expect(key == "2-${basic:credentials-\(form)}", "\(key)")
+        let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
+        #expect(second.values.count == 2)
+        let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
+        let query = try #require((sent["query"] as? String)?.removingPercentEncoding)
+        #expect(query.contains("cursor=2-\(echoed)"), "the request for the key fills the form in: \(query)")
+        #expect(!log.contains(echoed), "\(log.messages)")
+    }
+
     /// Found by a probe: a credential with reserved characters ("+", "/", "=") that a server
     /// echoed percent-encoded in a next link went back raw ("+" then reads as a space): it goes
     /// back encoded, as the server wrote it; echoed raw in a cursor, it is encoded as the url's

@@ -97,7 +97,8 @@ Paths (query strings are ignored unless said):
                        for page N+1 on the same host (pages 1 and 2): V is "link" (Link
                        rel="next" to /echo-same?via=link&page=N+1&t=<credential>), "link2" (the
                        same, the credential percent-encoded twice) or "cursor" (the body's "next"
-                       is "<N+1>-<credential>"; its page is the cursor's number)
+                       is "<N+1>-<credential>"; its page is the cursor's number); with form=url or
+                       form=unpadded, a basic credential is echoed in that base64 form
   /cursor-last-no-id?starting_after=X  Stripe-style pages of 3 ("data", "has_more": true, the
                        cursor "/data/*/id"), whose last item has no "id" on the first page
   /clamp-total?total=T&page=N  items 2 a page of 4 (a page past 2 repeats page 2, as APIs that
@@ -380,6 +381,10 @@ class Handler(loopback.Handler):
                 self.send(200, items_body(1), headers=[("Link", f'<{target}>; rel="next"')])
         elif path == "/echo-same":
             credential = (headers.get("authorization") or "").partition(" ")[2] or headers.get("x-api-key") or ""
+            if query.get("form") in ("url", "unpadded"):
+                credential = credential.rstrip("=")
+                if query.get("form") == "url":
+                    credential = credential.replace("+", "-").replace("/", "_")
             if query.get("via") == "cursor":
                 page = int((query.get("cursor") or "1").partition("-")[0])
                 body = {"items": [{"id": page * 10 + i} for i in range(2)],
