@@ -41,6 +41,12 @@ public struct PluginFailure: Error, Sendable, CustomStringConvertible {
     }
     public static func invalidRequest(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INVALID_REQUEST, message) }
     public static func `internal`(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_INTERNAL, message) }
+    public static func notFound(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_NOT_FOUND, message) }
+    public static func timeout(_ message: String, retryAfter: Duration? = nil) -> PluginFailure {
+        PluginFailure(PAGING_ERR_TIMEOUT, message, retryAfter: retryAfter)
+    }
+    public static func cancelled(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_CANCELLED, message) }
+    public static func unsupported(_ message: String) -> PluginFailure { PluginFailure(PAGING_ERR_UNSUPPORTED, message) }
 
     public var description: String { message }
 }

@@ -34,12 +34,13 @@ struct FetchCompletionTests {
     @Test func aFailureMessageHoldingANul_reachesTheHostWhole() {
         let instance = PluginInstance(label: "nul", sink: LogRecorder().sink, limits: PluginLimits())
         instance.fetches.withLock { $0[1] = PendingFetch() }
-        FetchCompletion(host: PluginHost(table: instance.table), id: 1).fail(PluginFailure(PAGING_ERR_NOT_FOUND, "no row\0 for key 7"))
+        FetchCompletion(host: PluginHost(table: instance.table), id: 1).fail(.notFound("no row\0 for key 7"))
         let result = instance.fetches.withLock { $0[1]?.result }
-        guard case .failed(_, let message, _)? = result else {
+        guard case .failed(let status, let message, _)? = result else {
             Issue.record("\(String(describing: result))")
             return
         }
+        #expect(status == .notFound)
         #expect(message == #"no row\0 for key 7"#)
     }
 }

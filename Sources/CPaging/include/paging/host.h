@@ -19,11 +19,13 @@
  * (PAGING_ERR_INVALID_ARGUMENT; the config getters answer NULL, PAGING_CONFIG_ABSENT or the
  * default), logged naming the plugin, and never applied to another call. The refusal counts
  * as a refused call of that function (what the plugin set through it is missing) against the
- * call the handle was meant for (one used from another thread while its call ran), and against
- * a call of the same kind running on the thread that used it (a kept or NULL handle in place of
- * the call's own): for most functions that fails the call; a refused out_add_item or
- * keep_item fails only an answer with the page, as the function says. Work that continues
- * after the call returns uses what outlives calls: the paging_host_t pointer and fetch ids.
+ * call the handle belongs to (used from another thread while that call ran, or passed to a
+ * function that takes another kind), and against a call of the same kind running on the thread
+ * that used it (a kept or NULL handle in place of the call's own): that fails the call, but for
+ * the functions that build a page (out_add_item, out_set_prev_key, out_set_next_key,
+ * out_set_flags, and the page-transform builder's), whose refusal fails only an answer with
+ * that page, as each says. Work that continues after the call returns uses what outlives
+ * calls: the paging_host_t pointer and fetch ids.
  *
  * Core forever (version.h, rule 1): every member below. The table grows at its end only;
  * struct_size says how far (read a later member only when PAGING_STRUCT_HAS holds).
