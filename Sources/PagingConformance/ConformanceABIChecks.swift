@@ -399,7 +399,16 @@ extension Context {
                     let cancelled = index.isMultiple(of: 2)
                     if cancelled { task.cancel() }
                     group.addTask {
-                        guard case .failure(let error as PluginError) = await task.result else { return nil }
+                        let result = await task.result
+                        // As a host does, the page of a load that went on reaches an interceptor
+                        // that observes it: a plugin that lets one load through at a time answers
+                        // the next deferred intercept then (such a plugin failed, its intercepts
+                        // never answered).
+                        if case .success(.proceed(let next, handleAfterwards: true)) = result {
+                            _ = try? await interceptor.transform(page: PluginPage(request: next, values: [PluginItem(json: #"{"n":1}"#)],
+                                                                                  prevKey: nil, nextKey: nil))
+                        }
+                        guard case .failure(let error as PluginError) = result else { return nil }
                         if error.status == PluginStatus.invalidArgument { return error.message }
                         if !cancelled && error.status == PluginStatus.timeout {
                             // Its resume may have been refused (a NULL answer): that is the cause to name.

@@ -113,6 +113,17 @@ struct PagerCheckTests {
         #expect(extensions.status == .pass && extensions.reason.contains(reported), "\(extensions.reason)")
     }
 
+    /// Found by a newcomer: an interceptor that lets one load through at a time, and answers the
+    /// next deferred intercept when the page of the one before reaches it, failed "an intercept
+    /// was never answered": the check never handed it the pages a host hands it.
+    @Test func aDeferringInterceptorThatLetsOneLoadThroughAtATime_passes() async throws {
+        let (code, report, output) = try await check(try await compile("Tests/Fixtures/plugins/interceptor_work.c"),
+                                                     Self.passing + ["--plugin", "deferring", "--config", #"{"mode": "gate"}"#])
+        #expect(code == 0 && report.failed == 0, "\(output)")
+        let extensions = try #require(report.results.first { $0.check == "extensions" })
+        #expect(extensions.status == .pass && extensions.reason.contains("paging.async-intercept/1: 20 intercepts"), "\(extensions.reason)")
+    }
+
     @Test(arguments: [("redact", #"{"fields": ["n"]}"#), ("delay", #"{"delay_ms": 1}"#)])
     func swiftExamplePlugins_pass(_ id: String, _ config: String) async throws {
         let (code, report, output) = try await check("\(productsFolder)/libexample-plugins.so",

@@ -33,6 +33,9 @@
  *     "slow"       waits in intercept() until the file "resume_file" appears, then defers (logging
  *                  "deferred <id>") and never resumes: past a call timeout, no load waits for it
  *     "sync"       defers, then answers PROCEED from intercept() itself
+ *     "gate"       lets one load through at a time (PROCEED_AND_OBSERVE); an intercept while one
+ *                  is out defers, and is answered (PROCEED_AND_OBSERVE) from handle() of the
+ *                  page of the load before it, on the host's thread; cancel() drops its id
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again, and
  *                  logs "redefer resume: <status>"
  *     "bogus-id"   defers; a new thread resumes an id defer() never gave (logging "bogus
@@ -97,6 +100,9 @@ typedef struct work_plugin {
     int resuming; /* "joined": a resuming thread to join in destroy() */
     pthread_t resumer;
     paging_page_out_t *last_out; /* "stale-out": the out of the transform before */
+    int gate_busy;               /* "gate": a load is out; the ids deferred behind it, oldest first */
+    uint64_t gate_queue[64];
+    int gate_count;
 } work_plugin;
 
 static paging_bytes_t wk_text(const char *text)
@@ -213,6 +219,12 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
 static const paging_ext_page_transform_t wk_transform_table = { wk_transform };
 
 /* ---- deferring ---- */
+
+static uint32_t wk_answer_observe(void *context, paging_intercept_out_t *out)
+{
+    (void)context; (void)out;
+    return PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+}
 
 static uint32_t wk_answer_proceed(void *context, paging_intercept_out_t *out)
 {
@@ -340,6 +352,20 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
     uint64_t id;
     (void)request;
     if (strcmp(p->mode, "no-defer") == 0) return PAGING_INTERCEPT_PENDING;
+    if (strcmp(p->mode, "gate") == 0) {
+        uint32_t answer = PAGING_INTERCEPT_PROCEED_AND_OBSERVE;
+        pthread_mutex_lock(&p->lock);
+        if (!p->gate_busy) {
+            p->gate_busy = 1;
+        } else if (p->gate_count < 64) {
+            p->gate_queue[p->gate_count++] = p->async_host->defer(out);
+            answer = PAGING_INTERCEPT_PENDING;
+        } else {
+            answer = PAGING_INTERCEPT_FAIL;
+        }
+        pthread_mutex_unlock(&p->lock);
+        return answer;
+    }
     if (strcmp(p->mode, "slow") == 0)
         while (remove(p->resume_file) != 0) wk_sleep_ms(5);
     id = p->async_host->defer(out);
@@ -381,7 +407,39 @@ static uint32_t wk_defer(paging_interceptor_t *self, const paging_request_t *req
 static void wk_cancel(void *self, uint64_t id)
 {
     work_plugin *p = (work_plugin *)((paging_interceptor_t *)self)->plugin_data;
+    int i, j;
     wk_log(p, "cancel %llu%s", (unsigned long long)id, "");
+    pthread_mutex_lock(&p->lock);
+    for (i = 0; i < p->gate_count; i++)
+        if (p->gate_queue[i] == id) {
+            for (j = i; j + 1 < p->gate_count; j++) p->gate_queue[j] = p->gate_queue[j + 1];
+            p->gate_count--;
+            break;
+        }
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* "gate": the page of the load that was out; the oldest intercept deferred behind it goes on
+ * (one the host ended meanwhile, its resume refused, passes its turn to the next). */
+static void wk_gate_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    work_plugin *p = (work_plugin *)self->plugin_data;
+    (void)page;
+    for (;;) {
+        uint64_t next;
+        int i;
+        pthread_mutex_lock(&p->lock);
+        if (p->gate_count == 0) {
+            p->gate_busy = 0;
+            pthread_mutex_unlock(&p->lock);
+            return;
+        }
+        next = p->gate_queue[0];
+        for (i = 1; i < p->gate_count; i++) p->gate_queue[i - 1] = p->gate_queue[i];
+        p->gate_count--;
+        pthread_mutex_unlock(&p->lock);
+        if (p->async_host->resume(p->host, next, wk_answer_observe, NULL) == PAGING_OK) return;
+    }
 }
 
 static const paging_ext_async_intercept_t wk_async_table = { wk_cancel };
@@ -668,6 +726,7 @@ static paging_interceptor_t *wk_create_interceptor(const char *plugin_id, const 
     } else if (strcmp(plugin_id, "deferring") == 0) {
         p->async_host = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
         p->interceptor.intercept = wk_defer;
+        p->interceptor.handle = wk_gate_handle;
     } else if (strcmp(plugin_id, "listener") == 0) {
         p->interceptor.intercept = wk_proceed;
     } else {
