@@ -80,6 +80,14 @@ extension PluginLibrary {
     ) throws(PluginLoadError) {
         guard !descriptor.isDraft else { return }
         let size = plugin.pointee.struct_size, draft = Plugin.draftSize
+        // A transform is offered through get_extension: one left unread runs the plugin without
+        // it (items it would drop went out, exit 0).
+        if size < Plugin.firstSize, size >= draft || size == 0, descriptor.requiredExtensions.contains(PAGING_EXT_PAGE_TRANSFORM) {
+            destroyRefused(plugin)
+            throw .invalidEntry(path: path, reason: "\(kind) '\(descriptor.id)' requires \(PAGING_EXT_PAGE_TRANSFORM), but its table's struct_size "
+                                + "(\(size)) leaves its get_extension unread, so its transform would never be called: set it to "
+                                + "sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers")
+        }
         if size == 0 {
             instance.log(.warning, "struct_size is 0: its table is read as ABI 1.0's draft, without get_extension "
                          + "(set it to sizeof(paging_\(kind)_t), \(MemoryLayout<Plugin>.size) with these headers)")

@@ -29,6 +29,18 @@ struct InterceptorExtensionTests {
         return try await pager.load(pager.request(.refresh, key: "0", params: params(pageSize: pageSize, retry: retry)))
     }
 
+    /// Found by a newcomer: a transform whose table's struct_size was never set ran without
+    /// its transform (get_extension unread): the items it drops went out, exit 0, with only a
+    /// warning. A plugin that requires paging.page-transform/1 is refused then.
+    @Test func aTransformWhoseStructSizeIsZero_isRefused() async throws {
+        await #expect {
+            _ = try await interceptor("transformer", mode: "keep-odd", [("struct_size_zero", .bool(true))])
+        } throws: { error in
+            "\(error)".contains("interceptor 'transformer' requires paging.page-transform/1, but its table's struct_size (0) leaves its "
+                                + "get_extension unread, so its transform would never be called: set it to sizeof(paging_interceptor_t)")
+        }
+    }
+
     /// An interceptor that asks for another key (`out_set_key`) gets the source's key chain
     /// for it: the page names its neighbours (it named none, and a run ended there, exit 0).
     @Test func aRewrittenKey_getsTheSourcesKeyChain() async throws {

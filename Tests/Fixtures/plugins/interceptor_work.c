@@ -3,7 +3,8 @@
  * Fixture: the ABI 1.1 extensions an interceptor or source offers or calls, each driven by the
  * config's "mode". Plugins:
  *
- *   transformer (interceptor, paging.page-transform/1) - mode:
+ *   transformer (interceptor, paging.page-transform/1; with "struct_size_zero": true its table's
+ *   struct_size is 0) - mode:
  *     "keep-odd"   keeps items 1, 3, 5... (keep_item) and sets metadata kept=<count>
  *     "add"        keeps every item and adds {"added":true}
  *     "wrap"       replaces each item with {"item":<the item>} (add_item), whatever its bytes
@@ -723,6 +724,8 @@ static paging_interceptor_t *wk_create_interceptor(const char *plugin_id, const 
     if (strcmp(plugin_id, "transformer") == 0) {
         p->transform_host = (const paging_ext_page_transform_host_t *)host->get_extension(host, PAGING_EXT_PAGE_TRANSFORM);
         p->interceptor.intercept = wk_proceed_observe;
+        /* A table whose struct_size was never set: its get_extension goes unread. */
+        if (host->config_bool(config, "struct_size_zero", 0)) p->interceptor.struct_size = 0;
     } else if (strcmp(plugin_id, "deferring") == 0) {
         p->async_host = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
         p->interceptor.intercept = wk_defer;
