@@ -103,7 +103,7 @@ public enum PluginExport {
             handle: { table, page in
                 guard let table, let page else { return }
                 let box = InterceptorBox.from(table)
-                box.plugin.handle(PagingPluginPage(request: PagingPluginRequest(page.pointee.request), content: PageContent(page)))
+                box.plugin.handle(PagingPluginPage(page))
             },
             destroy: { table in
                 guard let table else { return }
@@ -345,7 +345,7 @@ final class InterceptorBox: @unchecked Sendable {
     /// The plugin's transform of `page`, built on `out` (`paging.page-transform/1`).
     func transform(_ page: UnsafePointer<paging_page_t>, _ out: OpaquePointer?) -> UInt32 {
         guard let transformer = plugin as? any TransformingPlugin, let builder = transformHost?.pointee else { return PAGING_TRANSFORM_KEEP }
-        switch transformer.transform(PagingPluginPage(request: PagingPluginRequest(page.pointee.request), content: PageContent(page))) {
+        switch transformer.transform(PagingPluginPage(page)) {
         case .keep:
             return PAGING_TRANSFORM_KEEP
         case .replace(let content, let metadata):

@@ -131,6 +131,22 @@ public struct PageContent: Sendable {
 public struct PagingPluginPage: Sendable {
     public var request: PagingPluginRequest
     public var content: PageContent
+    /// The metadata the interceptors before this one attached (`paging.page-transform/1`), by
+    /// name; empty from a host older than ABI 1.1.
+    public var metadata: [String: String]
+
+    init(_ view: UnsafePointer<paging_page_t>) {
+        let page = view.pointee
+        request = PagingPluginRequest(page.request)
+        content = PageContent(view)
+        metadata = [:]
+        let end = MemoryLayout<paging_page_t>.offset(of: \.metadata_count)! + MemoryLayout<Int>.size
+        if Int(page.struct_size) >= end, let entries = page.metadata {
+            for entry in UnsafeBufferPointer(start: entries, count: page.metadata_count) {
+                metadata[String(decoding: bytes(entry.name), as: UTF8.self)] = String(decoding: bytes(entry.value), as: UTF8.self)
+            }
+        }
+    }
 }
 
 func bytes(_ view: paging_bytes_t) -> [UInt8] {

@@ -91,3 +91,34 @@ struct CallHandleRefusalTests {
         #expect(keys.misuse == refusal)
     }
 }
+
+/// What PagingPluginKit reads of a page the host hands a plugin.
+@Suite("A page a Swift plugin sees")
+struct PluginPageViewTests {
+    /// Found by a newcomer: a Swift transform could not read the metadata an interceptor
+    /// before it attached (the guide says a plugin reads "the count an earlier filter left").
+    @Test func aPagesMetadata_isRead_whenTheHostsPageHoldsIt() {
+        let name = Array("kept".utf8), value = Array("3".utf8)
+        var request = paging_request_t()
+        request.struct_size = UInt32(MemoryLayout<paging_request_t>.size)
+        name.withUnsafeBufferPointer { name in
+            value.withUnsafeBufferPointer { value in
+                var entry = paging_param_t(name: paging_bytes_t(data: name.baseAddress, len: name.count),
+                                           value: paging_bytes_t(data: value.baseAddress, len: value.count))
+                withUnsafePointer(to: &request) { request in
+                    withUnsafePointer(to: &entry) { entries in
+                        var page = paging_page_t()
+                        page.request = request
+                        page.struct_size = UInt32(MemoryLayout<paging_page_t>.size)
+                        page.metadata = entries
+                        page.metadata_count = 1
+                        withUnsafePointer(to: &page) { #expect(PagingPluginPage($0).metadata == ["kept": "3"]) }
+                        // A host older than ABI 1.1: its page ends before the metadata.
+                        page.struct_size = UInt32(MemoryLayout<paging_page_t>.offset(of: \.metadata)!)
+                        withUnsafePointer(to: &page) { #expect(PagingPluginPage($0).metadata.isEmpty) }
+                    }
+                }
+            }
+        }
+    }
+}
