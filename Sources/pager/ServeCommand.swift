@@ -103,7 +103,7 @@ struct ServeCommand {
                                     // Each client pages on its own: one's first page cancels no other's load.
                                     refreshSupersedes: false)
         let timeout = options.requestTimeout ?? Self.requestTimeout(for: manifest)
-        let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: manifest.source), maxRequests: options.maxRequests, timeout: timeout)
+        let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: manifest), maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
@@ -224,13 +224,17 @@ struct ServeSecret: Sendable {
     let bytes: [UInt8]
     let isRandom: Bool
 
-    /// The secret the cursors of `source` are signed with: a cursor given out for another
+    /// The secret the cursors of `manifest` are signed with: a cursor given out for another
     /// source under the same secret (another file, another API) is refused, not read as a key of
-    /// this one (a jsonlines cursor was served from another file). Servers of one manifest,
-    /// wherever it lies, share it.
-    func scoped(to source: Manifest.PluginReference) -> ServeSecret {
+    /// this one (a jsonlines cursor was served from another file); so is one of another
+    /// `page_size` or `user_info`, whose keys mean other pages (a page number at another page
+    /// size: a rolling deploy skipped or repeated items). Servers of one manifest, wherever it
+    /// lies, share it.
+    func scoped(to manifest: Manifest) -> ServeSecret {
+        let source = manifest.source
         let plugin = source.plugin.split(separator: "/").last.map(String.init) ?? source.plugin
-        let scope = "pager serve cursors\n\(plugin)\n\(source.id ?? "")\n\(source.config.jsonText)"
+        let userInfo = JSONValue.object(manifest.userInfo.sorted { $0.key < $1.key }.map { ($0.key, JSONValue.string($0.value)) })
+        let scope = "pager serve cursors\n\(plugin)\n\(source.id ?? "")\n\(source.config.jsonText)\n\(manifest.pageSize)\n\(userInfo.jsonText)"
         return ServeSecret(bytes: HMACSHA256.mac(key: bytes, message: Array(scope.utf8)), isRandom: isRandom)
     }
 }

@@ -89,6 +89,15 @@ struct ServeCommandTests {
         let otherService = try await ServeProcess([otherFile], environment: Self.secret)
         let refused = try otherService.get("/pages?cursor=\(next)")
         #expect(refused.status == 400 && refused.text.contains("its signature does not match"), "\(refused.text)")
+        // Found by a probe: one of another page size, or user info, took them, and its pages
+        // skipped or repeated items (a page number means other items at another page size).
+        for (changed, with) in [(#""page_size": 20"#, #""page_size": 10"#), (#""serve_params""#, #""user_info": {"lang": "fr"}, "serve_params""#)] {
+            let file = scratchFolder() + "/m.json"
+            try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: changed, with: with).write(toFile: file, atomically: true, encoding: .utf8)
+            let service = try await ServeProcess([file], environment: Self.secret)
+            let reply = try service.get("/pages?cursor=\(next)")
+            #expect(reply.status == 400 && reply.text.contains("its signature does not match"), "\(with): \(reply.text)")
+        }
     }
 
     /// A client that sends a request and closes its connection has its load cancelled and its
