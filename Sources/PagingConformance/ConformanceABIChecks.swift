@@ -505,13 +505,14 @@ extension Context {
             }
             // Its calls did not all end: no handle use to judge them by (this passed).
             if let unreturned = walk.failures.lazy.compactMap({ self.unreturnedCall($0.error) }).first { return fail(unreturned) }
-            total += creates + walk.keyChains + walk.fetches
-            calls = [count(creates, "create") + ", each with refresh_key", "\(walk.keyChains) key_chain", count(walk.fetches, "fetch", "fetches")]
+            total += creates + (source.hasKeyChain ? walk.keyChains : 0) + walk.fetches
+            calls = [count(creates, "create") + ", each with refresh_key"] + (source.hasKeyChain ? ["\(walk.keyChains) key_chain"] : [])
+                + [count(walk.fetches, "fetch", "fetches")]
         case .interceptor(let interceptor):
             let traffic = await drive(interceptor, rounds: 3)
             if let unanswered = traffic.unanswered { return skip("an intercept was not answered (see proceed-intact): \(unanswered)") }
-            total += traffic.intercepts + traffic.handles
-            calls = [count(creates, "create"), count(traffic.intercepts, "intercept"), count(traffic.handles, "handle")]
+            total += traffic.intercepts + (interceptor.seesPagesThrough == nil ? 0 : traffic.handles)
+            calls = [count(creates, "create"), count(traffic.intercepts, "intercept")] + (interceptor.seesPagesThrough.map { [count(traffic.handles, $0)] } ?? [])
         }
         // A handle kept for a thread of the plugin's own would be used about now.
         try await Task.sleep(for: .milliseconds(200))

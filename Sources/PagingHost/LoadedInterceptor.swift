@@ -235,6 +235,12 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
         }
     }
 
+    /// How the plugin sees the pages of the loads it observes: "transform", "handle", or nil
+    /// when it has neither.
+    public var seesPagesThrough: String? {
+        extensions.pageTransform?.pointee.transform != nil ? "transform" : plugin.pointee.handle != nil ? "handle" : nil
+    }
+
     public func handle(page: PluginPage) async {
         guard let worker else { return callHandle(page) }
         if await worker.run({ [self] in callHandle(page) }) == nil {

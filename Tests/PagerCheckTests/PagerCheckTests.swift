@@ -111,6 +111,14 @@ struct PagerCheckTests {
         #expect(code == 0 && report.failed == 0, "\(output)")
         let extensions = try #require(report.results.first { $0.check == "extensions" })
         #expect(extensions.status == .pass && extensions.reason.contains(reported), "\(extensions.reason)")
+        // The calls counted are the plugin's (a newcomer's source without key_chain was said to
+        // have had key_chain calls, an interceptor without handle() handle calls).
+        let handles = try #require(report.results.first { $0.check == "call-handles" })
+        let listed = handles.reason.split(separator: "(").dropFirst().first?.split(separator: ")").first.map(String.init) ?? ""
+        let counted = ["transformer": ("transforms", "handle"), "listener": ("intercepts", "handle"), "offsets": ("fetch", "key_chain")][id]
+        if let (shown, absent) = counted {
+            #expect(listed.contains(shown) && !listed.contains(absent), "\(handles.reason)")
+        }
     }
 
     /// Found by a newcomer: an interceptor that lets one load through at a time, and answers the
