@@ -9,11 +9,13 @@ import Testing
 struct PostgresStoreTests {
     let log = LogRecorder()
 
-    /// A store whose statements get a minute unless `extra` says otherwise: with the 5 s default,
-    /// a machine busy with the other tests took the server for unavailable and loaded upstream.
+    /// A store whose statements and connections get a minute unless `extra` says otherwise: with
+    /// the 5 s defaults, a machine busy with the other tests took the server for unavailable and
+    /// loaded upstream (a connection, once, at a load average of 9).
     func store(_ conninfo: String, namespace: String = "test", _ extra: [(String, JSONValue)] = [],
                limits: PluginLimits = PluginLimits()) throws -> LoadedInterceptor {
-        let patient: [(String, JSONValue)] = extra.contains { $0.0 == "statement_timeout_ms" } ? [] : [("statement_timeout_ms", .int(60_000))]
+        let patient: [(String, JSONValue)] = [("statement_timeout_ms", .int(60_000)), ("connect_timeout_ms", .int(60_000))]
+            .filter { setting in !extra.contains { $0.0 == setting.0 } }
         return try PluginLibrary.open(path: shippedPlugin("postgres-store")).makeInterceptor(
             config: .object([("conninfo", .string(conninfo)), ("namespace", .string(namespace))] + patient + extra), sink: log.sink, limits: limits)
     }
