@@ -96,14 +96,15 @@ struct ServeCommand {
     func run() async throws -> Int32 {
         guard let manifestPath else { throw UsageError("serve: a manifest is required\n\n\(Self.help)") }
         // The value incremental loading keeps is sent (or `initial`); only `run` keeps one.
-        let manifest = try Manifest.load(path: manifestPath).sendingKeptValue().boundingPluginCalls()
+        let declared = try Manifest.load(path: manifestPath)
+        let manifest = try declared.sendingKeptValue().boundingPluginCalls()
         let secret = try Self.secret(file: options.secretFile)
         let pipeline = try Pipeline(manifest: manifest, sink: Output.pluginLog(minimum: options.log.level), logLevel: options.log.level,
                                     recordsStats: true, isolateAll: options.isolateAll,
                                     // Each client pages on its own: one's first page cancels no other's load.
                                     refreshSupersedes: false)
         let timeout = options.requestTimeout ?? Self.requestTimeout(for: manifest)
-        let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: manifest), maxRequests: options.maxRequests, timeout: timeout)
+        let pages = PageService(pipeline: pipeline, secret: secret.scoped(to: declared), maxRequests: options.maxRequests, timeout: timeout)
         let stop = paging_signals_to_pipe()
         guard stop >= 0 else { throw UsageError("serve: cannot handle SIGINT, SIGTERM and SIGHUP (\(String(cString: strerror(errno))))") }
         let service = try HTTPService(address: options.address, port: options.port, limits: options.limits,
@@ -228,8 +229,10 @@ struct ServeSecret: Sendable {
     /// source under the same secret (another file, another API) is refused, not read as a key of
     /// this one (a jsonlines cursor was served from another file); so is one of another
     /// `page_size` or `user_info`, whose keys mean other pages (a page number at another page
-    /// size: a rolling deploy skipped or repeated items). Servers of one manifest, wherever it
-    /// lies, share it.
+    /// size: a rolling deploy skipped or repeated items). The `user_info` signed is the one
+    /// declared, without the value incremental loading keeps (which each `pager run` moves: the
+    /// cursors given out would all have been refused after a restart). Servers of one manifest,
+    /// wherever it lies, share it.
     func scoped(to manifest: Manifest) -> ServeSecret {
         let source = manifest.source
         let plugin = source.plugin.split(separator: "/").last.map(String.init) ?? source.plugin

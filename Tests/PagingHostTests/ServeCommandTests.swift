@@ -100,6 +100,19 @@ struct ServeCommandTests {
         }
     }
 
+    /// The value incremental loading keeps is no part of a cursor's signature: each `pager run`
+    /// moves it, and a server restarted after one refused every cursor it had given out.
+    @Test(.timeLimit(.minutes(3)))
+    func cursors_outliveAChangeOfTheValueIncrementalLoadingKeeps() async throws {
+        let manifest = try await manifest(#", "user_info": {"q": "after {state.since}"}, "incremental": {"cursor": "/n"}"#)
+        let first = try await ServeProcess([manifest], environment: Self.secret)
+        let next = try #require(try first.get("/pages").json()["next"] as? String)
+        await first.stop()
+        try #"{"default": {"since": 19}}"#.write(toFile: manifest + ".state", atomically: true, encoding: .utf8)
+        let restarted = try await ServeProcess([manifest], environment: Self.secret)
+        #expect(try numbers(try restarted.get("/pages?cursor=\(next)")) == Array(20..<40))
+    }
+
     /// A client that sends a request and closes its connection has its load cancelled and its
     /// request slot freed: such loads went on for nobody until the timeout, each holding one of
     /// the slots (one address took them all with requests it never waited for).
