@@ -400,11 +400,17 @@ extension Context {
                     if cancelled { task.cancel() }
                     group.addTask {
                         let result = await task.result
-                        // As a host does, the page of a load that went on reaches an interceptor
-                        // that observes it: a plugin that lets one load through at a time answers
-                        // the next deferred intercept then (such a plugin failed, its intercepts
-                        // never answered).
-                        if case .success(.proceed(let next, handleAfterwards: true)) = result {
+                        // As a host does, the end of a load that went on reaches an interceptor
+                        // that observes it: its page, or (a cancelled load) its failure. A plugin
+                        // that lets one load through at a time answers the next deferred
+                        // intercept then (such a plugin failed, its intercepts never answered).
+                        let observed: PluginRequest? = switch result {
+                        case .success(.proceed(let next, handleAfterwards: true)), .success(.proceedOrFallBack(let next, _, _)): next
+                        default: nil
+                        }
+                        if let next = observed, cancelled {
+                            await interceptor.loadFailed(next, error: CancellationError())
+                        } else if let next = observed {
                             _ = try? await interceptor.transform(page: PluginPage(request: next, values: [PluginItem(json: #"{"n":1}"#)],
                                                                                   prevKey: nil, nextKey: nil))
                         }

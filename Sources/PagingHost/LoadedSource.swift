@@ -101,12 +101,12 @@ public final class LoadedSource: PagingSource, CustomStringConvertible, @uncheck
         instance.health(extensions, plugin, calls)
     }
 
-    /// The plugin's key chain, or no neighbours when it has no `key_chain` (its pages carry
-    /// their keys) or the call fails (logged, and the fetch of that key then fails saying so:
-    /// a page without its neighbours' keys ended paging without a word).
     /// Whether the plugin has a `key_chain` (its pages carry their keys otherwise).
     public var hasKeyChain: Bool { plugin.pointee.key_chain != nil }
 
+    /// The plugin's key chain, or no neighbours when it has no `key_chain` (its pages carry
+    /// their keys) or the call fails (logged, and the fetch of that key then fails saying so:
+    /// a page without its neighbours' keys ended paging without a word).
     public func keyChain(for key: PluginKey) -> PagingKeyChain<PluginKey> {
         guard let keyChain = plugin.pointee.key_chain else { return PagingKeyChain(key: key) }
         let table = UnsafeSendable(plugin)

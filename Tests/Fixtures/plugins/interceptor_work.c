@@ -35,8 +35,9 @@
  *                  "deferred <id>") and never resumes: past a call timeout, no load waits for it
  *     "sync"       defers, then answers PROCEED from intercept() itself
  *     "gate"       lets one load through at a time (PROCEED_AND_OBSERVE); an intercept while one
- *                  is out defers, and is answered (PROCEED_AND_OBSERVE) from handle() of the
- *                  page of the load before it, on the host's thread; cancel() drops its id
+ *                  is out defers, and is answered (PROCEED_AND_OBSERVE) when the load before it
+ *                  ends: from handle() of its page, or failed() (paging.load-outcome/1), on the
+ *                  host's thread; cancel() drops its id
  *     "redefer"    defers; a new thread resumes with an answer that calls defer() again, and
  *                  logs "redefer resume: <status>"
  *     "bogus-id"   defers; a new thread resumes an id defer() never gave (logging "bogus
@@ -420,12 +421,10 @@ static void wk_cancel(void *self, uint64_t id)
     pthread_mutex_unlock(&p->lock);
 }
 
-/* "gate": the page of the load that was out; the oldest intercept deferred behind it goes on
- * (one the host ended meanwhile, its resume refused, passes its turn to the next). */
-static void wk_gate_handle(paging_interceptor_t *self, const paging_page_t *page)
+/* "gate": the load that was out ended; the oldest intercept deferred behind it goes on (one the
+ * host ended meanwhile, its resume refused, passes its turn to the next). */
+static void wk_gate_next(work_plugin *p)
 {
-    work_plugin *p = (work_plugin *)self->plugin_data;
-    (void)page;
     for (;;) {
         uint64_t next;
         int i;
@@ -442,6 +441,20 @@ static void wk_gate_handle(paging_interceptor_t *self, const paging_page_t *page
         if (p->async_host->resume(p->host, next, wk_answer_observe, NULL) == PAGING_OK) return;
     }
 }
+
+static void wk_gate_handle(paging_interceptor_t *self, const paging_page_t *page)
+{
+    (void)page;
+    wk_gate_next((work_plugin *)self->plugin_data);
+}
+
+static void wk_gate_failed(void *self, const paging_request_t *request, paging_status_t code, const char *message)
+{
+    (void)request; (void)code; (void)message;
+    wk_gate_next((work_plugin *)((paging_interceptor_t *)self)->plugin_data);
+}
+
+static const paging_ext_load_outcome_t wk_gate_outcome_table = { wk_gate_failed };
 
 static const paging_ext_async_intercept_t wk_async_table = { wk_cancel };
 
@@ -656,6 +669,7 @@ static const void *wk_interceptor_extension(paging_interceptor_t *self, const ch
     if (p->transform_host != NULL && strcmp(id, PAGING_EXT_PAGE_TRANSFORM) == 0) return &wk_transform_table;
     if (p->async_host != NULL && strcmp(id, PAGING_EXT_ASYNC_INTERCEPT) == 0) return &wk_async_table;
     if (self->intercept == wk_proceed && strcmp(id, PAGING_EXT_LOAD_OUTCOME) == 0) return &wk_outcome_table;
+    if (self->intercept == wk_defer && strcmp(p->mode, "gate") == 0 && strcmp(id, PAGING_EXT_LOAD_OUTCOME) == 0) return &wk_gate_outcome_table;
     return NULL;
 }
 
@@ -729,7 +743,7 @@ static paging_interceptor_t *wk_create_interceptor(const char *plugin_id, const 
     } else if (strcmp(plugin_id, "deferring") == 0) {
         p->async_host = (const paging_ext_async_intercept_host_t *)host->get_extension(host, PAGING_EXT_ASYNC_INTERCEPT);
         p->interceptor.intercept = wk_defer;
-        p->interceptor.handle = wk_gate_handle;
+        if (strcmp(p->mode, "gate") == 0) p->interceptor.handle = wk_gate_handle;
     } else if (strcmp(plugin_id, "listener") == 0) {
         p->interceptor.intercept = wk_proceed;
     } else {
