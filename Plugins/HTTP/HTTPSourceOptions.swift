@@ -258,11 +258,11 @@ extension HTTPSourceConfig {
             // Named, as the values it encodes are: a server that echoed it in a next key had the
             // credentials kept in clear there (log lines, stores, `pager serve`'s cursors). So
             // are its other base64 forms (URL-safe, without padding), each with a reference of
-            // its own, filled in as the form it stands for.
+            // its own, filled in as the form it stands for (forms that are the same text are one:
+            // keys hide each value once, under its first reference).
             let unpadded = String(encoded.prefix { $0 != "=" })
             func urlSafe(_ text: String) -> String { String(text.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 }) }
-            for (form, name) in [(encoded, ""), (unpadded, "-unpadded"), (urlSafe(encoded), "-url-padded"), (urlSafe(unpadded), "-url")]
-            where name.isEmpty || !namedSecrets.contains(where: { $0.value == form }) {
+            for (form, name) in [(encoded, ""), (unpadded, "-unpadded"), (urlSafe(encoded), "-url-padded"), (urlSafe(unpadded), "-url")] {
                 namedSecrets.append(NamedSecret(form, reference: "${basic:credentials\(name)}"))
             }
             return .headers(["Authorization: Basic \(encoded)"])

@@ -468,6 +468,15 @@ struct IsolationTests {
         }
     }
 
+    /// `pager run` of an isolated `crashy_source` that writes `frame_garbage` of that kind to
+    /// its socket.
+    private func runWithFrameGarbage(_ garbage: Int) async throws -> ProgramResult {
+        let manifest = scratchFolder() + "/m.json"
+        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
+             + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
+        return try await run(pagerCommand, ["run", manifest])
+    }
+
     /// A child that sends a frame the protocol does not have is stopped, and the load fails
     /// saying so (it said the child crashed, by the SIGKILL that stopped it).
     @Test(.timeLimit(.minutes(3)), arguments: [
@@ -475,10 +484,7 @@ struct IsolationTests {
         (2, "a frame of 3 bytes, where frames have 9 to 289806976 (a page of max_page_bytes, its keys and the rest)"),
     ])
     func aChildSendingAMalformedFrame_isStopped_andTheLoadSaysWhy(_ garbage: Int, _ problem: String) async throws {
-        let manifest = scratchFolder() + "/m.json"
-        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
-             + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
-        let result = try await run(pagerCommand, ["run", manifest])
+        let result = try await runWithFrameGarbage(garbage)
         #expect(result.code == 1, "\(result.stderr)")
         #expect(result.stderr.contains("the isolated plugin process sent a malformed frame (\(problem)) and was stopped"), "\(result.stderr)")
         #expect(!result.stderr.contains("crashed"), "\(result.stderr)")
@@ -492,10 +498,7 @@ struct IsolationTests {
     /// which the plugin never sent.
     @Test(.timeLimit(.minutes(3)), arguments: [(3, "item 0 is not valid JSON: "), (4, "page metadata that is not UTF-8")])
     func aChildForgingAPageTheHostRefuses_isStopped_andNothingIsPrinted(_ garbage: Int, _ problem: String) async throws {
-        let manifest = scratchFolder() + "/m.json"
-        try (#"{"source": {"plugin": "\#(try await fixturePlugin("crashy_source"))", "isolation": "process", "config": {"frame_garbage": \#(garbage)}}, "#
-             + #""page_size": 10}"#).write(toFile: manifest, atomically: true, encoding: .utf8)
-        let result = try await run(pagerCommand, ["run", manifest])
+        let result = try await runWithFrameGarbage(garbage)
         #expect(result.code == 1, "\(result.stderr)")
         #expect(result.stdout.isEmpty, "\(result.stdout)")
         #expect(result.stderr.contains("the isolated plugin process sent a page the host refuses (\(problem)"), "\(result.stderr)")
