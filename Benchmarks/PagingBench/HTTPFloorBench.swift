@@ -1,11 +1,13 @@
 // Row 13: `pager run` with the http source against the floor (a plain C libcurl loop) and a
 // plain Python urllib loop, each a fresh process, on one loopback server, interleaved; plus
-// pager's peak RSS and its cold start (a one-page run).
+// pager's peak RSS and its cold start (a one-page run). Row 13b: a long walk on the same server,
+// whose CPU a page must stay that of the 200 pages (what a page costs must not grow with the
+// pages before it).
 import Foundation
 import LoopbackHTTP
 
-/// A child's wall time (spawn to exit), peak RSS and exit status, with wait4.
-private func measured(_ program: String, _ arguments: [String]) throws -> (ns: UInt64, status: Int32) {
+/// A child's wall time (spawn to exit), CPU time (user and system) and exit status, with wait4.
+private func measured(_ program: String, _ arguments: [String]) throws -> (ns: UInt64, cpuNs: Double, status: Int32) {
     var pid: pid_t = 0
     var actions = posix_spawn_file_actions_t()
     posix_spawn_file_actions_init(&actions)
@@ -18,13 +20,16 @@ private func measured(_ program: String, _ arguments: [String]) throws -> (ns: U
     let rc = posix_spawnp(&pid, program, &actions, nil, argv, environ)
     guard rc == 0 else { throw BenchError("cannot start \(program): errno \(rc)") }
     var status: Int32 = 0
-    guard waitpid(pid, &status, 0) == pid else { throw BenchError("waitpid failed for \(program)") }
-    return (nowNs() - start, status)
+    var usage = rusage()
+    guard wait4(pid, &status, 0, &usage) == pid else { throw BenchError("wait4 failed for \(program)") }
+    func ns(_ time: timeval) -> Double { Double(time.tv_sec) * 1e9 + Double(time.tv_usec) * 1e3 }
+    let cpu = ns(usage.ru_utime) + ns(usage.ru_stime)
+    return (nowNs() - start, cpu, status)
 }
 
 func benchHTTPFloor(_ report: Report) async throws {
     progress("row 13: pager run with the http source vs a libcurl loop and a urllib loop")
-    let pages = 200
+    let pages = 200, longWalk = 5000
     // GitHub-style repositories, 100 a page, Link pagination; bodies built once.
     let bodies: [[UInt8]] = (1...pages).map { page in
         let items = (0..<100).map { i -> String in
@@ -33,11 +38,14 @@ func benchHTTPFloor(_ report: Report) async throws {
         }
         return Array(("{\"total_count\":\(pages * 100),\"items\":[" + items.joined(separator: ",") + "]}").utf8)
     }
+    // /repos has the 200 pages; /long the long walk's (row 13b), their bodies again and again.
     let server = try LoopbackHTTPServer { request in
         let page = Int(request.query["page"] ?? "") ?? 1
-        guard page >= 1, page <= pages else { return .json(#"{"items":[]}"#) }
-        let next = page < pages ? [("Link", "</repos?page=\(page + 1)&per_page=100>; rel=\"next\"")] : []
-        return .json(bytes: bodies[page - 1], headers: next)
+        let path = request.path.hasPrefix("/long") ? "/long" : "/repos"
+        let last = path == "/long" ? longWalk : pages
+        guard page >= 1, page <= last else { return .json(#"{"items":[]}"#) }
+        let next = page < last ? [("Link", "<\(path)?page=\(page + 1)&per_page=100>; rel=\"next\"")] : []
+        return .json(bytes: bodies[(page - 1) % pages], headers: next)
     }
     server.start()
     defer { server.stop() }
@@ -57,6 +65,9 @@ func benchHTTPFloor(_ report: Report) async throws {
                                "pagination": {"type": "link"}}},
          "page_size": 100}
         """.write(toFile: manifest, atomically: true, encoding: .utf8)
+    let longManifest = scratch + "/floor-long.json"
+    try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: "/repos?", with: "/long?")
+        .write(toFile: longManifest, atomically: true, encoding: .utf8)
     let pager = productsFolder + "/pager"
     let pagerArgs = ["run", manifest, "--refresh", "--append", "\(pages - 1)"]
     let script = root + "/floor/urllib_loop.py"
@@ -71,17 +82,21 @@ func benchHTTPFloor(_ report: Report) async throws {
     _ = try measured(curlLoop, [server.baseURL, "\(pages)"])
     _ = try measured(python, [script, server.baseURL, "\(pages)"])
     var pagerNs: [Double] = [], curlNs: [Double] = [], pythonNs: [Double] = [], coldNs: [Double] = []
+    var pagerCPU: [Double] = [], coldCPU: [Double] = []
     for _ in 0..<7 {
         let run = try measured(pager, pagerArgs)
         guard run.status == 0 else { throw BenchError("pager run failed (status \(run.status))") }
         pagerNs.append(Double(run.ns))
+        pagerCPU.append(run.cpuNs)
         let curl = try measured(curlLoop, [server.baseURL, "\(pages)"])
         guard curl.status == 0 else { throw BenchError("the curl loop failed") }
         curlNs.append(Double(curl.ns))
         let urllib = try measured(python, [script, server.baseURL, "\(pages)"])
         guard urllib.status == 0 else { throw BenchError("the urllib loop failed") }
         pythonNs.append(Double(urllib.ns))
-        coldNs.append(Double(try measured(pager, ["run", manifest, "--refresh"]).ns))
+        let cold = try measured(pager, ["run", manifest, "--refresh"])
+        coldNs.append(Double(cold.ns))
+        coldCPU.append(cold.cpuNs)
     }
     // The peak RSS of 3 more runs, each measured by peak_rss.c (not from this process: see there).
     let peak = try (0..<3).map { _ in
@@ -97,4 +112,18 @@ func benchHTTPFloor(_ report: Report) async throws {
                formatNs(p), target: "≤ 2× libcurl loop, ≥ 3× faster than urllib, peak RSS < 50 MB, cold start ≤ 60 ms", verdict(ok),
                "plain C libcurl loop \(formatNs(c)) → \(fmt(p / c, 2))× of it; Python urllib loop \(formatNs(u)) → \(fmt(u / p, 1))× faster; pager's peak RSS \(formatKiB(peak)); cold start (a one-page run) \(formatNs(cold)); 7 interleaved rounds")
     if !ok { report.miss("13 (http floor): \(fmt(p / c, 2))× libcurl, \(fmt(u / p, 1))× urllib, RSS \(formatKiB(peak)), cold \(formatNs(cold))") }
+
+    // 13b: the CPU a page past the first, over the long walk against over the 200 pages.
+    let longCPU = try (0..<3).map { _ in
+        let run = try measured(pager, ["run", longManifest, "--refresh", "--append", "\(longWalk - 1)"])
+        guard run.status == 0 else { throw BenchError("pager run of \(longWalk) pages failed (status \(run.status))") }
+        return run.cpuNs
+    }
+    let perPage = (median(pagerCPU) - median(coldCPU)) / Double(pages - 1)
+    let perLongPage = (median(longCPU) - median(coldCPU)) / Double(longWalk - 1)
+    let grows = perLongPage / perPage
+    report.add("13b", "… a long walk: \(longWalk) pages on the same server, CPU (user and system) a page past the first",
+               formatNs(perLongPage), target: "≤ 1.25× a page of the 200-page run", verdict(grows <= 1.25),
+               "\(fmt(grows, 2))× the \(formatNs(perPage)) a page of the 200-page run; 3 runs")
+    if grows > 1.25 { report.miss("13b (long walk): a page costs \(fmt(grows, 2))× at \(longWalk) pages what it does at \(pages)") }
 }

@@ -773,27 +773,28 @@ struct KeyChains {
     mutating func begin(_ key: String, walk: String, kind: PagingPluginRequest.Kind) -> PluginFailure? {
         guard kind == .refresh else { return refusal(of: key, walk: walk, kind: kind) }
         let chain = Chain(after: [key: Self.root], before: [key: Self.root])
-        store(chain, replacing: chains.removeValue(forKey: walk), walk: walk)
+        store(chain, replacingSize: chains.removeValue(forKey: walk)?.size ?? 0, walk: walk)
         return nil
     }
 
     /// Records the links of the page of `key`, loaded as `kind` from `url`.
     mutating func record(_ page: PageContent, of key: String, walk: String, kind: PagingPluginRequest.Kind, url: String) {
-        // Taken out while it changes: changed in the dictionary, its maps would be copied.
-        let old = chains.removeValue(forKey: walk)
-        var chain = old ?? Chain()
+        // Taken out while it changes, and held only here: changed in the dictionary, or while
+        // another copy of it lives, its maps would be copied whole for every page.
+        var chain = chains.removeValue(forKey: walk) ?? Chain()
+        let oldSize = chain.size
         if kind != .prepend, let next = page.nextKey.map({ String(decoding: $0, as: UTF8.self) }) {
             Self.link(&chain.after, &chain.repeatsAfter, from: key, to: next, direction: "next", url: url)
         }
         if kind != .append, let prev = page.prevKey.map({ String(decoding: $0, as: UTF8.self) }) {
             Self.link(&chain.before, &chain.repeatsBefore, from: key, to: prev, direction: "previous", url: url)
         }
-        store(chain, replacing: old, walk: walk)
+        store(chain, replacingSize: oldSize, walk: walk)
     }
 
-    /// Keeps `chain` as `walk`'s in place of `old`, within the bounds.
-    private mutating func store(_ chain: Chain, replacing old: Chain?, walk: String) {
-        size += chain.size - (old?.size ?? 0)
+    /// Keeps `chain` as `walk`'s in place of a chain of `oldSize` keys, within the bounds.
+    private mutating func store(_ chain: Chain, replacingSize oldSize: Int, walk: String) {
+        size += chain.size - oldSize
         if chains.count >= Self.maxWalks || size > Self.maxKeys {
             chains = [:]
             size = chain.size
