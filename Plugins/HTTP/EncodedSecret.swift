@@ -27,23 +27,38 @@ struct EncodedSecret: Sendable {
     /// `encodingAsWritten`, `replacement` is percent-encoded as many times as the secret was
     /// where it is written so ("+" for a space counts as once; JSON-escaped is as it is).
     func replacing(in text: String, with replacement: String, encodingAsWritten: Bool = false) -> String {
+        Self.replacing([(self, replacement)], in: text, encodingAsWritten: encodingAsWritten)
+    }
+
+    /// `text` with every occurrence of each secret replaced by its replacement, as
+    /// ``replacing(in:with:encodingAsWritten:)`` does, in one pass from the left: where two
+    /// secrets are written at one place, the first listed is replaced, and what a replacement
+    /// wrote is not searched again (a secret "credentials" is not found inside the reference
+    /// `${basic:credentials}` that another one was replaced by).
+    static func replacing(_ replacements: [(secret: EncodedSecret, replacement: String)], in text: String,
+                          encodingAsWritten: Bool = false) -> String {
         let t = Array(text.utf8)
-        guard let first = bytes.first, t.count >= bytes.count else { return text }
         var out: [UInt8] = []
         var i = 0, copied = 0
         while i < t.count {
-            // Only a byte that may begin the secret is tried (its own, or the start of an escape).
-            if t[i] == first || t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\") || (first == 0x20 && t[i] == UInt8(ascii: "+")),
-               let (end, depth) = match(t, from: i, wholeSecret: true) {
-                out += t[copied..<i]
-                var written = replacement
-                if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
-                out += written.utf8
-                i = end
-                copied = end
-            } else {
+            // Only a byte that may begin a secret is tried (its own, or the start of an escape).
+            let escape = t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\")
+            let found = replacements.lazy.compactMap { secret, replacement -> (Written, String)? in
+                guard let first = secret.bytes.first, t.count - i >= secret.bytes.count,
+                      escape || t[i] == first || (first == 0x20 && t[i] == UInt8(ascii: "+")),
+                      let written = secret.match(t, from: i, wholeSecret: true) else { return nil }
+                return (written, replacement)
+            }.first
+            guard let ((end, depth), replacement) = found else {
                 i += 1
+                continue
             }
+            out += t[copied..<i]
+            var written = replacement
+            if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
+            out += written.utf8
+            i = end
+            copied = end
         }
         guard copied > 0 else { return text }
         out += t[copied...]

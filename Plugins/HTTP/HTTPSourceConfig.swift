@@ -308,13 +308,11 @@ struct HTTPSourceConfig: Sendable {
     /// went back as "a+b", another value in a query), and the query parameter of an
     /// `api_key` in the query, which some APIs echo in their links, is dropped
     /// (``withoutQueryKey(_:)``): keys (logged, stored, handed to `pager serve`'s clients)
-    /// hold no secret.
-    func hidingSecrets(_ key: String?) -> String? {
-        guard var out = key.map(withoutQueryKey) else { return nil }
-        for secret in keySecrets {
-            out = secret.encoded.replacing(in: out, with: secret.reference, encodingAsWritten: true)
-        }
-        return out
+    /// hold no secret. `more` are secrets of the instance (OAuth2 tokens) hidden in the same
+    /// pass.
+    func hidingSecrets(_ key: String?, also more: [(secret: EncodedSecret, reference: String)] = []) -> String? {
+        guard let key else { return nil }
+        return EncodedSecret.replacing(keySecrets.map { ($0.encoded, $0.reference) } + more, in: withoutQueryKey(key), encodingAsWritten: true)
     }
 
     /// `url` without the query parameter of an `api_key` in the query, however encoded: each
@@ -349,10 +347,8 @@ struct HTTPSourceConfig: Sendable {
     }
 
     /// `text` with every secret replaced by "***", however it is written there.
-    func redact(_ text: String) -> String {
-        var out = text
-        for secret in redactable { out = secret.replacing(in: out, with: "***") }
-        return out
+    func redact(_ text: String, also more: [EncodedSecret] = []) -> String {
+        EncodedSecret.replacing((redactable + more).map { ($0, "***") }, in: text)
     }
 
     /// ``snippet(_:limit:)`` of text (a header's value).

@@ -248,9 +248,7 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// `text` with every secret replaced by "***", however it is written there: the config's,
     /// and the OAuth2 tokens issued (for every message and log line).
     private func redact(_ text: String) -> String {
-        var out = config.redact(text)
-        for token in tokens?.issued ?? [] { out = token.replacing(in: out, with: "***") }
-        return out
+        config.redact(text, also: tokens?.issued ?? [])
     }
 
     /// Whether a request to `url` (a redirect, a next link) may go: to a host trusted with the
@@ -277,11 +275,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         if config.revealed(key) != key || fillingIn(key, reference: Self.tokenReference, with: "") != key {
             throw .invalidRequest("refusing a key from \(url): it holds what reads as a ${...} reference to a secret of the config")
         }
-        guard var out = config.hidingSecrets(key) else { return nil }
-        for token in tokens?.issued ?? [] {
-            out = token.replacing(in: out, with: Self.tokenReference, encodingAsWritten: true)
-        }
-        return out
+        return config.hidingSecrets(key, also: (tokens?.issued ?? []).map { ($0, Self.tokenReference) })
     }
 
     static let carriesSecret = "it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"

@@ -18,6 +18,7 @@ static const char *const declared[] = {
     "HOSTILE_ENCODED_KEY",
     "HOSTILE_POST_TOKEN",
     "HOSTILE_QUERY_KEY",
+    "HOSTILE_TEST_PASSWORD",
     "HOSTILE_TEST_TOKEN",
     "HOSTILE_ENCODED_TOKEN",
     "HOSTILE_URL_SECRET",

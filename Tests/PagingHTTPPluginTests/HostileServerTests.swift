@@ -111,6 +111,31 @@ struct HostileServerTests {
         }
     }
 
+    /// A secret whose text is written inside another one's reference (a password
+    /// "credentials" inside `${basic:credentials}`): the key kept the reference with the
+    /// password's own reference inside it, and the next request sent that text, not the
+    /// credentials. Each reference is now written once, and filled in whole.
+    @Test func aSecretWrittenInsideAnotherSecretsReference_leavesThatReferenceWhole() async throws {
+        defer { server.stop() }
+        setTestEnvironment("HOSTILE_TEST_PASSWORD", "credentials")
+        let credential = Data("tok-same-4242:credentials".utf8).base64EncodedString()
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-same?via=cursor&cursor={key}", "items": "/items", "#
+                                    + #""pagination": {"type": "cursor", "next": "/next"}, "#
+                                    + #""auth": {"type": "basic", "username": "tok-same-4242", "password": "${HOSTILE_TEST_PASSWORD}"}}"#,
+                                    log: log)
+        let pager = Pager(source: source)
+        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+        #expect(key == "2-${basic:credentials}", "\(key)")
+        let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
+        #expect(second.values.count == 2)
+        let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
+        let query = try #require((sent["query"] as? String)?.removingPercentEncoding)
+        #expect(query.contains("cursor=2-\(credential)"), "the request for the key fills the credentials in: \(query)")
+        #expect(!log.contains(credential), "\(log.messages)")
+    }
+
     /// Found by a probe: basic's encoded credentials echoed in another base64 form (URL-safe,
     /// without padding) were kept in clear in the key. Each form is kept as a reference of its
     /// own, filled in as that form.
