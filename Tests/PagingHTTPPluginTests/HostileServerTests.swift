@@ -119,19 +119,8 @@ struct HostileServerTests {
         defer { server.stop() }
         setTestEnvironment("HOSTILE_TEST_PASSWORD", "credentials")
         let credential = Data("tok-same-4242:credentials".utf8).base64EncodedString()
-        let log = LogRecorder()
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-same?via=cursor&cursor={key}", "items": "/items", "#
-                                    + #""pagination": {"type": "cursor", "next": "/next"}, "#
-                                    + #""auth": {"type": "basic", "username": "tok-same-4242", "password": "${HOSTILE_TEST_PASSWORD}"}}"#,
-                                    log: log)
-        let pager = Pager(source: source)
-        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
-        let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+        let (key, query, log) = try await cursorEchoed(query: "", auth: #"{"type": "basic", "username": "tok-same-4242", "password": "${HOSTILE_TEST_PASSWORD}"}"#)
         #expect(key == "2-${basic:credentials}", "\(key)")
-        let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
-        #expect(second.values.count == 2)
-        let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
-        let query = try #require((sent["query"] as? String)?.removingPercentEncoding)
         #expect(query.contains("cursor=2-\(credential)"), "the request for the key fills the credentials in: \(query)")
         #expect(!log.contains(credential), "\(log.messages)")
     }
@@ -146,20 +135,26 @@ struct HostileServerTests {
         #expect(encoded == "dG9rOn5+fmE/P3g=")
         let unpadded = String(encoded.dropLast())
         let echoed = form == "url" ? unpadded.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_") : unpadded
+        let (key, query, log) = try await cursorEchoed(query: "&form=\(form)", auth: #"{"type": "basic", "username": "tok", "password": "~~~a??x"}"#)
+        #expect(key == "2-${basic:credentials-\(form)}", "\(key)")
+        #expect(query.contains("cursor=2-\(echoed)"), "the request for the key fills the form in: \(query)")
+        #expect(!log.contains(echoed), "\(log.messages)")
+    }
+
+    /// Pages twice through /echo-same, which echoes the credentials sent in its cursor, with
+    /// `auth`: the next key read from the first page, the query of the request for it (percent
+    /// decoded), and the source's log.
+    private func cursorEchoed(query: String, auth: String) async throws -> (key: String, query: String, log: LogRecorder) {
         let log = LogRecorder()
-        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-same?via=cursor&form=\#(form)&cursor={key}", "items": "/items", "#
-                                    + #""pagination": {"type": "cursor", "next": "/next"}, "auth": {"type": "basic", "username": "tok", "password": "~~~a??x"}}"#,
-                                    log: log)
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/echo-same?via=cursor\#(query)&cursor={key}", "items": "/items", "#
+                                    + #""pagination": {"type": "cursor", "next": "/next"}, "auth": \#(auth)}"#, log: log)
         let pager = Pager(source: source)
         let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
         let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
-        #expect(key == "2-${basic:credentials-\(form)}", "\(key)")
         let second = try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
         #expect(second.values.count == 2)
         let sent = try #require(try await server.seen().last { $0["path"] as? String == "/echo-same" })
-        let query = try #require((sent["query"] as? String)?.removingPercentEncoding)
-        #expect(query.contains("cursor=2-\(echoed)"), "the request for the key fills the form in: \(query)")
-        #expect(!log.contains(echoed), "\(log.messages)")
+        return (key, try #require((sent["query"] as? String)?.removingPercentEncoding), log)
     }
 
     /// Found by a probe: a credential with reserved characters ("+", "/", "=") that a server
