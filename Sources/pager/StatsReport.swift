@@ -21,9 +21,10 @@ enum StatsReport {
 
     static let help = """
       --stats[=FORMAT]  at the end, on stderr: per plugin (named by its id and where the
-                        manifest names it), calls, completions, failures by class, latency
-                        p50/p99, and the counters and gauges it published; FORMAT is text
-                        (the default) or json
+                        manifest names it), calls, completions (a source's pages; the loads
+                        an interceptor answered itself), failures by class, latency p50/p99,
+                        and the counters and gauges it published; FORMAT is text (the
+                        default) or json
     """
 
     static func render(_ figures: [Pipeline.PluginFigures], as format: Format) -> String {
@@ -41,8 +42,11 @@ enum StatsReport {
             let stats = plugin.stats
             let failures = stats.failures.isEmpty ? "0" : stats.failures.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
             let latency = stats.p50.map { "p50 \(microseconds($0)) µs, p99 \(microseconds(stats.p99 ?? $0)) µs" } ?? "no calls"
-            lines.append("  \(name(plugin.id)) (\(plugin.kind.rawValue) at \(plugin.at), \(plugin.library)): \(stats.calls) calls, "
-                         + "\(stats.completions) completed, failed: \(failures); \(latency)")
+            // A source's calls complete with a page; an interceptor's let the load through or
+            // answer it (COMPLETE), which is what it counts.
+            let completions = plugin.kind == .source ? "\(stats.completions) completed" : "answered \(stats.completions) itself"
+            lines.append("  \(name(plugin.id)) (\(plugin.kind.rawValue) at \(plugin.at), \(plugin.library)): \(Output.counted(stats.calls, "call")), "
+                         + "\(completions), failed: \(failures); \(latency)")
             for (key, value) in stats.counters.sorted(by: { $0.key < $1.key }) { lines.append("    counter \(name(key)) = \(value)") }
             for (key, value) in stats.gauges.sorted(by: { $0.key < $1.key }) { lines.append("    gauge \(name(key)) = \(value)") }
         }

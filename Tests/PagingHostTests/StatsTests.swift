@@ -72,6 +72,10 @@ struct StatsTests {
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stderr.contains("stats:\n  offsets (source at $.source, "), "\(result.stderr)")
         #expect(result.stderr.contains("): 2 calls, 1 completed, failed: 1 transient; p50 "), "\(result.stderr)")
+        // An interceptor that let every load through answered none itself ("0 completed" read
+        // as if its calls had not ended).
+        #expect(result.stderr.contains("  listener (interceptor at $.interceptors[0], "), "\(result.stderr)")
+        #expect(result.stderr.contains("): 1 call, answered 0 itself, failed: 0; p50 "), "\(result.stderr)")
         #expect(result.stderr.contains("    counter proceeded = 1\n    gauge page_size = 10.0"), "\(result.stderr)")
         let quiet = try await run(pagerCommand, ["run", manifest])
         #expect(!quiet.stderr.contains("stats:"))
@@ -114,7 +118,7 @@ struct StatsTests {
         let report = try JSONDecoder().decode(Report.self, from: Data(try #require(result.stderr.split(separator: "\n").last).utf8))
         #expect(report.plugins.map { "\($0.id) \($0.at)" } == ["offsets $.source", "listener $.interceptors[0]", "listener $.interceptors[1]"])
         let text = try await run(pagerCommand, ["run", folder + "/m.json", "--stats"])
-        #expect(text.stderr.contains("  listener (interceptor at $.interceptors[1], \(library)): 1 calls"), "\(text.stderr)")
+        #expect(text.stderr.contains("  listener (interceptor at $.interceptors[1], \(library)): 1 call, answered 0 itself"), "\(text.stderr)")
     }
 
     /// The shipped plugins publish what they did: the store its hits and misses, the rate
