@@ -228,8 +228,8 @@ struct RunCommand {
         var failed = false
         // A load that saw the source invalidated (its page not printed) ends the steps as a
         // failure does, and as a signal does.
-        func load(_ label: String, _ start: () async -> Void) async -> Bool {
-            await self.load(label, manager, printer: &printer, invalidated: invalidated, start)
+        func load(_ label: String, _ kind: PagingRequestKind, _ start: () async -> Void) async -> Bool {
+            await self.load(label, kind, manager, printer: &printer, invalidated: invalidated, start)
         }
         // Once standard output fails, nothing more is loaded: it would not reach the reader.
         func goesOn() -> Bool { !Task.isCancelled && !Output.dataFailed && !invalidated() }
@@ -249,12 +249,12 @@ struct RunCommand {
                     Output.error("retry: waiting \(wait.readable), as the failure said")
                     guard (try? await Task.sleep(for: wait)) != nil else { continue }
                 }
-                failed = await load("\(retried?.rawValue ?? "load") (retry)") { await manager.retry().value }
+                failed = await load("\(retried?.rawValue ?? "load") (retry)", retried ?? .refresh) { await manager.retry().value }
             case _ where failed:
                 continue
             case .refresh(let hard):
                 let userInfo = hard ? [PagingUserInfoKey.hardRefresh: "true"] : [:]
-                failed = await load("refresh") { await manager.load(.refresh, userInfo: userInfo) }
+                failed = await load("refresh", .refresh) { await manager.load(.refresh, userInfo: userInfo) }
             case .append(let count), .prepend(let count):
                 let kind: PagingRequestKind = step == .append(count) ? .append : .prepend
                 for _ in 0..<count where !failed && goesOn() {
@@ -262,17 +262,18 @@ struct RunCommand {
                         Output.error("\(kind): end of data reached")
                         break
                     }
-                    failed = await load(kind.rawValue) { await manager.load(kind) }
+                    failed = await load(kind.rawValue, kind) { await manager.load(kind) }
                 }
             }
         }
         return (failed, printer)
     }
 
-    /// Runs one load (`start` runs it to its end), prints its page with `printer` when given,
-    /// and reports it on stderr under `label`; `true` when it failed.
+    /// Runs one load of `kind` (`start` runs it to its end), prints its page with `printer` when
+    /// given, and reports it on stderr under `label` (with `--verbose`, the page's metadata
+    /// too); `true` when it failed.
     private func load(
-        _ label: String, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
+        _ label: String, _ kind: PagingRequestKind, _ manager: PaginationManager<PluginKey, PluginItem>, printer: inout ItemPrinter?,
         invalidated: () -> Bool, _ start: () async -> Void
     ) async -> Bool {
         // The items in all: those printed, or while nothing is printed before the end, those held.
@@ -286,6 +287,12 @@ struct RunCommand {
         if report(manager.output) { return true }
         let after = count()
         Output.error("\(label): \(after >= before ? "+" : "")\(Output.counted(after - before, "item")), \(after) in all")
+        // What interceptors attached to the page (a filter's count of items it dropped, say).
+        let page = kind == .append ? manager.output.values.lastPage : manager.output.values.firstPage
+        if log.level == .debug, let metadata = page?.metadata, !metadata.isEmpty {
+            let entries = metadata.sorted { $0.key < $1.key }.map { "\(OneLine.escape($0.key, limit: Output.nameLimit))=\(OneLine.escape($0.value, limit: Output.nameLimit))" }
+            Output.error("  page metadata: " + entries.joined(separator: ", "))
+        }
         return false
     }
 

@@ -236,6 +236,10 @@ struct FilterPluginTests {
         let result = try await run(pagerCommand, ["run", pipeline.manifest.file, "--refresh"])
         #expect(result.code == 0, "\(result.stderr)")
         #expect(result.stdout == #"{"who":"café"}"# + "\n")
+        #expect(!result.stderr.contains("metadata"), "\(result.stderr)")
+        // --verbose shows what the filter attached to the page (it was not shown at all).
+        let verbose = try await run(pagerCommand, ["run", pipeline.manifest.file, "--refresh", "-v"])
+        #expect(verbose.stderr.contains("refresh: +1 item, 1 in all\n  page metadata: filter.dropped=4\n"), "\(verbose.stderr)")
     }
 
     /// A store placed before the filter keeps the filtered pages, shorter than the page size:
