@@ -23,46 +23,81 @@ struct EncodedSecret: Sendable {
     /// and more is written in at most as many: "\u00F6", a surrogate pair for four).
     static let longestEncoding = 2 * deepestEncoding + 1
 
-    /// `text` with every occurrence of the secret replaced by `replacement`; with
-    /// `encodingAsWritten`, `replacement` is percent-encoded as many times as the secret was
-    /// where it is written so ("+" for a space counts as once; JSON-escaped is as it is).
-    func replacing(in text: String, with replacement: String, encodingAsWritten: Bool = false) -> String {
-        Self.replacing([(self, replacement)], in: text, encodingAsWritten: encodingAsWritten)
-    }
-
-    /// `text` with every occurrence of each secret replaced by its replacement, as
-    /// ``replacing(in:with:encodingAsWritten:)`` does, in one pass from the left: where two
-    /// secrets are written at one place, the first listed is replaced, and what a replacement
-    /// wrote is not searched again (a secret "credentials" is not found inside the reference
-    /// `${basic:credentials}` that another one was replaced by).
+    /// `text` with the places each secret of `replacements` is written replaced by its
+    /// replacement; with `encodingAsWritten`, a replacement is percent-encoded as many times as
+    /// the secret was where it is written so ("+" for a space counts as once; JSON-escaped is as
+    /// it is). Each secret takes, in the order listed (longest first, so that a secret holding
+    /// or overlapping a shorter one is replaced whole), the places no secret before it took; the
+    /// text is searched as it came, so what a replacement wrote is never searched (a secret
+    /// "credentials" is not found inside the reference `${basic:credentials}` another was
+    /// replaced by).
     static func replacing(_ replacements: [(secret: EncodedSecret, replacement: String)], in text: String,
                           encodingAsWritten: Bool = false) -> String {
         let t = Array(text.utf8)
-        var out: [UInt8] = []
-        var i = 0, copied = 0
-        while i < t.count {
-            // Only a byte that may begin a secret is tried (its own, or the start of an escape).
-            let escape = t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\")
-            let found = replacements.lazy.compactMap { secret, replacement -> (Written, String)? in
-                guard let first = secret.bytes.first, t.count - i >= secret.bytes.count,
-                      escape || t[i] == first || (first == 0x20 && t[i] == UInt8(ascii: "+")),
-                      let written = secret.match(t, from: i, wholeSecret: true) else { return nil }
-                return (written, replacement)
-            }.first
-            guard let ((end, depth), replacement) = found else {
-                i += 1
-                continue
+        var taken: [(range: Range<Int>, written: String)] = []
+        for (secret, replacement) in replacements {
+            for (range, depth) in secret.places(in: t) where !taken.contains(where: { $0.range.overlaps(range) }) {
+                var written = replacement
+                if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
+                taken.append((range, written))
             }
-            out += t[copied..<i]
-            var written = replacement
-            if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
-            out += written.utf8
-            i = end
-            copied = end
         }
-        guard copied > 0 else { return text }
+        guard !taken.isEmpty else { return text }
+        var out: [UInt8] = []
+        var copied = 0
+        for (range, written) in taken.sorted(by: { $0.range.lowerBound < $1.range.lowerBound }) {
+            out += t[copied..<range.lowerBound]
+            out += written.utf8
+            copied = range.upperBound
+        }
         out += t[copied...]
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `text` with every place any of `secrets` is written replaced by `replacement`, places
+    /// that overlap as one (so no part of either is left).
+    static func redacting(_ secrets: [EncodedSecret], in text: String, with replacement: String = "***") -> String {
+        let t = Array(text.utf8)
+        var spans = secrets.flatMap { $0.places(in: t, overlapping: true).map(\.range) }.sorted { $0.lowerBound < $1.lowerBound }
+        guard !spans.isEmpty else { return text }
+        var merged = [spans.removeFirst()]
+        for span in spans {
+            if span.lowerBound < merged[merged.count - 1].upperBound {
+                merged[merged.count - 1] = merged[merged.count - 1].lowerBound..<max(span.upperBound, merged[merged.count - 1].upperBound)
+            } else {
+                merged.append(span)
+            }
+        }
+        var out: [UInt8] = []
+        var copied = 0
+        for span in merged {
+            out += t[copied..<span.lowerBound]
+            out += replacement.utf8
+            copied = span.upperBound
+        }
+        out += t[copied...]
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The places the secret is written whole in `t`, left to right, each with the most times
+    /// one of its bytes is percent-encoded there; `overlapping`, also those that begin inside
+    /// another (else the search goes on after each).
+    private func places(in t: [UInt8], overlapping: Bool = false) -> [(range: Range<Int>, depth: Int)] {
+        guard let first = bytes.first else { return [] }
+        var found: [(range: Range<Int>, depth: Int)] = []
+        var i = 0
+        // No way of writing the secret is shorter than its bytes.
+        while t.count - i >= bytes.count {
+            // Only a byte that may begin the secret is tried (its own, or the start of an escape).
+            if t[i] == first || t[i] == UInt8(ascii: "%") || t[i] == UInt8(ascii: "\\") || (first == 0x20 && t[i] == UInt8(ascii: "+")),
+               let (end, depth) = match(t, from: i, wholeSecret: true) {
+                found.append((i..<end, depth))
+                i = overlapping ? i + 1 : end
+            } else {
+                i += 1
+            }
+        }
+        return found
     }
 
     /// Whether `text` is the secret, whole.

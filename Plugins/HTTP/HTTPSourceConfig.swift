@@ -235,8 +235,7 @@ struct HTTPSourceConfig: Sendable {
     /// link), one a value, longest first.
     private(set) var keySecrets: [NamedSecret] = []
     /// The secrets redacted from messages (those of at least ``shortestRedacted`` bytes),
-    /// longest first (so that a secret holding another is replaced whole), found however a
-    /// server wrote them back (``EncodedSecret``).
+    /// longest first, found however a server wrote them back (``EncodedSecret``).
     private(set) var redactable: [EncodedSecret] = []
     /// Shorter secrets are not redacted: replacing every "a" or "42" would garble every message
     /// (a warning says so).
@@ -312,7 +311,11 @@ struct HTTPSourceConfig: Sendable {
     /// pass.
     func hidingSecrets(_ key: String?, also more: [(secret: EncodedSecret, reference: String)] = []) -> String? {
         guard let key else { return nil }
-        return EncodedSecret.replacing(keySecrets.map { ($0.encoded, $0.reference) } + more, in: withoutQueryKey(key), encodingAsWritten: true)
+        // Longest first, the instance's with the config's: a token that begins with a config
+        // value is hidden whole.
+        let secrets = (keySecrets.map { (secret: $0.encoded, reference: $0.reference) } + more).sorted { $0.secret.bytes.count > $1.secret.bytes.count }
+            .map { (secret: $0.secret, replacement: $0.reference) }
+        return EncodedSecret.replacing(secrets, in: withoutQueryKey(key), encodingAsWritten: true)
     }
 
     /// `url` without the query parameter of an `api_key` in the query, however encoded: each
@@ -346,26 +349,29 @@ struct HTTPSourceConfig: Sendable {
         return out
     }
 
-    /// `text` with every secret replaced by "***", however it is written there.
+    /// `text` with every secret replaced by "***", however it is written there: the config's,
+    /// and `more` (the instance's OAuth2 tokens).
     func redact(_ text: String, also more: [EncodedSecret] = []) -> String {
-        EncodedSecret.replacing((redactable + more).map { ($0, "***") }, in: text)
+        EncodedSecret.redacting(redactable + more, in: text)
     }
 
-    /// ``snippet(_:limit:)`` of text (a header's value).
-    func snippet(_ text: String, limit: Int = 200) -> String {
-        Array(text.utf8).withUnsafeBufferPointer { snippet($0, limit: limit) }
+    /// ``snippet(_:limit:also:)`` of text (a header's value).
+    func snippet(_ text: String, limit: Int = 200, also more: [EncodedSecret] = []) -> String {
+        Array(text.utf8).withUnsafeBufferPointer { snippet($0, limit: limit, also: more) }
     }
 
-    /// The first `limit` bytes of a body as text for a message, its secrets redacted before it
-    /// is cut: a secret across the cut leaves no part of itself behind.
-    func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
+    /// The first `limit` bytes of a body as text for a message, its secrets (the config's, and
+    /// `more`) redacted before it is cut: a secret across the cut leaves no part of itself
+    /// behind.
+    func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200, also more: [EncodedSecret] = []) -> String {
         guard !body.isEmpty else { return "(empty body)" }
+        let secrets = redactable + more
         // Every secret that starts within the limit ends within the window, however written.
-        let window = limit + (redactable.map(\.bytes.count).max() ?? 0) * EncodedSecret.longestEncoding
-        var text = redact(String(decoding: UnsafeBufferPointer(rebasing: body.prefix(window)), as: UTF8.self))
+        let window = limit + (secrets.map(\.bytes.count).max() ?? 0) * EncodedSecret.longestEncoding
+        var text = redact(String(decoding: UnsafeBufferPointer(rebasing: body.prefix(window)), as: UTF8.self), also: more)
         if body.count > window {
             // A secret cut by the window's end, which redaction moved closer to the limit.
-            for secret in redactable {
+            for secret in secrets {
                 let cut = secret.cutPrefixLength(atEndOf: text)
                 if cut > 0 { text = String(decoding: Array(text.utf8.dropLast(cut)), as: UTF8.self) }
             }
@@ -502,7 +508,7 @@ struct HTTPSourceConfig: Sendable {
         self.warnings = warnings
         namedSecrets = named
         try parseOptions(root, environment: environment)
-        self.secrets = (self.secrets + namedSecrets.map(\.value)).filter { !$0.isEmpty }.sorted { $0.count > $1.count }
+        self.secrets = (self.secrets + namedSecrets.map(\.value)).filter { !$0.isEmpty }.sorted { $0.utf8.count > $1.utf8.count }
         var hidden = Set<String>()
         keySecrets = namedSecrets.filter { $0.value.utf8.count >= Self.shortestRedacted && hidden.insert($0.value).inserted }
             .sorted { $0.value.utf8.count > $1.value.utf8.count }

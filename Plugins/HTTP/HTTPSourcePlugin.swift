@@ -251,6 +251,16 @@ final class HTTPSourcePlugin: SourcePlugin {
         config.redact(text, also: tokens?.issued ?? [])
     }
 
+    /// ``HTTPSourceConfig/snippet(_:limit:also:)`` of a body, the OAuth2 tokens issued redacted
+    /// with the config's secrets (a token the cut went through left its head behind).
+    private func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
+        config.snippet(body, limit: limit, also: tokens?.issued ?? [])
+    }
+
+    private func snippet(_ text: String, limit: Int = 200) -> String {
+        config.snippet(text, limit: limit, also: tokens?.issued ?? [])
+    }
+
     /// Whether a request to `url` (a redirect, a next link) may go: to a host trusted with the
     /// secrets, or holding none of them (a server may echo a token or key in a link) but the
     /// `api_key` of the query, which is dropped from it.
@@ -313,7 +323,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                 } else if saidNoReset.exchange(true, ordering: .relaxed) == false {
                     // The header that says no time, quoted (redacted before it is cut).
                     let said = [("Retry-After", "retry-after"), ("X-RateLimit-Reset", "x-ratelimit-reset")].compactMap { name, key in
-                        response.header(key).map { "\"\(name): \(config.snippet($0, limit: 40))\"" }
+                        response.header(key).map { "\"\(name): \(snippet($0, limit: 40))\"" }
                     }
                     let reset = said.isEmpty ? "no X-RateLimit-Reset or Retry-After" : said.joined(separator: " and ")
                     host.log(.warning, redact("\(url): X-RateLimit-Remaining is 0, and \(reset) says no time to wait for (seconds, or an epoch time): the next requests do not wait"))
@@ -325,11 +335,11 @@ final class HTTPSourcePlugin: SourcePlugin {
         case 429, 500..<600:
             let wait = ResponseParsing.rateLimitWait(response)
             // The hint is the failure's retryAfter, which the host says after the message.
-            fail(exchange, .transient("HTTP \(status) from \(url): \(config.snippet(response.body))",
+            fail(exchange, .transient("HTTP \(status) from \(url): \(snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
         case 403 where response.header("x-ratelimit-remaining") == "0":
             let wait = ResponseParsing.rateLimitWait(response)
-            fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(config.snippet(response.body))",
+            fail(exchange, .transient("HTTP 403 from \(url): rate limit exhausted (X-RateLimit-Remaining: 0\(wait.map { "; resets in \($0) s" } ?? "")): \(snippet(response.body))",
                                       retryAfter: wait.map { .seconds($0) }))
         case 401 where exchange.token != nil && !exchange.renewedToken:
             // The token was revoked or expired early: fetch a new one and try once more.
@@ -340,11 +350,11 @@ final class HTTPSourcePlugin: SourcePlugin {
             send(again, url: url, hops: hops)
         case 404, 410:
             // 410 Gone: a page (a stale cursor's) that was there and is not any more.
-            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP \(status) from \(url): \(config.snippet(response.body))"))
+            fail(exchange, PluginFailure(PAGING_ERR_NOT_FOUND, "HTTP \(status) from \(url): \(snippet(response.body))"))
         case 400..<500:
-            fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(config.snippet(response.body))"))
+            fail(exchange, .invalidRequest("HTTP \(status) from \(url): \(snippet(response.body))"))
         default:
-            fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(config.snippet(response.body))"))
+            fail(exchange, .internal("unexpected HTTP \(status) from \(url): \(snippet(response.body))"))
         }
     }
 
@@ -483,7 +493,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         }
         /// A body that is not a page, with what came: the status and the first 200 bytes.
         func malformed(_ failure: PluginFailure) {
-            fail(exchange, PluginFailure(failure.status, "\(failure.message) (HTTP \(response.status), \(response.body.count) bytes: \(config.snippet(response.body)))",
+            fail(exchange, PluginFailure(failure.status, "\(failure.message) (HTTP \(response.status), \(response.body.count) bytes: \(snippet(response.body)))",
                                          retryAfter: failure.retryAfter))
         }
         let scan: BodyScan
@@ -539,7 +549,7 @@ final class HTTPSourcePlugin: SourcePlugin {
                 if !plan.checksItems { _ = try plan.scan(response.body, checkingItems: true) }
                 host.log(.error, redact("the host refused the page from \(url) (\(scan.itemCount) items, \(response.body.count) bytes)"))
             } catch {
-                host.log(.error, redact("malformed body from \(url): not JSON: \(error.message) (HTTP \(response.status), \(response.body.count) bytes: \(config.snippet(response.body)))"))
+                host.log(.error, redact("malformed body from \(url): not JSON: \(error.message) (HTTP \(response.status), \(response.body.count) bytes: \(snippet(response.body)))"))
             }
         }
     }
@@ -714,7 +724,7 @@ final class HTTPSourcePlugin: SourcePlugin {
             let (links, unreadable) = header.map { ResponseParsing.links($0, base: url) } ?? ([:], false)
             if unreadable, links["next"] == nil, let header {
                 // Redacted before it is cut (snippet): a secret across the cut leaves nothing behind.
-                let said = config.snippet(header)
+                let said = snippet(header)
                 host.log(.warning, redact("the Link header from \(url) has a link-value that cannot be read (RFC 8288: <URL>; rel=\"next\"), and no rel=\"next\" besides: paging ends here. It says: \(said)"))
             }
             for (rel, link) in links where rel == "next" || rel == "prev" {

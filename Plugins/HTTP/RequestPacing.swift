@@ -118,11 +118,11 @@ final class TokenCache: Sendable {
                 if let (code, described) = refusal(fields(of: response.body), config: config) {
                     return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) was refused: HTTP \(response.status): \(code)\(described)"))
                 }
-                return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))"))
+                return .failure(.invalidConfig("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body, also: issued))"))
             }
             // Busy or rate limited: the host's retry policy waits as the server says, as for a page.
             let wait = ResponseParsing.rateLimitWait(response)
-            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body))",
+            return .failure(.transient("the OAuth2 token request to \(tokenURL) failed: HTTP \(response.status): \(config.snippet(response.body, also: issued))",
                                        retryAfter: wait.map { .seconds($0) }))
         }
         // The body is never quoted: it may hold the token, which is not known to redact yet.
@@ -163,7 +163,7 @@ final class TokenCache: Sendable {
     /// and redacted), or nil when it has no `error`.
     private func refusal(_ fields: Fields?, config: HTTPSourceConfig) -> (String, String)? {
         guard let fields, let code = fields.error else { return nil }
-        return (config.snippet(code, limit: 60), fields.description.map { ": \(config.snippet($0))" } ?? "")
+        return (config.snippet(code, limit: 60, also: issued), fields.description.map { ": \(config.snippet($0, also: issued))" } ?? "")
     }
 
     /// The fields of an application/x-www-form-urlencoded body ("a=1&b=x%2By"), or nil when it

@@ -125,6 +125,61 @@ struct HostileServerTests {
         #expect(!log.contains(credential), "\(log.messages)")
     }
 
+    /// Found by a review: secrets that overlap where a server echoes them ("acct-K9fq" and
+    /// "K9fq2LmZ8xWc4RtY" in "acct-K9fq2LmZ8xWc4RtY"), or a config value an OAuth2 token begins
+    /// with: the one that began first was hidden, and most of the other was left in clear in the
+    /// key and in the error quoting it. The longer is hidden whole, and a message redacts both.
+    @Test(arguments: ["overlap", "token"])
+    func overlappingSecrets_theLongerIsHiddenWhole_andMessagesShowNeither(_ kind: String) async throws {
+        let folder = scratchFolder()
+        let token = "acme-7f3k9q2wzzTOKENTAIL"
+        let (short, long) = kind == "overlap" ? ("acct-K9fq", "K9fq2LmZ8xWc4RtY") : ("acme", token)
+        try short.write(toFile: folder + "/short", atomically: true, encoding: .utf8)
+        try long.write(toFile: folder + "/long", atomically: true, encoding: .utf8)
+        let echoed = kind == "overlap" ? "acct-K9fq2LmZ8xWc4RtY" : token
+        let server = try startServer { request in
+            if request.path == "/token" { return .json(#"{"access_token": "\#(token)", "expires_in": 3600}"#) }
+            let cursor = request.query["cursor"] ?? ""
+            if cursor.isEmpty { return .json(#"{"items": [{"id": 1}], "next": "2-\#(echoed)"}"#) }
+            return .json(#"{"message": "bad cursor \#(cursor)"}"#, status: 400)
+        }
+        defer { server.stop() }
+        let auth = kind == "overlap" ? #"{"type": "bearer", "token": "${file:\#(folder)/long}"}"#
+            : #"{"type": "oauth2_client_credentials", "token_url": "\#(server.baseURL)/token", "client_id": "cid", "client_secret": "csecret-1234"}"#
+        let log = LogRecorder()
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?cursor={key}", "items": "/items", "pagination": {"type": "cursor", "next": "/next"}, "#
+                                    + #""headers": {"X-Account": "${file:\#(folder)/short}"}, "auth": \#(auth)}"#, log: log)
+        let pager = Pager(source: source)
+        let first = try await pager.load(pager.refreshRequest(params: PagingRequestParams(pageSize: 2)))
+        let key = try #require(first.nextKey.map { String(decoding: $0.bytes, as: UTF8.self) })
+        let reference = kind == "overlap" ? "${file:\(folder)/long}" : "${oauth2:access_token}"
+        #expect(key == (kind == "overlap" ? "2-acct-" : "2-") + reference, "\(key)")
+        let error = await #expect(throws: PluginError.self) {
+            try await pager.load(pager.request(.append, key: first.nextKey!, params: PagingRequestParams(pageSize: 2)))
+        }
+        let message = try #require(error?.message)
+        #expect(message.contains("bad cursor 2-***") && !message.contains("K9fq") && !message.contains("7f3k"), "\(message)")
+        #expect(!log.contains("K9fq") && !log.contains("7f3k"), "\(log.messages)")
+    }
+
+    /// Found by a review: an OAuth2 token that the 200-byte cut of an error body went through
+    /// left its head in the message (the config's secrets were redacted before the cut, tokens
+    /// only after it).
+    @Test func anOAuth2TokenAcrossTheCutOfAnErrorBody_leavesNothingBehind() async throws {
+        let token = "tok-0123456789abcdefghijklmnopqrstuvwxyz"
+        let server = try startServer { request in
+            if request.path == "/token" { return .json(#"{"access_token": "\#(token)", "expires_in": 3600}"#) }
+            let pad = String(repeating: "x", count: 160)
+            return .json(#"{"message": "\#(pad) \#(token) is not valid for this resource"}"#, status: 400)
+        }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items", "items": "/items", "auth": {"type": "oauth2_client_credentials", "#
+                                    + #""token_url": "\#(server.baseURL)/token", "client_id": "cid", "client_secret": "csecret-1234"}}"#)
+        let error = try #require(await loadError(source, pageSize: 2) as? PluginError)
+        #expect(error.message.contains("HTTP 400 from ") && error.message.contains("xxxx"), "\(error.message)")
+        #expect(!error.message.contains("tok-0"), "\(error.message)")
+    }
+
     /// Found by a probe: basic's encoded credentials echoed in another base64 form (URL-safe,
     /// without padding) were kept in clear in the key. Each form is kept as a reference of its
     /// own, filled in as that form.
