@@ -415,6 +415,13 @@ struct HTTPSourceConfig: Sendable {
         guard parts.effectivePort != nil else {
             throw .invalidConfig("url: the port of \"\(urlText)\" is not a number from 1 to 65535")
         }
+        // libcurl would send them as basic auth with the first request only (a next link does
+        // not repeat them), and their encoded form is no secret a message redacts. The URL is
+        // not quoted: it holds a password.
+        guard !parts.hasUserInfo else {
+            throw .invalidConfig("url: credentials before the host (user:password@) are refused: they would go with the first request only, "
+                                 + "and unredacted; use \"auth\": {\"type\": \"basic\", \"username\": ..., \"password\": \"${NAME}\"}")
+        }
         origin = parts
         allowedHosts = []
         if let value = root["allowed_hosts"] {
@@ -726,6 +733,8 @@ struct URLParts: Equatable {
     var scheme: String
     var host: String
     var port: String?
+    /// The authority holds a user (and password) before an "@".
+    var hasUserInfo = false
 
     /// Reads the parts as libcurl does, byte by byte: a "/" is a "/" whatever follows it (read
     /// by Character, "/" and a combining mark after it are one Character, and a host hidden
@@ -739,7 +748,10 @@ struct URLParts: Equatable {
         let rest = bytes[(colon + 3)...]
         let authorityEnd = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
         var authority = rest[..<authorityEnd]
-        if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
+        if let at = authority.lastIndex(of: UInt8(ascii: "@")) {
+            authority = authority[(at + 1)...]
+            hasUserInfo = true
+        }
         if authority.first == UInt8(ascii: "["), let close = authority.firstIndex(of: UInt8(ascii: "]")) {
             host = ResponseParsing.asciiLowercased(authority[...close])
             let after = authority[(close + 1)...]

@@ -270,6 +270,10 @@ extension HTTPSourceConfig {
             guard let tokenURL = object["token_url"]?.string, let parts = URLParts(tokenURL), parts.isHTTP else {
                 throw .invalidConfig("auth.token_url: required; expected the http(s) URL of the token endpoint")
             }
+            // As in `url`: sent unredacted; the client's credentials go in client_id and client_secret.
+            guard !parts.hasUserInfo else {
+                throw .invalidConfig("auth.token_url: credentials before the host (user:password@) are refused; the client's go in client_id and client_secret")
+            }
             guard let id = try secret(object["client_id"], key: "auth.client_id", environment: environment),
                   let clientSecret = try secret(object["client_secret"], key: "auth.client_secret", environment: environment) else { return nil }
             let scope = try secret(object["scope"], key: "auth.scope", environment: environment, required: false)

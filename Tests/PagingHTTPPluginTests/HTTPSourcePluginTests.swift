@@ -573,6 +573,16 @@ struct HTTPSourcePluginTests {
                 .hasPrefix("prefetch_max_age_ms: expected a whole number of milliseconds from 1 to 3600000, got "), "\(bad)")
         }
         #expect(failure(#"{}"#).hasPrefix("url: required"))
+        // Found by a probe: libcurl sent them as basic auth with the first request only, and
+        // their encoded form went unredacted into an error quoting an echoing body.
+        setTestEnvironment("HTTP_PLUGIN_TEST_TOKEN", "sekrit-TOKEN-123")
+        for url in ["http://u:${HTTP_PLUGIN_TEST_TOKEN}@127.0.0.1:9/items", "http://user@x/{key}"] {
+            let message = failure(#"{"url": "\#(url)"}"#)
+            #expect(message.hasPrefix("url: credentials before the host (user:password@) are refused"), "\(message)")
+            #expect(!message.contains("sekrit") && message.contains(#""type": "basic""#), "\(message)")
+        }
+        #expect(failure(#"{"url": "http://x/{key}?email=a@b", "auth": {"type": "oauth2_client_credentials", "token_url": "http://a:b@x/token", "#
+                        + #""client_id": "c", "client_secret": "s"}}"#).hasPrefix("auth.token_url: credentials before the host"))
         #expect(failure(#"{"url": "ftp://x/{key}"}"#).hasPrefix("url: expected an absolute http(s) URL"))
         #expect(failure(#"{"url": "http://x/{nope}"}"#).hasPrefix("url: unknown placeholder {nope}"))
         #expect(failure(#"{"url": "http://x/{key}", "items": "items"}"#).hasPrefix("items: expected a JSON pointer"))
