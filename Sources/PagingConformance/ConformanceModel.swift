@@ -62,7 +62,8 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     /// paging.sized-key-chain/1 and paging.invalidation/1 answer keys without misuse. Skipped
     /// when it offers none.
     case extensions
-    /// A plugin flagged thread-safe: 4 tasks x 500 concurrent calls, no crash, consistent results.
+    /// A plugin flagged thread-safe: 4 tasks x 500 concurrent calls (fewer fetches for a source
+    /// whose fetch takes long to complete), no crash, consistent results.
     case threadSafe = "thread-safe"
 
     /// The checks that apply to a plugin of `kind`, in the order they run (after `descriptor`).
