@@ -1244,6 +1244,16 @@ static int rc_configure(rc_state *st, const paging_config_t *config, char *probl
                  pstore_is_plain_name(prefix, 128) ? "namespace" : "key_prefix");
         return 0;
     }
+    /* Read first: every line that quotes the address hides it (an address that holds the
+     * password, by mistake, was quoted in full by validate's health line and by a refusal). */
+    if (password_env[0] != '\0') {
+        const char *password = getenv(password_env);
+        if (password == NULL) {
+            snprintf(problem, problem_len, "config `password_env`: the environment variable %.100s is not set", password_env);
+            return 0;
+        }
+        if ((st->password = rc_strdup(password, strlen(password))) == NULL) return 0;
+    }
     address = pstore_expand_env(address_text, error, sizeof error);
     if (address == NULL) {
         snprintf(problem, problem_len, "config `address`: %s", error);
@@ -1255,23 +1265,17 @@ static int rc_configure(rc_state *st, const paging_config_t *config, char *probl
         snprintf(problem, problem_len, "config `address` '%s%.200s': expected host:port, host, [v6-address]:port or "
                  "unix:/path, not a URL; a password goes in the environment variable password_env names",
                  at != NULL ? "***@" : "", at != NULL ? at + 1 : address);
+        rc_hide_password(st, problem);
         free(address);
         return 0;
     }
     bad = rc_parse_address(st, address);
     snprintf(st->address, sizeof st->address, "%.290s", address);
+    rc_hide_password(st, st->address);
     free(address);
     if (bad != NULL) {
         snprintf(problem, problem_len, "config `address` '%.300s': %s", st->address, bad);
         return 0;
-    }
-    if (password_env[0] != '\0') {
-        const char *password = getenv(password_env);
-        if (password == NULL) {
-            snprintf(problem, problem_len, "config `password_env`: the environment variable %.100s is not set", password_env);
-            return 0;
-        }
-        if ((st->password = rc_strdup(password, strlen(password))) == NULL) return 0;
     }
     st->ttl_ms = ttl * 1000;
     st->connect_timeout.tv_sec = (time_t)(connect_ms / 1000);

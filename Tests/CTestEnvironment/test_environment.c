@@ -29,6 +29,7 @@ static const char *const declared[] = {
     "HTTP_TEST_HOSTPORT",
     "HTTP_TEST_SHORT",
     "PAGING_TEST_REDIS_ADDRESS",
+    "REDIS_TEST_ADDRESS_PASSWORD",
     "REDIS_TEST_ODD_PASSWORD",
 };
 

@@ -395,6 +395,27 @@ struct RedisCacheTests {
         #expect(!log.messages.contains { $0.contains("Secret-pw-1") })
     }
 
+    /// Found by a probe: an address that holds the password by mistake (from the variable
+    /// password_env names) was quoted in full by a refusal of the address and by the health
+    /// check `pager validate` runs, while `pager run`'s warning hid it.
+    @Test func anAddressHoldingThePassword_isNeverQuotedWithIt() async throws {
+        // The password is also a host here, so that the health check fails at once.
+        setTestEnvironment("REDIS_TEST_ADDRESS_PASSWORD", "127.0.0.9")
+        #expect {
+            _ = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+                config: .object([("address", .string("127.0.0.1:6391:${REDIS_TEST_ADDRESS_PASSWORD}")),
+                                 ("password_env", .string("REDIS_TEST_ADDRESS_PASSWORD"))]), sink: log.sink)
+        } throws: { error in
+            "\(error)".contains("config `address` '127.0.0.1:6391:***': ") && !"\(error)".contains("127.0.0.9")
+        }
+        let cache = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+            config: .object([("address", .string("${REDIS_TEST_ADDRESS_PASSWORD}:1")), ("password_env", .string("REDIS_TEST_ADDRESS_PASSWORD")),
+                             ("retry_interval_ms", .int(0))]), sink: log.sink)
+        guard case .unhealthy = cache.health() else { Issue.record("nothing listens there: the health check passed"); return }
+        #expect(log.contains("Redis at ***:1 is unavailable"), "\(log.messages)")
+        #expect(!log.messages.contains { $0.contains("127.0.0.9") }, "\(log.messages)")
+    }
+
     /// A database the running Redis does not have is the config's mistake, said at create: it
     /// counted as Redis down, for ever, one warning a minute.
     @Test func aDatabaseRedisLacks_isABadConfig() async throws {
