@@ -9,6 +9,9 @@ struct CheckCommand {
     static let help = """
     usage: pager check LIB.so [options]
 
+    LIB.so is a path, or a name looked up as a manifest's "plugin" is (jsonlines, or
+    libjsonlines.so: in the working directory, PAGING_PLUGIN_PATH's folders, then pager's).
+
     Runs the conformance suite against every plugin of a plugin library (or one, with --plugin)
     and prints a line per check: plugin, check, PASS/FAIL/SKIP, time, reason. Every check runs
     in a process of its own, so a plugin that crashes or hangs fails that check ("crashed
@@ -141,7 +144,15 @@ struct CheckCommand {
         let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch,
                                          withheldExtensions: withheldExtensions)
         let runner = ConformanceRunner(executable: executable, options: options)
-        let absolute = URL(fileURLWithPath: libraryPath).standardizedFileURL.path
+        // As a manifest in the working directory names it (the guide's `pager check
+        // libjsonlines.so` found no such file).
+        let folder = FileManager.default.currentDirectoryPath
+        let absolute: String
+        do {
+            absolute = try PluginSearchPath.standard(manifestFolder: folder).resolve(libraryPath, relativeTo: folder)
+        } catch {
+            throw UsageError("check: \(error)")
+        }
         let table = TablePrinter()
         let report: ConformanceRunner.Report
         do {

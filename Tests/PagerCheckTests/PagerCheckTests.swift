@@ -424,6 +424,7 @@ struct PagerCheckTests {
             ["check", "\(productsFolder)/libjsonlines.so", "--plugin", "nope"],
             ["check", "\(productsFolder)/libjsonlines.so", "--config", "[1"],
             ["check", "\(productsFolder)/libjsonlines.so", "--frobnicate"],
+            ["check", "no-such-plugin"],
         ]
         for arguments in cases {
             let result = try await run(pager, arguments)
@@ -433,6 +434,16 @@ struct PagerCheckTests {
             #expect(result.stdout.isEmpty, "\(arguments): \(result.stdout)")
         }
         #expect(try await run(pager, ["check", "--help"]).stdout.hasPrefix("usage: pager check"))
+        #expect(try await run(pager, ["check", "no-such-plugin"]).stderr.contains("plugin 'no-such-plugin': libno-such-plugin.so not found in "))
+    }
+
+    /// A name is looked up as a manifest's "plugin" is (found by a probe: the guide's
+    /// `pager check libjsonlines.so`, run from the repository, found no such file).
+    @Test(arguments: ["pass-through", "libpass-through.so"])
+    func aPluginNamed_isFoundAsAManifestFindsIt(_ name: String) async throws {
+        let (code, report, output) = try await check(name, ["--timeout-ms", "500", "--cycles", "20"])
+        #expect(code == 0 && report.failed == 0 && report.passed > 0, "\(output)")
+        #expect(report.library == "\(productsFolder)/libpass-through.so", "\(output)")
     }
 
     @Test func config_isPassedToTheChecks() async throws {
