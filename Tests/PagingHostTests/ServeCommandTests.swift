@@ -77,6 +77,13 @@ struct ServeCommandTests {
             let reply = try server.get("/pages?cursor=\(cursor.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
             #expect(reply.status == 400 && (try? reply.json()["error"]) is String, "\(cursor.prefix(20)): \(reply.text)")
         }
+        // Found by a probe: another spelling of the same bytes (the unused bits of the last
+        // character, padding) was taken: a cursor has one spelling.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        for spelling in alphabet.map({ String(next.dropLast()) + String($0) }).filter({ $0 != next }) + [next + "=", next + "%3D", next + "=="] {
+            let reply = try server.get("/pages?cursor=\(spelling)")
+            #expect(reply.status == 400, "\(spelling): \(reply.text)")
+        }
         let foreign = try other.get("/pages?cursor=\(next)")
         #expect(foreign.status == 400 && foreign.text.contains("its signature does not match"), "\(foreign.text)")
         // The same manifest elsewhere takes them; one of another source, under the same secret,
