@@ -10,7 +10,11 @@ final class PassThroughPlugin: InterceptorPlugin {
         id: "pass-through", name: "Pass-through", version: "1.0.0",
         description: "Lets every request proceed unchanged", isThreadSafe: true)
 
-    init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {}
+    /// A key in its config is refused: taken without a word, a misplaced one (meant for the
+    /// plugin after it) went unnoticed.
+    init(host: PluginHost, config: PluginConfig) throws(PluginFailure) {
+        try config.rejectUnknownKeys([])
+    }
 
     func intercept(_ request: PagingPluginRequest) -> InterceptDecision {
         .proceed(observe: false)

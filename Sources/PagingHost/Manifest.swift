@@ -120,6 +120,10 @@ public struct Manifest: Sendable {
         var userInfo: [String: String] = [:]
         if let info = top["user_info"] {
             for (key, value) in try reader.object(info, at: "$.user_info", allowed: nil) {
+                // No placeholder can name it ({param.}), and a plugin reads it as no parameter.
+                guard !key.isEmpty else {
+                    throw ManifestError(file: file, path: "$.user_info", message: "a parameter with an empty name; each needs one")
+                }
                 guard key != PagingUserInfoKey.hardRefresh else {
                     throw ManifestError(file: file, path: "$.user_info.\(key)", message: "a hard refresh replaces what every store and cache holds "
                                         + "on each refresh, so it is asked for on the command line only: use `pager run --hard-refresh`")

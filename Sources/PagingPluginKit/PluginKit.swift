@@ -220,10 +220,12 @@ public struct PluginConfig {
         }
     }
 
-    /// Refuses a config with a key outside `known`.
+    /// Refuses a config with a key outside `known` (with none, any key: a plugin that takes no
+    /// config).
     public func rejectUnknownKeys(_ known: Set<String>) throws(PluginFailure) {
         if let unknown = try values().keys.sorted().first(where: { !known.contains($0) }) {
-            throw .invalidConfig("\(unknown): unknown key; expected one of \(known.sorted().joined(separator: ", "))")
+            let expected = known.isEmpty ? "this plugin takes no config" : "expected one of \(known.sorted().joined(separator: ", "))"
+            throw .invalidConfig("\(unknown): unknown key; \(expected)")
         }
     }
 

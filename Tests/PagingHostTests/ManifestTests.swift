@@ -96,6 +96,9 @@ struct ManifestTests {
         let incremental = #""incremental": {"cursor": "/updated_at"}"#
         #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"state.since": "x"}, \#(incremental)}"#)
                 == "/srv/app/m.json: $.user_info.state.since: 'state.since' is incremental loading's value, which each run sets")
+        // Found by a probe: taken, as a parameter no placeholder can name.
+        #expect(error(#"{"source": {"plugin": "x"}, "user_info": {"": "x"}}"#)
+                == "/srv/app/m.json: $.user_info: a parameter with an empty name; each needs one")
         for userInfo in [#""user_info": {"state.region": "eu"}, \#(incremental)"#, #""user_info": {"state.since": "x"}"#] {
             #expect(throws: Never.self) { try Manifest.parse(Array(#"{"source": {"plugin": "x"}, \#(userInfo)}"#.utf8), file: "/srv/app/m.json") }
         }

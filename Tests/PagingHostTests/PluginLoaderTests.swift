@@ -243,6 +243,13 @@ struct PluginLoaderTests {
             }
         }
         _ = try cache.makeInterceptor(config: .object([("ttl_seconds", .int(5)), ("max_entries", .int(10))]), sink: log.sink)
+        // Found by a probe: a plugin that takes no config took any key without a word.
+        let passThrough = try PluginLibrary.open(path: shippedPlugin("pass-through"))
+        #expect(throws: PluginLoadError.createFailed(path: passThrough.path, id: "pass-through", status: .invalidConfig,
+                                                     message: "x: unknown key; this plugin takes no config")) {
+            try passThrough.makeInterceptor(config: .object([("x", .int(1))]), sink: log.sink)
+        }
+        _ = try passThrough.makeInterceptor(config: .object([]), sink: log.sink)
         let logging = try PluginLibrary.open(path: shippedPlugin("logging"))
         #expect(throws: PluginLoadError.createFailed(path: logging.path, id: "logging", status: .invalidConfig,
                                                      message: "level: expected a string, got an integer")) {
