@@ -134,8 +134,12 @@ public enum PluginLoadError: Error, Sendable, Equatable, CustomStringConvertible
             "\(path): plugin '\(id)' could not be created: \(status): \(message)"
         case .checksumMismatch(let path, let expected, let actual):
             "\(path): sha256 is \(actual), the manifest pins \(expected)"
+        case .pluginNotFound(let name, let searched) where name.hasSuffix(".so"):
+            "plugin '\(name)': \(name) not found in \(searched.joined(separator: ", "))"
         case .pluginNotFound(let name, let searched):
-            "plugin '\(name)': \(name.hasSuffix(".so") ? name : "lib\(name).so") not found in \(searched.joined(separator: ", "))"
+            // Found by a probe: `pager plugins` lists ids, which were then tried as names.
+            "plugin '\(name)': lib\(name).so not found in \(searched.joined(separator: ", ")) (a plugin of a library "
+                + "that holds several is named \"plugin\": the library's name, \"id\": the plugin's; `pager plugins` lists them)"
         }
     }
 }

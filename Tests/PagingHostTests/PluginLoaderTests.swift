@@ -265,7 +265,9 @@ struct PluginLoaderTests {
             try searchPath.resolve("absent", relativeTo: "/tmp")
         }
         // The file searched for, as named ("liblibx.so.so not found" said a name ending in .so).
-        #expect(PluginLoadError.pluginNotFound(name: "absent", searched: ["/a"]).description == "plugin 'absent': libabsent.so not found in /a")
+        #expect(PluginLoadError.pluginNotFound(name: "absent", searched: ["/a"]).description
+                == #"plugin 'absent': libabsent.so not found in /a (a plugin of a library that holds several is named "plugin": the library's name, "#
+                + #""id": the plugin's; `pager plugins` lists them)"#)
         #expect(PluginLoadError.pluginNotFound(name: "libx.so", searched: ["/a"]).description == "plugin 'libx.so': libx.so not found in /a")
     }
 }
