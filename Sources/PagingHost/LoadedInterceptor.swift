@@ -228,8 +228,10 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
                 instance.log(.warning, "the load failed (\(error)); answered with the page this plugin holds")
             }
         case PAGING_INTERCEPT_FAIL:
-            let (status, message) = out.failure ?? (.internal, "intercept returned FAIL without out_fail")
-            throw failure(status, message, retryAfter: out.retryAfter)
+            if let (status, message) = out.failure { throw failure(status, message, retryAfter: out.retryAfter) }
+            // As for a transform: a refused call building the page failed the load already.
+            if let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
+            throw failure(.internal, "intercept returned FAIL without out_fail")
         default:
             throw failure(.internal, "intercept returned unknown code \(code)")
         }
@@ -294,8 +296,11 @@ public final class LoadedInterceptor: PagingInterceptor, @unchecked Sendable {
             if let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
             return out.replacement
         case PAGING_TRANSFORM_FAIL:
-            let (status, message) = out.failure ?? (.internal, "transform returned FAIL without fail()")
-            throw failure(status, message)
+            if let (status, message) = out.failure { throw failure(status, message) }
+            // A refused builder call failed the load already, as the guide says: its reason
+            // stands (it was lost to "FAIL without fail()", an internal error).
+            if let misuse = out.pageMisuse { throw failure(.invalidArgument, misuse) }
+            throw failure(.internal, "transform returned FAIL without fail()")
         default:
             throw failure(.internal, "transform returned unknown code \(code)")
         }

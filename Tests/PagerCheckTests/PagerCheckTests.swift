@@ -143,6 +143,8 @@ struct PagerCheckTests {
     }
 
     @Test(arguments: [("transformer", #"{"mode": "bad-index"}"#, "keep_item: item index 999"),
+                      // Found by a probe: FAIL after the refusal passed, as transform() failing pages.
+                      ("transformer", #"{"mode": "bad-index-fail"}"#, "keep_item: item index 999"),
                       ("deferring", #"{"mode": "never"}"#, "an intercept was never answered"),
                       // Found by a probe: said only "never answered", not why.
                       ("deferring", #"{"mode": "null-answer"}"#, #"the host refused "resume: a NULL answer function for deferred intercept id"#),

@@ -84,6 +84,13 @@ struct InterceptorExtensionTests {
         }
         #expect(misused?.status == .invalidArgument)
         #expect(misused?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: misused))")
+        // Found by a probe: FAIL after the refusal, as the guide says to, lost its reason to an
+        // internal "transform returned FAIL without fail()".
+        let failedAfter = await #expect(throws: PluginError.self) {
+            try await load([try await interceptor("transformer", mode: "bad-index-fail")])
+        }
+        #expect(failedAfter?.status == .invalidArgument)
+        #expect(failedAfter?.message == "keep_item: item index 999, the page has 4 items", "\(String(describing: failedAfter))")
     }
 
     /// Found by a probe: a refused builder call (an item that is not JSON) failed the load even
@@ -128,6 +135,15 @@ struct InterceptorExtensionTests {
         #expect(await log.waitFor("bad complete resume: \(PluginStatus.invalidArgument.rawValue)"), "\(log.messages)")
         #expect(log.contains("is not valid JSON"), "\(log.messages)")
         #expect(log.contains("its load fails"), "\(log.messages)")
+    }
+
+    /// An answer that fails its load after a refused call building the page (as the guide
+    /// says: the refusal failed the load already) fails it with that refusal, not an internal
+    /// "FAIL without out_fail".
+    @Test func deferredIntercept_failingAfterARefusedItem_failsWithTheRefusal() async throws {
+        let error = await #expect(throws: PluginError.self) { try await load([try await interceptor("deferring", mode: "fail-bad")]) }
+        #expect(error?.status == .invalidArgument, "\(String(describing: error))")
+        #expect(error?.message.contains("out_add_item: item 0 is not valid JSON") == true, "\(String(describing: error))")
     }
 
     /// Many loads wait at once; each gets its own answer.

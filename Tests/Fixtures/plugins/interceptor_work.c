@@ -11,6 +11,8 @@
  *     "keep"       returns KEEP
  *     "fail"       fails TRANSIENT "transform refused"
  *     "bad-index"  keep_item(999)
+ *     "bad-index-fail" keep_item(999), then returns FAIL without fail() (as a builder's refusal
+ *                  has failed the load already)
  *     "bad-item-keep" add_item("{bad") (logging "bad item: <status>"), then returns KEEP
  *     "next-key"   keeps every item and sets the next key to "zz"
  *     "meta-flood" keeps every item and sets metadata entries m0, m1, ... of "v" up to 2,000,
@@ -25,6 +27,8 @@
  *                  never again
  *     "complete-bad" defers, then a new thread resumes with COMPLETE and the item "{bad" (which
  *                  the host refuses), logging "bad complete resume: <status>"
+ *     "fail-bad"   defers, then a new thread resumes: out_add_item("{bad"), refused, then FAIL
+ *                  without out_fail (logging "bad fail resume: <status>")
  *     "inline"     defers and resumes within intercept() before returning PENDING
  *     "inline-then-proceed" defers, resumes within intercept() with COMPLETE and one item
  *                  {"deferred":true} (logging "inline resume: <status>"), then returns PROCEED
@@ -160,6 +164,10 @@ static uint32_t wk_transform(void *self, const paging_page_t *page, paging_page_
     if (strcmp(p->mode, "bad-index") == 0) {
         t->keep_item(out, 999);
         return PAGING_TRANSFORM_REPLACE;
+    }
+    if (strcmp(p->mode, "bad-index-fail") == 0) {
+        if (t->keep_item(out, 999) != PAGING_OK) return PAGING_TRANSFORM_FAIL;
+        return PAGING_TRANSFORM_KEEP;
     }
     if (strcmp(p->mode, "bad-item-keep") == 0) {
         paging_status_t status = t->add_item(out, wk_text("{bad"));
@@ -302,6 +310,13 @@ static uint32_t wk_answer_redefer(void *context, paging_intercept_out_t *out)
     return PAGING_INTERCEPT_PENDING;
 }
 
+static uint32_t wk_answer_fail_bad(void *context, paging_intercept_out_t *out)
+{
+    work_plugin *p = (work_plugin *)context;
+    if (p->host->out_add_item(out, wk_text("{bad")) != PAGING_OK) return PAGING_INTERCEPT_FAIL;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
 static uint32_t wk_answer_complete(void *context, paging_intercept_out_t *out)
 {
     work_plugin *p = (work_plugin *)context;
@@ -329,6 +344,9 @@ static void *wk_resume_later(void *argument)
     } else if (strcmp(p->mode, "complete-bad") == 0) {
         paging_status_t status = p->async_host->resume(h, r->id, wk_answer_complete_bad, p);
         wk_log(p, "bad complete resume: %llu%s", (unsigned long long)status, "");
+    } else if (strcmp(p->mode, "fail-bad") == 0) {
+        paging_status_t status = p->async_host->resume(h, r->id, wk_answer_fail_bad, p);
+        wk_log(p, "bad fail resume: %llu%s", (unsigned long long)status, "");
     } else if (strcmp(p->mode, "joined") == 0) {
         paging_status_t status = p->async_host->resume(h, r->id, wk_answer_joined, p);
         wk_log(p, "joined resume: %llu%s", (unsigned long long)status, "");
