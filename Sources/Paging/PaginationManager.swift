@@ -59,7 +59,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// to whole pages (what the list holds once a load dropped the far end's pages): the loads
         /// at one end then bring a still reader's item farther than this from both ends, and
         /// stop (a larger distance had them load at both ends in turn, for ever, each dropping
-        /// what the other had loaded; a larger one still lost the item on screen).
+        /// what the other had loaded; a larger one still lost the item on screen). When kept is
+        /// under pageSize + 2 (one page; or two of one value), no distance does that, and
+        /// itemVisible loads nothing: call ``append()`` and ``prepend()``.
         public var prefetchDistance: Int
         /// The retry policy of every request.
         public var retryPolicy: RetryPolicy
@@ -224,9 +226,13 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
     /// that kept none of it) loads nothing more by itself. Show such a list as "loading more"
     /// and call ``append()`` while its append state is idle (not end reached).
     public func itemVisible(at index: Int, of drawn: PaginationManagerOutput<Key, Value>? = nil) {
-        let distance = configuration.maxSize.map { maxSize in
+        // nil: no load is started, when a list too short to keep the item on screen and a page
+        // more (kept under pageSize + 2 values) would drop that item with the load, or load at
+        // both ends in turn for ever.
+        let distance: Int? = configuration.maxSize.map { maxSize in
             let kept = maxSize - maxSize % configuration.pageSize
-            return min(configuration.prefetchDistance, max(0, (kept - configuration.pageSize - 2) / 2))
+            let room = kept - configuration.pageSize - 2
+            return room < 0 ? nil : min(configuration.prefetchDistance, room / 2)
         } ?? configuration.prefetchDistance
         let (appendNow, prependNow) = state.withLock { state -> (Bool, Bool) in
             let output = state.output
@@ -236,7 +242,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 index += drawn.origin - output.origin
             }
             state.lastVisible = (output.generation, output.origin + index)
-            guard !output.isRefreshing, output.values.pageCount > 0 else { return (false, false) }
+            guard let distance, !output.isRefreshing, output.values.pageCount > 0 else { return (false, false) }
             return (output.appendState.isIdle && index >= output.values.count - 1 - distance,
                     output.prependState.isIdle && index <= distance)
         }
@@ -420,6 +426,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                       let last = state.output.values.lastPage else { return nil }
                 guard let next = last.nextKey else {
                     state.output.appendState = .endReached
+                    broadcast.yield(state.output)
                     return nil
                 }
                 // An incomplete last page is loaded again (it may have grown), until a reload
@@ -439,7 +446,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 guard !state.output.isRefreshing, !state.output.isPrepending,
                       let first = state.output.values.firstPage else { return nil }
                 guard let previous = first.prevKey else {
+                    // Published: the outputs() an app renders from kept showing "idle".
                     state.output.prependState = state.unreachableBefore(first) ?? .endReached
+                    broadcast.yield(state.output)
                     return nil
                 }
                 key = previous
@@ -584,6 +593,13 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             let page: Page<Key, Value>
             switch result {
             case .failure(let error):
+                // A prepend or append next to a page no longer at that end (dropped as the other
+                // end grew): its failure is dropped, as its page would have been, and the
+                // direction is idle again (shown failed, it loaded nothing more by itself).
+                if kind != .refresh, (kind == .append ? output.values.lastPage : output.values.firstPage)?.key != plan.anchorKey {
+                    output[kind] = kind == .prepend ? output.values.firstPage.flatMap { unreachableBefore($0) } ?? .idle : .idle
+                    return
+                }
                 if (cancelled && error is CancellationError) || (error as? PagingError == .supersededByRefresh && !supersededForGood) {
                     output[kind] = .idle
                 } else {
@@ -655,7 +671,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 }
             case .prepend:
                 guard let first = output.values.firstPage, first.key == plan.anchorKey else {
-                    output.prependState = .idle
+                    // Dropped with its page; before the first page now, maybe nothing can load.
+                    output.prependState = output.values.firstPage.flatMap { unreachableBefore($0) } ?? .idle
                     return
                 }
                 if let nextKey = page.nextKey, nextKey != first.key, case let repeated = Self.repeatedValues(page, before: first), repeated > 0 {

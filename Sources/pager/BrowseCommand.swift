@@ -97,6 +97,16 @@ struct BrowseCommand {
             output = manager.output
             screen.follow(from: drawn, to: output)
             if case .key(let key) = event {
+                // A key that moves past an end loads there: with max_size under a page and two
+                // values more, itemVisible loads nothing (each of its loads would drop the item
+                // on screen, or load at both ends in turn).
+                let (atFirst, atLast) = (screen.cursor == 0, screen.cursor >= output.values.count - 1)
+                switch key {
+                case .move(let delta): if delta > 0 && atLast { manager.append() } else if delta < 0 && atFirst { manager.prepend() }
+                case .bottom: if atLast { manager.append() }
+                case .top: if atFirst { manager.prepend() }
+                default: break
+                }
                 switch key {
                 case .quit: return ExitCode.success
                 case .suspend: paging_terminal_suspend()

@@ -104,6 +104,22 @@ struct BrowseCommandTests {
         #expect(await terminal.exit().code == 0)
     }
 
+    /// With max_size a page, the cursor moving past the last item loads the next page (moving
+    /// there after each page would drop the item on screen, so moving does it).
+    @Test func withMaxSizeOfOnePage_movingPastTheEnd_loadsTheNextPage() async throws {
+        let terminal = try Terminal("\(pager) browse \(try manifest(items: 35, maxSize: 10))")
+        #expect(await terminal.waitFor { $0.cursorLine?.hasSuffix(#"{"n":0}"#) == true })
+        // Down until the cursor is on an item of a page after the first (n of 10 and more).
+        let reached = await terminal.waitFor { frame in
+            if let n = frame.cursorLine?.split(separator: ":").last.flatMap({ Int($0.dropLast()) }), n >= 10 { return true }
+            terminal.type("j")
+            return false
+        }
+        #expect(reached, "the cursor is on \(terminal.lastFrame?.cursorLine ?? "nothing"), \(terminal.lastFrame?.status ?? "no status")")
+        terminal.type("q")
+        #expect(await terminal.exit().code == 0)
+    }
+
     /// A manifest of `source` (a manifest object's text) with page size 10.
     func manifest(source: String, interceptors: String = "[]", maxSize: Int? = nil) throws -> String {
         let path = scratchFolder() + "/m.json"

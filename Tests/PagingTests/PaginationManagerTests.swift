@@ -1279,3 +1279,101 @@ private struct RepeatedValuesSource: PagingSource {
                     prevKey: nil, nextKey: 99)
     }
 }
+
+/// Found by a randomized stress test against a model: with `maxSize`, a load next to a page the
+/// other end's load dropped, and readers on lists too short to keep their item and a page more.
+@Suite("PaginationManager with maxSize, at both ends")
+struct PaginationManagerBothEndsTests {
+    /// Pages of two values, page k holding k*100 and k*100+1.
+    static let pages = (0..<10).map { k in [k * 100, k * 100 + 1] }
+
+    /// A prepend (or append) that failed after the append (or prepend) beside it dropped its
+    /// page stayed failed, for a page next to none the list holds (itemVisible loads only in an
+    /// idle direction). It is dropped as its page would have been: the direction is idle.
+    @Test(.timeLimit(.minutes(3)), arguments: [PagingRequestKind.prepend, .append])
+    func aLoadFailingAfterItsNeighbourWasDropped_leavesItsDirectionIdle(_ kind: PagingRequestKind) async throws {
+        let source = ScriptedPagingSource(pages: Self.pages, refreshKey: 5)
+        let manager = PaginationManager(source: source, pageSize: 2, maxSize: 2)
+        await manager.refresh().value
+        source.script(key: kind == .prepend ? 4 : 6, .suspendThenFail(ScriptedError("offline")))
+        let held = kind == .prepend ? manager.prepend() : manager.append()
+        await source.waitUntilSuspended()
+        await (kind == .prepend ? manager.append() : manager.prepend()).value
+        source.release(key: kind == .prepend ? 4 : 6)
+        await held.value
+        let output = manager.output
+        #expect(output.values.pages.map(\.key) == [kind == .prepend ? 6 : 4])
+        #expect(output[kind].isIdle, "\(output[kind])")
+        // Loading there goes on from the page now at that end.
+        _ = kind == .prepend ? manager.prepend() : manager.append()
+        #expect(manager.output[kind].isLoading)
+    }
+
+    /// A source whose refresh page names a previous one but whose later pages name none (a
+    /// forward cursor): a prepend that came back after an append dropped its page left the
+    /// prepend state idle, not "cannot prepend", and the correction itemVisible made later was
+    /// never published to outputs().
+    @Test(.timeLimit(.minutes(3)))
+    func aPrependDroppedWithItsPage_saysNothingCanLoadBefore_andPublishesIt() async throws {
+        let source = ScriptedPagingSource(pages: Self.pages, refreshKey: 5)
+        let forward = ForwardCursorSource(base: source)
+        let manager = PaginationManager(source: forward, pageSize: 2, maxSize: 2)
+        await manager.refresh().value
+        source.script(key: 4, .suspend)
+        let prepend = manager.prepend()
+        await source.waitUntilSuspended()
+        await manager.append().value
+        source.release(key: 4)
+        await prepend.value
+        guard case .failed(PagingError.droppedPagesUnreachable) = manager.output.prependState else {
+            Issue.record("prepend state \(manager.output.prependState)")
+            return
+        }
+        var outputs = manager.outputs().makeAsyncIterator()
+        let published = await outputs.next()
+        guard case .failed(PagingError.droppedPagesUnreachable)? = published?.prependState else {
+            Issue.record("published prepend state \(String(describing: published?.prependState))")
+            return
+        }
+    }
+
+    /// With one page kept (maxSize = pageSize), or two of one value, no prefetch distance keeps
+    /// a still reader's item: reporting the first row dropped the item on screen, and a reader
+    /// on one of two single-value pages loaded at both ends in turn, for ever. itemVisible
+    /// loads nothing then.
+    @Test(.timeLimit(.minutes(3)), arguments: [(10, 10), (1, 2)])
+    func aListTooShortToKeepTheItemOnScreen_loadsNothingForItemVisible(_ pageSize: Int, _ maxSize: Int) async throws {
+        let source = ScriptedPagingSource(pages: (0..<1000).map { page in (0..<pageSize).map { page * pageSize + $0 } }, refreshKey: 500)
+        let manager = PaginationManager(source: source, pageSize: pageSize, maxSize: maxSize)
+        await manager.refresh().value
+        if maxSize > pageSize { await manager.append().value }
+        let fetched = source.fetchCount
+        let output = manager.output
+        for row in [0, output.values.count - 1] {
+            manager.itemVisible(at: row, of: output)
+            #expect(!manager.output.isPrepending && !manager.output.isAppending, "row \(row): \(manager.output)")
+        }
+        #expect(source.fetchCount == fetched)
+        // A page more kept (pageSize + 2 values) and a reader at the end loads again.
+        let roomy = PaginationManager(source: source, pageSize: pageSize, maxSize: pageSize * 3)
+        await roomy.refresh().value
+        roomy.itemVisible(at: roomy.output.values.count - 1)
+        #expect(roomy.output.isAppending)
+    }
+}
+
+/// `base`'s pages, of which only the refresh key's names a previous page.
+private struct ForwardCursorSource: PagingSource {
+    let base: ScriptedPagingSource<Int>
+    var refreshKey: Int { base.refreshKey }
+
+    func keyChain(for key: Int) -> PagingKeyChain<Int> {
+        let chain = base.keyChain(for: key)
+        return PagingKeyChain(key: key, prevKey: key == base.refreshKey ? chain.prevKey : nil, nextKey: chain.nextKey)
+    }
+
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+        let page = try await base.fetch(request: request)
+        return Page(request: request, values: page.values, prevKey: request.key == base.refreshKey ? page.prevKey : nil, nextKey: page.nextKey)
+    }
+}
