@@ -56,9 +56,25 @@ public enum PluginExport {
                     id: UnsafePointer(strdup(info.id)), name: UnsafePointer(strdup(info.name)),
                     version: UnsafePointer(strdup(info.version)), description: UnsafePointer(strdup(info.description)),
                     kind: type is any SourcePlugin.Type ? PAGING_PLUGIN_SOURCE : PAGING_PLUGIN_INTERCEPTOR,
-                    flags: info.isThreadSafe ? PAGING_PLUGIN_THREAD_SAFE : 0, required_extensions: nil))
+                    flags: info.isThreadSafe ? PAGING_PLUGIN_THREAD_SAFE : 0,
+                    required_extensions: Self.cList(info.requiredExtensions ?? Self.requiredExtensions(of: type))))
                 return descriptor
             }
+        }
+
+        /// The extensions `type`'s protocols cannot work without.
+        static func requiredExtensions(of type: any SwiftPlugin.Type) -> [String] {
+            (type is any TransformingPlugin.Type ? [PAGING_EXT_PAGE_TRANSFORM] : [])
+                + (type is any DeferringInterceptorPlugin.Type ? [PAGING_EXT_ASYNC_INTERCEPT] : [])
+        }
+
+        /// `strings` as a NULL-terminated array of C strings that live as long as the process
+        /// (as the descriptor's), or NULL when there are none.
+        static func cList(_ strings: [String]) -> UnsafePointer<UnsafePointer<CChar>?>? {
+            guard !strings.isEmpty else { return nil }
+            let list = UnsafeMutablePointer<UnsafePointer<CChar>?>.allocate(capacity: strings.count + 1)
+            list.initialize(from: strings.map { UnsafePointer(strdup($0)) } + [nil], count: strings.count + 1)
+            return UnsafePointer(list)
         }
 
         func type(_ id: UnsafePointer<CChar>?) -> (any SwiftPlugin.Type)? {

@@ -11,13 +11,22 @@ public struct PluginInfo: Sendable {
     public var description: String
     /// The plugin accepts overlapping calls; otherwise the host serializes them.
     public var isThreadSafe: Bool
+    /// The host extensions the plugin cannot work without: a host that lacks one refuses it at
+    /// load, naming the extension. `nil` (the default): those its protocols need, a
+    /// ``TransformingPlugin`` `paging.page-transform/1` (without it, its transform was never
+    /// called and pages passed through unchanged) and a ``DeferringInterceptorPlugin``
+    /// `paging.async-intercept/1` (without it, every load failed). `[]` requires none: a
+    /// transform the plugin can do without.
+    public var requiredExtensions: [String]?
 
-    public init(id: String, name: String, version: String, description: String, isThreadSafe: Bool = false) {
+    public init(id: String, name: String, version: String, description: String, isThreadSafe: Bool = false,
+                requiredExtensions: [String]? = nil) {
         self.id = id
         self.name = name
         self.version = version
         self.description = description
         self.isThreadSafe = isThreadSafe
+        self.requiredExtensions = requiredExtensions
     }
 }
 

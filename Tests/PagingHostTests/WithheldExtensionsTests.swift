@@ -55,6 +55,18 @@ struct WithheldExtensionsTests {
         #expect(try library.descriptor(id: id, kind: kind).id == name)
     }
 
+    /// Found by a probe: a Swift plugin's descriptor required nothing, so a host without the
+    /// extension its protocol needs loaded it. `redact` (a TransformingPlugin) then passed every
+    /// page through unredacted, and `delay` (a DeferringInterceptorPlugin) failed every load.
+    /// PagingPluginKit requires them for it; a plugin's `requiredExtensions` says otherwise.
+    @Test(arguments: [("redact", "paging.page-transform/1"), ("delay", "paging.async-intercept/1")])
+    func aSwiftPlugin_requiresTheExtensionItsProtocolNeeds(_ id: String, _ needed: String) async throws {
+        let library = try PluginLibrary.open(path: "\(productsFolder)/libexample-plugins.so")
+        #expect(try library.descriptor(id: id, kind: .interceptor).requiredExtensions == [needed])
+        #expect(throws: PluginLoadError.self) { _ = try library.descriptor(id: id, kind: .interceptor, withholding: [needed]) }
+        #expect(try library.descriptor(id: "numbers", kind: .source).requiredExtensions.isEmpty)
+    }
+
     /// jsonlines hands over a page's lines in runs of up to 256 with `paging.fetch-items/1`, and
     /// one `fetch_add_item` a line without it: the same pages either way, lines with escapes and
     /// non-ASCII text among them.
