@@ -29,7 +29,8 @@ struct CheckCommand {
       create-invalid-config   unknown keys, known keys of the wrong type: created or refused
                               cleanly, never a crash
       create-destroy-cycles   create/destroy cycles (--cycles) without resident memory growing
-                              by 2 MB or more past what the host keeps of each instance
+                              by 2 MB or more past what the host keeps of each instance, and
+                              no call to the host after a destroy() returned
       refresh-key             (source) refresh_key and the key chain of the refresh key work
       fetch-completes-once    (source) a fetch completes or fails exactly once, within --timeout-ms
       keys-chain              (source) 10 appended pages: each page's previous key is the page

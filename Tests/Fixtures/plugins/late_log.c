@@ -4,7 +4,8 @@
  * string, both END flags; refresh key "0"), and is otherwise well behaved, but a thread it
  * starts at create waits for destroy() to begin, then calls host->log every 5 ms, 40 times:
  * once destroy() has returned, those are calls outside the lifetime host.h gives the host
- * table, and nothing else.
+ * table, and nothing else. Interceptor "late-log-interceptor" lets every request proceed, and
+ * its thread does the same.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -40,6 +41,29 @@ static void *ll_watch(void *arg)
     return NULL;
 }
 
+/* The state the watching thread shares, with the thread started; NULL (the config failed) when not. */
+static shared *ll_watch_destroy(const paging_host_t *host, const paging_config_t *config)
+{
+    shared *s = (shared *)calloc(1, sizeof *s);
+    pthread_t thread;
+    if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->changed, NULL);
+    s->host = host;
+    if (pthread_create(&thread, NULL, ll_watch, s) != 0) { free(s); host->config_fail(config, PAGING_ERR_INTERNAL, "no thread"); return NULL; }
+    pthread_detach(thread);
+    return s;
+}
+
+/* Tells the thread destroy() began (it frees `s`). */
+static void ll_destroyed(shared *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->destroyed = 1;
+    pthread_cond_signal(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
 static paging_status_t ll_refresh_key(paging_source_t *self, paging_keys_out_t *out)
 {
     late *l = (late *)self;
@@ -68,24 +92,17 @@ static void ll_cancel(paging_source_t *self, uint64_t id) { (void)self; (void)id
 static void ll_destroy(paging_source_t *self)
 {
     late *l = (late *)self;
-    shared *s = l->shared;
-    pthread_mutex_lock(&s->lock);
-    s->destroyed = 1;
-    pthread_cond_signal(&s->changed);
-    pthread_mutex_unlock(&s->lock);
+    ll_destroyed(l->shared);
     free(l);
 }
 
 static paging_source_t *ll_create(const char *id, const paging_host_t *host, const paging_config_t *config)
 {
     late *l = (late *)calloc(1, sizeof *l);
-    shared *s = (shared *)calloc(1, sizeof *s);
-    pthread_t thread;
+    shared *s;
     (void)id;
-    if (l == NULL || s == NULL) { free(l); free(s); host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->changed, NULL);
-    s->host = host;
+    if (l == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    if ((s = ll_watch_destroy(host, config)) == NULL) { free(l); return NULL; }
     l->shared = s;
     l->base.struct_size = sizeof l->base;
     l->base.refresh_key = ll_refresh_key;
@@ -93,18 +110,44 @@ static paging_source_t *ll_create(const char *id, const paging_host_t *host, con
     l->base.fetch = ll_fetch;
     l->base.cancel = ll_cancel;
     l->base.destroy = ll_destroy;
-    if (pthread_create(&thread, NULL, ll_watch, s) != 0) { free(l); free(s); host->config_fail(config, PAGING_ERR_INTERNAL, "no thread"); return NULL; }
-    pthread_detach(thread);
     return &l->base;
 }
 
-static const paging_plugin_descriptor_t ll_descriptor = {
-    PAGING_DESCRIPTOR_HEAD, "late-log", "Late log (fixture)", "1.0.0", "Logs after destroy.", PAGING_PLUGIN_SOURCE, 0, NULL
+typedef struct late_interceptor { paging_interceptor_t base; shared *shared; } late_interceptor;
+
+static uint32_t lli_intercept(paging_interceptor_t *self, const paging_request_t *request, paging_intercept_out_t *out)
+{
+    (void)self; (void)request; (void)out;
+    return PAGING_INTERCEPT_PROCEED;
+}
+
+static void lli_destroy(paging_interceptor_t *self)
+{
+    late_interceptor *l = (late_interceptor *)self;
+    ll_destroyed(l->shared);
+    free(l);
+}
+
+static paging_interceptor_t *lli_create(const char *id, const paging_host_t *host, const paging_config_t *config)
+{
+    late_interceptor *l = (late_interceptor *)calloc(1, sizeof *l);
+    (void)id;
+    if (l == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
+    if ((l->shared = ll_watch_destroy(host, config)) == NULL) { free(l); return NULL; }
+    l->base.struct_size = sizeof l->base;
+    l->base.intercept = lli_intercept;
+    l->base.destroy = lli_destroy;
+    return &l->base;
+}
+
+static const paging_plugin_descriptor_t ll_descriptors[] = {
+    { PAGING_DESCRIPTOR_HEAD, "late-log", "Late log (fixture)", "1.0.0", "Logs after destroy.", PAGING_PLUGIN_SOURCE, 0, NULL },
+    { PAGING_DESCRIPTOR_HEAD, "late-log-interceptor", "Late log (fixture)", "1.0.0", "Logs after destroy.", PAGING_PLUGIN_INTERCEPTOR, 0, NULL },
 };
 
-static uint32_t ll_count(void) { return 1; }
-static const paging_plugin_descriptor_t *ll_describe(uint32_t index) { return index == 0 ? &ll_descriptor : NULL; }
+static uint32_t ll_count(void) { return 2; }
+static const paging_plugin_descriptor_t *ll_describe(uint32_t index) { return index < 2 ? &ll_descriptors[index] : NULL; }
 
-static const paging_plugin_entry_t ll_entry = { PAGING_ENTRY_HEAD, ll_count, ll_describe, ll_create, NULL, NULL, NULL };
+static const paging_plugin_entry_t ll_entry = { PAGING_ENTRY_HEAD, ll_count, ll_describe, ll_create, lli_create, NULL, NULL };
 
 PAGING_EXPORT const paging_plugin_entry_t *paging_plugin_entry(void) { return &ll_entry; }
