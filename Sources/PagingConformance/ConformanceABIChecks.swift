@@ -562,7 +562,7 @@ extension Context {
         guard traffic.answered > 0 else {
             guard traffic.failed > 0 else { return skip("never answers requests itself (\(traffic.intercepts) requests, all passed on)") }
             return skip("never answers requests itself (\(traffic.intercepts) requests: \(traffic.intercepts - traffic.failed) passed on, "
-                        + "\(traffic.failed) failed, the first with: \(traffic.firstFailure ?? "")")
+                        + "\(traffic.failed) failed, the first with: \(traffic.firstFailure ?? ""))")
         }
         return pass("answered \(traffic.answered) of \(traffic.intercepts) requests itself, \(count(traffic.answeredItems, "item")), every one valid JSON")
     }

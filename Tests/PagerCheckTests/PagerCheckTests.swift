@@ -545,6 +545,9 @@ struct PagerCheckTests {
         let proceed = try #require(report.results.first { $0.check == "proceed-intact" })
         #expect(proceed.status == .fail, "\(output)")
         #expect(proceed.reason.contains("out_set_page_size: an out (intercept) handle kept from an earlier call, used during a later one; refused"), "\(output)")
+        // Found by a probe: its parenthesis was never closed.
+        let items = try #require(report.results.first { $0.check == "items-valid" })
+        #expect(items.status == .skip && items.reason.hasPrefix("never answers requests itself (") && items.reason.hasSuffix("; refused)"), "\(items.reason)")
     }
 
     @Test func extensions_nameTheAnswer_andBoundTheCall() async throws {
