@@ -42,16 +42,7 @@ struct EncodedSecret: Sendable {
                 taken.append((range, written))
             }
         }
-        guard !taken.isEmpty else { return text }
-        var out: [UInt8] = []
-        var copied = 0
-        for (range, written) in taken.sorted(by: { $0.range.lowerBound < $1.range.lowerBound }) {
-            out += t[copied..<range.lowerBound]
-            out += written.utf8
-            copied = range.upperBound
-        }
-        out += t[copied...]
-        return String(decoding: out, as: UTF8.self)
+        return taken.isEmpty ? text : Self.text(t, writing: taken.sorted { $0.range.lowerBound < $1.range.lowerBound })
     }
 
     /// `text` with every place any of `secrets` is written replaced by `replacement`, places
@@ -68,12 +59,17 @@ struct EncodedSecret: Sendable {
                 merged.append(span)
             }
         }
+        return Self.text(t, writing: merged.map { ($0, replacement) })
+    }
+
+    /// `t` with each of `spans` (in order, none overlapping) written as its text.
+    private static func text(_ t: [UInt8], writing spans: [(range: Range<Int>, written: String)]) -> String {
         var out: [UInt8] = []
         var copied = 0
-        for span in merged {
-            out += t[copied..<span.lowerBound]
-            out += replacement.utf8
-            copied = span.upperBound
+        for (range, written) in spans {
+            out += t[copied..<range.lowerBound]
+            out += written.utf8
+            copied = range.upperBound
         }
         out += t[copied...]
         return String(decoding: out, as: UTF8.self)

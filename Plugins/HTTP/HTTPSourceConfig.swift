@@ -313,9 +313,8 @@ struct HTTPSourceConfig: Sendable {
         guard let key else { return nil }
         // Longest first, the instance's with the config's: a token that begins with a config
         // value is hidden whole.
-        let secrets = (keySecrets.map { (secret: $0.encoded, reference: $0.reference) } + more).sorted { $0.secret.bytes.count > $1.secret.bytes.count }
-            .map { (secret: $0.secret, replacement: $0.reference) }
-        return EncodedSecret.replacing(secrets, in: withoutQueryKey(key), encodingAsWritten: true)
+        let secrets = keySecrets.map { (secret: $0.encoded, replacement: $0.reference) } + more.map { (secret: $0.secret, replacement: $0.reference) }
+        return EncodedSecret.replacing(secrets.sorted { $0.secret.bytes.count > $1.secret.bytes.count }, in: withoutQueryKey(key), encodingAsWritten: true)
     }
 
     /// `url` without the query parameter of an `api_key` in the query, however encoded: each
