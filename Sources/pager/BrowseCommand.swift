@@ -102,19 +102,19 @@ struct BrowseCommand {
                 // on screen, or load at both ends in turn).
                 let (atFirst, atLast) = (screen.cursor == 0, screen.cursor >= output.values.count - 1)
                 switch key {
-                case .move(let delta): if delta > 0 && atLast { manager.append() } else if delta < 0 && atFirst { manager.prepend() }
-                case .bottom: if atLast { manager.append() }
-                case .top: if atFirst { manager.prepend() }
-                default: break
-                }
-                switch key {
                 case .quit: return ExitCode.success
                 case .suspend: paging_terminal_suspend()
                 case .refresh: manager.refresh()
                 case .retry: manager.retry()
-                case .move(let delta): screen.move(by: delta == .max ? screen.listHeight : delta == .min ? -screen.listHeight : delta, count: output.values.count)
-                case .top: screen.move(by: -output.values.count, count: output.values.count)
-                case .bottom: screen.move(by: output.values.count, count: output.values.count)
+                case .move(let delta):
+                    if delta > 0 && atLast { manager.append() } else if delta < 0 && atFirst { manager.prepend() }
+                    screen.move(by: delta == .max ? screen.listHeight : delta == .min ? -screen.listHeight : delta, count: output.values.count)
+                case .top:
+                    if atFirst { manager.prepend() }
+                    screen.move(by: -output.values.count, count: output.values.count)
+                case .bottom:
+                    if atLast { manager.append() }
+                    screen.move(by: output.values.count, count: output.values.count)
                 }
             }
             // After a key and after each page: loads on while the cursor is near an end, so
