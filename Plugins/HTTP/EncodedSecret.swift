@@ -36,7 +36,9 @@ struct EncodedSecret: Sendable {
         let t = Array(text.utf8)
         var taken: [(range: Range<Int>, written: String)] = []
         for (secret, replacement) in replacements {
-            for (range, depth) in secret.places(in: t) where !taken.contains(where: { $0.range.overlaps(range) }) {
+            // Every place, overlapping ones too: one that overlaps a place taken may be followed
+            // by another, free, that begins inside it ("s3cr3ts3cr3ts").
+            for (range, depth) in secret.places(in: t, overlapping: true) where !taken.contains(where: { $0.range.overlaps(range) }) {
                 var written = replacement
                 if encodingAsWritten { for _ in 0..<depth { written = percentEncode(written) } }
                 taken.append((range, written))

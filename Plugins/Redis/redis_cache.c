@@ -154,11 +154,13 @@ static const char rc_take_script[] =
 static void rc_hide_password(const rc_state *st, char *text)
 {
     size_t n = st->password != NULL ? strlen(st->password) : 0;
-    char *at;
+    char *at = text;
     if (n < 3) return;
-    while ((at = strstr(text, st->password)) != NULL) {
+    /* On past each "***" written: a password that is "***" itself was replaced for ever. */
+    while ((at = strstr(at, st->password)) != NULL) {
         memcpy(at, "***", 3);
         memmove(at + 3, at + n, strlen(at + n) + 1);
+        at += 3;
     }
 }
 

@@ -580,9 +580,9 @@ struct Context: Sendable {
         // Each of the calls would wait as long.
         if reference.failure == .timeout { return skip("the first fetch timed out: each of the calls would wait as long") }
         // 500 calls a task, fewer for a source whose fetch takes long to complete (one over a
-        // network: 500 of 60 ms each outlasted the budget, and a correct source failed), at
-        // least 10.
-        let calls = max(10, min(500, Int(Duration.seconds(10) / max(alone, .milliseconds(1)))))
+        // network: 500 of 60 ms each outlasted the budget, and a correct source failed): as many
+        // as take 10 s, at least 2 (each at most --timeout-ms, within the budget twice over).
+        let calls = max(2, min(500, Int(Duration.seconds(10) / max(alone, .milliseconds(1)))))
         // A fetch() that blocks for a good part of --timeout-ms outlasted the check's process.
         let start = ContinuousClock.now, budget = Duration.seconds(20)
         let findings = await withTaskGroup(of: Result<Void, ConcurrentFinding>.self) { group in

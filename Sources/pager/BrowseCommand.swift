@@ -97,10 +97,12 @@ struct BrowseCommand {
             output = manager.output
             screen.follow(from: drawn, to: output)
             if case .key(let key) = event {
-                // A key that moves past an end loads there: with max_size under a page and two
-                // values more, itemVisible loads nothing (each of its loads would drop the item
-                // on screen, or load at both ends in turn).
-                let (atFirst, atLast) = (screen.cursor == 0, screen.cursor >= output.values.count - 1)
+                // A key that moves past an end loads there, when that direction is idle: with
+                // fewer than a page and two values kept (max_size rounded down to whole pages),
+                // itemVisible loads nothing (each of its loads would drop the item on screen). A
+                // failed direction waits for R, as ever.
+                let atFirst = screen.cursor == 0 && output.prependState.isIdle && !output.values.isEmpty
+                let atLast = screen.cursor >= output.values.count - 1 && output.appendState.isIdle && !output.values.isEmpty
                 switch key {
                 case .quit: return ExitCode.success
                 case .suspend: paging_terminal_suspend()

@@ -9,7 +9,7 @@ struct CheckCommand {
     static let help = """
     usage: pager check LIB.so [options]
 
-    LIB.so is a path, or a name looked up as a manifest's "plugin" is (jsonlines, or
+    LIB.so is a file, or a name looked up as a manifest's "plugin" is (jsonlines, or
     libjsonlines.so: in the working directory, PAGING_PLUGIN_PATH's folders, then pager's).
 
     Runs the conformance suite against every plugin of a plugin library (or one, with --plugin)
@@ -145,12 +145,13 @@ struct CheckCommand {
         let options = ConformanceOptions(config: config, fetchTimeout: .milliseconds(timeoutMs), cycles: cycles, scratchFolder: scratch,
                                          withheldExtensions: withheldExtensions)
         let runner = ConformanceRunner(executable: executable, options: options)
-        // As a manifest in the working directory names it (the guide's `pager check
-        // libjsonlines.so` found no such file).
+        // A file that is there, else a name, as a manifest in the working directory names it
+        // (the guide's `pager check libjsonlines.so` found no such file).
         let folder = FileManager.default.currentDirectoryPath
         let absolute: String
         do {
-            absolute = try PluginSearchPath.standard(manifestFolder: folder).resolve(libraryPath, relativeTo: folder)
+            absolute = FileManager.default.fileExists(atPath: libraryPath) ? URL(fileURLWithPath: libraryPath).standardizedFileURL.path
+                : try PluginSearchPath.standard(manifestFolder: folder).resolve(libraryPath, relativeTo: folder)
         } catch {
             throw UsageError("check: \(error)")
         }

@@ -450,6 +450,16 @@ struct PagerCheckTests {
         #expect(report.library == "\(productsFolder)/libpass-through.so", "\(output)")
     }
 
+    /// A file in the working directory is that file, whatever its name (found by a review: a
+    /// `libpt.so.1` there was looked up as the name "liblibpt.so.1.so").
+    @Test func aFileThatIsThere_isChecked_whateverItsName() async throws {
+        let folder = scratchFolder()
+        try FileManager.default.copyItem(atPath: "\(productsFolder)/libpass-through.so", toPath: folder + "/libpt.so.1")
+        let result = try await run("/bin/sh", ["-c", "cd '\(folder)' && exec '\(pager)' check libpt.so.1 --json --timeout-ms 500 --cycles 20"])
+        let report = try JSONDecoder().decode(ConformanceRunner.Report.self, from: Data(result.stdout.utf8))
+        #expect(result.code == 0 && report.library == folder + "/libpt.so.1", "\(result.stderr)")
+    }
+
     @Test func config_isPassedToTheChecks() async throws {
         // jsonlines with a config of the user's: its own file, 3 pages of 20.
         let folder = scratchFolder()

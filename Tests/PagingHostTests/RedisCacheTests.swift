@@ -414,6 +414,14 @@ struct RedisCacheTests {
         guard case .unhealthy = cache.health() else { Issue.record("nothing listens there: the health check passed"); return }
         #expect(log.contains("Redis at ***:1 is unavailable"), "\(log.messages)")
         #expect(!log.messages.contains { $0.contains("127.0.0.9") }, "\(log.messages)")
+        // Found by a review: a password "***" was replaced by itself for ever (create hung).
+        setTestEnvironment("REDIS_TEST_ADDRESS_PASSWORD", "***")
+        #expect {
+            _ = try PluginLibrary.open(path: shippedPlugin("redis-cache")).makeInterceptor(
+                config: .object([("address", .string("u@127.0.0.1:6399")), ("password_env", .string("REDIS_TEST_ADDRESS_PASSWORD"))]), sink: log.sink)
+        } throws: { error in
+            "\(error)".contains("config `address` '***@127.0.0.1:6399': expected host:port")
+        }
     }
 
     /// A database the running Redis does not have is the config's mistake, said at create: it
