@@ -239,6 +239,9 @@ struct InterceptorExtensionTests {
         }
         #expect(returned, "destroy() never returned")
         #expect(await log.waitFor("joined resume: "), "\(log.messages)")
+        // The plugin's destroy() runs on the host's thread once the answer returned, and says so
+        // as it starts: waited for (looked at as the resume returned, it was not there yet once).
+        #expect(await eventually { log.messages.contains("destroy") }, "\(log.messages)")
         let answered = log.messages.firstIndex(of: "answer returns"), destroy = log.messages.firstIndex(of: "destroy")
         #expect(answered != nil && destroy != nil && answered! < destroy!, "\(log.messages)")
         // Its resume says the host ended the intercept (its load timed out).
