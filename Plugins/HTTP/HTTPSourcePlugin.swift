@@ -248,17 +248,21 @@ final class HTTPSourcePlugin: SourcePlugin {
     /// `text` with every secret replaced by "***", however it is written there: the config's,
     /// and the OAuth2 tokens issued (for every message and log line).
     private func redact(_ text: String) -> String {
-        config.redact(text, also: tokens?.issued ?? [])
+        config.redact(text, also: issuedTokens)
     }
+
+    /// The OAuth2 tokens handed out (none without OAuth2), hidden and redacted with the config's
+    /// secrets.
+    private var issuedTokens: [EncodedSecret] { tokens?.issued ?? [] }
 
     /// ``HTTPSourceConfig/snippet(_:limit:also:)`` of a body, the OAuth2 tokens issued redacted
     /// with the config's secrets (a token the cut went through left its head behind).
     private func snippet(_ body: UnsafeBufferPointer<UInt8>, limit: Int = 200) -> String {
-        config.snippet(body, limit: limit, also: tokens?.issued ?? [])
+        config.snippet(body, limit: limit, also: issuedTokens)
     }
 
     private func snippet(_ text: String, limit: Int = 200) -> String {
-        config.snippet(text, limit: limit, also: tokens?.issued ?? [])
+        config.snippet(text, limit: limit, also: issuedTokens)
     }
 
     /// Whether a request to `url` (a redirect, a next link) may go: to a host trusted with the
@@ -285,7 +289,7 @@ final class HTTPSourcePlugin: SourcePlugin {
         if config.revealed(key) != key || fillingIn(key, reference: Self.tokenReference, with: "") != key {
             throw .invalidRequest("refusing a key from \(url): it holds what reads as a ${...} reference to a secret of the config")
         }
-        return config.hidingSecrets(key, also: (tokens?.issued ?? []).map { ($0, Self.tokenReference) })
+        return config.hidingSecrets(key, also: issuedTokens.map { ($0, Self.tokenReference) })
     }
 
     static let carriesSecret = "it carries a secret of the config to another host (allowed_hosts lists the hosts it may go to)"

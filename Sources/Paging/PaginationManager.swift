@@ -597,7 +597,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 // end grew): its failure is dropped, as its page would have been, and the
                 // direction is idle again (shown failed, it loaded nothing more by itself).
                 if kind != .refresh, (kind == .append ? output.values.lastPage : output.values.firstPage)?.key != plan.anchorKey {
-                    output[kind] = kind == .prepend ? output.values.firstPage.flatMap { unreachableBefore($0) } ?? .idle : .idle
+                    output[kind] = kind == .prepend ? prependStateAtTheFirstPage : .idle
                     return
                 }
                 if (cancelled && error is CancellationError) || (error as? PagingError == .supersededByRefresh && !supersededForGood) {
@@ -672,7 +672,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             case .prepend:
                 guard let first = output.values.firstPage, first.key == plan.anchorKey else {
                     // Dropped with its page; before the first page now, maybe nothing can load.
-                    output.prependState = output.values.firstPage.flatMap { unreachableBefore($0) } ?? .idle
+                    output.prependState = prependStateAtTheFirstPage
                     return
                 }
                 if let nextKey = page.nextKey, nextKey != first.key, case let repeated = Self.repeatedValues(page, before: first), repeated > 0 {
@@ -712,6 +712,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             guard Set(values).count == values.count, Set(head).count == head.count else { return 0 }
             return values.count - start
         }
+
+        /// Idle, unless nothing can load before the first page held (``unreachableBefore(_:)``):
+        /// prepending's state once a prepend next to a page since dropped ended.
+        @inlinable
+        var prependStateAtTheFirstPage: LoadState { output.values.firstPage.flatMap { unreachableBefore($0) } ?? .idle }
 
         /// The state of prepending before `first` when it names no key before it although pages
         /// before it were dropped (values start past the refresh's first one), else nil.

@@ -288,8 +288,9 @@ struct RunCommand {
         let after = count()
         Output.error("\(label): \(after >= before ? "+" : "")\(Output.counted(after - before, "item")), \(after) in all")
         // What interceptors attached to the page (a filter's count of items it dropped, say).
-        let page = kind == .append ? manager.output.values.lastPage : manager.output.values.firstPage
-        if log.level == .debug, let metadata = page?.metadata, !metadata.isEmpty {
+        guard log.level == .debug else { return false }
+        let values = manager.output.values
+        if let metadata = (kind == .append ? values.lastPage : values.firstPage)?.metadata, !metadata.isEmpty {
             let entries = metadata.sorted { $0.key < $1.key }.map { "\(OneLine.escape($0.key, limit: Output.nameLimit))=\(OneLine.escape($0.value, limit: Output.nameLimit))" }
             Output.error("  page metadata: " + entries.joined(separator: ", "))
         }
