@@ -44,14 +44,16 @@ final class CachePlugin: InterceptorPlugin {
 
     private static func content(_ page: Page<[UInt8], [UInt8]>) -> PageContent {
         PageContent(items: page.values, prevKey: page.prevKey, nextKey: page.nextKey,
-                    isFirst: page.prevKey == nil, isLast: page.nextKey == nil)
+                    isFirst: page.prevKey == nil, isLast: page.nextKey == nil, isShortened: page.isShortened)
     }
 
     func handle(_ page: PagingPluginPage) {
         let content = page.content
-        cache.store(Page(request: Self.request(page.request), values: content.items,
-                         prevKey: content.isFirst ? nil : content.prevKey,
-                         nextKey: content.isLast ? nil : content.nextKey))
+        var kept = Page(request: Self.request(page.request), values: content.items,
+                        prevKey: content.isFirst ? nil : content.prevKey,
+                        nextKey: content.isLast ? nil : content.nextKey)
+        kept.isShortened = content.isShortened
+        cache.store(kept)
     }
 
     private static func request(_ request: PagingPluginRequest) -> PagingRequest<[UInt8]> {

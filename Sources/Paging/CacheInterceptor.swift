@@ -134,7 +134,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
     static func page(_ cached: Page<Key, Value>, answering request: PagingRequest<Key>) -> Page<Key, Value> {
         var page = Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
         page.metadata = cached.metadata
-        page.shortenedByTransform = cached.shortenedByTransform
+        page.isShortened = cached.isShortened
         return page
     }
 

@@ -14,9 +14,14 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Names and values an interceptor attached to the page (``PagingInterceptor/transform(page:)``):
     /// how many values a filter dropped, where a page came from. Empty unless one did.
     public var metadata: [String: String] = [:]
-    /// Set by the ``Pager`` on a full page a transform made short (a filter): such a page is
-    /// not loaded again as a short last page would be (``namesItsNextKey``).
-    @usableFromInline var shortenedByTransform = false
+    /// The page is short, but not because the data ends there: it is not loaded again as a
+    /// short last page is (``namesItsNextKey``), and paging goes on past it. The ``Pager`` sets it
+    /// on a full page a transform made short (a filter); a source sets it on a page its server
+    /// cut short (a cap on the page size) when the key chain names the next page. An
+    /// interceptor that keeps pages and answers with them later (a cache, a store) keeps this
+    /// mark with each page and sets it on the page it answers with: without it, a filtered page
+    /// read back reads as a short last page, and an empty one after it as the end.
+    public var isShortened = false
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable
@@ -43,12 +48,12 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var isComplete: Bool { values.count >= request.params.pageSize }
 
     /// Whether the source named the next page itself (a cursor, a `Link` header, an offset it
-    /// counted) rather than leaving it to the request's key chain, or the source's page was full
-    /// and a transform made it short. A short page that names its next page is followed, not
-    /// loaded again: a server that caps its page size says where the next page is, and a
-    /// filtered page cannot have grown.
+    /// counted) rather than leaving it to the request's key chain, or the page is marked
+    /// ``isShortened``. A short page that names its next page is followed, not loaded again: a
+    /// server that caps its page size says where the next page is, and a filtered page cannot
+    /// have grown.
     @inlinable
-    public var namesItsNextKey: Bool { shortenedByTransform || nextKey != request.keyChain.nextKey }
+    public var namesItsNextKey: Bool { isShortened || nextKey != request.keyChain.nextKey }
 }
 
 extension Page: CustomStringConvertible {

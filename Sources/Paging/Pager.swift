@@ -490,7 +490,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         // page would be (it cannot have grown; each was fetched twice): it is marked, for the
         // manager, and for the caches before the transform that keep it.
         let filled = page.values.count >= asked.params.pageSize
-        var madeShort = false
+        // A page a store answered with keeps the mark it was stored with.
+        var madeShort = page.isShortened
         while let index = remaining.popLast() {
             if let request = observers.request(reaching: index) { page.request = request }
             if isSuperseded(generation) {
@@ -509,7 +510,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             }
             // A transform may build a new page: the mark is set again after each.
             madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
-            page.shortenedByTransform = page.shortenedByTransform || madeShort
+            page.isShortened = page.isShortened || madeShort
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }

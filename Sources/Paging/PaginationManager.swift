@@ -9,10 +9,11 @@ import Synchronization
 ///   from the key chain alone is requested again by the next append and replaced, as in the
 ///   original SwiftPaging, until a reload brings nothing new; then paging moves on, and an empty
 ///   page after it (its key from the key chain alone) reaches the end, for now: a refresh looks
-///   again; so does a third empty page in a row. A short page that names its next page itself
-///   (``Page/namesItsNextKey``) is simply followed. Values that join a short page after paging
-///   moved on from it are not loaded until a refresh: a source whose data grows at its end
-///   names its next keys (a cursor) rather than leave them to the key chain.
+///   again; so does a third empty page in a row. When the page after it has values, the short
+///   page is loaded once more before that page is added (it may have grown since its reload:
+///   what it gained comes before that page's values); when it gained values, they are added
+///   instead, and the next append loads that page again. A short page that names its next page
+///   itself (``Page/namesItsNextKey``, ``Page/isShortened``) is simply followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -293,6 +294,27 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             result = await fetch(plan)
             if case .failure(let error) = result, error as? PagingError == .supersededByRefresh { appendSupersededAgain = true }
         }
+        // A page with values after a stalled short last page: the short page is loaded again
+        // first. What it gained since its reload (items added at the end of the data before
+        // this page was loaded) falls before this page's values: it was skipped for good.
+        var plan = plan
+        if case .success(let page) = result, !page.values.isEmpty,
+           let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
+            var recheck = plan
+            recheck.key = stalled.key
+            recheck.params.userInfo[PagingUserInfoKey.reload] = "true"
+            let reloaded = await fetch(recheck)
+            switch reloaded {
+            case .success(let again) where again.values.count > stalled.values.count:
+                // It grew: applied as the reload it is; the next append loads this page again.
+                (plan, result) = (recheck, reloaded)
+            case .success:
+                break
+            case .failure:
+                // Failed: this page is not added without it (a retry loads both again).
+                result = reloaded
+            }
+        }
         let cancelled = Task.isCancelled
         let ended = state.withLock { state -> LoadEnd? in
             if plan.kind == .refresh, plan.generation == state.generation { state.lateRefreshes = 0 }
@@ -563,6 +585,17 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             inFlight[kind] = nil
             if case .caller(let end) = entry.load { return end }
             return nil
+        }
+
+        /// The last page, when `plan` appends the page after it and it is short, names no next
+        /// page of its own, and its reload brought nothing new (`stalledKey`): loaded again
+        /// before the page after it is added.
+        @inlinable
+        func stalledPage(before plan: Plan) -> Page<Key, Value>? {
+            guard plan.kind == .append, plan.generation == generation, let last = output.values.lastPage,
+                  last.key == plan.anchorKey, last.key == stalledKey, last.key != plan.key, last.nextKey == plan.key,
+                  !last.isComplete, !last.namesItsNextKey else { return nil }
+            return last
         }
 
         /// Empty pages in a row at the end, each named by the key chain alone, that appends follow;

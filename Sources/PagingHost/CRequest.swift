@@ -26,8 +26,8 @@ package enum CView {
         }
     }
 
-    /// A page as handed to `handle()`: its resolved keys, END flags where there are none, and
-    /// its metadata.
+    /// A page as handed to `handle()`: its resolved keys, END flags where there are none, the
+    /// SHORTENED flag on a page a transform made short, and its metadata.
     static func withPage<R>(_ page: PluginPage, _ body: (UnsafePointer<paging_page_t>) throws -> R) rethrows -> R {
         try withRequest(page.request) { request in
             try withOptionalKey(page.prevKey) { prev in
@@ -37,6 +37,7 @@ package enum CView {
                             var flags: UInt32 = 0
                             if page.prevKey == nil { flags |= PAGING_PAGE_PREV_END }
                             if page.nextKey == nil { flags |= PAGING_PAGE_NEXT_END }
+                            if page.isShortened { flags |= PAGING_PAGE_SHORTENED }
                             var view = paging_page_t(request: request, items: items, item_count: count,
                                                      prev_key: prev, next_key: next, flags: flags,
                                                      struct_size: UInt32(MemoryLayout<paging_page_t>.size),

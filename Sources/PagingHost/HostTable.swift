@@ -237,8 +237,14 @@ package struct PageBuilder: Sendable {
 
     func page(for request: PluginRequest) -> PluginPage {
         let keys = keys(otherwise: request.keyChain.prevKey, request.keyChain.nextKey)
-        return PluginPage(request: request, values: items, prevKey: keys.prev, nextKey: keys.next)
+        var page = PluginPage(request: request, values: items, prevKey: keys.prev, nextKey: keys.next)
+        page.isShortened = isShortened
+        return page
     }
+
+    /// Whether the flags say the page is short but not the last (a store answering with a page
+    /// a filter made short).
+    var isShortened: Bool { flags & PAGING_PAGE_SHORTENED != 0 }
 }
 
 /// A fetch between `fetch()` and its completion.
@@ -711,6 +717,7 @@ struct TransformOut: CallResultBuilder {
         var result = original
         result.values = page.items
         (result.prevKey, result.nextKey) = page.keys(otherwise: original.prevKey, original.nextKey)
+        result.isShortened = original.isShortened || page.isShortened
         result.metadata = metadata
         return result
     }

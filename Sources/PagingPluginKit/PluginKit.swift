@@ -109,13 +109,19 @@ public struct PageContent: Sendable {
     public var isFirst: Bool
     /// There is no page after this one.
     public var isLast: Bool
+    /// The page is short but not the last: a transform (a filter) made it short
+    /// (`PAGING_PAGE_SHORTENED`). A plugin that keeps pages keeps this with each and answers
+    /// with it, or a filtered page it answers with reads as the end of the data.
+    public var isShortened = false
 
-    public init(items: [[UInt8]], prevKey: [UInt8]? = nil, nextKey: [UInt8]? = nil, isFirst: Bool = false, isLast: Bool = false) {
+    public init(items: [[UInt8]], prevKey: [UInt8]? = nil, nextKey: [UInt8]? = nil, isFirst: Bool = false, isLast: Bool = false,
+                isShortened: Bool = false) {
         self.items = items
         self.prevKey = prevKey
         self.nextKey = nextKey
         self.isFirst = isFirst
         self.isLast = isLast
+        self.isShortened = isShortened
     }
 
     /// A page of JSON texts with text keys.
@@ -124,7 +130,9 @@ public struct PageContent: Sendable {
                   nextKey: nextKey.map { Array($0.utf8) }, isFirst: isFirst, isLast: isLast)
     }
 
-    var flags: UInt32 { (isFirst ? PAGING_PAGE_PREV_END : 0) | (isLast ? PAGING_PAGE_NEXT_END : 0) }
+    var flags: UInt32 {
+        (isFirst ? PAGING_PAGE_PREV_END : 0) | (isLast ? PAGING_PAGE_NEXT_END : 0) | (isShortened ? PAGING_PAGE_SHORTENED : 0)
+    }
 
     init(_ view: UnsafePointer<paging_page_t>) {
         let page = view.pointee
@@ -133,6 +141,7 @@ public struct PageContent: Sendable {
         nextKey = page.next_key.map { bytes($0.pointee) }
         isFirst = page.flags & PAGING_PAGE_PREV_END != 0
         isLast = page.flags & PAGING_PAGE_NEXT_END != 0
+        isShortened = page.flags & PAGING_PAGE_SHORTENED != 0
     }
 }
 

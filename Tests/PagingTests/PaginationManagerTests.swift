@@ -819,14 +819,54 @@ struct PaginationManagerTests {
         #expect(Array(manager.output.values) == [0, 1, 2])
     }
 
-    @Test func shortPages_fromAServerThatCapsItsPageSize_areReloadedOnce_thenPagingMovesOn() async throws {
+    /// Each short page is loaded again once, and once more when the page after it has values
+    /// (it may have grown meanwhile); a source that marks its short pages (``Page/isShortened``)
+    /// has each loaded once.
+    @Test func shortPages_fromAServerThatCapsItsPageSize_areReloaded_thenPagingMovesOn() async throws {
         let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
         let manager = manager(source)
         await manager.refresh().value
         for _ in 0..<6 { await manager.append().value }
         #expect(Array(manager.output.values) == [0, 1, 2, 3, 4])
         #expect(manager.output.appendState.isEndReached)
-        #expect(source.fetchedKeys == [0, 0, 1, 1, 2])
+        #expect(source.fetchedKeys == [0, 0, 1, 0, 1, 2, 1])
+
+        let capped = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4]])
+        let marked = PaginationManager(source: MarkingShortPages(inner: capped), pageSize: 3)
+        await marked.refresh().value
+        for _ in 0..<3 { await marked.append().value }
+        #expect(Array(marked.output.values) == [0, 1, 2, 3, 4])
+        #expect(marked.output.appendState.isEndReached)
+        #expect(capped.fetchedKeys == [0, 1, 2])
+    }
+
+    /// A short last page that grows after its reload, before the page after it is loaded: what it
+    /// gained comes before that page (it was skipped: 5 missing, exit 0 in `pager run`).
+    @Test func aShortLastPageThatGrowsAfterItsReload_losesNothing() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3, 4], []])
+        let manager = manager(source)
+        await manager.refresh().value
+        await manager.append().value
+        await manager.append().value
+        #expect(source.fetchedKeys == [0, 1, 1], "loaded, then loaded again: stalled")
+        source.setPages([[0, 1, 2], [3, 4, 5], [6]])
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2, 3, 4, 5], "the page it grew into is added first")
+        await manager.append().value
+        #expect(Array(manager.output.values) == Array(0...6))
+        #expect(manager.output.appendState.isEndReached)
+        // A reload that fails fails the append: the page after it is not added without it.
+        let failing = ScriptedPagingSource(pages: [[0, 1, 2], [3, 4], [5]])
+        let other = self.manager(failing)
+        await other.refresh().value
+        await other.append().value
+        await other.append().value
+        failing.script(key: 1, .fail(ScriptedError("offline")))
+        await other.append().value
+        #expect(other.output.appendState.error as? ScriptedError == ScriptedError("offline"))
+        #expect(Array(other.output.values) == [0, 1, 2, 3, 4])
+        await other.retry().value
+        #expect(Array(other.output.values) == [0, 1, 2, 3, 4, 5])
     }
 
     @Test func appendWithNothingLoaded_isNotCancelledByTheRefreshItBecomes() async throws {
@@ -1375,5 +1415,18 @@ private struct ForwardCursorSource: PagingSource {
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         let page = try await base.fetch(request: request)
         return Page(request: request, values: page.values, prevKey: request.key == base.refreshKey ? page.prevKey : nil, nextKey: page.nextKey)
+    }
+}
+
+/// A source whose server caps its page size and says so: each page it answers is marked
+/// ``Page/isShortened``.
+private struct MarkingShortPages: PagingSource {
+    let inner: ScriptedPagingSource<Int>
+    var refreshKey: Int { inner.refreshKey }
+    func keyChain(for key: Int) -> PagingKeyChain<Int> { inner.keyChain(for: key) }
+    func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
+        var page = try await inner.fetch(request: request)
+        page.isShortened = true
+        return page
     }
 }

@@ -139,7 +139,7 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
     }
     if (s->frame_garbage == 3 || s->frame_garbage == 4) {
         /* op 100 (a reply), the call id, then a page: a refresh request of key "0", page size 10,
-         * no keys or user info; one item; no keys; no metadata, or one entry ("m": 0xFF). */
+         * no keys or user info; one item; no keys; no flags; no metadata, or one entry ("m": 0xFF). */
         const char *item = s->frame_garbage == 3 ? "NOT JSON" : "1";
         unsigned char frame[64];
         uint64_t call;
@@ -156,6 +156,7 @@ static paging_status_t cs_fetch(paging_source_t *self, const paging_request_t *r
             frame[n++] = (unsigned char)strlen(item); frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;
             for (k = 0; item[k] != '\0'; k++) frame[n++] = (unsigned char)item[k];
             frame[n++] = 0; frame[n++] = 0;                              /* no keys */
+            frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* no flags */
             if (s->frame_garbage == 3) {
                 frame[n++] = 0; frame[n++] = 0; frame[n++] = 0; frame[n++] = 0;  /* no metadata */
             } else {
