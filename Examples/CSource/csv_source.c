@@ -98,13 +98,17 @@ static paging_status_t csv_fetch(paging_source_t *self, const paging_request_t *
     csv *c = (csv *)self;
     const paging_host_t *h = c->host;
     const size_t *ends = (const size_t *)(const void *)c->ends.s;
-    size_t row, last;
+    size_t row, last, count;
     if (!parse_key(c, request->key, &row)) return PAGING_ERR_INVALID_REQUEST; /* failed now */
-    for (last = row + c->page_size < c->rows ? row + c->page_size : c->rows; row < last; row++) {
+    last = row + c->page_size < c->rows ? row + c->page_size : c->rows;
+    for (count = last > row ? last - row : 0; row < last; row++) {
         size_t start = row > 0 ? ends[row - 1] : 0;
         paging_bytes_t item = { (const uint8_t *)c->items.s + start, ends[row] - start };
         if (h->fetch_add_item(h, fetch_id, item) != PAGING_OK) return PAGING_OK; /* the host ended it */
     }
+    /* Cut at this source's page size, shorter than asked: not the end of the data, and not to be
+     * loaded again in case it grew (ABI 1.3; an older host ignores the flag). */
+    if (count == c->page_size && c->page_size < request->page_size) h->fetch_set_flags(h, fetch_id, PAGING_PAGE_SHORTENED);
     h->fetch_complete(h, fetch_id); /* the keys come from key_chain(): none to set here */
     return PAGING_OK;
 }

@@ -66,6 +66,19 @@ struct CSourceExampleTests {
         #expect(result.stdout == Self.rows.joined(separator: "\n").replacingOccurrences(of: #"\nthan"#, with: #"\u000d\nthan"#) + "\n")
     }
 
+    /// Pages cut at the source's own page size, shorter than the manifest's, are marked
+    /// PAGING_PAGE_SHORTENED: each is fetched once (unmarked, each short page was loaded again,
+    /// and once more before the page after it: 9 fetches for these 4 pages).
+    @Test func pagesCutAtItsOwnPageSize_areMarked_andEachIsFetchedOnce() async throws {
+        let folder = try await exampleFolder()
+        try #"{"source": {"plugin": "csv", "config": {"path": "people.csv", "page_size": 2}}, "page_size": 5}"#
+            .write(toFile: folder + "/capped.json", atomically: true, encoding: .utf8)
+        let result = try await run(pagerCommand, ["run", folder + "/capped.json", "--refresh", "--append", "6", "--stats"])
+        #expect(result.code == 0, "\(result.stderr)")
+        #expect(result.stdout == Self.rows.joined(separator: "\n") + "\n")
+        #expect(result.stderr.contains("libcsv.so): 4 calls, 4 completed"), "\(result.stderr)")
+    }
+
     @Test func validate_reportsTheHealthCheck() async throws {
         let folder = try await exampleFolder()
         let result = try await run(pagerCommand, ["validate", folder + "/manifest.json"])
