@@ -532,11 +532,16 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
 
     @inlinable @inline(__always)
     func fetch(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
+        var page: Page<Key, Value>
         do {
-            return try await source.fetch(request: request)
+            page = try await source.fetch(request: request)
         } catch {
-            return try await retry(request, after: error) { try await self.source.fetch(request: request) }
+            page = try await retry(request, after: error) { try await self.source.fetch(request: request) }
         }
+        // An empty page is not a short one that goes on: a source that marked its empty pages
+        // was followed without end (the empty pages that end the data were never counted).
+        if page.isShortened, page.values.isEmpty { page.isShortened = false }
+        return page
     }
 
     /// The retries of a failed step (`attempt` runs it again), per the request's policy. Not

@@ -838,6 +838,16 @@ struct PaginationManagerTests {
         #expect(Array(marked.output.values) == [0, 1, 2, 3, 4])
         #expect(marked.output.appendState.isEndReached)
         #expect(capped.fetchedKeys == [0, 1, 2])
+
+        // Marked empty pages are not followed for ever: an empty page from the source ends the
+        // data, marked or not (these 20 were all followed).
+        let endless = ScriptedPagingSource(pages: [[0, 1], [2, 3]] + Array(repeating: [], count: 20))
+        let markedEmpty = PaginationManager(source: MarkingShortPages(inner: endless), pageSize: 3)
+        await markedEmpty.refresh().value
+        for _ in 0..<10 { await markedEmpty.append().value }
+        #expect(Array(markedEmpty.output.values) == [0, 1, 2, 3])
+        #expect(markedEmpty.output.appendState.isEndReached)
+        #expect(endless.fetchedKeys == [0, 1, 2])
     }
 
     /// A short last page that grows after its reload, before the page after it is loaded: what it
