@@ -242,8 +242,8 @@ package struct PageBuilder: Sendable {
         return page
     }
 
-    /// Whether the flags say the page is short but not the last (a store answering with a page
-    /// a filter made short).
+    /// Whether the flags say the page is short but not the last: a store answering with a page
+    /// a filter made short, a source whose server caps its page size.
     var isShortened: Bool { flags & PAGING_PAGE_SHORTENED != 0 }
 }
 
@@ -717,7 +717,7 @@ struct TransformOut: CallResultBuilder {
         var result = original
         result.values = page.items
         (result.prevKey, result.nextKey) = page.keys(otherwise: original.prevKey, original.nextKey)
-        result.isShortened = original.isShortened || page.isShortened
+        if page.isShortened { result.isShortened = true }
         result.metadata = metadata
         return result
     }

@@ -109,9 +109,10 @@ public struct PageContent: Sendable {
     public var isFirst: Bool
     /// There is no page after this one.
     public var isLast: Bool
-    /// The page is short but not the last: a transform (a filter) made it short
-    /// (`PAGING_PAGE_SHORTENED`). A plugin that keeps pages keeps this with each and answers
-    /// with it, or a filtered page it answers with reads as the end of the data.
+    /// The page is short but not the last (`PAGING_PAGE_SHORTENED`): a transform (a filter)
+    /// made it short, or the source's server cut it (a cap on the page size; not on an empty
+    /// page). A plugin that keeps pages keeps this with each and answers with it, or a filtered
+    /// page it answers with reads as the end of the data.
     public var isShortened = false
 
     public init(items: [[UInt8]], prevKey: [UInt8]? = nil, nextKey: [UInt8]? = nil, isFirst: Bool = false, isLast: Bool = false,
