@@ -16,7 +16,8 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var metadata: [String: String] = [:]
     /// The page is short, but not because the data ends there: it is not loaded again as a
     /// short last page is (``namesItsNextKey``), and paging goes on past it. The ``Pager`` sets it
-    /// on a full page a transform made short (a filter); a source sets it on a page its server
+    /// on a full page a transform made short, and on a page with values a transform emptied (a
+    /// filter); a source sets it on a page its server
     /// cut short (a cap on the page size) when the key chain names the next page (on an empty
     /// page from the source, the ``Pager`` clears it: that page ends the data). An
     /// interceptor that keeps pages and answers with them later (a cache, a store) keeps this

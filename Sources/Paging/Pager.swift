@@ -488,8 +488,11 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let asked = page.request
         // A full page a transform made short (a filter) is not loaded again as a short last
         // page would be (it cannot have grown; each was fetched twice): it is marked, for the
-        // manager, and for the caches before the transform that keep it.
-        let filled = page.values.count >= asked.params.pageSize
+        // manager, and for the caches before the transform that keep it. So is a page with
+        // values a transform emptied, full or not: the source's page was not empty, and an
+        // unmarked empty page after a short one is the end (a source that caps its page size
+        // below the request's, unmarked, lost every page after the first one a filter emptied).
+        let filled = page.values.count >= asked.params.pageSize, hadValues = !page.values.isEmpty
         // A page a store answered with keeps the mark it was stored with.
         var madeShort = page.isShortened
         while let index = remaining.popLast() {
@@ -509,7 +512,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 throw error
             }
             // A transform may build a new page: the mark is set again after each.
-            madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
+            madeShort = madeShort || (filled && page.values.count < asked.params.pageSize) || (hadValues && page.values.isEmpty)
             page.isShortened = page.isShortened || madeShort
         }
         // The caller gets the page under the request the source answered, as without observers.

@@ -294,11 +294,12 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             result = await fetch(plan)
             if case .failure(let error) = result, error as? PagingError == .supersededByRefresh { appendSupersededAgain = true }
         }
-        // A page with values after a stalled short last page: the short page is loaded again
-        // first. What it gained since its reload (items added at the end of the data before
-        // this page was loaded) falls before this page's values: it was skipped for good.
+        // A page with values after a stalled short last page (or one a filter emptied: the
+        // source's page had values): the short page is loaded again first. What it gained since
+        // its reload (items added at the end of the data before this page was loaded) falls
+        // before this page's values: it was skipped for good.
         var plan = plan
-        if case .success(let page) = result, !page.values.isEmpty,
+        if case .success(let page) = result, !page.values.isEmpty || page.isShortened,
            let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
             var recheck = plan
             recheck.key = stalled.key

@@ -850,6 +850,32 @@ struct PaginationManagerTests {
         #expect(endless.fetchedKeys == [0, 1, 2])
     }
 
+    /// A source that caps its pages below the page size without saying so, behind a filter
+    /// that empties one of them: the empty page is not the end (the source's page had values).
+    /// Only the first page was kept: the filtered empty page after it read as the end, exit 0.
+    @Test func aCappedPageAFilterEmptied_isNotTheEnd() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4, 5]])
+        let manager = manager(source, interceptors: [DroppingValues { [2, 3].contains($0) }])
+        await manager.refresh().value
+        for _ in 0..<6 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0, 1, 4, 5])
+        #expect(manager.output.appendState.isEndReached)
+    }
+
+    /// As below, when a filter empties the page after the stalled short page: what the short
+    /// page gained is loaded all the same (5 was skipped, exit 0).
+    @Test func aShortLastPageThatGrows_beforeAPageAFilterEmpties_losesNothing() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3, 4], []])
+        let manager = manager(source, interceptors: [DroppingValues { $0 >= 100 }])
+        await manager.refresh().value
+        await manager.append().value
+        await manager.append().value
+        source.setPages([[0, 1, 2], [3, 4, 5], [100]])
+        for _ in 0..<3 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0, 1, 2, 3, 4, 5])
+        #expect(manager.output.appendState.isEndReached)
+    }
+
     /// A short last page that grows after its reload, before the page after it is loaded: what it
     /// gained comes before that page (it was skipped: 5 missing, exit 0 in `pager run`).
     @Test func aShortLastPageThatGrowsAfterItsReload_losesNothing() async throws {
@@ -1437,6 +1463,20 @@ private struct MarkingShortPages: PagingSource {
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         var page = try await inner.fetch(request: request)
         page.isShortened = true
+        return page
+    }
+}
+
+/// A filter: drops the values `drops` says to.
+private struct DroppingValues: PagingInterceptor {
+    let drops: @Sendable (Int) -> Bool
+    init(_ drops: @escaping @Sendable (Int) -> Bool) { self.drops = drops }
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .proceed(request, handleAfterwards: true)
+    }
+    func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> {
+        var page = page
+        page.values.removeAll(where: drops)
         return page
     }
 }
