@@ -20,7 +20,8 @@ struct RunCommand {
       --hard-refresh    the same, from the source: its page replaces what stores and caches
                         hold (should it fail, they keep it)
       --append N        load N pages after the last one (stops early at the end of the data;
-                        on an empty list, the first of them is the first page)
+                        on an empty list, the first of them is the first page; a short last
+                        page loaded again, as it may have grown, is one of the N)
       --prepend N       load N pages before the first one
       --retry           load again where the last load failed (after the wait the failure
                         asked for, if it did, up to a minute; past that, not at all)

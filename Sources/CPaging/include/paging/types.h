@@ -85,7 +85,9 @@ typedef struct paging_request {
  * and param q=swift: `20 1:3 1:q=5:swift`.
  * A hard refresh (`pager run --hard-refresh`) is the param hard_refresh with the value "true":
  * a cache or store must not answer it from what it holds (let it proceed to the source), and
- * should replace what it holds with the page handed back. The param reload with the value
+ * should replace everything it holds (in its namespace) with the page handed back: only the
+ * refresh carries the param, and the appends after it, answered from pages held before it,
+ * would mix stale pages with fresh ones. The param reload with the value
  * "true" marks a page loaded again because it may have grown (a short last page): a cache or
  * store must let it proceed to the source too, and should replace the page it holds under its
  * identity with the page handed back (not the others). */
