@@ -567,6 +567,58 @@ extension Context {
         return pass("answered \(traffic.answered) of \(traffic.intercepts) requests itself, \(count(traffic.answeredItems, "item")), every one valid JSON")
     }
 
+    // MARK: - kept-pages
+
+    /// Lets a request through, hands the interceptor a short page marked shortened for it (a
+    /// page a filter made short), then asks for the request again: an answer with that page
+    /// must carry the flag; the request as a hard refresh and as a reload must proceed.
+    func keptPages(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
+        let request = PluginRequest(kind: .append, keyChain: PagingKeyChain(key: "40", prevKey: "20", nextKey: "60"),
+                                    params: PagingRequestParams(pageSize: 20, userInfo: ["x-check": "kept-pages"]))
+        var page = PluginPage(request: request, values: [PluginItem(json: #"{"n":41}"#), PluginItem(json: #"{"n":47}"#)],
+                              prevKey: "20", nextKey: "60")
+        page.isShortened = true
+        do {
+            switch try await interceptor.intercept(request: request) {
+            case .complete, .completeThenRevalidate:
+                return skip("answers the request before it was handed a page for it: keeps no pages it is handed")
+            case .proceed(_, let observe) where !observe:
+                return skip("does not ask to see the pages of the requests it lets through")
+            case .proceed, .proceedOrFallBack:
+                _ = try await interceptor.transform(page: page)
+            }
+            let kept: PluginPage
+            switch try await interceptor.intercept(request: request) {
+            case .complete(let answer), .completeThenRevalidate(let answer), .proceedOrFallBack(_, let answer, _):
+                kept = answer
+            case .proceed:
+                return skip("does not answer a request with the page it was handed for it")
+            }
+            guard kept.values == page.values else {
+                return skip("answers the request with other items than the page it was handed for it (\(count(kept.values.count, "item")))")
+            }
+            guard kept.isShortened else {
+                return fail("answered a request with the page it was handed for it, without that page's PAGING_PAGE_SHORTENED flag: "
+                            + "keep the flags of the page handle() sees and set them back with out_set_flags, or a page a filter made short, "
+                            + "answered after a filter, reads as the end of the data")
+            }
+            // As the manager sends them: a hard refresh is a refresh, a reload an append.
+            for (name, kind) in [(PagingUserInfoKey.hardRefresh, PagingRequestKind.refresh), (PagingUserInfoKey.reload, .append)] {
+                var again = PluginRequest(kind: kind, keyChain: request.keyChain, params: request.params)
+                again.params.userInfo[name] = "true"
+                switch try await interceptor.intercept(request: again) {
+                case .complete, .completeThenRevalidate:
+                    return fail("answered the request with the param \(name) = \"true\" from the page it kept: it must let it proceed to the source (types.h)")
+                case .proceed, .proceedOrFallBack:
+                    continue
+                }
+            }
+        } catch {
+            return skip("a call failed: \(error)")
+        }
+        return pass("answered with the page it kept, its flags kept; let the request through as a hard refresh and as a reload")
+    }
+
     // MARK: - Driving
 
     /// "1 page", "5 pages".

@@ -51,6 +51,12 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
     /// in valid UTF-8 ("item N is not valid JSON: ..."): none may. Skipped for an interceptor
     /// that never answers a request.
     case itemsValid = "items-valid"
+    /// Interceptor: one that answers a request with the page it was handed for it (a cache, a
+    /// store) answers with that page's flags (PAGING_PAGE_SHORTENED: a filtered page read back
+    /// without it reads as the end of the data), and lets the same request proceed as a hard
+    /// refresh and as a reload. Skipped for one that answers no request from a page it was
+    /// handed.
+    case keptPages = "kept-pages"
     /// The plugin's normal calls (creates; intercepts and handles, or refresh_key, key_chain and
     /// fetches) without a call handle (config, out, keys out) used after its call or from
     /// another thread: the host refuses and logs each such use.
@@ -72,7 +78,7 @@ public enum ConformanceCheck: String, Sendable, CaseIterable, Codable {
         let last: [ConformanceCheck] = [.callHandles, .extensions, .threadSafe]
         switch kind {
         case .source: return common + [.refreshKey, .fetchCompletesOnce, .keysChain, .itemsValid, .cancelSafe, .destroyInFlight] + last
-        case .interceptor: return common + [.proceedIntact, .handleAnyPage, .itemsValid] + last
+        case .interceptor: return common + [.proceedIntact, .handleAnyPage, .itemsValid, .keptPages] + last
         }
     }
 }

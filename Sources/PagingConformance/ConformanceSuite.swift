@@ -132,6 +132,7 @@ struct Context: Sendable {
             case .source: return try await requireSource { await itemsValid($0, $1) }
             case .interceptor: return try await requireInterceptor { await itemsValid($0, $1) }
             }
+        case .keptPages: return try await requireInterceptor { await keptPages($0, $1) }
         case .callHandles: return try await callHandles()
         case .extensions: return await extensions()
         case .threadSafe:

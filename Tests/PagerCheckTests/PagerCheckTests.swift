@@ -180,6 +180,27 @@ struct PagerCheckTests {
                 "\(output)")
     }
 
+    /// kept-pages: a store that answers with the page it was handed for a request keeps that
+    /// page's flags (PAGING_PAGE_SHORTENED) and lets a hard refresh and a reload proceed. One
+    /// that dropped the flag, or answered a hard refresh from what it kept, passed every check
+    /// (placed before filter, the first stopped later runs early, exit 0).
+    @Test(arguments: [("", ConformanceResult.Status.pass, "its flags kept"),
+                      (#"{"forget": "flags"}"#, .fail, "without that page's PAGING_PAGE_SHORTENED flag"),
+                      (#"{"forget": "hard_refresh"}"#, .fail, #"the param hard_refresh = "true" from the page it kept"#)])
+    func keptPages_holdsAStoreToItsFlagsAndToHardRefreshes(_ config: String, _ status: ConformanceResult.Status, _ reason: String) async throws {
+        let options = ConformanceOptions(config: config.isEmpty ? nil : try JSONValue.parse(config), cycles: 10, scratchFolder: scratchFolder())
+        let result = await Conformance.run(.keptPages, path: try await fixturePlugin("check_forgetful_store"), plugin: "forgetful-store", options: options)
+        #expect(result.status == status && result.reason.contains(reason), "\(result.reason)")
+    }
+
+    /// The shipped interceptors: the stores pass kept-pages; the others keep no pages.
+    @Test(arguments: [("cache", ConformanceResult.Status.pass), ("sqlite-store", .pass), ("filter", .skip), ("logging", .skip)])
+    func keptPages_ofTheShippedInterceptors(_ plugin: String, _ status: ConformanceResult.Status) async throws {
+        let result = await Conformance.run(.keptPages, path: "\(productsFolder)/lib\(plugin).so", plugin: plugin,
+                                           options: ConformanceOptions(cycles: 10, scratchFolder: scratchFolder()))
+        #expect(result.status == status, "\(result.reason)")
+    }
+
     /// A fetch() that blocks until it completes, longer than --timeout-ms, fails
     /// fetch-completes-once: the host times a fetch from fetch()'s return, so without a call
     /// timeout no one timed it (it passed, "completed in 5000 ms" against a 2000 ms timeout).
@@ -308,7 +329,8 @@ struct PagerCheckTests {
         ("late_log", ["late-log/destroy-in-flight", "late-log/create-destroy-cycles", "late-log-interceptor/create-destroy-cycles"],
          "log called after destroy() returned"),
         ("abi_major2", ["-/load"], "ABI 2.0.0"),
-        ("check_crash_intercept", ["crash-intercept/proceed-intact", "crash-intercept/items-valid", "crash-intercept/call-handles"],
+        ("check_crash_intercept", ["crash-intercept/proceed-intact", "crash-intercept/items-valid", "crash-intercept/kept-pages",
+                                   "crash-intercept/call-handles"],
          "crashed (SIGABRT)"),
         ("check_leak", ["leak/create-destroy-cycles"], "a leak per create/destroy"),
         ("check_bad_descriptor", ["bad id/descriptor"], "contains spaces"),

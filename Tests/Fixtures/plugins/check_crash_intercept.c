@@ -2,7 +2,7 @@
 /*
  * Broken fixture for `pager check`: interceptor "crash-intercept" calls abort() in intercept().
  * Everything else (create, destroy, handle) is correct. Expected: the checks that intercept
- * requests (proceed-intact, items-valid, call-handles) fail with "crashed (SIGABRT)"; every other
+ * requests (proceed-intact, items-valid, kept-pages, call-handles) fail with "crashed (SIGABRT)"; every other
  * check passes (thread-safe is skipped: not flagged).
  */
 #include <stdlib.h>
