@@ -153,9 +153,18 @@ final class PageService: Sendable {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             body += item.bytes
         }
+        // An empty page met going on, whose key on that side came from the key chain alone,
+        // ends the data that way for now, as it ends paging in the manager: a source whose
+        // chain always names a page after the last handed out a cursor with every empty page,
+        // and a client following cursors to the end never stopped.
+        var next = loaded.nextKey, prev = loaded.prevKey
+        if loaded.values.isEmpty, !loaded.isShortened {
+            if pagingRequest.kind == .append, next == loaded.request.keyChain.nextKey { next = nil }
+            if pagingRequest.kind == .prepend, prev == loaded.request.keyChain.prevKey { prev = nil }
+        }
         // A cursor this server would refuse is never given out.
         var cursors: [String] = []
-        for (kind, key) in [(PagingRequestKind.append, loaded.nextKey), (.prepend, loaded.prevKey)] {
+        for (kind, key) in [(PagingRequestKind.append, next), (.prepend, prev)] {
             guard let key else {
                 cursors.append("null")
                 continue

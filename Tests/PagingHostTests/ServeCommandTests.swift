@@ -47,6 +47,32 @@ struct ServeCommandTests {
         #expect(await server.stop() == 0, "\(server.stderr)")
     }
 
+    /// A source whose key chain names pages past its last (45 items, a chain to 1,000): the
+    /// first empty page met going on gives no next cursor. Each gave one, and a client that
+    /// follows cursors until there is none fetched 47 empty pages (with a chain without end,
+    /// for ever).
+    @Test(.timeLimit(.minutes(3)))
+    func anEmptyPageNamedByTheKeyChainAlone_endsTheCursors() async throws {
+        let manifest = try await manifest()
+        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #""count": 45"#, with: #""count": 45, "count_after": 1000"#)
+            .write(toFile: manifest, atomically: true, encoding: .utf8)
+        let server = try await ServeProcess([manifest], environment: Self.secret)
+        var reply = try server.get("/pages")
+        var items = try numbers(reply), pages = 1
+        while let next = try reply.json()["next"] as? String, pages < 100 {
+            reply = try server.get("/pages?cursor=\(next)")
+            #expect(reply.status == 200, "\(reply.text)")
+            items += try numbers(reply)
+            pages += 1
+        }
+        #expect(items == Array(0..<45))
+        #expect(pages == 4, "3 pages of items, then one empty page")
+        // Its previous cursor still leads back to the items.
+        let prev = try #require(try reply.json()["prev"] as? String)
+        #expect(try numbers(try server.get("/pages?cursor=\(prev)")) == Array(40..<45))
+        #expect(await server.stop() == 0, "\(server.stderr)")
+    }
+
     @Test(.timeLimit(.minutes(3)))
     func serveParams_reachTheSource_andStayWithTheCursors() async throws {
         let server = try await ServeProcess([try await manifest()], environment: Self.secret)
