@@ -16,14 +16,17 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     public var metadata: [String: String] = [:]
     /// The page is short, but not because the data ends there: it is not loaded again as a
     /// short last page is (``namesItsNextKey``), and paging goes on past it. The ``Pager`` sets it
-    /// on a full page a transform made short, and on a page with values a transform emptied (a
-    /// filter); a source sets it on a page its server
+    /// on a full page a transform made short or empty (a filter); a source sets it on a page its server
     /// cut short (a cap on the page size) when the key chain names the next page (on an empty
     /// page from the source, the ``Pager`` clears it: that page ends the data). An
     /// interceptor that keeps pages and answers with them later (a cache, a store) keeps this
     /// mark with each page and sets it on the page it answers with: without it, a filtered page
     /// read back reads as a short last page, and an empty one after it as the end.
     public var isShortened = false
+    /// Set by the ``Pager`` on a short page with values a transform emptied (a filter): unlike
+    /// an empty page from the source, it is not the end of the data; it is loaded again as a
+    /// short last page is (it may have grown). Not kept by caches across the ABI.
+    @usableFromInline var emptiedByTransform = false
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable

@@ -488,10 +488,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let asked = page.request
         // A full page a transform made short (a filter) is not loaded again as a short last
         // page would be (it cannot have grown; each was fetched twice): it is marked, for the
-        // manager, and for the caches before the transform that keep it. So is a page with
-        // values a transform emptied, full or not: the source's page was not empty, and an
-        // unmarked empty page after a short one is the end (a source that caps its page size
-        // below the request's, unmarked, lost every page after the first one a filter emptied).
+        // manager, and for the caches before the transform that keep it. A short page with
+        // values a transform emptied is not the end of the data (an empty page after a short
+        // one is: a source that caps its page size below the request's, unmarked, lost every
+        // page after the first one a filter emptied), but may have grown: marked apart.
         let filled = page.values.count >= asked.params.pageSize, hadValues = !page.values.isEmpty
         // A page a store answered with keeps the mark it was stored with.
         var madeShort = page.isShortened
@@ -512,8 +512,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 throw error
             }
             // A transform may build a new page: the mark is set again after each.
-            madeShort = madeShort || (filled && page.values.count < asked.params.pageSize) || (hadValues && page.values.isEmpty)
+            madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
             page.isShortened = page.isShortened || madeShort
+            page.emptiedByTransform = !madeShort && hadValues && page.values.isEmpty
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }

@@ -9,11 +9,12 @@ import Synchronization
 ///   from the key chain alone is requested again by the next append and replaced, as in the
 ///   original SwiftPaging, until a reload brings nothing new; then paging moves on, and an empty
 ///   page after it (its key from the key chain alone) reaches the end, for now: a refresh looks
-///   again; so does a third empty page in a row. When the page after it has values, the short
-///   page is loaded once more before that page is added (it may have grown since its reload:
-///   what it gained comes before that page's values); when it gained values, they are added
-///   instead, and the next append loads that page again. A short page that names its next page
-///   itself (``Page/namesItsNextKey``, ``Page/isShortened``) is simply followed.
+///   again (not a page a filter emptied: it is loaded again as a short page is); so does a
+///   third empty page in a row. When the page after it has values (or had, before a filter),
+///   the short page is loaded once more before that page is added (it may have grown since
+///   its reload: what it gained comes before that page's values); when it gained values, they
+///   are added instead, and the next append loads that page again. A short page that names its
+///   next page itself (``Page/namesItsNextKey``, ``Page/isShortened``) is simply followed.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -299,7 +300,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // its reload (items added at the end of the data before this page was loaded) falls
         // before this page's values: it was skipped for good.
         var plan = plan
-        if case .success(let page) = result, !page.values.isEmpty || page.isShortened,
+        if case .success(let page) = result, !page.values.isEmpty || page.isShortened || page.emptiedByTransform,
            let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
             var recheck = plan
             recheck.key = stalled.key
@@ -670,8 +671,8 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
                     if !page.values.isEmpty { emptyPagesAtEnd = 0 }
-                } else if page.values.isEmpty, !page.namesItsNextKey, !last.isComplete,
-                          !last.values.isEmpty || emptyPagesAtEnd >= Self.emptyPagesFollowed {
+                } else if page.values.isEmpty, !page.namesItsNextKey, !page.emptiedByTransform, !last.isComplete,
+                          !last.values.isEmpty || last.emptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed {
                     // Nothing after a short last page with values, where only the key chain said
                     // a page would be: the data ends there for now (a refresh looks again). Added,
                     // the empty page was the short page paging went on from, and what the page
@@ -688,7 +689,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.values = output.values.appending(page)
                     heldKeys.insert(page.key)
                     droppedAtEnd.removeAll()
-                    emptyPagesAtEnd = page.values.isEmpty && !page.namesItsNextKey ? emptyPagesAtEnd + 1 : 0
+                    emptyPagesAtEnd = page.values.isEmpty && !page.namesItsNextKey && !page.emptiedByTransform ? emptyPagesAtEnd + 1 : 0
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again, unless the new

@@ -569,46 +569,59 @@ extension Context {
 
     // MARK: - kept-pages
 
-    /// Lets a request through, hands the interceptor a short page marked shortened for it (a
-    /// page a filter made short), then asks for the request again: an answer with that page
-    /// must carry the flag; the request as a hard refresh and as a reload must proceed.
+    /// For a page of items and an empty one, each marked shortened (pages a filter made short or
+    /// emptied): lets its request through, hands the interceptor the page, then asks for the
+    /// request again: an answer with that page must carry the flag. The request as a hard
+    /// refresh, and as a reload (an append, and a refresh: incremental runs send it with every
+    /// request), must then proceed.
     func keptPages(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
-        let request = PluginRequest(kind: .append, keyChain: PagingKeyChain(key: "40", prevKey: "20", nextKey: "60"),
-                                    params: PagingRequestParams(pageSize: 20, userInfo: ["x-check": "kept-pages"]))
-        var page = PluginPage(request: request, values: [PluginItem(json: #"{"n":41}"#), PluginItem(json: #"{"n":47}"#)],
-                              prevKey: "20", nextKey: "60")
-        page.isShortened = true
+        func request(_ key: PluginKey) -> PluginRequest {
+            PluginRequest(kind: .append, keyChain: PagingKeyChain(key: key, prevKey: "20", nextKey: "80"),
+                          params: PagingRequestParams(pageSize: 20, userInfo: ["x-check": "kept-pages"]))
+        }
+        let pages: [PluginPage] = [("40", [#"{"n":41}"#, #"{"n":47}"#]), ("60", [])].map { key, items in
+            var page = PluginPage(request: request(PluginKey(key)), values: items.map { PluginItem(json: $0) }, prevKey: "20", nextKey: "80")
+            page.isShortened = true
+            return page
+        }
         do {
-            switch try await interceptor.intercept(request: request) {
-            case .complete, .completeThenRevalidate:
-                return skip("answers the request before it was handed a page for it: keeps no pages it is handed")
-            case .proceed(_, let observe) where !observe:
-                return skip("does not ask to see the pages of the requests it lets through")
-            case .proceed, .proceedOrFallBack:
-                _ = try await interceptor.transform(page: page)
+            for page in pages {
+                let what = page.values.isEmpty ? "an empty page" : "a page of \(count(page.values.count, "item"))"
+                switch try await interceptor.intercept(request: page.request) {
+                case .complete, .completeThenRevalidate:
+                    return skip("answers the request before it was handed a page for it: keeps no pages it is handed")
+                case .proceed(_, let observe) where !observe:
+                    return skip("does not ask to see the pages of the requests it lets through")
+                case .proceed, .proceedOrFallBack:
+                    _ = try await interceptor.transform(page: page)
+                }
+                let kept: PluginPage
+                switch try await interceptor.intercept(request: page.request) {
+                case .complete(let answer), .completeThenRevalidate(let answer), .proceedOrFallBack(_, let answer, _):
+                    kept = answer
+                case .proceed:
+                    return skip("does not answer a request with the page it was handed for it (\(what))")
+                }
+                guard kept.values == page.values else {
+                    return skip("answers the request with other items than the page it was handed for it (\(what); \(count(kept.values.count, "item")))")
+                }
+                guard kept.isShortened else {
+                    return fail("answered a request with the page it was handed for it (\(what)), without that page's PAGING_PAGE_SHORTENED flag: "
+                                + "keep the flags of the page handle() sees and set them back with out_set_flags, or a page a filter made "
+                                + "short or empty, answered after a filter, reads as the end of the data")
+                }
             }
-            let kept: PluginPage
-            switch try await interceptor.intercept(request: request) {
-            case .complete(let answer), .completeThenRevalidate(let answer), .proceedOrFallBack(_, let answer, _):
-                kept = answer
-            case .proceed:
-                return skip("does not answer a request with the page it was handed for it")
-            }
-            guard kept.values == page.values else {
-                return skip("answers the request with other items than the page it was handed for it (\(count(kept.values.count, "item")))")
-            }
-            guard kept.isShortened else {
-                return fail("answered a request with the page it was handed for it, without that page's PAGING_PAGE_SHORTENED flag: "
-                            + "keep the flags of the page handle() sees and set them back with out_set_flags, or a page a filter made short, "
-                            + "answered after a filter, reads as the end of the data")
-            }
-            // As the manager sends them: a hard refresh is a refresh, a reload an append.
-            for (name, kind) in [(PagingUserInfoKey.hardRefresh, PagingRequestKind.refresh), (PagingUserInfoKey.reload, .append)] {
-                var again = PluginRequest(kind: kind, keyChain: request.keyChain, params: request.params)
+            // The last page handed, as the host sends them: a hard refresh is a refresh; a reload
+            // an append, or a refresh of an incremental run.
+            let last = pages[pages.count - 1].request
+            for (name, kind) in [(PagingUserInfoKey.hardRefresh, PagingRequestKind.refresh), (PagingUserInfoKey.reload, .append),
+                                 (PagingUserInfoKey.reload, .refresh)] {
+                var again = PluginRequest(kind: kind, keyChain: last.keyChain, params: last.params)
                 again.params.userInfo[name] = "true"
                 switch try await interceptor.intercept(request: again) {
                 case .complete, .completeThenRevalidate:
-                    return fail("answered the request with the param \(name) = \"true\" from the page it kept: it must let it proceed to the source (types.h)")
+                    return fail("answered \(kind == .refresh ? "a refresh" : "an append") with the param \(name) = \"true\" from the page it kept: "
+                                + "it must let it proceed to the source (types.h)")
                 case .proceed, .proceedOrFallBack:
                     continue
                 }
@@ -616,7 +629,7 @@ extension Context {
         } catch {
             return skip("a call failed: \(error)")
         }
-        return pass("answered with the page it kept, its flags kept; let the request through as a hard refresh and as a reload")
+        return pass("answered with the pages it kept (one of items, one empty), their flags kept; let the request through as a hard refresh and as a reload")
     }
 
     // MARK: - Driving

@@ -862,6 +862,20 @@ struct PaginationManagerTests {
         #expect(manager.output.appendState.isEndReached)
     }
 
+    /// A short page a filter emptied is loaded again as a short last page is: it may have
+    /// grown (marked as a page that goes on, it was not, and 5 was lost).
+    @Test func aShortPageAFilterEmptied_isLoadedAgain_andWhatItGainsIsKept() async throws {
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [100, 101], []])
+        let manager = manager(source, interceptors: [DroppingValues { $0 >= 100 }])
+        await manager.refresh().value
+        await manager.append().value
+        #expect(Array(manager.output.values) == [0, 1, 2] && !manager.output.appendState.isEndReached)
+        source.setPages([[0, 1, 2], [100, 101, 5], []])
+        for _ in 0..<4 { await manager.append().value }
+        #expect(Array(manager.output.values) == [0, 1, 2, 5])
+        #expect(manager.output.appendState.isEndReached)
+    }
+
     /// As below, when a filter empties the page after the stalled short page: what the short
     /// page gained is loaded all the same (5 was skipped, exit 0).
     @Test func aShortLastPageThatGrows_beforeAPageAFilterEmpties_losesNothing() async throws {

@@ -5,6 +5,7 @@
  * (COMPLETE: its items, keys and flags) and lets a hard refresh and a reload proceed. Config
  * "forget" (string) breaks it:
  *   "flags"         it answers without the page's flags (PAGING_PAGE_SHORTENED lost);
+ *   "empty_flags"   so, for an empty page only;
  *   "hard_refresh"  it answers a hard refresh and a reload from the page too.
  * Expected: kept-pages passes without "forget" and fails with either, naming the flag or the
  * param; every other check passes or skips.
@@ -19,7 +20,7 @@ typedef struct held_bytes { uint8_t *data; size_t len; int set; } held_bytes;
 typedef struct store {
     paging_interceptor_t base;
     const paging_host_t *host;
-    int forget_flags, answer_all;
+    int forget_flags, forget_empty_flags, answer_all;
     int held;
     held_bytes identity, prev, next;
     held_bytes *items;
@@ -82,7 +83,7 @@ static uint32_t fs_intercept(paging_interceptor_t *self, const paging_request_t 
     for (i = 0; i < s->count; i++) h->out_add_item(out, view(&s->items[i]));
     if (s->prev.set) { key = view(&s->prev); h->out_set_prev_key(out, &key); }
     if (s->next.set) { key = view(&s->next); h->out_set_next_key(out, &key); }
-    h->out_set_flags(out, s->forget_flags ? s->flags & ~(uint32_t)PAGING_PAGE_SHORTENED : s->flags);
+    h->out_set_flags(out, s->forget_flags || (s->forget_empty_flags && s->count == 0) ? s->flags & ~(uint32_t)PAGING_PAGE_SHORTENED : s->flags);
     return PAGING_INTERCEPT_COMPLETE;
 }
 
@@ -116,6 +117,7 @@ static paging_interceptor_t *fs_create(const char *plugin_id, const paging_host_
     if (s == NULL) { host->config_fail(config, PAGING_ERR_INTERNAL, "out of memory"); return NULL; }
     s->host = host;
     s->forget_flags = mode != NULL && strcmp(mode, "flags") == 0;
+    s->forget_empty_flags = mode != NULL && strcmp(mode, "empty_flags") == 0;
     s->answer_all = mode != NULL && strcmp(mode, "hard_refresh") == 0;
     s->base.plugin_data = s;
     s->base.intercept = fs_intercept;

@@ -102,14 +102,14 @@ typedef struct paging_request {
 #define PAGING_PAGE_NEXT_END 2u /* there is no page after this one. */
 /* Since 1.3: the page is short, but not because the data ends there: it is not loaded again
  * as a short last page is, and, empty, it is not taken for the end. The host sets it on a full
- * page a transform made short, and on a page with items a transform emptied (a filter dropped
- * items); it stays set through the transforms after. A source whose next keys come from
- * key_chain sets it (fetch_set_flags) on a page its server cut short, a cap on the page size:
- * unmarked, each such page is loaded twice more, in case it was a last page that grew. On an
- * empty page a source returns, the host ignores it. An interceptor that keeps pages (a cache,
- * a store) keeps the flags with each page and sets them back (out_set_flags) when it answers
- * with the page: a filtered page read back without this flag reads as a short last page, an
- * empty one as the end, and paging stops early. A host before 1.3 ignores it. */
+ * page a transform made short or empty (a filter dropped items); it stays set through the
+ * transforms after. A source whose next keys come from key_chain sets it (fetch_set_flags) on
+ * a page its server cut short, a cap on the page size: unmarked, each such page is loaded
+ * twice more, in case it was a last page that grew. On an empty page a source returns, the
+ * host ignores it. An interceptor that keeps pages (a cache, a store) keeps the flags with
+ * each page and sets them back (out_set_flags) when it answers with the page: a filtered page
+ * read back without this flag reads as a short last page, an empty one as the end, and paging
+ * stops early. A host before 1.3 ignores it. */
 #define PAGING_PAGE_SHORTENED 4u
 
 /* A loaded page, as handed to an interceptor's handle(). Owned by the host; the struct and all
