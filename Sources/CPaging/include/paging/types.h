@@ -88,9 +88,10 @@ typedef struct paging_request {
  * should replace everything it holds (in its namespace) with the page handed back: only the
  * refresh carries the param, and the appends after it, answered from pages held before it,
  * would mix stale pages with fresh ones. The param reload with the value
- * "true" marks a page loaded again because it may have grown (a short last page): a cache or
- * store must let it proceed to the source too, and should replace the page it holds under its
- * identity with the page handed back (not the others). */
+ * "true" marks a page loaded again because it may have grown (a short last page), and every
+ * request of an incremental run (`pager run` of a manifest with `incremental`), refreshes
+ * included: a cache or store must let it proceed to the source too, and should replace the page
+ * it holds under its identity with the page handed back (not the others). */
 
 /* ---- ABI 1.0: pages ------------------------------------------------------------------- */
 
