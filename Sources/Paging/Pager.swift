@@ -514,7 +514,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             // A transform may build a new page: the mark is set again after each.
             madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
             page.isShortened = page.isShortened || madeShort
-            page.emptiedByTransform = !madeShort && hadValues && page.values.isEmpty
+            if !madeShort, hadValues, page.values.isEmpty { page.emptiedByTransform = true }
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }

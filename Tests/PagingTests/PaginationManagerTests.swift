@@ -860,6 +860,18 @@ struct PaginationManagerTests {
         for _ in 0..<6 { await manager.append().value }
         #expect(Array(manager.output.values) == [0, 1, 4, 5])
         #expect(manager.output.appendState.isEndReached)
+
+        // The same page answered by a cache before the filter, with an interceptor before the
+        // cache that sees the pages: the second walk reads it as the first did (the pages the
+        // cache's observers hand back lost the mark, and the walk stopped at [0, 1]).
+        let cached = ScriptedPagingSource(pages: [[0, 1], [2, 3], [4, 5]])
+        let cache = CacheInterceptor<Int, Int>(timeToLive: .seconds(600), maxEntries: 100)
+        let behindCache = self.manager(cached, interceptors: [Observing(), cache, DroppingValues { [2, 3].contains($0) }])
+        for walk in 1...2 {
+            await behindCache.refresh().value
+            for _ in 0..<6 { await behindCache.append().value }
+            #expect(Array(behindCache.output.values) == [0, 1, 4, 5], "walk \(walk)")
+        }
     }
 
     /// A short page a filter emptied is loaded again as a short last page is: it may have
@@ -1493,4 +1505,12 @@ private struct DroppingValues: PagingInterceptor {
         page.values.removeAll(where: drops)
         return page
     }
+}
+
+/// Sees every page on its way back, and changes none.
+private struct Observing: PagingInterceptor {
+    func intercept(request: PagingRequest<Int>) async throws -> PagingInterceptResult<Int, Int> {
+        .proceed(request, handleAfterwards: true)
+    }
+    func transform(page: Page<Int, Int>) async throws -> Page<Int, Int> { page }
 }
