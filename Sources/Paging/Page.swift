@@ -59,6 +59,11 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// have grown.
     @inlinable
     public var namesItsNextKey: Bool { isShortened || nextKey != request.keyChain.nextKey }
+
+    /// Empty, with only the key chain saying a page follows (not a page a transform emptied):
+    /// where the data ends, for now, after a short page.
+    @inlinable
+    var isEmptyByTheKeyChainAlone: Bool { values.isEmpty && !namesItsNextKey && !emptiedByTransform }
 }
 
 extension Page: CustomStringConvertible {

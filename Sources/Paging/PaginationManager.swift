@@ -671,7 +671,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
                     if !page.values.isEmpty { emptyPagesAtEnd = 0 }
-                } else if page.values.isEmpty, !page.namesItsNextKey, !page.emptiedByTransform, !last.isComplete,
+                } else if page.isEmptyByTheKeyChainAlone, !last.isComplete,
                           !last.values.isEmpty || last.emptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed {
                     // Nothing after a short last page with values, where only the key chain said
                     // a page would be: the data ends there for now (a refresh looks again). Added,
@@ -689,7 +689,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.values = output.values.appending(page)
                     heldKeys.insert(page.key)
                     droppedAtEnd.removeAll()
-                    emptyPagesAtEnd = page.values.isEmpty && !page.namesItsNextKey && !page.emptiedByTransform ? emptyPagesAtEnd + 1 : 0
+                    emptyPagesAtEnd = page.isEmptyByTheKeyChainAlone ? emptyPagesAtEnd + 1 : 0
                 }
                 output.appendState = page.nextKey == nil ? .endReached : .idle
                 // Pages dropped at the start: there is more to prepend again, unless the new
