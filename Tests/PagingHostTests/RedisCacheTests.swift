@@ -148,7 +148,11 @@ struct RedisCacheTests {
         for key in stride(from: 10, to: 60, by: 10) {
             #expect(try await load(pager, "\(key)") == items(key..<key + 10))
         }
-        #expect(log.count(containing: "is unavailable") == 1, "\(log.messages)")
+        // Said once, and again only a minute later: a starved machine outlasted the minute
+        // with these loads (55 s: the lines are timed as they reach the test, not as said).
+        let warnings = log.times(containing: "is unavailable")
+        #expect(!warnings.isEmpty, "\(log.messages)")
+        #expect(zip(warnings, warnings.dropFirst()).allSatisfy { $1 - $0 > .seconds(55) }, "\(log.messages)")
         // Said as the timeout it is (it was the socket's "Resource temporarily unavailable").
         #expect(log.contains("is unavailable (no answer within command_timeout_ms (300 ms))"), "\(log.messages)")
         #expect(!log.contains("connected again"), "\(log.messages)")

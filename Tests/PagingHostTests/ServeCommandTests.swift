@@ -543,7 +543,10 @@ struct ServeCommandTests {
             resume = scratchFolder() + "/resume"
             let waiting = #"[{"plugin": "\#(try await fixturePlugin("interceptor_work"))", "id": "deferring", "#
                 + #""config": {"mode": "late", "resume_file": "\#(resume)"}}]"#
-            server = try await ServeProcess([try await test.manifest(interceptors: waiting), "-v"] + options, environment: ServeCommandTests.secret)
+            // Loads are held as long as a test likes: a starved machine outlasted the default
+            // timeout_ms (30 s) between a load's deferral and its resume, and answered 504.
+            server = try await ServeProcess([try await test.manifest(#", "timeout_ms": 600000"#, interceptors: waiting), "-v"] + options,
+                                            environment: ServeCommandTests.secret)
         }
 
         /// How many times stderr says `text`.
@@ -770,7 +773,7 @@ struct ServeCommandTests {
         let first = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
         await waiting.resumeOne()
         let firstPage = try #require(first.answer())
-        let next = try #require(try firstPage.json()["next"] as? String)
+        let next = try #require(try firstPage.json()["next"] as? String, "\(firstPage.text)")
         let second = try #require(await waiting.startRequest("/pages?cursor=\(next)"), "\(waiting.server.stderr)")
         let other = try #require(await waiting.startRequest(), "\(waiting.server.stderr)")
         await waiting.resumeOne()

@@ -253,7 +253,7 @@ private let compiledPlugins = Locked<[String: Task<String, any Error>]>([:])
 
 /// Collects plugin log lines (the first `limit`; beyond, it only counts them).
 public final class LogRecorder: Sendable {
-    private let lines = Locked<(kept: [(PluginLogLevel, String, String)], total: Int)>(([], 0))
+    private let lines = Locked<(kept: [(PluginLogLevel, String, String, ContinuousClock.Instant)], total: Int)>(([], 0))
     public let limit: Int
 
     public init(limit: Int = 100_000) {
@@ -264,7 +264,7 @@ public final class LogRecorder: Sendable {
         { [self] level, plugin, message in
             lines.withLock { lines in
                 lines.total += 1
-                if lines.kept.count < limit { lines.kept.append((level, plugin, message)) }
+                if lines.kept.count < limit { lines.kept.append((level, plugin, message, .now)) }
             }
         }
     }
@@ -282,6 +282,11 @@ public final class LogRecorder: Sendable {
     public func contains(_ text: String) -> Bool { messages.contains { $0.contains(text) } }
 
     public func count(containing text: String) -> Int { messages.filter { $0.contains(text) }.count }
+
+    /// When each line containing `text` was logged, in order.
+    public func times(containing text: String) -> [ContinuousClock.Instant] {
+        lines.withLock { $0.kept.filter { $0.2.contains(text) }.map(\.3) }
+    }
 
     /// Waits until a line contains `text` (`deadline` at most, or until the task is cancelled).
     public func waitFor(_ text: String, deadline: Duration = .seconds(60)) async -> Bool {
