@@ -23,9 +23,10 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// mark with each page and sets it on the page it answers with: without it, a filtered page
     /// read back reads as a short last page, and an empty one after it as the end.
     public var isShortened = false
-    /// Set by the ``Pager`` on a short page with values a transform emptied (a filter): unlike
-    /// an empty page from the source, it is not the end of the data; it is loaded again as a
-    /// short last page is (it may have grown). Not kept by caches across the ABI.
+    /// A short page with values a transform emptied (a filter), as the ``Pager`` marks it:
+    /// unlike an empty page from the source, it is not the end of the data; it is loaded again
+    /// as a short last page is (it may have grown). Not kept by caches across the ABI.
+    public var isEmptiedByTransform: Bool { emptiedByTransform }
     @usableFromInline var emptiedByTransform = false
 
     /// A page whose neighbours are those of the request's key chain.

@@ -156,9 +156,10 @@ final class PageService: Sendable {
         // An empty page met going on, whose key on that side came from the key chain alone,
         // ends the data that way for now, as it ends paging in the manager: a source whose
         // chain always names a page after the last handed out a cursor with every empty page,
-        // and a client following cursors to the end never stopped.
+        // and a client following cursors to the end never stopped. A page a filter emptied
+        // ends nothing (the source's page had items).
         var next = loaded.nextKey, prev = loaded.prevKey
-        if loaded.values.isEmpty, !loaded.isShortened {
+        if loaded.values.isEmpty, !loaded.isShortened, !loaded.isEmptiedByTransform {
             if pagingRequest.kind == .append, next == loaded.request.keyChain.nextKey { next = nil }
             if pagingRequest.kind == .prepend, prev == loaded.request.keyChain.prevKey { prev = nil }
         }

@@ -12,10 +12,10 @@ struct ServeCommandTests {
     static let secret = ["PAGER_SERVE_SECRET": "a secret of more than sixteen bytes"]
 
     /// A manifest over the offsets fixture source (45 items, pages of 20), `tag` a serve param.
-    func manifest(_ extra: String = "", interceptors: String = "[]") async throws -> String {
+    func manifest(_ extra: String = "", interceptors: String = "[]", source: String = #""count": 45"#) async throws -> String {
         let folder = scratchFolder()
         try """
-        {"source": {"plugin": "\(try await fixturePlugin("interceptor_work"))", "id": "offsets", "config": {"count": 45}},
+        {"source": {"plugin": "\(try await fixturePlugin("interceptor_work"))", "id": "offsets", "config": {\(source)}},
          "interceptors": \(interceptors), "page_size": 20, "serve_params": ["tag"]\(extra)}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
         return folder + "/m.json"
@@ -23,6 +23,20 @@ struct ServeCommandTests {
 
     func numbers(_ reply: HTTPReply) throws -> [Int] {
         try #require(reply.json()["items"] as? [[String: Any]]).compactMap { $0["n"] as? Int }
+    }
+
+    /// The items of the first page and of each page its `next` cursors lead to, as a client
+    /// reads to the end (100 pages at most), the count of pages and the last answer.
+    func followingNextCursors(_ server: ServeProcess) throws -> (items: [Int], pages: Int, last: HTTPReply) {
+        var reply = try server.get("/pages")
+        var items = try numbers(reply), pages = 1
+        while let next = try reply.json()["next"] as? String, pages < 100 {
+            reply = try server.get("/pages?cursor=\(next)")
+            #expect(reply.status == 200, "\(reply.text)")
+            items += try numbers(reply)
+            pages += 1
+        }
+        return (items, pages, reply)
     }
 
     /// The same with every plugin in a child process of its own (`--isolate-all`).
@@ -53,23 +67,25 @@ struct ServeCommandTests {
     /// for ever).
     @Test(.timeLimit(.minutes(3)))
     func anEmptyPageNamedByTheKeyChainAlone_endsTheCursors() async throws {
-        let manifest = try await manifest()
-        try String(contentsOfFile: manifest, encoding: .utf8).replacingOccurrences(of: #""count": 45"#, with: #""count": 45, "count_after": 1000"#)
-            .write(toFile: manifest, atomically: true, encoding: .utf8)
-        let server = try await ServeProcess([manifest], environment: Self.secret)
-        var reply = try server.get("/pages")
-        var items = try numbers(reply), pages = 1
-        while let next = try reply.json()["next"] as? String, pages < 100 {
-            reply = try server.get("/pages?cursor=\(next)")
-            #expect(reply.status == 200, "\(reply.text)")
-            items += try numbers(reply)
-            pages += 1
-        }
+        let server = try await ServeProcess([try await manifest(source: #""count": 45, "count_after": 1000"#)], environment: Self.secret)
+        let (items, pages, last) = try followingNextCursors(server)
         #expect(items == Array(0..<45))
         #expect(pages == 4, "3 pages of items, then one empty page")
         // Its previous cursor still leads back to the items.
-        let prev = try #require(try reply.json()["prev"] as? String)
+        let prev = try #require(try last.json()["prev"] as? String)
         #expect(try numbers(try server.get("/pages?cursor=\(prev)")) == Array(40..<45))
+        #expect(await server.stop() == 0, "\(server.stderr)")
+    }
+
+    /// A source that caps its pages below the page size, unmarked, behind a filter that empties
+    /// one: the emptied page is not the end, and its cursor leads on (the client stopped at 0, 1).
+    @Test(.timeLimit(.minutes(3)))
+    func aCappedPageAFilterEmptied_leadsOn() async throws {
+        let filter = #"[{"plugin": "filter", "config": {"where": [{"pointer": "/n", "not_equals": 2}, {"pointer": "/n", "not_equals": 3}]}}]"#
+        let server = try await ServeProcess([try await manifest(interceptors: filter, source: #""count": 6, "cap": 2"#)], environment: Self.secret)
+        let (items, pages, _) = try followingNextCursors(server)
+        #expect(items == [0, 1, 4, 5], "\(server.stderr)")
+        #expect(pages == 3, "[0, 1], the page emptied, [4, 5]")
         #expect(await server.stop() == 0, "\(server.stderr)")
     }
 

@@ -76,7 +76,9 @@
  *     the key chain goes on to the larger count.
  *     With "key_padding" N, the chain's keys are the offset, "-" and N letters "k" (long keys),
  *     and fetch sets its page's next key so too. With "chain_fails" true, its key chain fails
- *     (TRANSIENT) and its fetches succeed.
+ *     (TRANSIENT) and its fetches succeed. With "cap" N, a page holds at most N items, without
+ *     saying so, and the chain steps by N (a server that caps its page size, and a chain that
+ *     knows its cap).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
@@ -96,7 +98,7 @@ typedef struct work_plugin {
     const paging_ext_async_intercept_host_t *async_host;
     const paging_ext_retry_hint_host_t *hint_host;
     char mode[32];
-    long count, fail_times, retry_after_ms, key_padding, invalidate_at, fetches, change_at, count_after;
+    long count, fail_times, retry_after_ms, key_padding, invalidate_at, fetches, change_at, count_after, cap;
     int chain_fails;
     pthread_mutex_t lock;
     char invalidate_file[512];
@@ -587,10 +589,16 @@ static void wk_set_key(const work_plugin *p, paging_keys_out_t *out, uint32_t wh
     free(text);
 }
 
-static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32_t page_size, paging_keys_out_t *out)
+/* The items a page of `page_size` holds: at most "cap". */
+static unsigned long wk_step(const work_plugin *p, uint32_t page_size)
+{
+    return p->cap > 0 && (unsigned long)p->cap < page_size ? (unsigned long)p->cap : page_size;
+}
+
+static paging_status_t wk_sized_key_chain(void *self, paging_bytes_t key, uint32_t asked, paging_keys_out_t *out)
 {
     work_plugin *p = (work_plugin *)((paging_source_t *)self)->plugin_data;
-    unsigned long offset = wk_offset(key);
+    unsigned long offset = wk_offset(key), page_size = wk_step(p, asked);
     if (p->chain_fails) return PAGING_ERR_TRANSIENT;
     /* With "change_at", the most items there will be. */
     unsigned long most = (unsigned long)(p->count_after > p->count ? p->count_after : p->count);
@@ -639,7 +647,7 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
 {
     work_plugin *p = (work_plugin *)self->plugin_data;
     const paging_host_t *h = p->host;
-    unsigned long offset = wk_offset(request->key), i, count;
+    unsigned long offset = wk_offset(request->key), i, count, page_size = wk_step(p, request->page_size);
     long fetch;
     int changed;
     char item[64], tag[32] = "";
@@ -662,12 +670,12 @@ static paging_status_t wk_fetch(paging_source_t *self, const paging_request_t *r
         for (j = 0; ok && j < param->value.len; j++) ok = isalnum(param->value.data[j]);
         if (ok) snprintf(tag, sizeof tag, ",\"tag\":\"%.*s\"", (int)param->value.len, (const char *)param->value.data);
     }
-    for (i = offset; i < offset + request->page_size && i < count; i++) {
+    for (i = offset; i < offset + page_size && i < count; i++) {
         snprintf(item, sizeof item, changed ? "{\"n\":%lu,\"v\":\"b\"%s}" : "{\"n\":%lu%s}", changed ? i + 1 : i, tag);
         h->fetch_add_item(h, id, wk_text(item));
     }
-    if (p->key_padding > 0 && offset + request->page_size < count) {
-        char *text = wk_key_text(p, offset + request->page_size);
+    if (p->key_padding > 0 && offset + page_size < count) {
+        char *text = wk_key_text(p, offset + page_size);
         paging_bytes_t next;
         if (text != NULL) {
             next = wk_text(text);
@@ -735,6 +743,7 @@ static work_plugin *wk_new(const paging_host_t *host, const paging_config_t *con
     p->count_after = (long)host->config_int(config, "count_after", p->count);
     p->key_padding = (long)host->config_int(config, "key_padding", 0);
     p->chain_fails = host->config_bool(config, "chain_fails", 0);
+    p->cap = (long)host->config_int(config, "cap", 0);
     if (p->key_padding < 0 || p->key_padding > 100000000) p->key_padding = 0;
     p->fail_times = (long)host->config_int(config, "fail_times", 0);
     p->invalidate_at = (long)host->config_int(config, "invalidate_at", 0);
