@@ -44,7 +44,8 @@ final class CachePlugin: InterceptorPlugin {
 
     private static func content(_ page: Page<[UInt8], [UInt8]>) -> PageContent {
         PageContent(items: page.values, prevKey: page.prevKey, nextKey: page.nextKey,
-                    isFirst: page.prevKey == nil, isLast: page.nextKey == nil, isShortened: page.isShortened)
+                    isFirst: page.prevKey == nil, isLast: page.nextKey == nil, isShortened: page.isShortened,
+                    isEmptiedByTransform: page.isEmptiedByTransform)
     }
 
     func handle(_ page: PagingPluginPage) {
@@ -53,6 +54,7 @@ final class CachePlugin: InterceptorPlugin {
                         prevKey: content.isFirst ? nil : content.prevKey,
                         nextKey: content.isLast ? nil : content.nextKey)
         kept.isShortened = content.isShortened
+        kept.isEmptiedByTransform = content.isEmptiedByTransform
         cache.store(kept)
     }
 

@@ -424,7 +424,7 @@ static const char *pg_decode(const PGresult *r, pstore_page *page)
     item_count = (int32_t)pg_get32((const uint8_t *)PQgetvalue(r, 0, 3));
     a = (const uint8_t *)PQgetvalue(r, 0, 4);
     page->stored_at_ms = (int64_t)(((uint64_t)pg_get32(a) << 32) | pg_get32(a + 4));
-    if (page->flags & ~(uint32_t)(PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END | PAGING_PAGE_SHORTENED)) return "unknown flags";
+    if (page->flags & ~(uint32_t)(PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END | PAGING_PAGE_SHORTENED | PAGING_PAGE_EMPTIED)) return "unknown flags";
     /* bytea[] binary: ndim, has-null flag, element type, then per dimension size and lower bound,
      * then per element a length (-1: NULL) and its bytes. */
     a = (const uint8_t *)PQgetvalue(r, 0, 5);

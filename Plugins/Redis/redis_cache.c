@@ -564,7 +564,7 @@ static const char *rc_decode(const uint8_t *data, size_t len, const uint8_t *ide
     if ((((uint64_t)hi << 32) | lo) != rc_checksum(r.p, r.left)) return "its checksum does not match (cut short or changed)";
     if (!rc_take32(&r, &hi) || !rc_take32(&r, &lo) || !rc_take32(&r, &page->flags)) return "cut short";
     page->stored_at_ms = (int64_t)(((uint64_t)hi << 32) | lo);
-    if (page->flags & ~(uint32_t)(PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END | PAGING_PAGE_SHORTENED)) return "unknown flags";
+    if (page->flags & ~(uint32_t)(PAGING_PAGE_PREV_END | PAGING_PAGE_NEXT_END | PAGING_PAGE_SHORTENED | PAGING_PAGE_EMPTIED)) return "unknown flags";
     if (!rc_take_key(&r, &page->has_prev, &page->prev) || !rc_take_key(&r, &page->has_next, &page->next))
         return "a key runs past the end";
     if (!rc_take32(&r, &id_len) || !rc_take(&r, id_len, &p)) return "the identity runs past the end";

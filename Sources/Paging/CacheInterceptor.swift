@@ -135,7 +135,7 @@ public final class CacheInterceptor<Key: Hashable & Sendable, Value: Sendable>: 
         var page = Page(request: request, values: cached.values, prevKey: cached.prevKey, nextKey: cached.nextKey)
         page.metadata = cached.metadata
         page.isShortened = cached.isShortened
-        page.emptiedByTransform = cached.emptiedByTransform
+        page.isEmptiedByTransform = cached.isEmptiedByTransform
         return page
     }
 

@@ -23,11 +23,12 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// mark with each page and sets it on the page it answers with: without it, a filtered page
     /// read back reads as a short last page, and an empty one after it as the end.
     public var isShortened = false
-    /// A short page with values a transform emptied (a filter), as the ``Pager`` marks it:
-    /// unlike an empty page from the source, it is not the end of the data; it is loaded again
-    /// as a short last page is (it may have grown). Not kept by caches across the ABI.
-    public var isEmptiedByTransform: Bool { emptiedByTransform }
-    @usableFromInline var emptiedByTransform = false
+    /// A short page with values a transform emptied (a filter): unlike an empty page from the
+    /// source, it is not the end of the data; it is loaded again as a short last page is (it may
+    /// have grown). The ``Pager`` sets it after the transforms, and ignores it on a page from the
+    /// source. An interceptor that keeps pages keeps it with each page and sets it on the page it
+    /// answers with, as ``isShortened``: without it, such a page read back reads as the end.
+    public var isEmptiedByTransform = false
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable
@@ -64,7 +65,7 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// Empty, with only the key chain saying a page follows (not a page a transform emptied):
     /// where the data ends, for now, after a short page.
     @inlinable
-    var isEmptyByTheKeyChainAlone: Bool { values.isEmpty && !namesItsNextKey && !emptiedByTransform }
+    var isEmptyByTheKeyChainAlone: Bool { values.isEmpty && !namesItsNextKey && !isEmptiedByTransform }
 }
 
 extension Page: CustomStringConvertible {

@@ -514,7 +514,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             // A transform may build a new page: the mark is set again after each.
             madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
             page.isShortened = page.isShortened || madeShort
-            if !madeShort, hadValues, page.values.isEmpty { page.emptiedByTransform = true }
+            if !madeShort, hadValues, page.values.isEmpty { page.isEmptiedByTransform = true }
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }
@@ -543,8 +543,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             page = try await retry(request, after: error) { try await self.source.fetch(request: request) }
         }
         // An empty page is not a short one that goes on: a source that marked its empty pages
-        // was followed without end (the empty pages that end the data were never counted).
+        // was followed without end (the empty pages that end the data were never counted). Nor
+        // is a page from the source one a transform emptied.
         if page.isShortened, page.values.isEmpty { page.isShortened = false }
+        page.isEmptiedByTransform = false
         return page
     }
 

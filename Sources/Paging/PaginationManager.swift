@@ -300,7 +300,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // its reload (items added at the end of the data before this page was loaded) falls
         // before this page's values: it was skipped for good.
         var plan = plan
-        if case .success(let page) = result, !page.values.isEmpty || page.isShortened || page.emptiedByTransform,
+        if case .success(let page) = result, !page.values.isEmpty || page.isShortened || page.isEmptiedByTransform,
            let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
             var recheck = plan
             recheck.key = stalled.key
@@ -672,7 +672,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.values = output.values.replacingLast(with: page)
                     if !page.values.isEmpty { emptyPagesAtEnd = 0 }
                 } else if page.isEmptyByTheKeyChainAlone, !last.isComplete,
-                          !last.values.isEmpty || last.emptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed {
+                          !last.values.isEmpty || last.isEmptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed {
                     // Nothing after a short last page with values, where only the key chain said
                     // a page would be: the data ends there for now (a refresh looks again). Added,
                     // the empty page was the short page paging went on from, and what the page

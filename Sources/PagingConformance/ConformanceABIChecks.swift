@@ -569,24 +569,26 @@ extension Context {
 
     // MARK: - kept-pages
 
-    /// For a page of items and an empty one, each marked shortened (pages a filter made short or
-    /// emptied): lets its request through, hands the interceptor the page, then asks for the
-    /// request again: an answer with that page must carry the flag. The request as a hard
-    /// refresh, and as a reload (an append, and a refresh: incremental runs send it with every
-    /// request), must then proceed.
+    /// For a page of items and an empty one, each marked shortened (pages a filter made short),
+    /// and an empty one marked emptied (a short page a filter emptied): lets its request
+    /// through, hands the interceptor the page, then asks for the request again: an answer with
+    /// that page must carry its flag. The request as a hard refresh, and as a reload (an append,
+    /// and a refresh: incremental runs send it with every request), must then proceed.
     func keptPages(_ interceptor: LoadedInterceptor, _ log: ConformanceLog) async -> ConformanceResult {
         func request(_ key: PluginKey) -> PluginRequest {
             PluginRequest(kind: .append, keyChain: PagingKeyChain(key: key, prevKey: "20", nextKey: "80"),
                           params: PagingRequestParams(pageSize: 20, userInfo: ["x-check": "kept-pages"]))
         }
-        let pages: [PluginPage] = [("40", [#"{"n":41}"#, #"{"n":47}"#]), ("60", [])].map { key, items in
+        let pages: [PluginPage] = [("40", [#"{"n":41}"#, #"{"n":47}"#], false), ("60", [], false), ("70", [], true)].map { key, items, emptied in
             var page = PluginPage(request: request(PluginKey(key)), values: items.map { PluginItem(json: $0) }, prevKey: "20", nextKey: "80")
-            page.isShortened = true
+            page.isShortened = !emptied
+            page.isEmptiedByTransform = emptied
             return page
         }
         do {
             for page in pages {
-                let what = page.values.isEmpty ? "an empty page" : "a page of \(count(page.values.count, "item"))"
+                let what = page.isEmptiedByTransform ? "an empty page a filter emptied"
+                    : page.values.isEmpty ? "an empty page" : "a page of \(count(page.values.count, "item"))"
                 switch try await interceptor.intercept(request: page.request) {
                 case .complete, .completeThenRevalidate:
                     return skip("answers the request before it was handed a page for it: keeps no pages it is handed")
@@ -605,8 +607,9 @@ extension Context {
                 guard kept.values == page.values else {
                     return skip("answers the request with other items than the page it was handed for it (\(what); \(count(kept.values.count, "item")))")
                 }
-                guard kept.isShortened else {
-                    return fail("answered a request with the page it was handed for it (\(what)), without that page's PAGING_PAGE_SHORTENED flag: "
+                guard kept.isShortened == page.isShortened, kept.isEmptiedByTransform == page.isEmptiedByTransform else {
+                    let flag = page.isShortened ? "PAGING_PAGE_SHORTENED" : "PAGING_PAGE_EMPTIED"
+                    return fail("answered a request with the page it was handed for it (\(what)), without that page's \(flag) flag: "
                                 + "keep the flags of the page handle() sees and set them back with out_set_flags, or a page a filter made "
                                 + "short or empty, answered after a filter, reads as the end of the data")
                 }
@@ -629,7 +632,7 @@ extension Context {
         } catch {
             return skip("a call failed: \(error)")
         }
-        return pass("answered with the pages it kept (one of items, one empty), their flags kept; let the request through as a hard refresh and as a reload")
+        return pass("answered with the pages it kept (one of items, two empty), their flags kept; let the request through as a hard refresh and as a reload")
     }
 
     // MARK: - Driving

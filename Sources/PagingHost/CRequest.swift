@@ -27,17 +27,17 @@ package enum CView {
     }
 
     /// A page as handed to `handle()`: its resolved keys, END flags where there are none, the
-    /// SHORTENED flag on a page a transform made short, and its metadata.
+    /// SHORTENED flag on a page a transform made short, EMPTIED on one it emptied, and its
+    /// metadata.
     static func withPage<R>(_ page: PluginPage, _ body: (UnsafePointer<paging_page_t>) throws -> R) rethrows -> R {
         try withRequest(page.request) { request in
             try withOptionalKey(page.prevKey) { prev in
                 try withOptionalKey(page.nextKey) { next in
                     try withItems(page.values) { items, count in
                         try withParams(page.metadata) { metadata, metadataCount in
-                            var flags: UInt32 = 0
+                            var flags = page.markFlags
                             if page.prevKey == nil { flags |= PAGING_PAGE_PREV_END }
                             if page.nextKey == nil { flags |= PAGING_PAGE_NEXT_END }
-                            if page.isShortened { flags |= PAGING_PAGE_SHORTENED }
                             var view = paging_page_t(request: request, items: items, item_count: count,
                                                      prev_key: prev, next_key: next, flags: flags,
                                                      struct_size: UInt32(MemoryLayout<paging_page_t>.size),
@@ -183,5 +183,18 @@ package enum CView {
             }
             return try views.withUnsafeBufferPointer { try body($0.baseAddress, $0.count) }
         }
+    }
+}
+
+extension Page {
+    /// Its marks as page flags: `PAGING_PAGE_SHORTENED` and `PAGING_PAGE_EMPTIED`.
+    var markFlags: UInt32 {
+        (isShortened ? PAGING_PAGE_SHORTENED : 0) | (isEmptiedByTransform ? PAGING_PAGE_EMPTIED : 0)
+    }
+
+    /// Takes the marks page flags carry (`PAGING_PAGE_EMPTIED` on an empty page only).
+    mutating func takeMarks(_ flags: UInt32) {
+        isShortened = flags & PAGING_PAGE_SHORTENED != 0
+        isEmptiedByTransform = values.isEmpty && flags & PAGING_PAGE_EMPTIED != 0
     }
 }

@@ -238,12 +238,13 @@ package struct PageBuilder: Sendable {
     func page(for request: PluginRequest) -> PluginPage {
         let keys = keys(otherwise: request.keyChain.prevKey, request.keyChain.nextKey)
         var page = PluginPage(request: request, values: items, prevKey: keys.prev, nextKey: keys.next)
-        page.isShortened = isShortened
+        // A store answering with a page a filter made short or emptied, a source whose server
+        // caps its page size.
+        page.takeMarks(flags)
         return page
     }
 
-    /// Whether the flags say the page is short but not the last: a store answering with a page
-    /// a filter made short, a source whose server caps its page size.
+    /// Whether the flags say the page is short but not the last.
     var isShortened: Bool { flags & PAGING_PAGE_SHORTENED != 0 }
 }
 

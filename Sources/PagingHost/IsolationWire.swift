@@ -77,7 +77,7 @@ struct WireWriter {
         for value in page.values { data(value.bytes) }
         optionalKey(page.prevKey)
         optionalKey(page.nextKey)
-        u32(page.isShortened ? PAGING_PAGE_SHORTENED : 0)
+        u32(page.markFlags)
         u32(UInt32(page.metadata.count))
         for (key, value) in page.metadata {
             string(key)
@@ -170,7 +170,7 @@ struct WireReader {
         values.reserveCapacity(count)
         for _ in 0..<count { values.append(PluginItem(bytes: try data())) }
         var page = PluginPage(request: request, values: values, prevKey: try optionalKey(), nextKey: try optionalKey())
-        page.isShortened = try u32() & PAGING_PAGE_SHORTENED != 0
+        page.takeMarks(try u32())
         let metadata = Int(try u32())
         for _ in 0..<min(metadata, bytes.count) { page.metadata[try utf8("page metadata")] = try utf8("page metadata") }
         return page

@@ -114,15 +114,20 @@ public struct PageContent: Sendable {
     /// page). A plugin that keeps pages keeps this with each and answers with it, or a filtered
     /// page it answers with reads as the end of the data.
     public var isShortened = false
+    /// The page is empty because a transform (a filter) dropped every item of a short page
+    /// (`PAGING_PAGE_EMPTIED`): not the end of the data, but loaded again as a short last page
+    /// is. Kept and answered with as ``isShortened`` is; ignored on a page with items.
+    public var isEmptiedByTransform = false
 
     public init(items: [[UInt8]], prevKey: [UInt8]? = nil, nextKey: [UInt8]? = nil, isFirst: Bool = false, isLast: Bool = false,
-                isShortened: Bool = false) {
+                isShortened: Bool = false, isEmptiedByTransform: Bool = false) {
         self.items = items
         self.prevKey = prevKey
         self.nextKey = nextKey
         self.isFirst = isFirst
         self.isLast = isLast
         self.isShortened = isShortened
+        self.isEmptiedByTransform = isEmptiedByTransform
     }
 
     /// A page of JSON texts with text keys.
@@ -133,6 +138,7 @@ public struct PageContent: Sendable {
 
     var flags: UInt32 {
         (isFirst ? PAGING_PAGE_PREV_END : 0) | (isLast ? PAGING_PAGE_NEXT_END : 0) | (isShortened ? PAGING_PAGE_SHORTENED : 0)
+            | (isEmptiedByTransform ? PAGING_PAGE_EMPTIED : 0)
     }
 
     init(_ view: UnsafePointer<paging_page_t>) {
@@ -143,6 +149,7 @@ public struct PageContent: Sendable {
         isFirst = page.flags & PAGING_PAGE_PREV_END != 0
         isLast = page.flags & PAGING_PAGE_NEXT_END != 0
         isShortened = page.flags & PAGING_PAGE_SHORTENED != 0
+        isEmptiedByTransform = page.flags & PAGING_PAGE_EMPTIED != 0
     }
 }
 

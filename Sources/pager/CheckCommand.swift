@@ -38,7 +38,8 @@ struct CheckCommand {
       items-valid             (source) 5 pages, (interceptor) the pages it answers itself: every
                               item one JSON value in valid UTF-8
       kept-pages              (interceptor) a page it was handed, answered later, keeps its
-                              PAGING_PAGE_SHORTENED flag; a hard refresh and a reload proceed
+                              PAGING_PAGE_SHORTENED or PAGING_PAGE_EMPTIED flag; a hard refresh
+                              and a reload proceed
       cancel-safe             (source) 50 fetches cancelled after 0-5 ms all finish; cancel of
                               unknown and finished ids is ignored
       destroy-in-flight       (source) destroyed with 5 fetches in its hands: no call to the host

@@ -181,13 +181,14 @@ struct PagerCheckTests {
     }
 
     /// kept-pages: a store that answers with the page it was handed for a request keeps that
-    /// page's flags (PAGING_PAGE_SHORTENED), of an empty page too, and lets a hard refresh and
-    /// a reload proceed. One that dropped the flag, or answered a hard refresh from what it
+    /// page's flags (PAGING_PAGE_SHORTENED, PAGING_PAGE_EMPTIED), of an empty page too, and lets
+    /// a hard refresh and a reload proceed. One that dropped the flag, or answered a hard refresh from what it
     /// kept, passed every check (placed before filter, the first stopped later runs early,
     /// exit 0).
     @Test(arguments: [("", ConformanceResult.Status.pass, "their flags kept"),
                       (#"{"forget": "flags"}"#, .fail, "(a page of 2 items), without that page's PAGING_PAGE_SHORTENED flag"),
                       (#"{"forget": "empty_flags"}"#, .fail, "(an empty page), without that page's PAGING_PAGE_SHORTENED flag"),
+                      (#"{"forget": "emptied"}"#, .fail, "(an empty page a filter emptied), without that page's PAGING_PAGE_EMPTIED flag"),
                       (#"{"forget": "hard_refresh"}"#, .fail, #"the param hard_refresh = "true" from the page it kept"#)])
     func keptPages_holdsAStoreToItsFlagsAndToHardRefreshes(_ config: String, _ status: ConformanceResult.Status, _ reason: String) async throws {
         let options = ConformanceOptions(config: config.isEmpty ? nil : try JSONValue.parse(config), cycles: 10, scratchFolder: scratchFolder())

@@ -850,6 +850,25 @@ struct PaginationManagerTests {
         #expect(endless.fetchedKeys == [0, 1, 2])
     }
 
+    /// The mark of a page a filter emptied means nothing on a page from the source: marked so,
+    /// a source's empty pages end the data as unmarked ones do (followed, they would be
+    /// followed for as long as the key chain goes on).
+    @Test func emptyPagesASourceMarksEmptied_endTheDataAsUnmarkedOnesDo() async throws {
+        func walk(_ source: some PagingSource<Int, Int>) async -> PaginationManagerOutput<Int, Int> {
+            let manager = PaginationManager(source: source, pageSize: 3)
+            await manager.refresh().value
+            for _ in 0..<10 { await manager.append().value }
+            return manager.output
+        }
+        let pages: [[Int]] = [[0, 1], [2, 3]] + Array(repeating: [], count: 20)
+        let plain = ScriptedPagingSource(pages: pages), marked = ScriptedPagingSource(pages: pages)
+        let unmarkedOutput = await walk(plain)
+        let markedOutput = await walk(MarkingShortPages(inner: marked, as: \.isEmptiedByTransform))
+        #expect(Array(markedOutput.values) == [0, 1, 2, 3] && markedOutput.appendState.isEndReached)
+        #expect(Array(unmarkedOutput.values) == [0, 1, 2, 3] && unmarkedOutput.appendState.isEndReached)
+        #expect(marked.fetchedKeys == plain.fetchedKeys)
+    }
+
     /// A source that caps its pages below the page size without saying so, behind a filter
     /// that empties one of them: the empty page is not the end (the source's page had values).
     /// Only the first page was kept: the filtered empty page after it read as the end, exit 0.
@@ -1481,14 +1500,19 @@ private struct ForwardCursorSource: PagingSource {
 }
 
 /// A source whose server caps its page size and says so: each page it answers is marked
-/// ``Page/isShortened``.
+/// ``Page/isShortened`` (or with another mark).
 private struct MarkingShortPages: PagingSource {
     let inner: ScriptedPagingSource<Int>
+    var mark: WritableKeyPath<Page<Int, Int>, Bool> & Sendable = \.isShortened
+    init(inner: ScriptedPagingSource<Int>, as mark: WritableKeyPath<Page<Int, Int>, Bool> & Sendable = \.isShortened) {
+        self.inner = inner
+        self.mark = mark
+    }
     var refreshKey: Int { inner.refreshKey }
     func keyChain(for key: Int) -> PagingKeyChain<Int> { inner.keyChain(for: key) }
     func fetch(request: PagingRequest<Int>) async throws -> Page<Int, Int> {
         var page = try await inner.fetch(request: request)
-        page.isShortened = true
+        page[keyPath: mark] = true
         return page
     }
 }

@@ -6,6 +6,8 @@
  * "forget" (string) breaks it:
  *   "flags"         it answers without the page's flags (PAGING_PAGE_SHORTENED lost);
  *   "empty_flags"   so, for an empty page only;
+ *   "emptied"       it answers without PAGING_PAGE_EMPTIED (as a store that keeps only the
+ *                   flags ABI 1.3 knows);
  *   "hard_refresh"  it answers a hard refresh and a reload from the page too.
  * Expected: kept-pages passes without "forget" and fails with either, naming the flag or the
  * param; every other check passes or skips.
@@ -20,7 +22,7 @@ typedef struct held_bytes { uint8_t *data; size_t len; int set; } held_bytes;
 typedef struct store {
     paging_interceptor_t base;
     const paging_host_t *host;
-    int forget_flags, forget_empty_flags, answer_all;
+    int forget_flags, forget_empty_flags, forget_emptied, answer_all;
     int held;
     held_bytes identity, prev, next;
     held_bytes *items;
@@ -75,6 +77,7 @@ static uint32_t fs_intercept(paging_interceptor_t *self, const paging_request_t 
     store *s = (store *)self;
     const paging_host_t *h = s->host;
     size_t i;
+    uint32_t flags;
     paging_bytes_t key;
     int same = s->held && s->identity.len == request->identity.len
         && (s->identity.len == 0 || memcmp(s->identity.data, request->identity.data, s->identity.len) == 0);
@@ -83,7 +86,10 @@ static uint32_t fs_intercept(paging_interceptor_t *self, const paging_request_t 
     for (i = 0; i < s->count; i++) h->out_add_item(out, view(&s->items[i]));
     if (s->prev.set) { key = view(&s->prev); h->out_set_prev_key(out, &key); }
     if (s->next.set) { key = view(&s->next); h->out_set_next_key(out, &key); }
-    h->out_set_flags(out, s->forget_flags || (s->forget_empty_flags && s->count == 0) ? s->flags & ~(uint32_t)PAGING_PAGE_SHORTENED : s->flags);
+    flags = s->flags;
+    if (s->forget_flags || (s->forget_empty_flags && s->count == 0)) flags &= ~(uint32_t)PAGING_PAGE_SHORTENED;
+    if (s->forget_emptied) flags &= ~(uint32_t)PAGING_PAGE_EMPTIED;
+    h->out_set_flags(out, flags);
     return PAGING_INTERCEPT_COMPLETE;
 }
 
@@ -118,6 +124,7 @@ static paging_interceptor_t *fs_create(const char *plugin_id, const paging_host_
     s->host = host;
     s->forget_flags = mode != NULL && strcmp(mode, "flags") == 0;
     s->forget_empty_flags = mode != NULL && strcmp(mode, "empty_flags") == 0;
+    s->forget_emptied = mode != NULL && strcmp(mode, "emptied") == 0;
     s->answer_all = mode != NULL && strcmp(mode, "hard_refresh") == 0;
     s->base.plugin_data = s;
     s->base.intercept = fs_intercept;

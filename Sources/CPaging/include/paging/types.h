@@ -112,6 +112,15 @@ typedef struct paging_request {
  * read back without this flag reads as a short last page, an empty one as the end, and paging
  * stops early. A host before 1.3 ignores it. */
 #define PAGING_PAGE_SHORTENED 4u
+/* Since 1.4: the page is empty because a transform dropped every item of a short page (a
+ * filter); the source's page had items. Unlike an empty page from the source, it is not the end
+ * of the data; unlike a SHORTENED page, it is loaded again as a short last page is (it may
+ * have grown). The host sets it on such a page it hands to handle(), and reads it back from an
+ * intercept's answer (COMPLETE, COMPLETE_THEN_REVALIDATE, network-first's fallback) of an
+ * empty page; it ignores it from a source and on a page with items. An interceptor that keeps
+ * pages keeps it as it keeps SHORTENED: a page a filter emptied read back without it, after a
+ * short page, reads as the end. A host before 1.4 ignores it. */
+#define PAGING_PAGE_EMPTIED 8u
 
 /* A loaded page, as handed to an interceptor's handle(). Owned by the host; the struct and all
  * it points to are borrowed for the call only. */

@@ -47,10 +47,11 @@
 extern "C" {
 #endif
 
-/* ABI 1.3: 1.0 plus the extensions marked "since 1.1" and "since 1.2" in extensions.h,
- * paging_page_t's metadata (1.1) and the page flag PAGING_PAGE_SHORTENED (1.3, types.h). */
+/* ABI 1.4: 1.0 plus the extensions marked "since 1.1" and "since 1.2" in extensions.h,
+ * paging_page_t's metadata (1.1) and the page flags PAGING_PAGE_SHORTENED (1.3) and
+ * PAGING_PAGE_EMPTIED (1.4, types.h). */
 #define PAGING_ABI_VERSION_MAJOR 1u
-#define PAGING_ABI_VERSION_MINOR 3u
+#define PAGING_ABI_VERSION_MINOR 4u
 #define PAGING_ABI_VERSION_PATCH 0u
 
 /* A version triple. Value type, fixed forever: copied, never borrowed. */
