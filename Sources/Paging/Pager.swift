@@ -87,10 +87,8 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     ///   ``PagingError/supersededByRefresh`` when a refresh started meanwhile.
     @inlinable
     public func load(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
-        // Computed once: it is hashed on registration and again when the load finishes. A hard
-        // refresh or a reload shares nothing: it must reach the source.
-        let identity = (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.goesToSource
-            ? request.sharingKey : nil
+        // Computed once: it is hashed on registration and again when the load finishes.
+        let identity = sharingIdentity(of: request)
         while true {
             switch register(request, identity) {
             case .reuse(let page):
@@ -434,6 +432,26 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     broadcast.yield(.failed(request, error))
                 }
             }
+        }
+    }
+
+    /// The identity under which loads of `request` are shared, or `nil` when they are not: a
+    /// hard refresh or a reload shares nothing, as it must reach the source.
+    @inlinable
+    func sharingIdentity(of request: PagingRequest<Key>) -> PagingRequest<Key>.SharingKey? {
+        (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.goesToSource
+            ? request.sharingKey : nil
+    }
+
+    /// Whether callers that joined the load of `request` in flight still wait for it: its
+    /// caller, going away, would do better to let it run on than to cancel it, after which
+    /// each of them would load the page again.
+    public func othersWait(for request: PagingRequest<Key>) -> Bool {
+        guard let identity = sharingIdentity(of: request) else { return false }
+        return registry.withLock { registry in
+            guard let joiners = registry.shared[identity]?.joiners else { return false }
+            let waiting = unsafeDowncast(joiners, to: Joiners.self)
+            return waiting.nextWaiter > waiting.departed
         }
     }
 

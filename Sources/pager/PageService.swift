@@ -84,7 +84,7 @@ final class PageService: Sendable {
         case "/pages": return await page(request)
         case "/healthz": return await health()
         case "/metrics":
-            return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats).utf8))
+            return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats, joined: pipeline.pager.joinedCallerCount).utf8))
         default: return .error(404, "no such route: GET /pages, /healthz or /metrics")
         }
     }
@@ -121,7 +121,11 @@ final class PageService: Sendable {
         let userInfo = params.userInfo.filter { allowed.contains($0.key) }
         let loaded: PluginPage
         do {
-            loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned) { try await pager.load(pagingRequest) }
+            // A client that goes away leaves the load running for those that joined it: cancelled,
+            // each of them loaded the page again from the start.
+            loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned, keepsRunning: { pager.othersWait(for: pagingRequest) }) {
+                try await pager.load(pagingRequest)
+            }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\": no answer within \(timeout)")
             return .error(504, "the page was not loaded within \(timeout.wholeMilliseconds) ms")
@@ -269,9 +273,12 @@ struct ServeTimeout: Error {}
 /// `body`'s result, or ``ServeTimeout`` when it takes longer than the timeout of `deadlines`, or a
 /// `CancellationError` at once when cancelled (its client went away). Either way `body` is
 /// cancelled and left to end when it can: a plugin may hold its thread for good, and the
-/// request's slot must not wait for it. While it runs on, it is counted in `abandoned`.
+/// request's slot must not wait for it. While it runs on, it is counted in `abandoned`. When
+/// cancelled while `keepsRunning` says others need what `body` does, `body` runs on uncancelled,
+/// to its end or the timeout.
 func within<T: Sendable>(
-    _ deadlines: Deadlines<ObjectIdentifier>, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
+    _ deadlines: Deadlines<ObjectIdentifier>, countingAbandonedIn abandoned: Locked<Int>? = nil,
+    keepsRunning: @escaping @Sendable () -> Bool = { false }, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let work = Task { try await body() }
     let outcome = FirstOutcome<T>()
@@ -296,6 +303,7 @@ func within<T: Sendable>(
             try await outcome.value()
         } onCancel: {
             outcome.finish(.failure(CancellationError()))
+            guard !keepsRunning() else { return }
             work.cancel()
             deadlines.unwatch(timer)
         }
@@ -367,7 +375,8 @@ final class ServeMetrics: Sendable {
         }
     }
 
-    func render(_ plugins: [Pipeline.PluginFigures]) -> String {
+    /// The metrics, with the plugins' figures and how many requests wait for a load another runs.
+    func render(_ plugins: [Pipeline.PluginFigures], joined: Int) -> String {
         var out = ""
         let routes = routes.withLock { $0 }.sorted { $0.key < $1.key }
         out += "# HELP pager_http_requests_total Requests answered, by route and status.\n# TYPE pager_http_requests_total counter\n"
@@ -381,6 +390,8 @@ final class ServeMetrics: Sendable {
         for (route, entry) in routes {
             histogram("pager_http_request_duration_seconds", "route=\(label(route))", entry.buckets, count: entry.count, sum: entry.seconds, into: &out)
         }
+        out += "# HELP pager_joined_requests Requests waiting for the load of their page that another request runs.\n"
+        out += "# TYPE pager_joined_requests gauge\npager_joined_requests \(joined)\n"
         out += "# HELP pager_plugin_calls_total Calls into each plugin (a source's are upstream fetches).\n# TYPE pager_plugin_calls_total counter\n"
         for plugin in plugins { out += "pager_plugin_calls_total{\(labels(plugin))} \(plugin.stats.calls)\n" }
         out += "# HELP pager_plugin_completions_total Calls that ended with a page.\n# TYPE pager_plugin_completions_total counter\n"

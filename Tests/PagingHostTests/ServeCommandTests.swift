@@ -196,6 +196,47 @@ struct ServeCommandTests {
         return metrics.firstMatch(of: /route="\/pages",code="499"} (\d+)/).flatMap { Int($0.1) } ?? 0
     }
 
+    /// A client that goes away leaves the load of its page running for the clients that asked
+    /// for the same page meanwhile and wait for it: cancelled, it was fetched again for them
+    /// from the start (a slow upstream was asked again after each client that gave up).
+    @Test(.timeLimit(.minutes(3)))
+    func aClientGoingAway_leavesTheLoadOthersWaitForRunning() async throws {
+        let fetches = Locked(0)
+        let answer = DispatchSemaphore(value: 0)
+        let upstream = try LoopbackHTTPServer { _ in
+            fetches.withLock { $0 += 1 }
+            // Held until the test lets it go (or two minutes); then every other one goes too.
+            _ = answer.wait(timeout: .now() + 120)
+            answer.signal()
+            return .json(#"{"items": [{"n": 1}]}"#)
+        }
+        upstream.start()
+        defer {
+            answer.signal()
+            upstream.stop()
+        }
+        let folder = scratchFolder()
+        try """
+        {"source": {"plugin": "\(try shippedPlugin("http"))",
+                    "config": {"url": "\(upstream.baseURL)/list?page=1", "items": "/items", "prefetch": false}},
+         "page_size": 3, "timeout_ms": 600000}
+        """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try await ServeProcess([folder + "/m.json"], environment: Self.secret)
+        let leaving = try connectLoopback(port: server.port)
+        _ = "GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".withCString { send(leaving, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+        #expect(await eventually { fetches.withLock { $0 } == 1 })
+        let staying = WaitingServer.Request(server, "/pages")
+        #expect(await server.waitFor { _ in ((try? server.get("/metrics").text) ?? "").contains("\npager_joined_requests 1\n") },
+                "\((try? server.get("/metrics").text) ?? "")")
+        close(leaving)
+        #expect(await server.waitFor { _ in answeredClosed(server) == 1 }, "\((try? server.get("/metrics").text) ?? "")")
+        answer.signal()
+        let page = try #require(staying.answer())
+        #expect(page.status == 200, "\(page.text)")
+        #expect(try numbers(page) == [1])
+        #expect(fetches.withLock { $0 } == 1)
+    }
+
     /// A client that goes away while the plugin is stuck in its fetch() call (which no cancel
     /// reaches) frees its slot at once all the same (it was held until the request timeout).
     /// Such loads that run on are bounded too: while --max-requests of them run, a request gets
