@@ -62,6 +62,11 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     @inlinable
     public var namesItsNextKey: Bool { isShortened || nextKey != request.keyChain.nextKey }
 
+    /// Whether the source's page had values: it has some, or a transform dropped them (it is
+    /// marked shortened or emptied).
+    @inlinable
+    var hadValuesAtTheSource: Bool { !values.isEmpty || isShortened || isEmptiedByTransform }
+
     /// Empty, with only the key chain saying a page follows (not a page a transform emptied):
     /// where the data ends, for now, after a short page.
     @inlinable

@@ -15,6 +15,11 @@ import Synchronization
 ///   its reload: what it gained comes before that page's values); when it gained values, they
 ///   are added instead, and the next append loads that page again. A short page that names its
 ///   next page itself (``Page/namesItsNextKey``, ``Page/isShortened``) is simply followed.
+/// - Empty pages the key chain alone named, after a full page or from the first page on (a few
+///   at most), are added and passed.
+///   When a page after them, or the last of them loaded again, has values, they are loaded
+///   again first, in order: the first that has values now (the data grew into it) takes the
+///   place of those after it, which are loaded again by the next appends.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the
@@ -295,13 +300,30 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             result = await fetch(plan)
             if case .failure(let error) = result, error as? PagingError == .supersededByRefresh { appendSupersededAgain = true }
         }
-        // A page with values after a stalled short last page (or one a filter emptied: the
-        // source's page had values): the short page is loaded again first. What it gained since
-        // its reload (items added at the end of the data before this page was loaded) falls
-        // before this page's values: it was skipped for good.
+        // A page with values (or that had some, before a filter) after empty pages the key chain
+        // alone named, or the last of them loaded again with values: each of them is loaded
+        // again first, and the first that has values now is where paging goes on, those after it
+        // dropped (they are loaded again). The data grew into them after paging passed them, and
+        // what it put there was skipped for good.
         var plan = plan
-        if case .success(let page) = result, !page.values.isEmpty || page.isShortened || page.isEmptiedByTransform,
-           let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
+        let hadValues = (try? result.get())?.hadValuesAtTheSource ?? false
+        let emptyRun = hadValues ? state.withLock { $0.emptyRun(before: plan) } : []
+        if !emptyRun.isEmpty {
+            for held in emptyRun {
+                var recheck = plan
+                recheck.key = held.key
+                recheck.params.userInfo[PagingUserInfoKey.reload] = "true"
+                recheck.rewinds = true
+                let reloaded = await fetch(recheck)
+                if case .success(let again) = reloaded, !again.hadValuesAtTheSource { continue }
+                // Grown, or failed: this page is not added without it (a retry loads both again).
+                (plan, result) = (recheck, reloaded)
+                break
+            }
+        } else if hadValues, let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
+            // So after a stalled short last page: it is loaded again first. What it gained since
+            // its reload (items added at the end of the data before this page was loaded) falls
+            // before this page's values: it was skipped for good.
             var recheck = plan
             recheck.key = stalled.key
             recheck.params.userInfo[PagingUserInfoKey.reload] = "true"
@@ -514,6 +536,9 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// For a load run in its caller's task (``load(_:userInfo:refreshKey:)``): its id in
         /// `inFlight` until it is applied.
         @usableFromInline var callerID: UInt64?
+        /// An append that loads again a page the list holds, one of the empty pages at its end:
+        /// when it has values now, the pages after it are dropped and it is the last page.
+        @usableFromInline var rewinds = false
 
         @inlinable
         init(kind: PagingRequestKind, key: Key, params: PagingRequestParams, generation: UInt64, anchorKey: Key?) {
@@ -600,6 +625,21 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             return last
         }
 
+        /// The empty pages at the end of the list that the key chain alone named, first to last,
+        /// when `plan` appends the page after them or loads the last of them again (that one
+        /// left out); else none.
+        @inlinable
+        func emptyRun(before plan: Plan) -> [Page<Key, Value>] {
+            guard plan.kind == .append, plan.generation == generation, let last = output.values.lastPage, last.key == plan.anchorKey,
+                  plan.key == last.key || plan.key == last.nextKey else { return [] }
+            var run: [Page<Key, Value>] = [], values = output.values
+            while let page = values.lastPage, page.isEmptyByTheKeyChainAlone {
+                if page.key != plan.key { run.append(page) }
+                values = values.droppingLast()
+            }
+            return run.reversed()
+        }
+
         /// Empty pages in a row at the end, each named by the key chain alone, that appends follow;
         /// one more reaches the end.
         @usableFromInline static var emptyPagesFollowed: Int { 2 }
@@ -667,7 +707,20 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     output.appendState = .idle
                     return
                 }
-                if last.key == page.key {
+                if plan.rewinds, page.key != last.key {
+                    // One of the empty pages at the end has values now: the ones after it go.
+                    guard heldKeys.contains(page.key) else {
+                        output.appendState = .idle
+                        return
+                    }
+                    while let dropped = output.values.lastPage, dropped.key != page.key {
+                        heldKeys.remove(dropped.key)
+                        output.values = output.values.droppingLast()
+                    }
+                    stalledKey = nil
+                    emptyPagesAtEnd = 0
+                    output.values = output.values.replacingLast(with: page)
+                } else if last.key == page.key {
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
                     if !page.values.isEmpty { emptyPagesAtEnd = 0 }

@@ -850,6 +850,57 @@ struct PaginationManagerTests {
         #expect(endless.fetchedKeys == [0, 1, 2])
     }
 
+    /// Empty pages the key chain alone named, which paging went past, and which the data grew
+    /// into meanwhile: the first of them with values is loaded again before the pages after it
+    /// are added, whatever shows the growth (a page after them, the last of them loaded again),
+    /// also when the list holds one item at most (as `pager run` streams), and when the first
+    /// page was empty. 6, 7 and 8 were skipped, and 0, 1 and 2 of an empty first page.
+    @Test(arguments: [nil, 1])
+    func emptyPagesThatTheDataGrewInto_areLoadedAgain_beforeThePagesAfterThem(maxSize: Int?) async throws {
+        var printed: [Int] = []
+        func walk(_ manager: PaginationManager<Int, Int>, appends: Int) async {
+            for _ in 0..<appends {
+                await manager.append().value
+                // What a reader shown the last page each time sees, as pager run prints.
+                if let last = manager.output.values.lastPage, !last.values.isEmpty, !printed.contains(last.values[0]) { printed += last.values }
+            }
+        }
+        // Grown while paging waited at the last of the empty pages (the next one is its reload).
+        let source = ScriptedPagingSource(pages: [[0, 1, 2], [3, 4, 5], [], [], []])
+        let manager = manager(source, maxSize: maxSize)
+        await manager.refresh().value
+        printed = [0, 1, 2]
+        await walk(manager, appends: 4)
+        source.setPages([[0, 1, 2], [3, 4, 5], [6, 7, 8], [9, 10, 11], []])
+        await walk(manager, appends: 6)
+        #expect(printed == Array(0..<12))
+        if maxSize == nil { #expect(Array(manager.output.values) == Array(0..<12)) }
+        #expect(manager.output.appendState.isEndReached)
+
+        // Grown while paging waited for the page after them.
+        let passed = ScriptedPagingSource(pages: [[0, 1, 2], [], [], []])
+        let later = self.manager(passed, maxSize: maxSize)
+        await later.refresh().value
+        printed = [0, 1, 2]
+        await walk(later, appends: 4)
+        #expect(passed.fetchedKeys == [0, 1, 1, 2, 2], "each empty page loaded again once: the next append loads page 3")
+        passed.setPages([[0, 1, 2], [3, 4, 5], [6, 7, 8], [9]])
+        await walk(later, appends: 8)
+        #expect(printed == Array(0..<10))
+        #expect(later.output.appendState.isEndReached)
+
+        // The first page empty.
+        let empty = ScriptedPagingSource<Int>(pages: [[], [], []])
+        let fromEmpty = self.manager(empty, maxSize: maxSize)
+        await fromEmpty.refresh().value
+        printed = []
+        await walk(fromEmpty, appends: 2)
+        empty.setPages([[0, 1, 2], [3, 4, 5], [6]])
+        await walk(fromEmpty, appends: 6)
+        #expect(printed == Array(0..<7))
+        #expect(fromEmpty.output.appendState.isEndReached)
+    }
+
     /// The mark of a page a filter emptied means nothing on a page from the source: marked so,
     /// a source's empty pages end the data as unmarked ones do (followed, they would be
     /// followed for as long as the key chain goes on).
