@@ -16,10 +16,9 @@ import Synchronization
 ///   are added instead, and the next append loads that page again. A short page that names its
 ///   next page itself (``Page/namesItsNextKey``, ``Page/isShortened``) is simply followed.
 /// - Empty pages the key chain alone named, after a full page or from the first page on (a few
-///   at most), are added and passed.
-///   When a page after them, or the last of them loaded again, has values, they are loaded
-///   again first, in order: the first that has values now (the data grew into it) takes the
-///   place of those after it, which are loaded again by the next appends.
+///   at most), are added and passed. When a page after them, or the last of them loaded again,
+///   has values, they are loaded again first, in order: the first that has values now (the data
+///   grew into it) takes the place of those after it, which are loaded again by the next appends.
 /// - With ``Configuration/maxSize``, the pages farthest from the side being loaded are dropped
 ///   once the list holds more values than that; they are loaded again when paging goes back.
 /// - With ``Configuration/prefetchDistance``, ``itemVisible(at:of:)`` loads the next page when the

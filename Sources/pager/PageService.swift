@@ -122,7 +122,8 @@ final class PageService: Sendable {
         let loaded: PluginPage
         do {
             // A client that goes away leaves the load running for those that joined it: cancelled,
-            // each of them loaded the page again from the start.
+            // each of them loaded the page again from the start. (One that joined another's load
+            // and goes away waits on too, counted as abandoned until that load ends: no fetch.)
             loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned, keepsRunning: { pager.othersWait(for: pagingRequest) }) {
                 try await pager.load(pagingRequest)
             }
