@@ -55,6 +55,8 @@ final class HTTPService: @unchecked Sendable {
     private let refused: @Sendable (_ path: String, _ status: Int) -> Void
     /// The task answering each request, by its exchange's id: cancelled when its client goes away.
     private let tasks = Locked<[UInt64: Task<Void, Never>]>([:])
+    /// Set by ``cancelRequests()``: a request cancelled from then on is answered 503.
+    private let cancelledToStop = Locked(false)
 
     /// Listens on `address` and `port` (0: any free port). `refused` hears of each request
     /// answered without `handler` (ambiguous framing, a body, a NUL, a query that is not UTF-8),
@@ -96,6 +98,14 @@ final class HTTPService: @unchecked Sendable {
     /// later on a connection kept alive is answered 503 and its connection closed.
     func stopAccepting() {
         if let server { paging_http_stop_accepting(server) }
+    }
+
+    /// Cancels the requests being answered, for a server that stops now: each handler gives up
+    /// at once (what it waits for is left to end on its own), and its request is answered 503
+    /// "the server is stopping", or its connection closed when its client went away.
+    func cancelRequests() {
+        cancelledToStop.withLock { $0 = true }
+        tasks.withLock { Array($0.values) }.forEach { $0.cancel() }
     }
 
     /// Requests being answered (every route: a health check in flight is one).
@@ -145,9 +155,13 @@ final class HTTPService: @unchecked Sendable {
         // Registered before the task can end (it removes itself), on the server's thread,
         // before the server watches the request (after this returns).
         tasks.withLock { tasks in
-            tasks[id] = Task { [handler, answered, weak self] in
+            tasks[id] = Task { [handler, answered, cancelledToStop, weak self] in
                 let start = ContinuousClock.now
-                let status = Self.respond(exchange, await handler(request))
+                var answer = await handler(request)
+                // What a handler answers to its cancel is said to a client gone away (a 499), not
+                // to one the server stops on.
+                if Task.isCancelled, cancelledToStop.withLock({ $0 }) { answer = .error(503, "the server is stopping") }
+                let status = Self.respond(exchange, answer)
                 // Counted before it goes out: a client that read its answer finds it in /metrics,
                 // and a SIGTERM after it read it finds it answered (counted after, it was one of
                 // the requests to finish, now and then). Sending it is the server's to wait for.

@@ -21,8 +21,9 @@ struct ServeCommand {
     Cursors are signed (HMAC-SHA256) with the secret in $PAGER_SERVE_SECRET or --secret-file
     (at least 16 bytes; the same on every host behind one address), else a random one: cursors
     then work on this process only. SIGTERM, SIGINT or SIGHUP stops accepting connections, lets the
-    requests in flight finish, then the stale pages' revalidations running in the background (up
-    to the request timeout; another signal cancels them), and exits 0.
+    requests in flight finish, then the stale pages' revalidations running in the background (each
+    up to the request timeout), and exits 0; another signal meanwhile cancels what still runs (a
+    request is answered 503) and exits 0 at once.
 
     options:
       --port N                  the port (default 8080; 0: any free port)
@@ -119,7 +120,11 @@ struct ServeCommand {
         let signal = await Signals.next(on: stop)
         service.stopAccepting()
         Output.error("pager serve: \(Signals.name(signal)): not accepting connections; finishing \(Output.counted(service.inFlight, "request"))")
-        let drained = await service.drained(within: timeout + .seconds(1))
+        // One thread waits for another signal through the whole stop, the drain and then the
+        // revalidations: with one each, the drain's, left waiting, could read the signal meant
+        // to cancel the revalidations.
+        let another = Task { await Signals.next(on: stop) }
+        let (drained, stoppingNow) = await Self.drain(service, of: pipeline.pager, within: timeout + .seconds(1), another: another)
         if drained {
             if !service.stop() {
                 Output.problem("pager serve: answers still unsent after 5 s (their clients do not read them); exiting without them")
@@ -129,31 +134,68 @@ struct ServeCommand {
             // which may not end with a request unanswered, ends with the process.
             Output.problem("pager serve: \(Output.counted(service.inFlight, "request")) still unanswered; exiting without them")
         }
-        await Self.settleBackgroundLoads(of: pipeline.pager, within: timeout, stop: stop)
-        // A request left running holds its plugin: destroying it would wait for the request.
-        if drained { pipeline.destroyPlugins() }
+        await Self.settleBackgroundLoads(of: pipeline.pager, within: timeout, another: another, cancellingAtOnce: stoppingNow)
+        // A request left running holds its plugin: destroying it would wait for the request. So
+        // may a load cancelled to stop now (what the second signal stopped for, a hung upstream).
+        if drained, !stoppingNow { pipeline.destroyPlugins() }
         Output.error("pager serve: stopped")
         return ExitCode.success
     }
 
+    /// Lets the requests in flight end, for `bound` at most (`drained` when they all did).
+    /// `another` signal stops the server now (`stoppingNow`), saying so: the requests are
+    /// cancelled, each answered 503 at once, and waited for a second at most; the background
+    /// revalidations are cancelled after. (That signal went unheard until the requests ended,
+    /// behind a slow upstream up to the request timeout, or minutes with retries.)
+    static func drain(_ service: HTTPService, of pager: PluginPager, within bound: Duration,
+                      another: Task<Int32, Never>) async -> (drained: Bool, stoppingNow: Bool) {
+        enum Event { case drained(Bool), signal(Int32) }
+        let (events, post) = AsyncStream.makeStream(of: Event.self)
+        Task { post.yield(.drained(await service.drained(within: bound))) }
+        // Left waiting when no signal comes (the revalidations after the drain hear that one).
+        Task { post.yield(.signal(await another.value)) }
+        var outcome = (drained: false, stoppingNow: false)
+        waiting: for await event in events {
+            switch event {
+            case .drained(let drained):
+                outcome.drained = drained
+            case .signal(let signal):
+                let revalidations = pager.backgroundLoadCount
+                Output.error("pager serve: \(Signals.name(signal)): stopping now: cancelling \(Output.counted(service.inFlight, "request")) in flight"
+                             + (revalidations > 0 ? " and \(Output.counted(revalidations, "background revalidation"))" : ""))
+                service.cancelRequests()
+                outcome = (await service.drained(within: .seconds(1)), true)
+            }
+            break waiting
+        }
+        post.finish()
+        return outcome
+    }
+
     /// Lets the loads running in the background (a stale page's revalidation, whose fresh page
-    /// the stores keep) end, saying so; another signal, or `bound`, cancels them, and a load
+    /// the stores keep) end, saying so; `another` signal, or `bound`, cancels them, and a load
     /// still inside a plugin call a second after its cancel is left to the process's end.
+    /// `cancellingAtOnce` (a signal during the drain, which said so): they are cancelled now.
     /// (After saying "finishing 0 requests" it waited for them without a word, a hung one for
     /// its whole timeout, and signals went unheard.)
-    static func settleBackgroundLoads(of pager: PluginPager, within bound: Duration, stop: Int32) async {
+    static func settleBackgroundLoads(of pager: PluginPager, within bound: Duration, another: Task<Int32, Never>,
+                                      cancellingAtOnce: Bool) async {
         let running = pager.backgroundLoadCount
         guard running > 0 else { return }
-        Output.error("pager serve: letting \(Output.counted(running, "background revalidation")) end, for \(bound) at most "
-                     + "(another SIGTERM, SIGINT or SIGHUP cancels \(running == 1 ? "it" : "them"))")
-        enum Event { case settled, cancel(why: String), gaveUp }
+        enum Event { case settled, cancel(why: String?), gaveUp }
         let (events, post) = AsyncStream.makeStream(of: Event.self)
         let settling = Task {
             await pager.backgroundLoadsFinished()
             post.yield(.settled)
         }
-        // The thread that waits for a signal is left waiting when none comes: the process ends.
-        Task { post.yield(.cancel(why: Signals.name(await Signals.next(on: stop)))) }
+        if cancellingAtOnce {
+            post.yield(.cancel(why: nil))
+        } else {
+            Output.error("pager serve: letting \(Output.counted(running, "background revalidation")) end, for \(bound) at most "
+                         + "(another SIGTERM, SIGINT or SIGHUP cancels \(running == 1 ? "it" : "them"))")
+            // The thread that waits for a signal is left waiting when none comes: the process ends.
+            Task { post.yield(.cancel(why: Signals.name(await another.value))) }
+        }
         let deadline = Task {
             try await Task.sleep(for: bound)
             post.yield(.cancel(why: "still running after \(bound)"))
@@ -166,7 +208,7 @@ struct ServeCommand {
             case .cancel(let why):
                 guard !cancelled else { continue }
                 cancelled = true
-                Output.error("pager serve: \(why): cancelling the background revalidations")
+                if let why { Output.error("pager serve: \(why): cancelling the background revalidations") }
                 settling.cancel()
                 // A cancel ends no plugin call: one that does not return holds its load.
                 Task {
