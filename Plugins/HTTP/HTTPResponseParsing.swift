@@ -266,11 +266,12 @@ enum ResponseParsing {
         return zip(bytes, prefix).allSatisfy { asciiLowercased($0) == $1 }
     }
 
-    /// Retry-After as whole seconds from now: delta-seconds or an HTTP-date; nil when absent
-    /// or unreadable.
+    /// Retry-After as whole seconds from now: delta-seconds (digits, RFC 9110 10.2.3; past Int,
+    /// capped as X-RateLimit-Reset is) or an HTTP-date; nil when absent or unreadable. (`Int()`
+    /// took "-5" for a wait of 0 s and "+5" for 5 s, and dropped 20 digits for no wait said.)
     static func retryAfterSeconds(_ value: String?, now: Date = Date()) -> Int? {
         guard let value = value?.trimmingSpaces, !value.isEmpty else { return nil }
-        if let seconds = Int(value) { return max(0, seconds) }
+        if value.utf8.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) { return Int(value) ?? Int.max }
         guard let date = httpDate(value) else { return nil }
         return max(0, Int((date.timeIntervalSince(now)).rounded(.up)))
     }

@@ -335,6 +335,25 @@ struct HTTPSourcePluginTests {
         #expect(server.requestCount == 3)
     }
 
+    /// Retry-After is digits or an HTTP date (RFC 9110 10.2.3): a value with a sign is none,
+    /// and X-RateLimit-Reset says the wait if it is there ("-5" was a wait of 0 s, which pager
+    /// serve answered 503 with Retry-After: 1); digits past Int are more than a year, as such an
+    /// X-RateLimit-Reset is (they were no hint at all, which pager serve answered 502).
+    @Test(arguments: [("-5", nil, nil), ("+5", nil, nil), ("-5", "7", "7 s"), ("99999999999999999999", nil, "more than a year")])
+    func retryAfter_notDigits_isNoHint_andDigitsPastInt_areCapped(_ value: String, _ reset: String?, _ said: String?) async throws {
+        let headers: [(name: String, value: String)] = [("Retry-After", value)] + (reset.map { [("X-RateLimit-Reset", $0)] } ?? [])
+        let server = try startServer { _ in .json(#"{"message":"busy"}"#, status: 503, headers: headers) }
+        defer { server.stop() }
+        let source = try makeSource(#"{"url": "\#(server.baseURL)/items?page={key}"}"#)
+        let error = try #require(await loadError(source) as? PluginError)
+        #expect(error.status == .transient)
+        if let said {
+            #expect("\(error)".hasSuffix(" (retry after \(said))"), "\(error)")
+        } else {
+            #expect(error.retryAfter == nil && !"\(error)".contains("retry after"), "\(error)")
+        }
+    }
+
     @Test func http500_isTransient_andRetried() async throws {
         let server = try startServer { _ in .text("boom", status: 500) }
         defer { server.stop() }
