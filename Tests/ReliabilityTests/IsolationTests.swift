@@ -94,8 +94,9 @@ struct IsolationTests {
     func anIsolatedPlugin_isServedByThreadsNamedForWhatTheyDo() async throws {
         let pipeline = try await pipeline(#"{"count": 10}"#)
         _ = try await pipeline.pager.load(pipeline.pager.refreshRequest(params: pipeline.requestParams))
-        let names = threadNames()
-        #expect(names.contains("paging-child") && names.contains("paging-spawn"), "\(names)")
+        // Each thread names itself as it starts: the child's reader may not have run yet (the
+        // caller may read the answer itself), on a busy machine.
+        #expect(await eventually { Set(threadNames()).isSuperset(of: ["paging-child", "paging-spawn"]) }, "\(threadNames())")
     }
 
     @Test(.timeLimit(.minutes(3)))
