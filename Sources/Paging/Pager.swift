@@ -443,18 +443,6 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             ? request.sharingKey : nil
     }
 
-    /// Whether callers that joined the load of `request` in flight still wait for it: its
-    /// caller, going away, would do better to let it run on than to cancel it, after which
-    /// each of them would load the page again.
-    public func othersWait(for request: PagingRequest<Key>) -> Bool {
-        guard let identity = sharingIdentity(of: request) else { return false }
-        return registry.withLock { registry in
-            guard let joiners = registry.shared[identity]?.joiners else { return false }
-            let waiting = unsafeDowncast(joiners, to: Joiners.self)
-            return waiting.nextWaiter > waiting.departed
-        }
-    }
-
     /// How many callers wait for a load another caller runs (deduplication): those who joined
     /// and have not left (cancelled). For tests, yours too, that must know a caller joined
     /// before they go on rather than sleep.

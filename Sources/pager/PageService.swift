@@ -20,6 +20,7 @@ final class PageService: Sendable {
     /// Loads given up on (their client gone, or past the timeout) that still run: they hold no
     /// request's slot, but while `maxRequests` of them run, new requests are refused.
     private let abandoned = Locked(0)
+    private let sharedLoads: SharedPageLoads
     private let allowed: Set<String>
 
     init(pipeline: Pipeline, secret: ServeSecret, maxRequests: Int, timeout: Duration) {
@@ -31,6 +32,7 @@ final class PageService: Sendable {
         pageDeadlines = Deadlines(timeout: timeout, queue: Self.deadlineQueue)
         healthDeadlines = Deadlines(timeout: healthTimeout, queue: Self.deadlineQueue)
         allowed = Set(pipeline.manifest.serveParams)
+        sharedLoads = SharedPageLoads(countingAbandonedIn: abandoned)
     }
 
     /// The route a path is counted under.
@@ -84,7 +86,7 @@ final class PageService: Sendable {
         case "/pages": return await page(request)
         case "/healthz": return await health()
         case "/metrics":
-            return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats, joined: pipeline.pager.joinedCallerCount).utf8))
+            return HTTPAnswer(status: 200, contentType: "text/plain; version=0.0.4", body: Array(metrics.render(pipeline.stats, joined: sharedLoads.joinedCount).utf8))
         default: return .error(404, "no such route: GET /pages, /healthz or /metrics")
         }
     }
@@ -121,11 +123,8 @@ final class PageService: Sendable {
         let userInfo = params.userInfo.filter { allowed.contains($0.key) }
         let loaded: PluginPage
         do {
-            // A client that goes away leaves the load running for those that joined it: cancelled,
-            // each of them loaded the page again from the start. (One that joined another's load
-            // and goes away waits on too, counted as abandoned until that load ends: no fetch.)
-            loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned, keepsRunning: { pager.othersWait(for: pagingRequest) }) {
-                try await pager.load(pagingRequest)
+            loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned) { [sharedLoads] in
+                try await sharedLoads.load(pagingRequest, with: pager)
             }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\": no answer within \(timeout)")
@@ -274,12 +273,9 @@ struct ServeTimeout: Error {}
 /// `body`'s result, or ``ServeTimeout`` when it takes longer than the timeout of `deadlines`, or a
 /// `CancellationError` at once when cancelled (its client went away). Either way `body` is
 /// cancelled and left to end when it can: a plugin may hold its thread for good, and the
-/// request's slot must not wait for it. While it runs on, it is counted in `abandoned`. When
-/// cancelled while `keepsRunning` says others need what `body` does, `body` runs on uncancelled,
-/// to its end or the timeout.
+/// request's slot must not wait for it. While it runs on, it is counted in `abandoned`.
 func within<T: Sendable>(
-    _ deadlines: Deadlines<ObjectIdentifier>, countingAbandonedIn abandoned: Locked<Int>? = nil,
-    keepsRunning: @escaping @Sendable () -> Bool = { false }, _ body: @escaping @Sendable () async throws -> T
+    _ deadlines: Deadlines<ObjectIdentifier>, countingAbandonedIn abandoned: Locked<Int>? = nil, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let work = Task { try await body() }
     let outcome = FirstOutcome<T>()
@@ -304,7 +300,6 @@ func within<T: Sendable>(
             try await outcome.value()
         } onCancel: {
             outcome.finish(.failure(CancellationError()))
-            guard !keepsRunning() else { return }
             work.cancel()
             deadlines.unwatch(timer)
         }

@@ -237,6 +237,29 @@ struct ServeCommandTests {
         #expect(fetches.withLock { $0 } == 1)
     }
 
+    /// Clients that asked for one page at once and all went away have its load cancelled: no
+    /// slot stays taken. (Each waited on for the others, none cancelled it, and two clients that
+    /// left had every request refused 503 until the request timeout.)
+    @Test(.timeLimit(.minutes(3)))
+    func clientsThatAllGoAway_haveTheirSharedLoadCancelled() async throws {
+        let folder = scratchFolder()
+        let never = try await compileCPlugin("\(repositoryRoot)/Tests/Fixtures/plugins/never_complete.c", name: "never_complete_logging",
+                                             extraFlags: ["-DFIXTURE_CANCEL_LOGS"])
+        try #"{"source": {"plugin": "\#(never)"}, "page_size": 3, "timeout_ms": 600000}"#
+            .write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+        let server = try await ServeProcess([folder + "/m.json", "--max-requests", "2"], environment: Self.secret)
+        let clients = try (0..<2).map { _ in try connectLoopback(port: server.port) }
+        for (index, client) in clients.enumerated() {
+            _ = "GET /pages HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".withCString { send(client, $0, strlen($0), Int32(MSG_NOSIGNAL)) }
+            if index == 0 { #expect(await server.waitFor("never-complete: fetch "), "\(server.stderr)") }
+        }
+        #expect(await server.waitFor { _ in ((try? server.get("/metrics").text) ?? "").contains("\npager_joined_requests 1\n") })
+        clients.forEach { close($0) }
+        #expect(await server.waitFor("never-complete: cancel "), "\(server.stderr)")
+        // Refused before it is read when loads given up on fill the slots; else a 400.
+        #expect(await server.waitFor { _ in (try? server.get("/pages?unknown=1").status) == 400 }, "\(server.stderr)")
+    }
+
     /// A client that goes away while the plugin is stuck in its fetch() call (which no cancel
     /// reaches) frees its slot at once all the same (it was held until the request timeout).
     /// Such loads that run on are bounded too: while --max-requests of them run, a request gets
