@@ -626,15 +626,17 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
 
         /// The empty pages at the end of the list that the key chain alone named, first to last,
         /// when `plan` appends the page after them or loads the last of them again (that one
-        /// left out); else none.
+        /// left out); else none. As many as appends follow at most (a list of empty pages
+        /// prepended had each loaded again by one append).
         @inlinable
         func emptyRun(before plan: Plan) -> [Page<Key, Value>] {
             guard plan.kind == .append, plan.generation == generation, let last = output.values.lastPage, last.key == plan.anchorKey,
                   plan.key == last.key || plan.key == last.nextKey else { return [] }
-            var run: [Page<Key, Value>] = [], values = output.values
-            while let page = values.lastPage, page.isEmptyByTheKeyChainAlone {
+            var run: [Page<Key, Value>] = [], values = output.values, walked = 0
+            while walked <= Self.emptyPagesFollowed, let page = values.lastPage, page.isEmptyByTheKeyChainAlone {
                 if page.key != plan.key { run.append(page) }
                 values = values.droppingLast()
+                walked += 1
             }
             return run.reversed()
         }

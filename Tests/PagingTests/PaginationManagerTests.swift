@@ -901,6 +901,20 @@ struct PaginationManagerTests {
         #expect(fromEmpty.output.appendState.isEndReached)
     }
 
+    /// Rechecking the empty pages at the end costs an append as many loads as appends follow
+    /// empty pages, however many a prepend added (30 prepended were each loaded again).
+    @Test func theEmptyPagesLoadedAgain_areAsManyAsAppendsFollow() async throws {
+        let source = ScriptedPagingSource(pages: Array(repeating: [Int](), count: 31) + [[7, 8, 9]], refreshKey: 29)
+        let manager = manager(source)
+        await manager.refresh().value
+        for _ in 0..<40 { await manager.prepend().value }
+        #expect(manager.output.values.pageCount == 30 && manager.output.prependState.isEndReached)
+        let before = source.fetchCount
+        for _ in 0..<4 { await manager.append().value }
+        #expect(Array(manager.output.values) == [7, 8, 9] && manager.output.appendState.isEndReached)
+        #expect(source.fetchCount - before <= 8, "\(source.fetchedKeys.suffix(source.fetchCount - before))")
+    }
+
     /// The mark of a page a filter emptied means nothing on a page from the source: marked so,
     /// a source's empty pages end the data as unmarked ones do (followed, they would be
     /// followed for as long as the key chain goes on).
