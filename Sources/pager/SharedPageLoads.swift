@@ -70,13 +70,12 @@ final class SharedPageLoads: Sendable {
             let (continuation, abandonedTask) = shared.withLock { state -> (CheckedContinuation<PluginPage, any Error>?, Task<Void, Never>?) in
                 guard let continuation = state.loads[key]?.waiters.removeValue(forKey: waiter) else { return (nil, nil) }
                 guard state.loads[key]!.waiters.isEmpty else { return (continuation, nil) }
-                // The last waiter gone: a request for the page from now on starts a load of its own.
+                // The last waiter gone: a request for the page from now on starts a load of its
+                // own. Counted before the lock is let go, which the load takes as it ends.
+                abandoned.withLock { $0 += 1 }
                 return (continuation, state.loads.removeValue(forKey: key)?.task)
             }
-            if let abandonedTask {
-                abandoned.withLock { $0 += 1 }
-                abandonedTask.cancel()
-            }
+            abandonedTask?.cancel()
             continuation?.resume(throwing: CancellationError())
         }
     }
