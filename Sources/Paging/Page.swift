@@ -29,6 +29,10 @@ public struct Page<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     /// source. An interceptor that keeps pages keeps it with each page and sets it on the page it
     /// answers with, as ``isShortened``: without it, such a page read back reads as the end.
     public var isEmptiedByTransform = false
+    /// Set by the ``Pager`` on a page an interceptor answered with (a cache's, a store's) rather
+    /// than the source: what it says may be older than the source's data. (An empty page kept
+    /// while the data ended there read as the end after the data grew.)
+    public var isKept = false
 
     /// A page whose neighbours are those of the request's key chain.
     @inlinable

@@ -293,10 +293,12 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                     if handleAfterwards { observers.insert(step) }
                     observers.passed(next, for: request, at: step)
                     request = chained(next, after: request)
-                case .complete(let page):
+                case .complete(var page):
+                    page.isKept = true
                     return page
-                case .completeThenRevalidate(let page):
+                case .completeThenRevalidate(var page):
                     revalidate(request, after: step)
+                    page.isKept = true
                     return page
                 case .proceedOrFallBack(let next, let fallback, let whenUsed):
                     observers.insert(step)
@@ -383,7 +385,9 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             whenUsed(error)
             // The stored page is not handed back to the interceptors that would store it again.
             observers.remove(index)
-            return fallback
+            var kept = fallback
+            kept.isKept = true
+            return kept
         }
     }
 
@@ -501,6 +505,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         let filled = page.values.count >= asked.params.pageSize, hadValues = !page.values.isEmpty
         // A page a store answered with keeps the mark it was stored with.
         var madeShort = page.isShortened
+        let kept = page.isKept
         while let index = remaining.popLast() {
             if let request = observers.request(reaching: index) { page.request = request }
             if isSuperseded(generation) {
@@ -521,6 +526,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
             madeShort = madeShort || (filled && page.values.count < asked.params.pageSize)
             page.isShortened = page.isShortened || madeShort
             if !madeShort, hadValues, page.values.isEmpty { page.isEmptiedByTransform = true }
+            page.isKept = kept
         }
         // The caller gets the page under the request the source answered, as without observers.
         if !observers.rewrites.isEmpty { page.request = asked }
@@ -553,6 +559,7 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
         // is a page from the source one a transform emptied.
         if page.isShortened, page.values.isEmpty { page.isShortened = false }
         page.isEmptiedByTransform = false
+        page.isKept = false
         return page
     }
 

@@ -299,6 +299,15 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             result = await fetch(plan)
             if case .failure(let error) = result, error as? PagingError == .supersededByRefresh { appendSupersededAgain = true }
         }
+        // An empty page an interceptor answered with (a store's), where it would end the data, is
+        // asked of the source: kept while the data ended there, it ended every later walk there
+        // (behind a filter, after a page it made short), whatever the data gained since.
+        if case .success(let page) = result, page.isKept, plan.kind == .append,
+           state.withLock({ state in state.output.values.lastPage.map { $0.key == plan.anchorKey && state.endsTheData(page, after: $0) } ?? false }) {
+            var fresh = plan
+            fresh.params.userInfo[PagingUserInfoKey.reload] = "true"
+            result = await fetch(fresh)
+        }
         // A page with values (or that had some, before a filter) after empty pages the key chain
         // alone named, or the last of them loaded again with values: each of them is loaded
         // again first, and the first that has values now is where paging goes on, those after it
@@ -641,6 +650,15 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
             return run.reversed()
         }
 
+        /// Whether `page`, after `last`, ends the data for now: empty, where the key chain alone
+        /// named a page, after a short page with values (or one a filter emptied), or after as
+        /// many such empty pages as appends follow.
+        @inlinable
+        func endsTheData(_ page: Page<Key, Value>, after last: Page<Key, Value>) -> Bool {
+            page.key != last.key && page.isEmptyByTheKeyChainAlone && !last.isComplete
+                && (!last.values.isEmpty || last.isEmptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed)
+        }
+
         /// Empty pages in a row at the end, each named by the key chain alone, that appends follow;
         /// one more reaches the end.
         @usableFromInline static var emptyPagesFollowed: Int { 2 }
@@ -725,8 +743,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                     stalledKey = page.values.count <= last.values.count ? page.key : nil
                     output.values = output.values.replacingLast(with: page)
                     if !page.values.isEmpty { emptyPagesAtEnd = 0 }
-                } else if page.isEmptyByTheKeyChainAlone, !last.isComplete,
-                          !last.values.isEmpty || last.isEmptiedByTransform || emptyPagesAtEnd >= Self.emptyPagesFollowed {
+                } else if endsTheData(page, after: last) {
                     // Nothing after a short last page with values, where only the key chain said
                     // a page would be: the data ends there for now (a refresh looks again). Added,
                     // the empty page was the short page paging went on from, and what the page

@@ -293,6 +293,45 @@ struct FilterPluginTests {
 
     static let stores = ["sqlite-store", "sqlite-store, isolated", "redis-cache", "postgres-store", "cache"]
 
+    /// The manifest entry of `store` (one of ``stores``), its server started if it needs one,
+    /// and what stops that server.
+    static func entry(of store: String) async throws -> (entry: String, stop: () -> Void) {
+        switch store {
+        case "redis-cache":
+            let redis = try await RedisServer.start()
+            return (#"{"plugin": "redis-cache", "config": {"address": "\#(redis.address)"}}"#, redis.stop)
+        case "postgres-store":
+            let postgres = try await PostgresServer.start()
+            return (#"{"plugin": "postgres-store", "config": {"conninfo": "\#(postgres.conninfo)"}}"#, postgres.stop)
+        case "cache":
+            return (#"{"plugin": "cache"}"#, {})
+        default:
+            return (#"{"plugin": "sqlite-store", "config": {"path": "pages.db"}\#(store.hasSuffix("isolated") ? #", "isolation": "process""# : "")}"#, {})
+        }
+    }
+
+    /// A store before the filter kept the empty page where the data ended (after a page the
+    /// filter made short); once the data grew, a later run asks the source for that page
+    /// rather than end there (it printed the first run's items again, exit 0).
+    @Test(arguments: ["sqlite-store", "redis-cache", "postgres-store"])
+    func aStoreBeforeTheFilter_asksTheSourceForTheEmptyPageItKept_afterTheDataGrew(_ store: String) async throws {
+        let (storeEntry, stop) = try await Self.entry(of: store)
+        defer { stop() }
+        let folder = scratchFolder(), plugin = try await fixturePlugin("interceptor_work")
+        let filter = #"{"plugin": "filter", "config": {"mode": "drop", "where": [{"pointer": "/n", "greater_or_equal": 20}, {"pointer": "/n", "less_than": 25}]}}"#
+        for count in [30, 38] {
+            // The key chain names pages past the data (to 45), as an offset API's does.
+            try """
+            {"source": {"plugin": "\(plugin)", "id": "offsets", "config": {"count": \(count), "count_after": 45, "change_at": 100000}},
+             "interceptors": [\(storeEntry), \(filter)], "page_size": 10}
+            """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
+            let result = try await run(pagerCommand, ["run", folder + "/m.json", "--refresh", "--append", "10"])
+            #expect(result.code == 0, "\(result.stderr)")
+            let numbers = result.stdout.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Int])?["n"] }
+            #expect(numbers == Array(0..<20) + Array(25..<count), "\(count) items: \(result.stderr)")
+        }
+    }
+
     /// Walks `source` to its end twice, through `store` (one of ``stores``) and then the filter
     /// of `filter`'s config, and expects the items' `field`s to be `expected` each time: two
     /// `pager run`s (the second with `secondRunHits` store hits, when given), or two walks of
@@ -300,23 +339,8 @@ struct FilterPluginTests {
     /// `cacheCalls` calls of the source, when given).
     func walkTwice(_ folder: String, store: String, source: String, filter: String, field: String, expected: [String],
                    secondRunHits: Int? = nil, cacheCalls: Int? = nil) async throws {
-        var stop: () -> Void = {}
+        let (storeEntry, stop) = try await Self.entry(of: store)
         defer { stop() }
-        let storeEntry: String
-        switch store {
-        case "redis-cache":
-            let redis = try await RedisServer.start()
-            stop = redis.stop
-            storeEntry = #"{"plugin": "redis-cache", "config": {"address": "\#(redis.address)"}}"#
-        case "postgres-store":
-            let postgres = try await PostgresServer.start()
-            stop = postgres.stop
-            storeEntry = #"{"plugin": "postgres-store", "config": {"conninfo": "\#(postgres.conninfo)"}}"#
-        case "cache":
-            storeEntry = #"{"plugin": "cache"}"#
-        default:
-            storeEntry = #"{"plugin": "sqlite-store", "config": {"path": "pages.db"}\#(store.hasSuffix("isolated") ? #", "isolation": "process""# : "")}"#
-        }
         try """
         {"source": \(source), "interceptors": [\(storeEntry), {"plugin": "filter", "config": \(filter)}], "page_size": 10}
         """.write(toFile: folder + "/m.json", atomically: true, encoding: .utf8)
