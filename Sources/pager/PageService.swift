@@ -121,10 +121,20 @@ final class PageService: Sendable {
             return .error(400, "\(error)")
         }
         let userInfo = params.userInfo.filter { allowed.contains($0.key) }
-        let loaded: PluginPage
+        var loaded: PluginPage
         do {
             loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned) { [sharedLoads] in
                 try await sharedLoads.load(pagingRequest, with: pager)
+            }
+            // An empty page a store answered with, where it would end the client's walk, is asked
+            // of the source once more: kept while the data ended there, it ended every later walk
+            // there, whatever the data gained.
+            if loaded.isKept, Self.endsTheWalk(loaded, going: pagingRequest.kind) {
+                var fresh = pagingRequest
+                fresh.params.userInfo[PagingUserInfoKey.reload] = "true"
+                loaded = try await within(pageDeadlines, countingAbandonedIn: abandoned) { [sharedLoads, fresh] in
+                    try await sharedLoads.load(fresh, with: pager)
+                }
             }
         } catch is ServeTimeout {
             Output.problem("pager serve: \(pagingRequest.kind) of key \"\(pagingRequest.key)\": no answer within \(timeout)")
@@ -157,15 +167,9 @@ final class PageService: Sendable {
             if index > 0 { body.append(UInt8(ascii: ",")) }
             body += item.bytes
         }
-        // An empty page met going on, whose key on that side came from the key chain alone,
-        // ends the data that way for now, as it ends paging in the manager: a source whose
-        // chain always names a page after the last handed out a cursor with every empty page,
-        // and a client following cursors to the end never stopped. A page a filter emptied
-        // ends nothing (the source's page had items).
         var next = loaded.nextKey, prev = loaded.prevKey
-        if loaded.values.isEmpty, !loaded.isShortened, !loaded.isEmptiedByTransform {
-            if pagingRequest.kind == .append, next == loaded.request.keyChain.nextKey { next = nil }
-            if pagingRequest.kind == .prepend, prev == loaded.request.keyChain.prevKey { prev = nil }
+        if Self.endsTheWalk(loaded, going: pagingRequest.kind) {
+            if pagingRequest.kind == .append { next = nil } else { prev = nil }
         }
         // A cursor this server would refuse is never given out.
         var cursors: [String] = []
@@ -185,6 +189,20 @@ final class PageService: Sendable {
         }
         body += Array("], \"next\": \(cursors[0]), \"prev\": \(cursors[1])}\n".utf8)
         return HTTPAnswer(status: 200, body: body)
+    }
+
+    /// Whether `page`, met going on (`kind`), ends the data that way for now, as such a page ends
+    /// paging in the manager: empty, its key on that side from the key chain alone (a source
+    /// whose chain always names a page after the last handed out a cursor with every empty
+    /// page, and a client following cursors to the end never stopped). A page a filter emptied
+    /// ends nothing (the source's page had items).
+    private static func endsTheWalk(_ page: PluginPage, going kind: PagingRequestKind) -> Bool {
+        guard page.values.isEmpty, !page.isShortened, !page.isEmptiedByTransform else { return false }
+        switch kind {
+        case .append: return page.nextKey == page.request.keyChain.nextKey
+        case .prepend: return page.prevKey == page.request.keyChain.prevKey
+        case .refresh: return false
+        }
     }
 
     /// The cursor and the user info a request's query sets.
