@@ -87,8 +87,10 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
     ///   ``PagingError/supersededByRefresh`` when a refresh started meanwhile.
     @inlinable
     public func load(_ request: PagingRequest<Key>) async throws -> Page<Key, Value> {
-        // Computed once: it is hashed on registration and again when the load finishes.
-        let identity = sharingIdentity(of: request)
+        // Computed once: it is hashed on registration and again when the load finishes. A hard
+        // refresh or a reload shares nothing: it must reach the source.
+        let identity = (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.goesToSource
+            ? request.sharingKey : nil
         while true {
             switch register(request, identity) {
             case .reuse(let page):
@@ -437,14 +439,6 @@ public final class Pager<Key: Hashable & Sendable, Value: Sendable>: Sendable {
                 }
             }
         }
-    }
-
-    /// The identity under which loads of `request` are shared, or `nil` when they are not: a
-    /// hard refresh or a reload shares nothing, as it must reach the source.
-    @inlinable
-    func sharingIdentity(of request: PagingRequest<Key>) -> PagingRequest<Key>.SharingKey? {
-        (deduplication.sharesInFlight || deduplication.reuseWindow != nil) && !request.params.goesToSource
-            ? request.sharingKey : nil
     }
 
     /// How many callers wait for a load another caller runs (deduplication): those who joined
