@@ -304,9 +304,7 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // (behind a filter, after a page it made short), whatever the data gained since.
         if case .success(let page) = result, page.isKept, plan.kind == .append,
            state.withLock({ state in state.output.values.lastPage.map { $0.key == plan.anchorKey && state.endsTheData(page, after: $0) } ?? false }) {
-            var fresh = plan
-            fresh.params.userInfo[PagingUserInfoKey.reload] = "true"
-            result = await fetch(fresh)
+            result = await fetch(plan.reloading(plan.key))
         }
         // A page with values (or that had some, before a filter) after empty pages the key chain
         // alone named, or the last of them loaded again with values: each of them is loaded
@@ -315,12 +313,10 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         // what it put there was skipped for good.
         var plan = plan
         let hadValues = (try? result.get())?.hadValuesAtTheSource ?? false
-        let emptyRun = hadValues ? state.withLock { $0.emptyRun(before: plan) } : []
+        let (emptyRun, stalled) = hadValues ? state.withLock { ($0.emptyRun(before: plan), $0.stalledPage(before: plan)) } : ([], nil)
         if !emptyRun.isEmpty {
             for held in emptyRun {
-                var recheck = plan
-                recheck.key = held.key
-                recheck.params.userInfo[PagingUserInfoKey.reload] = "true"
+                var recheck = plan.reloading(held.key)
                 recheck.rewinds = true
                 let reloaded = await fetch(recheck)
                 if case .success(let again) = reloaded, !again.hadValuesAtTheSource { continue }
@@ -328,13 +324,11 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
                 (plan, result) = (recheck, reloaded)
                 break
             }
-        } else if hadValues, let stalled = state.withLock({ $0.stalledPage(before: plan) }) {
+        } else if let stalled {
             // So after a stalled short last page: it is loaded again first. What it gained since
             // its reload (items added at the end of the data before this page was loaded) falls
             // before this page's values: it was skipped for good.
-            var recheck = plan
-            recheck.key = stalled.key
-            recheck.params.userInfo[PagingUserInfoKey.reload] = "true"
+            let recheck = plan.reloading(stalled.key)
             let reloaded = await fetch(recheck)
             switch reloaded {
             case .success(let again) where again.values.count > stalled.values.count:
@@ -547,6 +541,15 @@ public final class PaginationManager<Key: Hashable & Sendable, Value: Sendable>:
         /// An append that loads again a page the list holds, one of the empty pages at its end:
         /// when it has values now, the pages after it are dropped and it is the last page.
         @usableFromInline var rewinds = false
+
+        /// The page at `key` loaded again from the source, as part of this load.
+        @inlinable
+        func reloading(_ key: Key) -> Plan {
+            var reload = self
+            reload.key = key
+            reload.params.userInfo[PagingUserInfoKey.reload] = "true"
+            return reload
+        }
 
         @inlinable
         init(kind: PagingRequestKind, key: Key, params: PagingRequestParams, generation: UInt64, anchorKey: Key?) {
